@@ -1,0 +1,4 @@
+from embedcheck.cli import main
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,113 @@
+"""The Typer application and the one place where exceptions become exit codes.
+
+Every failure path ends here: :class:`~embedcheck.errors.InputError`, ``ValueError``,
+usage errors from click and anything unexpected print one line ``error: ...`` on stderr
+and exit 2 (``EMBEDCHECK_DEBUG=1`` shows the traceback). Gates exit 1 through
+``typer.Exit(1)``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+import traceback
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from ..errors import InputError
+
+try:  # typer >= 0.20 vendors click
+    from typer._click import exceptions as click_exc  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover
+    from click import exceptions as click_exc  # type: ignore[no-redef]
+
+
+def _one_line(msg: str) -> str:
+    return " ".join(str(msg).split()) or "failed"
+
+
+def error_line(msg: str) -> None:
+    sys.stderr.write(f"error: {_one_line(msg)}\n")
+    sys.stderr.flush()
+
+
+class EmbedcheckGroup(TyperGroup):
+    """Runs click in non-standalone mode and maps every exception to one line + exit code."""
+
+    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        code = self._run(args, prog_name, complete_var, **extra)
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+    def _run(self, args: Any, prog_name: Any, complete_var: Any, **extra: Any) -> int:
+        try:
+            rv = super().main(args=args, prog_name=prog_name or "embedcheck",
+                              complete_var=complete_var, standalone_mode=False, **extra)
+            return rv if isinstance(rv, int) else 0
+        except click_exc.NoArgsIsHelpError:  # `embedcheck` alone: typer already printed the help
+            return 0
+        except click_exc.UsageError as exc:
+            cmd = exc.ctx.command_path if exc.ctx is not None else "embedcheck"
+            error_line(f"{exc.format_message()} (see '{cmd} --help')")
+            return 2
+        except click_exc.ClickException as exc:
+            error_line(exc.format_message())
+            return 2
+        except click_exc.Abort:
+            error_line("aborted")
+            return 130
+        except (InputError, ValueError) as exc:
+            if os.environ.get("EMBEDCHECK_DEBUG"):
+                traceback.print_exc()
+            error_line(str(exc))
+            return 2
+        except KeyboardInterrupt:
+            error_line("interrupted; nothing was written")
+            return 130
+        except BrokenPipeError:
+            return 0
+        except MemoryError:
+            error_line("out of memory; use a smaller --chunk or --map-queries")
+            return 2
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                return 0
+            if os.environ.get("EMBEDCHECK_DEBUG"):
+                traceback.print_exc()
+            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            error_line(f"{exc.strerror or exc}{where}")
+            return 2
+        except Exception as exc:  # noqa: BLE001 - the single error path: never a traceback
+            if os.environ.get("EMBEDCHECK_DEBUG"):
+                traceback.print_exc()
+            error_line(f"{type(exc).__name__}: {exc} (EMBEDCHECK_DEBUG=1 shows the traceback)")
+            return 2
+
+
+app = typer.Typer(
+    cls=EmbedcheckGroup,
+    name="embedcheck",
+    help="Does the cosine geometry of an embedding space reflect what you care about? "
+    "Measure it (aag, probe, sts, anisotropy, physscore) and repair it (train-head, project).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
+) -> None:
+    """embedcheck: cosine geometry checks and repairs for text embeddings."""
+    if version:
+        from .. import __version__
+
+        typer.echo(f"embedcheck {__version__}")
+        raise typer.Exit(0)

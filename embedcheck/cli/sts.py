@@ -1,0 +1,1 @@
+"""``embedcheck sts``: placeholder until written."""

@@ -1,0 +1,132 @@
+"""Reports, gates and exit codes — shared by every measuring command.
+
+A report is a plain JSON-able dict. :func:`emit` prints it as JSON when stdout is not a
+terminal (or with ``--json`` / ``--format json``), as a rich table otherwise, optionally
+writes it to ``--report FILE``, and returns the exit code: 0, or 1 when a gate failed.
+
+>>> r = {"aag": 0.02}
+>>> add_gates(r, [min_gate("aag", 0.02, 0.05)])
+>>> r["gates"][0]["passed"], exit_code(r)
+(False, 1)
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any, Callable, Iterable, Optional
+
+from .artifacts import dumps, save_json
+
+EXIT_OK = 0
+EXIT_GATE = 1
+EXIT_BAD_INPUT = 2
+
+
+def _gate(name: str, value: Optional[float], threshold: float, op: str) -> dict[str, Any]:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        passed = False  # an undefined figure never passes a gate
+    elif op == ">=":
+        passed = bool(value >= threshold)
+    else:
+        passed = bool(value <= threshold)
+    return {"name": name, "op": op, "threshold": float(threshold),
+            "value": None if value is None else float(value), "passed": passed}
+
+
+def min_gate(name: str, value: Optional[float], threshold: float) -> dict[str, Any]:
+    """Passes when ``value >= threshold`` (e.g. ``--fail-below``, ``--min-gap-sd``)."""
+    return _gate(name, value, threshold, ">=")
+
+
+def max_gate(name: str, value: Optional[float], threshold: float) -> dict[str, Any]:
+    """Passes when ``value <= threshold`` (e.g. ``--max-floor-share``)."""
+    return _gate(name, value, threshold, "<=")
+
+
+def add_gates(report: dict[str, Any], gates: Iterable[Optional[dict[str, Any]]]) -> None:
+    """Attach the gates that were asked for (``None`` entries are options not given)."""
+    gs = [g for g in gates if g is not None]
+    if gs:
+        report["gates"] = gs
+
+
+def exit_code(report: dict[str, Any]) -> int:
+    return EXIT_GATE if any(not g["passed"] for g in report.get("gates", [])) else EXIT_OK
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
+            return f"{v:.4g}"
+        return f"{v:.4f}"
+    if isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
+        return ", ".join(_fmt(x) for x in v) if len(v) <= 12 else f"[{len(v)} values]"
+    return str(v)
+
+
+def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Nested dict → (dotted key, formatted value) rows for the table view.
+
+    >>> flatten({"raw": {"floor": 0.5}, "n": 3})
+    [('raw.floor', '0.5000'), ('n', '3')]
+    """
+    rows: list[tuple[str, str]] = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, dict) or (isinstance(v, list) and v and isinstance(v[0], dict)):
+                rows.extend(flatten(v, key))
+            else:
+                rows.append((key, _fmt(v)))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            rows.extend(flatten(v, f"{prefix}[{i}]"))
+    else:
+        rows.append((prefix, _fmt(obj)))
+    return rows
+
+
+def render_table(report: dict[str, Any], title: str, console: Any = None) -> None:
+    """Default terminal view: one row per (flattened) key, gates highlighted."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=title, show_header=True, header_style="bold")
+    table.add_column("figure", style="cyan", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    body = {k: v for k, v in report.items() if k != "gates"}
+    for key, val in flatten(body):
+        table.add_row(key, val)
+    console.print(table)
+    for g in report.get("gates", []):
+        mark = "[green]PASS[/green]" if g["passed"] else "[red]FAIL[/red]"
+        console.print(f"{mark} {g['name']} = {_fmt(g['value'])} (needs {g['op']} {g['threshold']:g})")
+
+
+def emit(
+    report: dict[str, Any],
+    *,
+    title: str,
+    fmt: Optional[str] = None,
+    as_json: bool = False,
+    report_file: Optional[str] = None,
+    renderer: Optional[Callable[[dict[str, Any]], None]] = None,
+) -> int:
+    """Print ``report`` (JSON on a pipe, table on a terminal), save ``--report``; return exit code."""
+    if report_file:
+        save_json(report_file, report)
+    use_json = as_json or fmt == "json" or (fmt is None and not sys.stdout.isatty())
+    if use_json:
+        sys.stdout.write(dumps(report) + "\n")
+        sys.stdout.flush()
+    elif renderer is not None:
+        renderer(report)
+    else:
+        render_table(report, title)
+    return exit_code(report)
