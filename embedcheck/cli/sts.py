@@ -1,1 +1,42 @@
-"""``embedcheck sts``: placeholder until written."""
+"""``embedcheck sts A.npy B.npy SCORES``: Spearman between row-wise cosine and gold scores."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from ..artifacts import load_matrix, load_scores
+from ..report import add_gates, min_gate
+from ..sts import sts_correlation
+from ._app import app
+from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, set_quiet
+
+
+@app.command("sts")
+def sts_cmd(
+    a: Annotated[str, typer.Argument(help="First sentences' embeddings (.npy).", show_default=False)],
+    b: Annotated[str, typer.Argument(help="Second sentences' embeddings (.npy), row i paired with row i of A.", show_default=False)],
+    scores: Annotated[str, typer.Argument(help="Gold scores: 1-D .npy, .txt, or .jsonl (--score-field).", show_default=False)],
+    score_field: Annotated[str, typer.Option("--score-field", help="Field of the gold score in a .jsonl file.")] = "score",
+    fail_below: Annotated[Optional[float], typer.Option("--fail-below", help="Gate: exit 1 when Spearman x100 is below this.")] = None,
+    as_json: JsonOpt = False,
+    fmt: FormatOpt = None,
+    report_file: ReportOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """STS evaluation: Spearman x100 (and Pearson x100) of cos(a_i, b_i) against gold scores.
+
+    The STS-B cost of a head: run it on the original, compact and fused vectors.
+
+    Example: embedcheck sts s1.npy s2.npy stsb/test.jsonl
+    """
+    set_quiet(quiet)
+    A = load_matrix(a, what="A")
+    B = load_matrix(b, what="B")
+    if A.shape != B.shape:
+        raise ValueError(f"{a} has shape {A.shape} but {b} has {B.shape}")
+    gold = load_scores(scores, A.shape[0], field=score_field)
+    report = sts_correlation(A, B, gold)
+    add_gates(report, [min_gate("spearman", report["spearman"], fail_below) if fail_below is not None else None])
+    finish(report, title="STS", as_json=as_json, fmt=fmt, report_file=report_file)
