@@ -46,6 +46,9 @@ def _npy_header(path: Path) -> tuple[tuple[int, ...], bool, np.dtype, int]:
             try:
                 version = np.lib.format.read_magic(f)
             except ValueError:
+                f.seek(0)
+                if f.read(1) == b"\x80":
+                    raise InputError(f"{path} is a pickle, not a .npy array; embedcheck never loads pickles") from None
                 raise InputError(f"{path} is not a .npy file (bad magic bytes)") from None
             try:
                 if version == (1, 0):

@@ -58,7 +58,7 @@ class EmbedcheckGroup(TyperGroup):
         except click_exc.ClickException as exc:
             error_line(exc.format_message())
             return 2
-        except click_exc.Abort:
+        except typer.Abort:
             error_line("aborted")
             return 130
         except (InputError, ValueError) as exc:

@@ -1,0 +1,158 @@
+"""The bad-input corpus: every case exits 2 with one ``error:`` line, no traceback, nothing written."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES, assert_one_line_error
+
+GOOD = FIXTURES / "topics.npy"
+GOOD_LABELS = FIXTURES / "topics.labels.jsonl"
+N = 600
+
+
+def _corpus(d: Path) -> dict[str, Path]:
+    """Write one file per kind of bad input into ``d``; return name → path."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(N, 48)).astype(np.float32)
+    files: dict[str, Path] = {}
+
+    def save(name, arr, **kw):
+        files[name] = d / name
+        np.save(files[name], arr, **kw)
+
+    save("object.npy", np.array([{"a": 1}, [1, 2]], dtype=object), allow_pickle=True)
+    files["pickle_payload.npy"] = d / "pickle_payload.npy"
+    files["pickle_payload.npy"].write_bytes(pickle.dumps({"weights": [1, 2, 3]}))
+    Xn = X.copy(); Xn[17, 3] = np.nan
+    save("nan_row.npy", Xn)
+    Xi = X.copy(); Xi[5] = np.inf
+    save("inf_row.npy", Xi)
+    Xz = X.copy(); Xz[9] = 0
+    save("zero_row.npy", Xz)
+    save("one_d.npy", X[:, 0])
+    save("three_d.npy", X.reshape(N, 6, 8))
+    save("ints.npy", (X * 10).astype(np.int32))
+    save("structured.npy", np.zeros(N, dtype=[("a", "f4"), ("b", "f4")]))
+    save("full.npy", X)
+    raw = files["full.npy"].read_bytes()
+    files["truncated.npy"] = d / "truncated.npy"
+    files["truncated.npy"].write_bytes(raw[: len(raw) // 2])
+    files["empty.npy"] = d / "empty.npy"
+    files["empty.npy"].write_bytes(b"")
+    files["text_as.npy"] = d / "text_as.npy"
+    files["text_as.npy"].write_text("this is not an array\n")
+    save("dim32.npy", X[:, :32])
+    save("one_row.npy", X[:1])
+    files["short_labels.txt"] = d / "short_labels.txt"
+    files["short_labels.txt"].write_text("\n".join(["a", "b"] * (N // 2 - 1)) + "\n")
+    files["one_class.txt"] = d / "one_class.txt"
+    files["one_class.txt"].write_text("pos\n" * N)
+    files["no_field.jsonl"] = d / "no_field.jsonl"
+    files["no_field.jsonl"].write_text('{"lab": 1}\n' * N)
+    files["bad_json.jsonl"] = d / "bad_json.jsonl"
+    files["bad_json.jsonl"].write_text('{"label": 1}\n{"label": \n')
+    files["latin1.txt"] = d / "latin1.txt"
+    files["latin1.txt"].write_bytes(("caf\xe9\n" * N).encode("cp1252"))
+    files["float_labels.npy"] = d / "float_labels.npy"
+    np.save(files["float_labels.npy"], rng.normal(size=N))
+    files["scores_nan.npy"] = d / "scores_nan.npy"
+    np.save(files["scores_nan.npy"], np.full(N, np.nan))
+    files["empty.jsonl"] = d / "empty.jsonl"
+    files["empty.jsonl"].write_text("")
+    return files
+
+
+# (case id, argv template) — {name} is replaced by the corpus path, {out} by the output folder.
+CASES = [
+    ("aag-pickled-object-npy", ["aag", "{object.npy}", GOOD_LABELS]),
+    ("aag-raw-pickle-payload", ["aag", "{pickle_payload.npy}", GOOD_LABELS]),
+    ("aag-nan-row", ["aag", "{nan_row.npy}", GOOD_LABELS]),
+    ("aag-inf-row", ["aag", "{inf_row.npy}", GOOD_LABELS]),
+    ("aag-zero-row", ["aag", "{zero_row.npy}", GOOD_LABELS]),
+    ("aag-1d", ["aag", "{one_d.npy}", GOOD_LABELS]),
+    ("aag-3d", ["aag", "{three_d.npy}", GOOD_LABELS]),
+    ("aag-int-dtype", ["aag", "{ints.npy}", GOOD_LABELS]),
+    ("aag-structured-dtype", ["aag", "{structured.npy}", GOOD_LABELS]),
+    ("aag-truncated", ["aag", "{truncated.npy}", GOOD_LABELS]),
+    ("aag-empty-file", ["aag", "{empty.npy}", GOOD_LABELS]),
+    ("aag-not-npy", ["aag", "{text_as.npy}", GOOD_LABELS]),
+    ("aag-missing-file", ["aag", "{missing.npy}", GOOD_LABELS]),
+    ("aag-folder-not-file", ["aag", "{out}", GOOD_LABELS]),
+    ("aag-label-count-mismatch", ["aag", GOOD, "{short_labels.txt}"]),
+    ("aag-one-class", ["aag", GOOD, "{one_class.txt}"]),
+    ("aag-labels-missing-field", ["aag", GOOD, "{no_field.jsonl}"]),
+    ("aag-labels-bad-json", ["aag", GOOD, "{bad_json.jsonl}"]),
+    ("aag-labels-not-utf8", ["aag", GOOD, "{latin1.txt}"]),
+    ("aag-labels-float", ["aag", GOOD, "{float_labels.npy}"]),
+    ("aag-labels-empty-jsonl", ["aag", GOOD, "{empty.jsonl}"]),
+    ("aag-labels-pickle", ["aag", GOOD, "{object.npy}"]),
+    ("aag-report-into-missing-folder", ["aag", GOOD, GOOD_LABELS, "--report", "{out}/no/such/dir/r.json"]),
+    ("aag-negative-permutations", ["aag", GOOD, GOOD_LABELS, "--permutations", "-1"]),
+    ("aag-unknown-option", ["aag", GOOD, GOOD_LABELS, "--frobnicate"]),
+    ("aag-missing-argument", ["aag", GOOD]),
+    ("probe-dim-mismatch", ["probe", GOOD, GOOD_LABELS, "{dim32.npy}", GOOD_LABELS]),
+    ("probe-one-class-train", ["probe", GOOD, "{one_class.txt}", GOOD, GOOD_LABELS]),
+    ("probe-shots-too-many", ["probe", GOOD, GOOD_LABELS, GOOD, GOOD_LABELS, "--shots", "1000"]),
+    ("sts-shape-mismatch", ["sts", GOOD, "{dim32.npy}", "{scores_nan.npy}"]),
+    ("sts-nan-scores", ["sts", "{full.npy}", "{full.npy}", "{scores_nan.npy}"]),
+    ("sts-missing-score-field", ["sts", "{full.npy}", "{full.npy}", "{no_field.jsonl}"]),
+    ("anisotropy-row-mismatch", ["anisotropy", GOOD, "{one_row.npy}"]),
+    ("anisotropy-one-row", ["anisotropy", "{one_row.npy}", "{one_row.npy}"]),
+    ("anisotropy-nan", ["anisotropy", "{nan_row.npy}", "{full.npy}"]),
+    ("anisotropy-fit-dim-mismatch", ["anisotropy", "{full.npy}", "{full.npy}", "--fit-a", "{dim32.npy}"]),
+    ("train-head-one-class", ["train-head", GOOD, "{one_class.txt}", "-o", "{out}/h.safetensors"]),
+    ("train-head-nan", ["train-head", "{nan_row.npy}", GOOD_LABELS, "-o", "{out}/h.safetensors"]),
+    ("train-head-label-mismatch", ["train-head", GOOD, "{short_labels.txt}", "-o", "{out}/h.safetensors"]),
+    ("project-pickle-head", ["project", GOOD, "--head", "{pickle_payload.npy}", "-o", "{out}/p.npy"]),
+    ("project-missing-head", ["project", GOOD, "--head", "{missing.safetensors}", "-o", "{out}/p.npy"]),
+    ("project-truncated-input", ["project", "{truncated.npy}", "--head", "{pickle_payload.npy}", "-o", "{out}/p.npy"]),
+]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> dict[str, Path]:
+    return _corpus(tmp_path_factory.mktemp("bad"))
+
+
+def _registered() -> set[str]:
+    from typer.main import get_command
+
+    from embedcheck.cli import app
+
+    return set(get_command(app).commands)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("case,argv", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_exits_2_with_one_line(case, argv, corpus, cli, tmp_path):
+    command = argv[0]
+    assert command in _registered(), f"command {command!r} is not registered"
+    out = tmp_path / "out"
+    out.mkdir()
+    args = []
+    for a in argv:
+        a = str(a)
+        if a.startswith("{") and a.endswith("}") and a[1:-1] in corpus:
+            a = str(corpus[a[1:-1]])
+        elif a == "{missing.npy}" or a == "{missing.safetensors}":
+            a = str(tmp_path / a[1:-1])
+        a = a.replace("{out}", str(out))
+        args.append(a)
+    res = cli(args)
+    assert_one_line_error(res)
+    assert list(out.iterdir()) == [], f"{case} wrote {list(out.iterdir())}"
+
+
+def test_bad_input_corpus_is_large_enough():
+    assert len(CASES) >= 20
+    assert len({c[1][0] for c in CASES}) >= 5  # spread across commands
+
+
+def test_bad_input_through_real_subprocess(cli_subprocess, corpus):
+    res = cli_subprocess(["aag", corpus["object.npy"], GOOD_LABELS])
+    assert_one_line_error(res)
+    assert "pickle" in res.stderr
