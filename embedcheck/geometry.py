@@ -68,16 +68,19 @@ def class_sums(X: np.ndarray, codes: np.ndarray, k: int, *, weights: Optional[np
 
     ``weights`` (one per row) turns these into weighted sums, used by the bootstrap.
     """
+    from scipy.sparse import csr_matrix
+
     n, d = X.shape
     sums = np.zeros((k, d), dtype=np.float64)
     sq = np.zeros(k, dtype=np.float64)
     for sl in iter_chunks(n, chunk):
         U = unit_rows(X[sl])
         c = codes[sl]
-        w = None if weights is None else weights[sl]
-        np.add.at(sums, c, U if w is None else U * w[:, None])
+        w = np.ones(len(c)) if weights is None else np.asarray(weights[sl], dtype=np.float64)
+        onehot = csr_matrix((w, (c, np.arange(len(c)))), shape=(k, len(c)))  # k x b, weighted
+        sums += onehot @ U
         q = np.einsum("ij,ij->i", U, U)
-        np.add.at(sq, c, q if w is None else q * w * w)
+        sq += np.bincount(c, weights=q * w * w, minlength=k)
     return sums, sq
 
 
@@ -262,15 +265,18 @@ def expected_random_ap(n_items: np.ndarray, n_relevant: np.ndarray) -> np.ndarra
 
 
 def label_map(X: np.ndarray, labels: np.ndarray, *, queries: Optional[int] = None, seed: int = 0,
-              block: int = 256) -> MapResult:
+              block: int = 256, threads: Optional[int] = None) -> MapResult:
     """Leave-one-out label-retrieval MAP x100: each query row ranks all other rows by cosine
     (descending; ties broken by row order), relevant = same label; AP averaged over queries.
 
     Queries whose class has no other row are skipped (their AP is undefined). ``queries``
     samples that many query rows (seeded) for very large ``n``; memory is ``block x n``.
     """
+    import os
+
     n = X.shape[0]
     classes, codes, counts = _check_labels(n, labels)
+    threads = threads or min(4, os.cpu_count() or 1)
     U = _maybe_in_memory(X)
     eligible = np.flatnonzero(counts[codes] >= 2)
     sampled = queries is not None and 0 < queries < len(eligible)
@@ -281,15 +287,27 @@ def label_map(X: np.ndarray, labels: np.ndarray, *, queries: Optional[int] = Non
         q_idx = eligible
     Uf = np.asarray(U, dtype=np.float32) if U.dtype != np.float32 else U
     aps = np.empty(len(q_idx))
-    for start in range(0, len(q_idx), block):
+
+    def one_block(start: int) -> None:
         qi = q_idx[start:start + block]
         S = Uf[qi] @ Uf.T  # (b, n) float32 cosines; X @ Y.T, not the symmetric path
         S[np.arange(len(qi)), qi] = -np.inf  # the query itself ranks last
-        order = np.argsort(-S, axis=1, kind="stable")[:, : n - 1]
+        np.negative(S, out=S)
+        order = np.argsort(S, axis=1, kind="stable")[:, : n - 1]
         rel = codes[order] == codes[qi][:, None]
         hits = np.cumsum(rel, axis=1)
         prec = hits / np.arange(1, n, dtype=np.float64)
         aps[start:start + len(qi)] = (prec * rel).sum(axis=1) / rel.sum(axis=1)
+
+    starts = range(0, len(q_idx), block)
+    if threads > 1 and len(q_idx) > block:
+        from concurrent.futures import ThreadPoolExecutor  # numpy sorts release the GIL
+
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one_block, starts))
+    else:
+        for start in starts:
+            one_block(start)
     chance = expected_random_ap(np.full(len(q_idx), n - 1), counts[codes[q_idx]] - 1)
     return MapResult(map=float(100 * aps.mean()), chance=float(100 * chance.mean()),
                      queries=int(len(q_idx)), sampled=bool(sampled))
