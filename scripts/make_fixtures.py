@@ -53,11 +53,11 @@ def main() -> None:
 
     d = 64
     mean = np.zeros(d)
-    mean[:4] = 2.0
+    mean[:8] = 3.0
     for name, n in (("pairs", 400), ("pairs_fit", 1200)):
         base = rng.normal(0, 1, (n, d))
-        a = mean + base + rng.normal(0, 0.6, (n, d))
-        b = mean + base + rng.normal(0, 0.6, (n, d))
+        a = mean + base + rng.normal(0, 1.3, (n, d))
+        b = mean + base + rng.normal(0, 1.3, (n, d))
         np.save(OUT / f"{name}_a.npy", a.astype(np.float32))
         np.save(OUT / f"{name}_b.npy", b.astype(np.float32))
 
