@@ -1,0 +1,422 @@
+"""PhysScore: does cosine similarity follow physical measurement distances?
+
+Pure computation for ``embedcheck physscore`` (protocol: ``../shared/specs/physscore.md``,
+restating the PhysScore paper). This module holds the phrase sets and the benchmark
+(paper Table 1); :mod:`embedcheck.physscore_probe` holds the recalibration probe (Table 3),
+:mod:`embedcheck.physscore_lexical` the lexical-vs-numeric analysis (Table 4) and
+:mod:`embedcheck.physscore_plots` the figures. Nothing here reads files or prints.
+
+Phrases follow the exact templates: ``g`` format with the singular unit iff ``|v| == 1``
+for the four plain ranges, ``.0e`` format with an always-singular unit for ``scientific``.
+
+>>> phrase(1, "meter"), phrase(0.5, "meter"), phrase(-100, "liter"), phrase(3.1623e-06, "meter", scientific=True)
+('1 meter', '0.5 meters', '-100 liters', '3e-06 meter')
+>>> len(benchmark_cells()), sum(len(c.texts) for c in benchmark_cells())
+(20, 452)
+
+A cell is scored from its first (smallest) phrase as the anchor, self pair included:
+
+>>> import numpy as np
+>>> E = np.array([[1.0, 0.0], [0.8, 0.6], [0.6, 0.8]])   # cosine to anchor falls: perfect order
+>>> r = score_cell(E, np.array([0.0, 1.0, 2.0]))
+>>> round(r.kendall_tau, 6), round(r.pacc, 6)
+(1.0, 1.0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+# --------------------------------------------------------------------------------------------
+# phrase sets (spec §1)
+
+#: the four benchmark units, in the paper's order
+UNITS: tuple[str, ...] = ("meter", "kilogram", "liter", "second")
+#: the five number ranges, in the paper's column order
+RANGES: tuple[str, ...] = ("local_0_10", "medium_0_1000", "log_1_100k", "sign_split", "scientific")
+#: column titles of the paper's tables and figures
+RANGE_TITLES: dict[str, str] = {"local_0_10": "Local", "medium_0_1000": "Medium", "log_1_100k": "Log",
+                                "sign_split": "Sign", "scientific": "Scientific"}
+
+#: every set ``physscore phrases`` can write; ``benchmark`` feeds Tables 1 and 3, ``lexical`` Table 4,
+#: ``digits_words`` and ``conversion`` only the figures
+PHRASE_SETS: tuple[str, ...] = ("benchmark", "lexical", "digits_words", "conversion")
+
+DIGITS: tuple[str, ...] = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "100")
+WORDS: tuple[str, ...] = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
+                          "nine", "ten", "one-hundred")
+
+#: litre → gallon factor: the physically correct one, and the paper's (inverted) one
+GALLONS_PER_LITER = 0.264172
+PAPER_GALLON_FACTOR = 3.785
+
+
+def range_values(key: str) -> np.ndarray:
+    """The exact ascending values of a number range (spec §1.2).
+
+    >>> range_values("log_1_100k")[:6].tolist(), len(range_values("scientific"))
+    ([1, 2, 3, 4, 7, 11], 25)
+    """
+    if key == "local_0_10":
+        return np.arange(0, 10.5, 0.5, dtype=np.float64)
+    if key == "medium_0_1000":
+        return np.arange(0, 1001, 50, dtype=np.int64)
+    if key == "log_1_100k":
+        return np.unique(np.round(np.logspace(0, 5, 25))).astype(np.int64)
+    if key == "sign_split":
+        return np.arange(-100, 101, 10, dtype=np.int64)
+    if key == "scientific":
+        return np.logspace(-6, 6, 25, dtype=np.float64)
+    raise ValueError(f"unknown PhysScore range {key!r} (known: {', '.join(RANGES)})")
+
+
+def _plain(v: Any) -> float | int:
+    """numpy scalar → Python int/float (``format`` then behaves exactly like Python's)."""
+    return int(v) if isinstance(v, (int, np.integer)) else float(v)
+
+
+def phrase(value: Any, unit: str, *, scientific: bool = False) -> str:
+    """One measurement phrase: ``g`` number + unit, plural unless |v| == 1; or ``.0e`` + singular unit.
+
+    >>> phrase(0, "meter"), phrase(14678, "meter"), phrase(1e-05, "kilometer"), phrase(1e-06, "second", scientific=True)
+    ('0 meters', '14678 meters', '1e-05 kilometers', '1e-06 second')
+    """
+    v = _plain(value)
+    if scientific:
+        return f"{v:.0e} {unit}"
+    return f"{v:g} {unit if abs(v) == 1 else unit + 's'}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (unit, range) combination: ascending true values and their phrases."""
+
+    unit: str
+    range: str
+    values: np.ndarray
+    texts: tuple[str, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.texts)
+
+
+def make_cell(unit: str, range_key: str) -> Cell:
+    vals = range_values(range_key)
+    sci = range_key == "scientific"
+    return Cell(unit, range_key, vals, tuple(phrase(v, unit, scientific=sci) for v in vals))
+
+
+def benchmark_cells(units: Sequence[str] = UNITS, ranges: Sequence[str] = RANGES) -> list[Cell]:
+    """The 20 benchmark cells, unit-major (meter/local, meter/medium, …, second/scientific)."""
+    return [make_cell(u, r) for u in units for r in ranges]
+
+
+def digits_words(unit: str) -> tuple[list[str], list[str]]:
+    """(word phrases, digit phrases) for the Digits ↔ Words panel, singular unit, no plural rule.
+
+    >>> w, d = digits_words("meter"); w[5], d[5], w[-1], d[-1]
+    ('five meter', '5 meter', 'one-hundred meter', '100 meter')
+    """
+    return [f"{w} {unit}" for w in WORDS], [f"{d} {unit}" for d in DIGITS]
+
+
+# ---- conversions (spec §3) -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ConversionPair:
+    """``source`` X paired with ``target`` X·factor (or X/divisor) over 40 log-spaced X."""
+
+    panel: str
+    source: str
+    target: str
+    factor: float
+    divide: bool = False  # ``÷ factor`` instead of ``× factor`` (exact floats as in the protocol)
+
+    @property
+    def label(self) -> str:
+        return f"{self.source} ↔ {self.target}"
+
+    def values(self) -> np.ndarray:
+        return conversion_values()
+
+    def converted(self) -> np.ndarray:
+        v = self.values()
+        return v / self.factor if self.divide else v * self.factor
+
+    def source_texts(self) -> list[str]:
+        return [phrase(v, self.source) for v in self.values()]
+
+    def target_texts(self) -> list[str]:
+        return [phrase(v, self.target) for v in self.converted()]
+
+
+CONVERSION_PANELS: tuple[str, ...] = ("Length", "Mass", "Volume", "Time")
+
+
+def conversion_values() -> np.ndarray:
+    """40 log-spaced source values from 0.01 to 1000."""
+    return np.logspace(-2, 3, 40, dtype=np.float64)
+
+
+def conversion_pairs(paper: bool = False) -> list[ConversionPair]:
+    """The 11 conversion pairs in 4 panels. ``paper=True`` keeps the paper's litre → gallon ×3.785
+    (physically inverted: 1 L ≈ 0.264 gal); the default uses the correct ×0.264172.
+
+    >>> [p.target_texts()[0] for p in conversion_pairs() if p.target == "gallon"]
+    ['0.00264172 gallons']
+    >>> [p.target_texts()[0] for p in conversion_pairs(paper=True) if p.target == "gallon"]
+    ['0.03785 gallons']
+    """
+    gallon = PAPER_GALLON_FACTOR if paper else GALLONS_PER_LITER
+    P = ConversionPair
+    return [
+        P("Length", "meter", "centimeter", 100), P("Length", "meter", "millimeter", 1000),
+        P("Length", "meter", "kilometer", 1000, divide=True),
+        P("Mass", "kilogram", "gram", 1000), P("Mass", "gram", "milligram", 1000),
+        P("Mass", "kilogram", "ton", 1000, divide=True),
+        P("Volume", "liter", "milliliter", 1000), P("Volume", "liter", "gallon", gallon),
+        P("Time", "second", "millisecond", 1000), P("Time", "minute", "second", 60),
+        P("Time", "hour", "minute", 60),
+    ]
+
+
+# ---- all phrases as rows (the ``physscore phrases`` artifact) --------------------------------
+
+def parse_sets(spec: str | Iterable[str] | None) -> tuple[str, ...]:
+    """``"all"``/None → every set; else a comma list checked against :data:`PHRASE_SETS`."""
+    if spec is None:
+        return PHRASE_SETS
+    items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
+    if not items or items == ["all"]:
+        return PHRASE_SETS
+    bad = [s for s in items if s not in PHRASE_SETS]
+    if bad:
+        raise ValueError(f"unknown phrase set {bad[0]!r} (choose from {', '.join(PHRASE_SETS)} or all)")
+    return tuple(s for s in PHRASE_SETS if s in items)
+
+
+def phrase_rows(sets: Iterable[str] = PHRASE_SETS, *, paper_conversions: bool = False) -> list[dict[str, Any]]:
+    """Every phrase the protocol embeds, one dict per row with ``id, set, unit, range, value, text``
+    (plus ``kind`` for lexical items and digits/words, ``pair``/``side`` for conversions).
+
+    >>> rows = phrase_rows(["benchmark"])
+    >>> len(rows), len({r["text"] for r in rows}), rows[0]
+    (452, 412, {'id': 'benchmark/meter/local_0_10/0', 'set': 'benchmark', 'unit': 'meter', 'range': 'local_0_10', 'value': 0.0, 'text': '0 meters'})
+    """
+    from .physscore_lexical import lexical_items  # local: avoids an import cycle
+
+    want = set(sets)
+    rows: list[dict[str, Any]] = []
+    if "benchmark" in want:
+        for c in benchmark_cells():
+            for k, (v, t) in enumerate(zip(c.values, c.texts)):
+                rows.append({"id": f"benchmark/{c.unit}/{c.range}/{k}", "set": "benchmark", "unit": c.unit,
+                             "range": c.range, "value": _plain(v), "text": t})
+    if "lexical" in want:
+        for k, it in enumerate(lexical_items()):
+            rows.append({"id": f"lexical/{k}", "set": "lexical", "unit": None, "range": None,
+                         "value": it.value, "text": it.text, "kind": it.kind})
+    if "digits_words" in want:
+        for u in UNITS:
+            words, digits = digits_words(u)
+            for kind, texts in (("word", words), ("digit", digits)):
+                for k, t in enumerate(texts):
+                    rows.append({"id": f"digits_words/{u}/{kind}/{k}", "set": "digits_words", "unit": u,
+                                 "range": None, "value": 100 if k == 11 else k, "text": t, "kind": kind})
+    if "conversion" in want:
+        for p in conversion_pairs(paper_conversions):
+            pair = f"{p.source}->{p.target}"
+            for side, vals, texts in (("source", p.values(), p.source_texts()),
+                                      ("target", p.converted(), p.target_texts())):
+                unit = p.source if side == "source" else p.target
+                for k, (v, t) in enumerate(zip(vals, texts)):
+                    rows.append({"id": f"conversion/{pair}/{side}/{k}", "set": "conversion", "unit": unit,
+                                 "range": None, "value": float(v), "text": t, "pair": pair, "side": side,
+                                 "panel": p.panel})
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# statistics shared by the three tables
+
+def kendall_tau_b(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
+    """Kendall's τ-b (scipy's default variant), statistic only; nan when undefined."""
+    from scipy.stats import kendalltau
+
+    return float(kendalltau(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)).statistic)
+
+
+def pacc_ordered(scores: np.ndarray) -> float:
+    """Table 1 pairwise accuracy: items in ascending true value; pair i < j correct iff s_i > s_j.
+
+    Ties in ``s`` count as wrong. With no ties PACC = (1 + τ)/2.
+
+    >>> pacc_ordered(np.array([1.0, 0.5, 0.7, 0.1]))
+    0.8333333333333334
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    n = len(s)
+    i, j = np.triu_indices(n, 1)
+    return float(np.mean(s[i] > s[j])) if n > 1 else float("nan")
+
+
+def unit_rows(E: np.ndarray) -> np.ndarray:
+    """float32 rows re-normalised to unit length (the protocol's explicit re-normalisation)."""
+    X = np.asarray(E, dtype=np.float32)
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Table 1 (spec §2)
+
+@dataclass
+class CellScore:
+    unit: str
+    range: str
+    n: int
+    kendall_tau: float
+    pacc: float
+    cosines: np.ndarray = field(repr=False)  # cos(anchor, item k) for every k, anchor included
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"unit": self.unit, "range": self.range, "n": self.n,
+                "kendall_tau": self.kendall_tau, "pacc": self.pacc}
+
+
+def score_cell(E: np.ndarray, values: np.ndarray, unit: str = "", range_key: str = "") -> CellScore:
+    """Score one cell: anchor = row 0 (smallest value), s_k = cos(e_0, e_k) for all k (self pair
+    included), τ-b(values, −s) and PACC over the ascending order."""
+    from sklearn.metrics.pairwise import cosine_similarity
+
+    X = np.asarray(E, dtype=np.float32)
+    v = np.asarray(values, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] != len(v) or len(v) < 2:
+        raise ValueError(f"cell {unit}/{range_key}: need one embedding per value (got {X.shape} for {len(v)} values)")
+    if np.any(np.diff(v) <= 0):
+        raise ValueError(f"cell {unit}/{range_key}: values must be strictly ascending")
+    s = cosine_similarity(X[:1], X)[0].astype(np.float64)
+    return CellScore(unit, range_key, len(v), kendall_tau_b(v, -s), pacc_ordered(s), s)
+
+
+def table1_row(scores: Sequence[CellScore]) -> dict[str, float]:
+    """Model row of Table 1 (×100): unweighted means over the cells; AVG = (τ + PACC)/2.
+
+    >>> c = [CellScore("m", "r", 3, 0.2, 0.6, np.zeros(3)), CellScore("m", "s", 3, 0.4, 0.7, np.zeros(3))]
+    >>> {k: round(v, 6) for k, v in table1_row(c).items()}
+    {'kendall_tau': 30.0, 'pacc': 65.0, 'avg': 47.5}
+    """
+    tau = 100.0 * float(np.mean([c.kendall_tau for c in scores]))
+    pacc = 100.0 * float(np.mean([c.pacc for c in scores]))
+    return {"kendall_tau": tau, "pacc": pacc, "avg": (tau + pacc) / 2.0}
+
+
+def benchmark(cell_embeddings: Mapping[tuple[str, str], np.ndarray],
+              cells: Optional[Sequence[Cell]] = None) -> dict[str, Any]:
+    """Table 1 from per-cell embeddings keyed by (unit, range), rows in the cell's ascending order.
+
+    Returns ``{"cells": [...], "table1": {...}, "scores": [CellScore]}``.
+    """
+    cells = list(cells) if cells is not None else benchmark_cells()
+    scores = [score_cell(cell_embeddings[(c.unit, c.range)], c.values, c.unit, c.range) for c in cells]
+    return {"cells": [s.as_dict() for s in scores], "table1": table1_row(scores), "scores": scores}
+
+
+# --------------------------------------------------------------------------------------------
+# figures' data: per-cell cosine matrices, digits ↔ words, conversion curves
+
+def cosine_matrix(E: np.ndarray) -> np.ndarray:
+    X = unit_rows(E)
+    return (X @ X.T).astype(np.float64)
+
+
+def conversion_curves(lookup: Callable[[Sequence[str]], np.ndarray], paper: bool = False,
+                      sigma: float = 0.8) -> list[dict[str, Any]]:
+    """Row-wise cosine of each conversion pair's 40 aligned phrases, raw and smoothed
+    (``gaussian_filter1d``, σ = 0.8, mode reflect). Qualitative: used only by the figure."""
+    from scipy.ndimage import gaussian_filter1d
+
+    out = []
+    for p in conversion_pairs(paper):
+        A, B = unit_rows(lookup(p.source_texts())), unit_rows(lookup(p.target_texts()))
+        cos = np.sum(A * B, axis=1).astype(np.float64)
+        out.append({"panel": p.panel, "label": p.label, "x": p.values(), "cosine": cos,
+                    "smoothed": gaussian_filter1d(cos, sigma)})
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the whole report from a text → vector lookup
+
+TABLES: tuple[int, ...] = (1, 3, 4)
+
+
+def parse_tables(spec: str | None) -> tuple[int, ...]:
+    """``"1,3,4"`` → (1, 3, 4); only the paper's Tables 1, 3 and 4 exist here.
+
+    >>> parse_tables("4,1"), parse_tables(None)
+    ((1, 4), (1, 3, 4))
+    """
+    if spec is None or not str(spec).strip() or str(spec).strip() == "all":
+        return TABLES
+    out = set()
+    for tok in str(spec).split(","):
+        tok = tok.strip()
+        if not tok:
+            continue
+        if tok not in {"1", "3", "4"}:
+            raise ValueError(f"--tables takes a comma list of 1, 3 and 4 (the paper's tables), got {tok!r}")
+        out.add(int(tok))
+    return tuple(sorted(out)) or TABLES
+
+
+def needed_texts(tables: Iterable[int], plots: bool = False, paper_conversions: bool = False) -> list[str]:
+    """Unique strings (first-seen order) that the requested tables / figures need embedded."""
+    sets = set()
+    tables = set(tables)
+    if tables & {1, 3} or plots:
+        sets.add("benchmark")
+    if 4 in tables:
+        sets.add("lexical")
+    if plots:
+        sets |= {"digits_words", "conversion"}
+    seen: dict[str, None] = {}
+    for r in phrase_rows([s for s in PHRASE_SETS if s in sets], paper_conversions=paper_conversions):
+        seen.setdefault(r["text"], None)
+    return list(seen)
+
+
+def physscore_report(lookup: Callable[[Sequence[str]], np.ndarray], *, tables: Iterable[int] = TABLES,
+                     token_ids: Optional[Callable[[str], Sequence[int]]] = None,
+                     on_probe_step: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
+    """Tables 1, 3 and 4 from ``lookup(texts) -> (len(texts), d) float array`` (one unit-norm
+    embedding per phrase) and, for Table 4's tokenizer column, ``token_ids(text)`` (the model
+    tokenizer's ids without special tokens).
+
+    Keys: ``cells`` and ``table1`` (Table 1), ``table3`` (Table 3, with per-cell detail), ``table4``.
+    Per-cell figures are fractions as the paper prints them; table rows are ×100 as in its tables.
+    """
+    tables = set(tables)
+    report: dict[str, Any] = {}
+    cells = benchmark_cells()
+    cell_emb = {(c.unit, c.range): np.asarray(lookup(list(c.texts)), dtype=np.float32) for c in cells} \
+        if tables & {1, 3} else {}
+    if 1 in tables:
+        b = benchmark(cell_emb, cells)
+        report["cells"] = b["cells"]
+        report["table1"] = b["table1"]
+    if 3 in tables:
+        from .physscore_probe import recalibration_probe
+
+        report["table3"] = recalibration_probe(cell_emb, cells, on_step=on_probe_step)
+    if 4 in tables:
+        from .physscore_lexical import lexical_analysis, lexical_items
+
+        items = lexical_items()
+        texts = [it.text for it in items]
+        report["table4"] = lexical_analysis(items, np.asarray(lookup(texts), dtype=np.float32),
+                                            [list(token_ids(t)) for t in texts] if token_ids else None)
+    return report
