@@ -265,6 +265,24 @@ def test_sample_stratified_and_reproducible(cli, fast_model, shared_data, tmp_pa
     assert meta["rows"]["sampled"] == 20 and meta["rows"]["stratified"] is True
 
 
+def test_complement_is_the_disjoint_rest_of_the_sample(cli, fast_model, shared_data, tmp_path):
+    """--complement embeds exactly the rows a --sample left out (a held-out split for one-split data)."""
+    src = shared_data / "trec" / "test.jsonl"  # 500 rows, 6 classes
+    common = ["--sample", "300", "--seed", "2", "-q"]
+    assert cli(["embed", src, "-o", tmp_path / "train.npy", *common]).exit_code == 0
+    assert cli(["embed", src, "-o", tmp_path / "rest.npy", *common, "--complement"]).exit_code == 0
+    assert cli(["embed", src, "-o", tmp_path / "rest2.npy", *common, "--complement", "--complement-sample", "60"]).exit_code == 0
+    train, rest, rest2 = (read_jsonl(tmp_path / f"{n}.jsonl") for n in ("train", "rest", "rest2"))
+    ids_train, ids_rest = {r["id"] for r in train}, {r["id"] for r in rest}
+    assert len(ids_rest) == 200 and not ids_train & ids_rest and len(ids_train | ids_rest) == 500
+    ids_rest2 = [r["id"] for r in rest2]
+    assert len(ids_rest2) == 60 and set(ids_rest2) <= ids_rest and ids_rest2 == sorted(ids_rest2)
+    assert np.load(tmp_path / "rest.npy").shape == (200, 384)
+    bad = cli(["embed", src, "-o", tmp_path / "x.npy", "--complement"])
+    assert bad.exit_code == 2 and "--complement needs --sample" in bad.stderr
+    assert not (tmp_path / "x.npy").exists()
+
+
 # ---------------------------------------------------------------------------------------------
 # SciFact halves
 

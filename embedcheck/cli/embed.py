@@ -68,6 +68,8 @@ def embed_cmd(
     limit: Annotated[Optional[int], typer.Option("--limit", help="Keep only the first N (non-skipped) rows.", min=1)] = None,
     sample: Annotated[Optional[int], typer.Option("--sample", help="A seeded subsample of N rows (stratified by label when there are labels), kept in input order.", min=1)] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for --sample.")] = 0,
+    complement: Annotated[bool, typer.Option("--complement", help="With --sample N --seed S: embed the rows that sample leaves out instead (the held-out part of a data set with no test split).")] = False,
+    complement_sample: Annotated[Optional[int], typer.Option("--complement-sample", min=1, help="With --complement: a seeded stratified subsample of M of the left-out rows.")] = None,
     skip_empty: Annotated[bool, typer.Option("--skip-empty", help="Drop (and count) empty texts instead of failing.")] = False,
     prompt: Annotated[Optional[str], typer.Option("--prompt", help="Literal prefix prepended to every text (an instruction or task prefix).")] = None,
     prompt_name: Annotated[Optional[str], typer.Option("--prompt-name", help="Name of a prompt stored with the model (e.g. query).")] = None,
@@ -102,9 +104,22 @@ def embed_cmd(
     records = data.records
     n_before_sample = len(records)
     labelled = data.label_field is not None
+    if (complement or complement_sample is not None) and sample is None:
+        raise InputError("--complement needs --sample N --seed S (the sample whose left-out rows to embed)")
+    if complement_sample is not None and not complement:
+        raise InputError("--complement-sample needs --complement")
     if sample is not None:
         keep = enc.stratified_sample([r.label for r in records] if labelled else None, sample, seed=seed,
                                      n_total=len(records))
+        if complement:
+            chosen = set(keep)
+            keep = [i for i in range(len(records)) if i not in chosen]
+            if not keep:
+                raise InputError(f"--complement: --sample {sample} takes every row of {input}; nothing is left out")
+            if complement_sample is not None:
+                sub = enc.stratified_sample([records[i].label for i in keep] if labelled else None,
+                                            complement_sample, seed=seed, n_total=len(keep))
+                keep = [keep[j] for j in sub]
         records = [records[i] for i in keep]
 
     groups: dict[str, list[enc.TextRecord]]
@@ -157,6 +172,7 @@ def embed_cmd(
     dim = int(next(iter(arrays.values())).shape[1])
     options = {"model": model, "text_field": data.text_field, "label_field": data.label_field,
                "id_field": data.id_field, "split": split, "limit": limit, "sample": sample, "seed": seed,
+               "complement": complement, "complement_sample": complement_sample,
                "skip_empty": skip_empty, "prompt": prompt, "prompt_name": prompt_name, "batch_size": batch_size,
                "max_seq_length": max_seq_length, "device": device, "normalize": normalize, "backend": backend,
                "no_text": no_text, "halves": halves}

@@ -1,0 +1,104 @@
+"""Every pipeline of scripts/Makefile end to end at reduced size, so the pipelines cannot rot.
+
+Runs the real `embedcheck` commands through make on ../shared/data with the packaged model
+(500 training rows, 5 epochs, 1 seed). Asserts the summary tables exist with numbers in them and
+that a gate fails the make target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+MAKEFILE = ROOT / "scripts" / "Makefile"
+
+
+def _make(targets, out: Path, data: Path, **vars) -> subprocess.CompletedProcess:
+    args = ["make", "-f", str(MAKEFILE), "-j2", *targets, f"DATA={data}", f"OUT={out}",
+            f"EC={sys.executable} -m embedcheck", f"PY={sys.executable}",
+            "TRAIN_N=500", "EPOCHS=5", "SEEDS=0", "REPEATS=3"]
+    args += [f"{k}={v}" for k, v in vars.items()]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=1800, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def pipelines(shared_data, minilm_path, tmp_path_factory):
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    out = tmp_path_factory.mktemp("pipelines")
+    res = _make(["all"], out, shared_data)
+    assert res.returncode == 0, res.stderr[-4000:]
+    return out, shared_data
+
+
+def _numbers(md: str) -> list[float]:
+    return [float(x) for x in re.findall(r"(?<![\w.])-?\d+\.\d+", md)]
+
+
+@pytest.mark.parametrize("name", ["sst2", "mr"])
+def test_sise_summary_tables(pipelines, name):
+    out, _ = pipelines
+    md = (out / name / "summary.md").read_text()
+    for row in ("probe accuracy", "AAG", "label MAP", "variance share", "STS-B Spearman"):
+        assert row in md, md
+    assert "compact (SISE, 1 seed)" in md and "fused (SISE, 1 seed)" in md and "(lda)" in md
+    base = json.loads((out / name / "base.aag.json").read_text())
+    head = json.loads((out / name / "compact.s0.aag.json").read_text())
+    assert head["aag"] > base["aag"]  # even 5 epochs on 500 rows move the metric
+    sts_base = json.loads((out / "stsb" / "base.sts.json").read_text())["spearman"]
+    sts_fused = json.loads((out / name / "fused.s0.sts.json").read_text())["spearman"]
+    sts_compact = json.loads((out / name / "compact.s0.sts.json").read_text())["spearman"]
+    assert sts_compact < sts_fused < sts_base + 1  # the paper's ordering of the STS-B cost
+    assert 75 < sts_base < 90  # MiniLM on STS-B test: ~82
+
+
+def test_scifact_halves_summary_and_gate(pipelines):
+    out, data = pipelines
+    md = (out / "scifact" / "summary.md").read_text()
+    assert "| raw |" in md and "| centred |" in md
+    gate = json.loads((out / "scifact" / "gate.json").read_text())
+    assert gate["gates"][0]["passed"] is True
+    # the same target with an impossible threshold fails make, and leaves no gate report behind
+    (out / "scifact" / "gate.json").unlink()
+    res = _make([str(out / "scifact" / "gate.json")], out, data, FAIL_GAP_SD=1000)
+    assert res.returncode != 0
+    assert not (out / "scifact" / "gate.json").exists()
+
+
+def test_physscore_summary(pipelines):
+    out, _ = pipelines
+    md = (out / "physscore" / "summary.md").read_text()
+    assert "table1 | kendall_tau" in md
+    report = json.loads((out / "physscore" / "report.json").read_text())
+    assert abs(report["table1"]["kendall_tau"] - 36.97) < 0.5
+    assert any((out / "physscore" / "plots").glob("*.png"))
+
+
+def test_attributes_summary(pipelines):
+    out, _ = pipelines
+    md = (out / "attributes.md").read_text()
+    for name in ("subj", "trec", "irony", "stance", "tweetemo", "emotion", "agnews"):
+        assert f"| {name} |" in md
+    assert len(_numbers(md)) > 40
+
+
+def test_make_is_incremental(pipelines):
+    """A second run has nothing to rebuild: no embed, no training."""
+    out, data = pipelines
+    dry = subprocess.run(["make", "-f", str(MAKEFILE), "-n", "all", f"DATA={data}", f"OUT={out}",
+                          f"EC={sys.executable} -m embedcheck", f"PY={sys.executable}", "TRAIN_N=500",
+                          "EPOCHS=5", "SEEDS=0", "REPEATS=3"], capture_output=True, text=True, cwd=ROOT)
+    assert dry.returncode == 0
+    assert "embedcheck embed" not in dry.stdout and "train-head" not in dry.stdout, dry.stdout
