@@ -452,6 +452,7 @@ class TextRecord:
     id: Any = None
     label: Any = None
     sentences: list[str] | None = None
+    extra: dict[str, Any] | None = None  # fields kept with --keep-field, copied to the sidecar
 
 
 @dataclass
@@ -607,7 +608,8 @@ def _rows_hf(spec: str, split: str | None) -> tuple[list[dict], dict[str, Any]]:
 
 def read_records(source: str, *, text_field: str | None = None, label_field: str | None = None,
                  id_field: str | None = None, split: str | None = None, skip_empty: bool = False,
-                 limit: int | None = None, stdin: Any = None) -> InputData:
+                 limit: int | None = None, stdin: Any = None,
+                 keep_fields: Sequence[str] = ()) -> InputData:
     """Read texts (and labels, ids) from a file, ``-`` (stdin, one text per line) or ``hf:NAME``.
 
     Field choice: ``text_field`` defaults to the first of ``text``, ``sentence`` present; the label
@@ -709,7 +711,15 @@ def read_records(source: str, *, text_field: str | None = None, label_field: str
         if sents is not None:
             if not isinstance(sents, list) or not all(isinstance(s, str) for s in sents):
                 raise InputError(f"{loc}: field 'sentences' must be a list of strings")
-        records.append(TextRecord(text=t, row=i, id=rid, label=label, sentences=sents))
+        extra = None
+        if keep_fields:
+            if lines_only:
+                raise InputError(f"{where}: --keep-field needs records with fields (not one text per line)")
+            missing = [k for k in keep_fields if k not in r]
+            if missing:
+                raise InputError(f"{loc} has no field {missing[0]!r} (named by --keep-field)")
+            extra = {k: r[k] for k in keep_fields}
+        records.append(TextRecord(text=t, row=i, id=rid, label=label, sentences=sents, extra=extra))
         if limit is not None and len(records) >= limit:
             break
     if not records:

@@ -265,6 +265,18 @@ def test_sample_stratified_and_reproducible(cli, fast_model, shared_data, tmp_pa
     assert meta["rows"]["sampled"] == 20 and meta["rows"]["stratified"] is True
 
 
+def test_keep_field_carries_scores_into_the_sidecar(cli, fast_model, shared_data, tmp_path):
+    src = shared_data / "stsb" / "test.jsonl"
+    res = cli(["embed", src, "--text-field", "sentence1", "--keep-field", "score", "--keep-field", "genre",
+               "--limit", "5", "-o", tmp_path / "s1.npy", "-q"])
+    assert res.exit_code == 0, res
+    rows, side = read_jsonl(src)[:5], read_jsonl(tmp_path / "s1.jsonl")
+    assert [r["score"] for r in side] == [r["score"] for r in rows]
+    assert [r["genre"] for r in side] == [r["genre"] for r in rows]
+    bad = cli(["embed", src, "--text-field", "sentence1", "--keep-field", "nope", "-o", tmp_path / "x.npy"])
+    assert bad.exit_code == 2 and "'nope'" in bad.stderr and not (tmp_path / "x.npy").exists()
+
+
 def test_complement_is_the_disjoint_rest_of_the_sample(cli, fast_model, shared_data, tmp_path):
     """--complement embeds exactly the rows a --sample left out (a held-out split for one-split data)."""
     src = shared_data / "trec" / "test.jsonl"  # 500 rows, 6 classes

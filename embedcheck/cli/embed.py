@@ -48,6 +48,9 @@ def _sidecar_rows(records: list[enc.TextRecord], *, with_text: bool, labelled: b
         row: dict[str, Any] = {"index": i, "id": r.id}
         if labelled:
             row["label"] = r.label
+        if r.extra:
+            for k, v in r.extra.items():
+                row.setdefault(k, v)
         if half is not None:
             row["half"] = half
         if with_text:
@@ -68,6 +71,7 @@ def embed_cmd(
     limit: Annotated[Optional[int], typer.Option("--limit", help="Keep only the first N (non-skipped) rows.", min=1)] = None,
     sample: Annotated[Optional[int], typer.Option("--sample", help="A seeded subsample of N rows (stratified by label when there are labels), kept in input order.", min=1)] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for --sample.")] = 0,
+    keep_field: Annotated[Optional[list[str]], typer.Option("--keep-field", help="Copy this input field into the OUT.jsonl sidecar (repeatable), e.g. an STS gold score.")] = None,
     complement: Annotated[bool, typer.Option("--complement", help="With --sample N --seed S: embed the rows that sample leaves out instead (the held-out part of a data set with no test split).")] = False,
     complement_sample: Annotated[Optional[int], typer.Option("--complement-sample", min=1, help="With --complement: a seeded stratified subsample of M of the left-out rows.")] = None,
     skip_empty: Annotated[bool, typer.Option("--skip-empty", help="Drop (and count) empty texts instead of failing.")] = False,
@@ -100,7 +104,8 @@ def embed_cmd(
 
     resolved = enc.resolve_model(model)  # fails in seconds, before the slow import
     data = enc.read_records(input, text_field=text_field, label_field=label_field, id_field=id_field,
-                            split=split, skip_empty=skip_empty, limit=limit)
+                            split=split, skip_empty=skip_empty, limit=limit,
+                            keep_fields=tuple(keep_field or ()))
     records = data.records
     n_before_sample = len(records)
     labelled = data.label_field is not None
