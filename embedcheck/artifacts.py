@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -163,22 +163,32 @@ def check_same_dim(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> No
 # labels and jsonl
 
 
+def parse_jsonl(lines: Iterable[str], where: str) -> list[dict]:
+    """JSON objects from JSON-lines text (blank lines skipped), with ``where:line`` in errors.
+
+    >>> parse_jsonl(['{"a": 1}', '', '{"a": 2}'], "x.jsonl")
+    [{'a': 1}, {'a': 2}]
+    """
+    rows: list[dict] = []
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}:{lineno}: not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}:{lineno}: expected one JSON object per line")
+        rows.append(obj)
+    return rows
+
+
 def read_jsonl(path: str | os.PathLike, what: str = "file") -> list[dict]:
     """Read a UTF-8 JSON-lines file into a list of dicts, with one-line errors."""
     p = _check_file(path, what)
-    rows: list[dict] = []
     try:
         with open(p, "r", encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{p}:{lineno}: not valid JSON ({exc.msg})") from None
-                if not isinstance(obj, dict):
-                    raise InputError(f"{p}:{lineno}: expected a JSON object per line")
-                rows.append(obj)
+            rows = parse_jsonl(f, str(p))
     except UnicodeDecodeError as exc:
         raise InputError(f"{p} is not valid UTF-8 (byte {exc.start}); re-encode it as UTF-8") from None
     if not rows:

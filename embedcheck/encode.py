@@ -42,6 +42,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .artifacts import parse_jsonl
 from .errors import InputError
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -491,18 +492,7 @@ def _lines(text: str) -> list[str]:
 
 
 def _rows_jsonl(text: str, where: str) -> list[dict]:
-    rows = []
-    for lineno, line in enumerate(_lines(text), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}:{lineno}: not valid JSON ({exc.msg})") from None
-        if not isinstance(obj, dict):
-            raise InputError(f"{where}:{lineno}: expected one JSON object per line")
-        rows.append(obj)
-    return rows
+    return parse_jsonl(_lines(text), where)
 
 
 def _rows_json(text: str, where: str) -> list[dict]:

@@ -180,6 +180,15 @@ def project_rows(head: Head, X: np.ndarray, mode: str = "compact", alpha: float 
 # labels and summaries
 
 
+def _linear_inputs(X: np.ndarray, labels: np.ndarray, scale: Optional[float]):
+    """Shared preamble of the linear baselines: (n, d, classes, codes, K, unit rows in float64)."""
+    n, d = X.shape
+    classes, codes = _codes(labels, n)
+    if scale is not None and not scale > 0:
+        raise InputError(f"--scale must be > 0, got {scale}")
+    return n, d, classes, codes, len(classes), _unit32(X).astype(np.float64)
+
+
 def _codes(labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     labels = np.asarray(labels)
     if labels.ndim != 1 or len(labels) != n:
@@ -390,13 +399,8 @@ def train_lda(X: np.ndarray, labels: np.ndarray, *, scale: Optional[float] = Non
     from scipy import linalg
     from sklearn.covariance import ledoit_wolf
 
-    n, d = X.shape
-    classes, codes = _codes(labels, n)
-    K = len(classes)
-    if scale is not None and not scale > 0:
-        raise InputError(f"--scale must be > 0, got {scale}")
+    n, d, classes, codes, K, U = _linear_inputs(X, labels, scale)
     t0 = time.perf_counter()
-    U = _unit32(X).astype(np.float64)
     counts = np.bincount(codes, minlength=K).astype(np.float64)
     priors = counts / n
     means = np.zeros((K, d))
@@ -447,13 +451,8 @@ def train_probe_scale(X: np.ndarray, labels: np.ndarray, *, scale: Optional[floa
     """
     from sklearn.linear_model import LogisticRegression
 
-    n, d = X.shape
-    classes, codes = _codes(labels, n)
-    K = len(classes)
-    if scale is not None and not scale > 0:
-        raise InputError(f"--scale must be > 0, got {scale}")
+    n, d, classes, codes, K, U = _linear_inputs(X, labels, scale)
     t0 = time.perf_counter()
-    U = _unit32(X).astype(np.float64)
     lr = LogisticRegression(C=C, max_iter=2000, random_state=seed).fit(U, codes)
     coef = np.asarray(lr.coef_, dtype=np.float64)
     if K == 2:

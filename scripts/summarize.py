@@ -90,10 +90,11 @@ def sise(folder: Path, stsb: Path | None) -> str:
         if any(c != "—" for c in cells):
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     head = _load(folder / f"head.{seeds[0]}.json") if seeds else None
+    head_meta = _load(folder / f"head.{seeds[0]}.meta.json") if seeds else None
     n_train = _get(_load(folder / "base.probe.json"), "n_train")
     n_test = _get(_load(folder / "base.probe.json"), "n_test")
-    lines += ["", f"Train rows {n_train}, test rows {n_test}; head: {_get(head, 'parameters') or _get(head, 'n_parameters')} parameters, "
-              f"{_get(head, 'epochs')} epochs; few-shot: {_get(_load(folder / 'base.probe.json'), 'few_shot.shots')} rows per class, "
+    lines += ["", f"Train rows {n_train}, test rows {n_test}; head: {_get(head, 'parameters')} parameters, "
+              f"{_get(head_meta, 'options.epochs')} epochs, {_fmt([_get(_load(folder / f'head.{s}.json'), 'seconds') for s in seeds], 1)} s training; few-shot: {_get(_load(folder / 'base.probe.json'), 'few_shot.shots')} rows per class, "
               f"{_get(_load(folder / 'base.probe.json'), 'few_shot.repeats')} draws (the head itself saw every training label)."]
     return "\n".join(lines) + "\n"
 
