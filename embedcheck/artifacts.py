@@ -127,13 +127,15 @@ def load_matrix(
     p = Path(path)
     if X.ndim != 2:
         raise InputError(f"{what} {p} must be 2-D (rows x dims), got shape {X.shape}")
-    if X.dtype.kind != "f":
+    if X.dtype.kind != "f" or X.dtype.itemsize not in (2, 4, 8):
         raise InputError(f"{what} {p} must be float16/32/64, got {X.dtype}")
     n, d = X.shape
     if n < min_rows:
         raise InputError(f"{what} {p} has {n} rows; at least {min_rows} needed")
     if d == 0:
         raise InputError(f"{what} {p} has zero columns")
+    work = "float64" if X.dtype.itemsize == 8 else "float32"
+    tiny = float(np.finfo(work).tiny)
     for sl in iter_chunks(n):
         block = np.asarray(X[sl], dtype=np.float64)
         finite = np.isfinite(block).all(axis=1)
@@ -146,6 +148,22 @@ def load_matrix(
             if zero.any():
                 bad = sl.start + int(np.flatnonzero(zero)[0])
                 raise InputError(f"{what} {p}: row {bad} is all zeros and has no direction")
+        # dot products and norms must neither overflow float64 (|values| ~1e155 and up) nor, where
+        # a direction is needed, underflow in the precision the rows are used in downstream
+        # (float32 for float16/32 storage: torch heads, project): squared norm >= the smallest normal
+        with np.errstate(over="ignore", under="ignore"):
+            sq = np.einsum("ij,ij->i", block, block)
+        over = ~np.isfinite(sq)
+        if over.any():
+            bad = sl.start + int(np.flatnonzero(over)[0])
+            raise InputError(f"{what} {p}: row {bad} is too large (its squared norm overflows float64); rescale the vectors")
+        if need_direction:
+            small = ~(sq >= tiny)
+            if small.any():
+                bad = sl.start + int(np.flatnonzero(small)[0])
+                big = float(np.abs(block[bad - sl.start]).max())
+                raise InputError(f"{what} {p}: row {bad} is so close to zero (largest |value| {big:.3g}) that its "
+                                 f"norm underflows in {work}; rescale the vectors")
     return X
 
 
@@ -187,7 +205,7 @@ def read_jsonl(path: str | os.PathLike, what: str = "file") -> list[dict]:
     """Read a UTF-8 JSON-lines file into a list of dicts, with one-line errors."""
     p = _check_file(path, what)
     try:
-        with open(p, "r", encoding="utf-8") as f:
+        with open(p, "r", encoding="utf-8-sig") as f:  # -sig: a leading BOM is not part of the data
             rows = parse_jsonl(f, str(p))
     except UnicodeDecodeError as exc:
         raise InputError(f"{p} is not valid UTF-8 (byte {exc.start}); re-encode it as UTF-8") from None
@@ -207,19 +225,23 @@ def _normalise_label_values(values: Sequence[Any], source: str) -> np.ndarray:
                 raise InputError(f"{source}: label {i} is {v!r}; labels must be ints or strings")
             v = int(v)
         out.append(v)
-    if all(isinstance(v, (int, np.integer)) for v in out):
-        return np.asarray(out, dtype=np.int64)
     strs = [str(v) for v in out]
-    if all(_is_int_string(s) for s in strs):
-        return np.asarray([int(s) for s in strs], dtype=np.int64)
+    if all(_is_int_string(v) for v in strs):
+        ints = [int(v) for v in strs]
+        if all(_I64.min <= v <= _I64.max for v in ints):
+            return np.asarray(ints, dtype=np.int64)
+        return np.asarray([str(v) for v in ints], dtype=str)  # beyond int64: keep them exact, as names
     return np.asarray(strs, dtype=str)
+
+
+_I64 = np.iinfo(np.int64)
 
 
 def _is_int_string(s: str) -> bool:
     s = s.strip()
     if s.startswith(("-", "+")):
         s = s[1:]
-    return s.isdigit()
+    return s.isascii() and s.isdigit()  # not "²" (isdigit, but int() refuses it)
 
 
 def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: str = "label",
@@ -235,7 +257,9 @@ def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: st
         arr = open_npy(p, what)
         if arr.ndim != 1:
             raise InputError(f"{what} {p} must be 1-D, got shape {arr.shape}")
-        if arr.dtype.kind in "iub":
+        if arr.dtype.kind == "u" and arr.size and int(np.asarray(arr).max()) > _I64.max:
+            labels = np.asarray([str(int(v)) for v in np.asarray(arr)], dtype=str)
+        elif arr.dtype.kind in "iub":
             labels = np.asarray(arr, dtype=np.int64)
         elif arr.dtype.kind in "US":
             labels = _normalise_label_values([str(v) for v in np.asarray(arr).astype(str)], str(p))
@@ -254,7 +278,7 @@ def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: st
         labels = _normalise_label_values([r[field] for r in rows], str(p))
     elif suffix in (".txt", ".tsv", ".csv", ""):
         try:
-            lines = p.read_text(encoding="utf-8").splitlines()
+            lines = p.read_text(encoding="utf-8-sig").splitlines()
         except UnicodeDecodeError as exc:
             raise InputError(f"{p} is not valid UTF-8 (byte {exc.start})") from None
         while lines and not lines[-1].strip():
@@ -288,13 +312,25 @@ def load_scores(path: str | os.PathLike, n_rows: int | None = None, *, field: st
             v = r.get(field)
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise InputError(f"{p}: row {i} has no numeric field {field!r} (use --score-field)")
-            vals.append(float(v))
+            try:
+                vals.append(float(v))
+            except OverflowError:
+                raise InputError(f"{p}: row {i}: score {field!r} is too large for a float") from None
         scores = np.asarray(vals, dtype=np.float64)
     elif suffix == ".txt":
         try:
-            scores = np.asarray([float(s) for s in p.read_text(encoding="utf-8").split()], dtype=np.float64)
-        except ValueError as exc:
-            raise InputError(f"{p}: {exc}") from None
+            lines = p.read_text(encoding="utf-8-sig").splitlines()
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{p} is not valid UTF-8 (byte {exc.start})") from None
+        while lines and not lines[-1].strip():
+            lines.pop()
+        vals = []
+        for lineno, line in enumerate(lines, 1):
+            try:
+                vals.append(float(line.strip()))
+            except ValueError:
+                raise InputError(f"{p}:{lineno}: {line.strip()[:40]!r} is not one number; one score per line expected") from None
+        scores = np.asarray(vals, dtype=np.float64)
     else:
         raise InputError(f"scores {p}: unsupported format {suffix!r} (use .npy, .jsonl or .txt)")
     if not np.all(np.isfinite(scores)):

@@ -192,7 +192,8 @@ def aag_bootstrap(X: np.ndarray, labels: np.ndarray, resamples: int, seed: int =
 
 
 def _maybe_in_memory(X: np.ndarray, limit_bytes: int = 2 << 30) -> np.ndarray:
-    """Unit rows as float32 in memory when they fit (repeated passes are then cheap)."""
+    """Unit rows as float32 in memory when they fit (repeated passes are then cheap); else ``X``
+    itself (callers that need unit rows then normalise each streamed chunk)."""
     n, d = X.shape
     if n * d * 4 <= limit_bytes:
         out = np.empty((n, d), dtype=np.float32)
@@ -285,12 +286,24 @@ def label_map(X: np.ndarray, labels: np.ndarray, *, queries: Optional[int] = Non
         q_idx = np.sort(rng.choice(eligible, size=queries, replace=False))
     else:
         q_idx = eligible
-    Uf = np.asarray(U, dtype=np.float32) if U.dtype != np.float32 else U
     aps = np.empty(len(q_idx))
+    if U is X:  # too large to hold unit rows: stream candidates in chunks, scaled by 1/|x_j|
+        inv_norm = np.concatenate([1.0 / np.linalg.norm(np.asarray(X[sl], dtype=np.float64), axis=1)
+                                   for sl in iter_chunks(n)]).astype(np.float32)
+
+        def scores(qi: np.ndarray) -> np.ndarray:
+            Q = unit_rows(X[qi]).astype(np.float32)
+            S = np.empty((len(qi), n), dtype=np.float32)
+            for sl in iter_chunks(n):
+                S[:, sl] = (Q @ np.asarray(X[sl], dtype=np.float32).T) * inv_norm[sl]
+            return S
+    else:
+        def scores(qi: np.ndarray) -> np.ndarray:
+            return U[qi] @ U.T  # (b, n) float32 cosines; X @ Y.T, not the symmetric path
 
     def one_block(start: int) -> None:
         qi = q_idx[start:start + block]
-        S = Uf[qi] @ Uf.T  # (b, n) float32 cosines; X @ Y.T, not the symmetric path
+        S = scores(qi)
         S[np.arange(len(qi)), qi] = -np.inf  # the query itself ranks last
         np.negative(S, out=S)
         order = np.argsort(S, axis=1, kind="stable")[:, : n - 1]

@@ -42,6 +42,8 @@ def sts_correlation(A: np.ndarray, B: np.ndarray, gold: np.ndarray) -> dict[str,
     if A.shape[0] < 3:
         raise ValueError("need at least 3 pairs for a correlation")
     cos = rowwise_cosine(A, B)
+    if np.ptp(cos) <= 1e-9:
+        raise ValueError("every row-wise cosine is the same (are A and B the same vectors?); correlation is undefined")
     if np.ptp(gold) == 0:
         raise ValueError("the gold scores are all equal; correlation is undefined")
     return {"n": int(len(gold)), "spearman": float(100 * spearmanr(cos, gold).statistic),

@@ -103,17 +103,23 @@ def partner_first(X, Y):
 def section(X, Y, ders):
     n = len(X)
     matched = (X * Y).sum(axis=1)
-    unrelated = np.concatenate([(X * Y[p]).sum(axis=1) for p in ders])
+    by_perm = np.stack([(X * Y[p]).sum(axis=1) for p in ders])  # (perms, n)
+    unrelated = by_perm.ravel()
     m, f = float(matched.mean()), float(unrelated.mean())
     sd = float(unrelated.std(ddof=1))
     gap = m - f
     pooled = math.sqrt((float(matched.var(ddof=1)) + sd ** 2) / 2)
     first = partner_first(X, Y)
+    diffs = matched - by_perm.mean(axis=0)  # per-row gap; rows are the independent units
+    se = float(np.std(diffs, ddof=1)) / math.sqrt(n) if n > 1 else 0.0
     return {
         "matched": m,
         "floor": f,
         "floor_sd": sd,
         "gap": gap,
+        "gap_se": se,
+        "gap_ci95": [gap - 1.959963984540054 * se, gap + 1.959963984540054 * se],
+        "min_detectable_gap": (1.959963984540054 + 0.8416212335729143) * se,
         "gap_over_floor_sd": gap / sd if sd >= 1e-12 else None,
         "cohens_d": gap / pooled if pooled >= 1e-12 else None,
         "floor_share": f / m if m > 0 else None,
@@ -176,7 +182,10 @@ def main(argv=None):
     rep = {"n": n, "dim": d, "means": means, "anisotropy": aniso, "raw": raw, "centred": cen,
            "partner_first_by_chance": 1.0 / n}
 
-    if raw["floor_share"] is not None:
+    if raw["floor"] <= 0 and raw["matched"] > 0:
+        s1 = (f"Before centring an unrelated pair scores {raw['floor']:.4f}, at or below zero, against "
+              f"{raw['matched']:.4f} for the matched pair.")
+    elif raw["floor_share"] is not None:
         s1 = (f"Before centring an unrelated pair already scores {100 * raw['floor_share']:.0f}% of what "
               f"the matched pair scores (floor {raw['floor']:.4f}, matched {raw['matched']:.4f}).")
     else:
@@ -185,7 +194,13 @@ def main(argv=None):
     s2 = (f"The matched-minus-floor gap is {gap_words(raw)} raw and {gap_words(cen)} centred, and the "
           f"partner ranks first for {raw['partner_ranked_first_count']} and "
           f"{cen['partner_ranked_first_count']} of {n} rows (chance 1/{n}).")
-    rep["reading"] = f"{s1} {s2}"
+    below = [(k, sec) for k, sec in (("raw", raw), ("centred", cen)) if abs(sec["gap"]) < sec["min_detectable_gap"]]
+    s3 = ""
+    if below:
+        s3 = (f" The {' and '.join(k for k, _ in below)} gap is below the smallest gap this comparison could "
+              f"detect ({below[0][1]['min_detectable_gap']:.4f}, 80% power at alpha 0.05): it is underpowered, "
+              "not a refutation.")
+    rep["reading"] = f"{s1} {s2}{s3}"
 
     high = [f"side {k.upper()} ({v:.4f})" for k, v in aniso.items() if v > 0.3]
     rep["warning"] = None if not high else (

@@ -445,6 +445,10 @@ def _assert_same(x, y, path=""):
         assert list(x) == list(y), path
         for k in x:
             _assert_same(x[k], y[k], f"{path}.{k}")
+    elif isinstance(x, list):
+        assert len(x) == len(y), path
+        for i, (a, b) in enumerate(zip(x, y)):
+            _assert_same(a, b, f"{path}[{i}]")
     elif isinstance(x, float) or isinstance(y, float):
         assert x == pytest.approx(y, rel=1e-9, abs=1e-12), path
     else:
@@ -477,3 +481,26 @@ def test_standalone_script_imports_no_embedcheck():
         elif isinstance(node, ast.ImportFrom):
             mods.add((node.module or "").split(".")[0])
     assert mods <= {"__future__", "argparse", "json", "math", "sys", "numpy"}, mods
+
+
+def test_gap_spread_and_smallest_detectable_gap_against_a_direct_computation():
+    """The skill: give a gap with its spread and the smallest effect the test could detect."""
+    rng = np.random.default_rng(11)
+    A = rng.normal(size=(120, 16)) + 2.0
+    B = A + rng.normal(scale=4.0, size=(120, 16))
+    rep = core.check(A, B, perms=9, seed=2)
+    Ua = A / np.linalg.norm(A, axis=1, keepdims=True)
+    Ub = B / np.linalg.norm(B, axis=1, keepdims=True)
+    P = core.derangements(120, 9, 2)
+    d = (Ua * Ub).sum(1) - np.mean([(Ua * Ub[p]).sum(1) for p in P], axis=0)
+    se = d.std(ddof=1) / np.sqrt(120)
+    assert rep["raw"]["gap"] == pytest.approx(d.mean(), abs=1e-12)
+    assert rep["raw"]["gap_se"] == pytest.approx(se, rel=1e-9)
+    assert rep["raw"]["min_detectable_gap"] == pytest.approx(2.8015852181 * se, rel=1e-9)
+    lo, hi = rep["raw"]["gap_ci95"]
+    assert lo == pytest.approx(d.mean() - 1.959964 * se, rel=1e-5) and hi > lo
+    # a weak pairing: the reading says the comparison is underpowered rather than a refutation
+    weak = core.check(A[:12], rng.normal(size=(12, 16)) + 2.0, perms=5, seed=0)  # unrelated "pairs"
+    assert abs(weak["raw"]["gap"]) < weak["raw"]["min_detectable_gap"]
+    assert "underpowered, not a refutation" in weak["reading"]
+    assert abs(rep["raw"]["gap"]) > rep["raw"]["min_detectable_gap"] and "underpowered" not in rep["reading"]

@@ -199,3 +199,14 @@ def test_bootstrap_matches_weighted_brute_force():
     assert out["ci_low"] == pytest.approx(lo, abs=1e-9)
     assert out["ci_high"] == pytest.approx(hi, abs=1e-9)
     assert out["ci_low"] <= geometry.aag(X, y).aag <= out["ci_high"]
+
+
+def test_label_map_streams_raw_rows_when_too_large_for_memory(monkeypatch):
+    """Past the in-memory limit the candidates are streamed and scaled by 1/|x_j| (cosine, not dot)."""
+    X, y = _data(n=257)
+    X = X * np.random.default_rng(4).uniform(0.1, 10, (257, 1))  # rows far from unit length
+    expected = geometry.label_map(X, y).map
+    monkeypatch.setattr(geometry, "_maybe_in_memory", lambda X, limit_bytes=0: X)
+    monkeypatch.setattr(geometry, "iter_chunks", lambda n, chunk=0: (slice(s, min(s + 50, n)) for s in range(0, n, 50)))
+    assert geometry.label_map(X, y, block=64).map == pytest.approx(expected, abs=1e-4)
+    assert expected == pytest.approx(brute_map(X, y), abs=1e-4)

@@ -76,3 +76,9 @@ def test_sts_equals_scipy_on_direct_cosines():
     assert r["pearson"] == pytest.approx(100 * pearsonr(cos, gold).statistic, abs=1e-9)
     with pytest.raises(ValueError, match="all equal"):
         sts_correlation(A, B, np.ones(120))
+
+
+def test_sts_refuses_constant_cosines():
+    A = np.random.default_rng(1).normal(size=(50, 8))
+    with pytest.raises(ValueError, match="same"):
+        sts_correlation(A, A.copy(), np.linspace(0, 5, 50))

@@ -12,6 +12,7 @@ import errno
 import os
 import sys
 import traceback
+import warnings
 from typing import Any
 
 import typer
@@ -34,6 +35,21 @@ def error_line(msg: str) -> None:
     sys.stderr.flush()
 
 
+_shown: set[str] = set()
+
+
+def _show_warning(message: Any, category: type, filename: str, lineno: int, file: Any = None,
+                  line: Any = None) -> None:
+    """Library warnings (numpy, scipy, sklearn ...) as one ``warning: ...`` line each on stderr,
+    once per message, silenced by ``--quiet`` — never a raw source excerpt."""
+    from .common import warn
+
+    text = f"{category.__name__}: {_one_line(str(message))}"
+    if text not in _shown:
+        _shown.add(text)
+        warn(text)
+
+
 class EmbedcheckGroup(TyperGroup):
     """Runs click in non-standalone mode and maps every exception to one line + exit code."""
 
@@ -45,6 +61,12 @@ class EmbedcheckGroup(TyperGroup):
         return code
 
     def _run(self, args: Any, prog_name: Any, complete_var: Any, **extra: Any) -> int:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            _shown.clear()
+            return self._run_inner(args, prog_name, complete_var, **extra)
+
+    def _run_inner(self, args: Any, prog_name: Any, complete_var: Any, **extra: Any) -> int:
         try:
             rv = super().main(args=args, prog_name=prog_name or "embedcheck",
                               complete_var=complete_var, standalone_mode=False, **extra)
@@ -101,13 +123,18 @@ app = typer.Typer(
 )
 
 
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
-) -> None:
-    """embedcheck: cosine geometry checks and repairs for text embeddings."""
-    if version:
+def _print_version(value: bool) -> None:
+    """Eager option callback: runs while parsing, so ``embedcheck --version`` needs no command."""
+    if value:
         from .. import __version__
 
         typer.echo(f"embedcheck {__version__}")
         raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True,
+                                 callback=_print_version, expose_value=True),
+) -> None:
+    """embedcheck: cosine geometry checks and repairs for text embeddings."""

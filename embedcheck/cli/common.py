@@ -27,7 +27,7 @@ ReportOpt = Annotated[Optional[Path], typer.Option("--report", help="Also write 
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress, hints or warnings on stderr.")]
 
 # ---- inputs and randomness ------------------------------------------------------------------
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for every random choice (same seed, same output).")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for every random choice (same seed, same output); 0 to 2^32-1.")]
 LabelFieldOpt = Annotated[str, typer.Option("--label-field", help="Field holding the label in a .jsonl labels file.")]
 EmbArg = Annotated[Path, typer.Argument(help="Embeddings: a 2-D float .npy (rows x dims).", show_default=False)]
 LabelsArg = Annotated[Path, typer.Argument(help="Labels: 1-D .npy, .jsonl (--label-field) or .txt (one per line); ints or strings.", show_default=False)]
@@ -37,7 +37,66 @@ _state = {"quiet": False}
 
 
 def set_quiet(quiet: bool) -> None:
+    """Every command calls this first: it sets ``--quiet`` and runs :func:`preflight`."""
     _state["quiet"] = bool(quiet)
+    preflight()
+
+
+def _path_values(value: Any) -> list[Path]:
+    """Path-typed values, and plain strings that name an existing file (inputs typed ``str``)."""
+    if isinstance(value, Path) and str(value) not in ("", "-"):
+        return [value]
+    if isinstance(value, str) and not isinstance(value, Enum) and value not in ("", "-") and Path(value).is_file():
+        return [Path(value)]
+    if isinstance(value, (list, tuple)):
+        return [p for v in value for p in _path_values(v)]
+    return []
+
+
+def preflight() -> None:
+    """Refuse, before anything is read or written, a ``--report`` file that is another argument.
+
+    ``--report`` would otherwise silently replace an input (``aag X.npy y.npy --report X.npy``),
+    an output of the same run (``-o h.safetensors --report h.safetensors``) or one of their
+    ``.meta.json`` sidecars. Looks at the parameters of the running click command.
+    """
+    try:  # typer >= 0.20 vendors click (the same import as ``_app``)
+        from typer._click.globals import get_current_context  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover
+        from click import get_current_context
+
+    from ..artifacts import meta_path
+    from ..errors import InputError
+
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return
+    report_names = {p.name for p in ctx.command.params if "--report" in getattr(p, "opts", ())}
+    reports = [v for k in report_names for v in _path_values(ctx.params.get(k))]
+    if not reports:
+        return
+    report = reports[0]
+    folder = report.parent if str(report.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"--report {report}: output folder {folder} does not exist")
+    labels = {}
+    for prm in ctx.command.params:
+        longs = [o for o in getattr(prm, "opts", ()) if o.startswith("--")]
+        labels[prm.name] = longs[0] if getattr(prm, "param_type_name", "") == "option" and longs else (prm.name or "").upper()
+    target = report.resolve()
+    for name, value in ctx.params.items():
+        if name in report_names:
+            continue
+        for p in _path_values(value):
+            try:
+                direct = p.resolve() == target
+                same = direct or (bool(p.suffix) and meta_path(p).resolve() == target)
+            except (OSError, RuntimeError):
+                continue
+            if same:
+                what = "" if direct else "the .meta.json sidecar of "
+                raise InputError(f"--report {report} would overwrite {what}{labels.get(name, name)} {p}; "
+                                 "choose another report file")
 
 
 def is_quiet() -> bool:

@@ -8,6 +8,7 @@ import typer
 
 from .. import probe as _probe
 from ..artifacts import check_same_dim, load_labels, load_matrix
+from ..errors import InputError
 from ..report import add_gates, min_gate
 from ._app import app
 from .common import FormatOpt, JsonOpt, LabelFieldOpt, QuietOpt, ReportOpt, SeedOpt, finish, set_quiet
@@ -48,7 +49,9 @@ def probe_cmd(
     yte = load_labels(test_labels, Xte.shape[0], field=label_field, what="test labels")
     check_same_dim(Xtr, Xte, train, test)
     if (ytr.dtype.kind == "U") != (yte.dtype.kind == "U"):
-        raise ValueError("train labels and test labels are of different kinds (ints vs strings)")
+        kinds = {True: "strings", False: "ints"}
+        raise InputError(f"train labels {train_labels} are {kinds[ytr.dtype.kind == 'U']} but test labels "
+                         f"{test_labels} are {kinds[yte.dtype.kind == 'U']}; use the same label kind for both")
     full = _probe.fit_probe(Xtr, ytr, Xte, yte, C=C, max_iter=max_iter, standardize=standardize, seed=seed)
     report = full.to_dict()
     if not full.converged:
