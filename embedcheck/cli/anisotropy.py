@@ -28,8 +28,8 @@ def _render(report: dict[str, Any]) -> None:
     t.add_column("figure", style="cyan")
     t.add_column("raw", justify="right")
     t.add_column("centred", justify="right")
-    for key in ("matched", "floor", "floor_sd", "gap", "gap_over_floor_sd", "cohens_d", "floor_share",
-                "partner_ranked_first", "partner_ranked_first_count"):
+    for key in ("matched", "floor", "floor_sd", "gap", "gap_se", "min_detectable_gap", "gap_over_floor_sd",
+                "cohens_d", "floor_share", "partner_ranked_first", "partner_ranked_first_count"):
         t.add_row(key, _fmt(report["raw"][key]), _fmt(report["centred"][key]))
     t.add_row("partner_first_by_chance", _fmt(report["partner_first_by_chance"]), "")
     console.print(t)
