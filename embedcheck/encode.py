@@ -646,7 +646,10 @@ def read_records(source: str, *, text_field: str | None = None, label_field: str
             elif suffix in (".csv", ".tsv"):
                 rows = _rows_delimited(text, where, tsv=suffix == ".tsv")
             else:
-                rows = [{"text": line} for line in _lines(text)]
+                lines = _lines(text)
+                while lines and not lines[-1].strip():  # trailing blank lines end the file, not texts
+                    lines.pop()
+                rows = [{"text": line} for line in lines]
                 lines_only = True
     else:
         rows, info = _rows_hf(source, split)

@@ -247,3 +247,27 @@ def test_same_seed_same_bytes(cli, data):
     assert a.exit_code == 0 and a.stdout == b.stdout
     c = cli(argv[:-1] + ["4"])
     assert c.stdout != a.stdout
+
+
+def test_project_refuses_subnormal_and_float128_rows(cli, data, tmp_path):
+    """project streams its input itself: it must apply the same row checks as load_matrix."""
+    head = tmp_path / "h.safetensors"
+    assert cli(["train-head", data["X.npy"], data["y.npy"], "--kind", "probe-scale", "-o", head, "-q"]).exit_code == 0
+    X = np.load(data["X.npy"]).astype(np.float32)
+    np.save(tmp_path / "tiny.npy", X * np.float32(1e-40))
+    np.save(tmp_path / "wide.npy", X.astype(np.longdouble))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for name in ("tiny.npy", "wide.npy"):
+        res = cli(["project", tmp_path / name, "--head", head, "-o", tmp_path / "p.npy"])
+        assert_one_line_error(res)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_physscore_gate_without_table1_is_refused_before_writing(cli, tmp_path):
+    res = cli(["physscore", "score", tmp_path / "none.npy", tmp_path / "none.jsonl", "--tables", "4",
+               "--plots", tmp_path / "figs", "--fail-below", "50"])
+    assert_one_line_error(res)
+    assert "--fail-below" in res.stderr and not (tmp_path / "figs").exists()
+    run = cli(["physscore", "run", "--model", str(tmp_path / "nonexistent"), "--tables", "1"])
+    assert_one_line_error(run)
+    assert "does not exist" in run.stderr

@@ -653,3 +653,20 @@ def test_embed_help_states_formats_and_splitter(cli):
     text = " ".join(res.stdout.split())
     for word in (".parquet", "hf:NAME", "--halves", "n//2", "upper-case letter", "sentences"):
         assert word in text, word
+
+
+def test_trailing_blank_lines_end_a_text_file(cli, fast_model, tmp_path):
+    (tmp_path / "t.txt").write_text("a good film\na bad film\n\n\n")
+    res = cli(["embed", tmp_path / "t.txt", "-o", tmp_path / "t.npy", "-q"])
+    assert res.exit_code == 0, res
+    assert np.load(tmp_path / "t.npy").shape == (2, 384)
+
+
+def test_missing_output_folder_fails_before_the_model_loads(cli, monkeypatch, tmp_path):
+    def no_load(*a, **k):
+        raise AssertionError("the model must not be loaded")
+
+    monkeypatch.setattr(enc, "load_model", no_load)
+    (tmp_path / "t.txt").write_text("a good film\n")
+    res = cli(["embed", tmp_path / "t.txt", "-o", tmp_path / "nodir" / "t.npy"])
+    assert res.exit_code == 2 and "output folder" in res.stderr and "Traceback" not in res.stderr

@@ -70,7 +70,7 @@ def embed_cmd(
     split: Annotated[Optional[str], typer.Option("--split", help="Split of an hf: data set (default train).")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Keep only the first N (non-skipped) rows.", min=1)] = None,
     sample: Annotated[Optional[int], typer.Option("--sample", help="A seeded subsample of N rows (stratified by label when there are labels), kept in input order.", min=1)] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for --sample.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for --sample.")] = 0,
     keep_field: Annotated[Optional[list[str]], typer.Option("--keep-field", help="Copy this input field into the OUT.jsonl sidecar (repeatable), e.g. an STS gold score.")] = None,
     complement: Annotated[bool, typer.Option("--complement", help="With --sample N --seed S: embed the rows that sample leaves out instead (the held-out part of a data set with no test split).")] = False,
     complement_sample: Annotated[Optional[int], typer.Option("--complement-sample", min=1, help="With --complement: a seeded stratified subsample of M of the left-out rows.")] = None,
@@ -98,6 +98,9 @@ def embed_cmd(
     if backend not in enc.BACKENDS:
         raise InputError(f"--backend {backend!r} is not available here; choose one of {', '.join(enc.BACKENDS)}")
     outs = _outputs(output, halves)
+    folder = Path(output).parent if str(Path(output).parent) else Path(".")
+    if not folder.is_dir():  # before the model load, not after it
+        raise InputError(f"output folder {folder} does not exist")
     if input != "-" and not input.startswith("hf:"):
         for o in outs.values():
             check_not_input(o, [input])

@@ -162,7 +162,7 @@ def _stream_rows(path: Path, chunk: int, sha: Any) -> Iterator[tuple[slice, np.n
     X = artifacts.open_npy(path, "embeddings")  # header checks only: pickles, dtype, truncation
     if X.ndim != 2:
         raise InputError(f"embeddings {path} must be 2-D (rows x dims), got shape {X.shape}")
-    if X.dtype.kind != "f":
+    if X.dtype.kind != "f" or X.dtype.itemsize not in (2, 4, 8):
         raise InputError(f"embeddings {path} must be float16/32/64, got {X.dtype}")
     n, d = X.shape
     if n == 0 or d == 0:
@@ -205,6 +205,12 @@ def _validate(block: np.ndarray, sl: slice, path: Path) -> np.ndarray:
     zero = ~(block != 0).any(axis=1)
     if zero.any():
         raise InputError(f"embeddings {path}: row {sl.start + int(np.flatnonzero(zero)[0])} is all zeros and has no direction")
+    with np.errstate(over="ignore", under="ignore"):
+        sq = np.einsum("ij,ij->i", block.astype(np.float32), block.astype(np.float32))
+    bad = ~np.isfinite(sq) | (sq < np.finfo(np.float32).tiny)
+    if bad.any():  # a norm float32 cannot hold: normalising it would give inf or NaN rows
+        raise InputError(f"embeddings {path}: row {sl.start + int(np.flatnonzero(bad)[0])} has a length float32 "
+                         "cannot represent (underflow or overflow); rescale the vectors")
     return block
 
 

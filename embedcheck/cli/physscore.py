@@ -245,6 +245,12 @@ def render(report: dict[str, Any]) -> None:
         console.print(f"{mark} {g['name']} = {_pp(g['value'])} (needs {g['op']} {g['threshold']:g})")
 
 
+def _check_gate_tables(which: Any, fail_below: Optional[float]) -> None:
+    """Refuse --fail-below without Table 1 before anything is computed or written."""
+    if fail_below is not None and 1 not in which:
+        raise InputError("--fail-below gates the Table 1 AVG; include table 1 in --tables")
+
+
 def _gates(report: dict[str, Any], fail_below: Optional[float]) -> None:
     if fail_below is None:
         return
@@ -319,6 +325,7 @@ def score_cmd(
     """
     set_quiet(quiet)
     which = ps.parse_tables(tables)
+    _check_gate_tables(which, fail_below)
     X = load_matrix(embeddings)
     rows = read_jsonl(phrases, "phrases")
     if len(rows) != X.shape[0]:
@@ -367,12 +374,14 @@ def run_cmd(
     """
     set_quiet(quiet)
     which = ps.parse_tables(tables)
+    _check_gate_tables(which, fail_below)
     if plots is not None:
         from .. import physscore_plots as pp
 
         pp.require_matplotlib()  # fail before the model load, not after
-    from ..encode import encode_texts, load_model
+    from ..encode import encode_texts, load_model, resolve_model
 
+    resolve_model(model)  # a model that cannot be had fails here, before any hint is printed
     t0 = time.perf_counter()
     hint(f"loading {model} ...")
     st_model, resolved = load_model(model, device=device)
