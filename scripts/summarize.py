@@ -87,6 +87,8 @@ def sise(folder: Path, stsb: Path | None) -> str:
                 if v is not None:
                     vals.append(v * scale)
             cells.append(_fmt(vals, digits))
+        if kind == "sts" and all(c == "—" for c in cells[1:]):
+            continue  # no head was scored on STS-B for this data set
         if any(c != "—" for c in cells):
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     head = _load(folder / f"head.{seeds[0]}.json") if seeds else None

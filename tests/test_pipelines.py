@@ -27,7 +27,7 @@ MAKEFILE = ROOT / "scripts" / "Makefile"
 def _make(targets, out: Path, data: Path, **vars) -> subprocess.CompletedProcess:
     args = ["make", "-f", str(MAKEFILE), "-j2", *targets, f"DATA={data}", f"OUT={out}",
             f"EC={sys.executable} -m embedcheck", f"PY={sys.executable}",
-            "TRAIN_N=500", "EPOCHS=5", "SEEDS=0", "REPEATS=3"]
+            "TRAIN_N=500", "EPOCHS=5", "SEEDS=0", "REPEATS=3", "TEST_N=400"]
     args += [f"{k}={v}" for k, v in vars.items()]
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     return subprocess.run(args, capture_output=True, text=True, env=env, timeout=1800, cwd=ROOT)
@@ -99,6 +99,6 @@ def test_make_is_incremental(pipelines):
     out, data = pipelines
     dry = subprocess.run(["make", "-f", str(MAKEFILE), "-n", "all", f"DATA={data}", f"OUT={out}",
                           f"EC={sys.executable} -m embedcheck", f"PY={sys.executable}", "TRAIN_N=500",
-                          "EPOCHS=5", "SEEDS=0", "REPEATS=3"], capture_output=True, text=True, cwd=ROOT)
+                          "EPOCHS=5", "SEEDS=0", "REPEATS=3", "TEST_N=400"], capture_output=True, text=True, cwd=ROOT)
     assert dry.returncode == 0
     assert "embedcheck embed" not in dry.stdout and "train-head" not in dry.stdout, dry.stdout
