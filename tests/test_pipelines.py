@@ -38,6 +38,7 @@ def pipelines(shared_data, minilm_path, tmp_path_factory):
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     out = tmp_path_factory.mktemp("pipelines")
+    # reduced size: 500 training rows, 5 epochs, one seed, attribute test sets capped at 400 rows
     res = _make(["all"], out, shared_data)
     assert res.returncode == 0, res.stderr[-4000:]
     return out, shared_data
