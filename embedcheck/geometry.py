@@ -68,17 +68,20 @@ def class_sums(X: np.ndarray, codes: np.ndarray, k: int, *, weights: Optional[np
 
     ``weights`` (one per row) turns these into weighted sums, used by the bootstrap.
     """
-    from scipy.sparse import csr_matrix
-
     n, d = X.shape
     sums = np.zeros((k, d), dtype=np.float64)
     sq = np.zeros(k, dtype=np.float64)
+    classes = np.arange(k)[:, None]
     for sl in iter_chunks(n, chunk):
         U = unit_rows(X[sl])
         c = codes[sl]
         w = np.ones(len(c)) if weights is None else np.asarray(weights[sl], dtype=np.float64)
-        onehot = csr_matrix((w, (c, np.arange(len(c)))), shape=(k, len(c)))  # k x b, weighted
-        sums += onehot @ U
+        if k <= 64:  # a dense weighted one-hot (k x b) @ U is one BLAS call
+            sums += ((c[None, :] == classes) * w) @ U
+        else:  # many classes: a sparse one-hot
+            from scipy.sparse import csr_matrix
+
+            sums += csr_matrix((w, (c, np.arange(len(c)))), shape=(k, len(c))) @ U
         q = np.einsum("ij,ij->i", U, U)
         sq += np.bincount(c, weights=q * w * w, minlength=k)
     return sums, sq

@@ -210,3 +210,10 @@ def test_label_map_streams_raw_rows_when_too_large_for_memory(monkeypatch):
     monkeypatch.setattr(geometry, "iter_chunks", lambda n, chunk=0: (slice(s, min(s + 50, n)) for s in range(0, n, 50)))
     assert geometry.label_map(X, y, block=64).map == pytest.approx(expected, abs=1e-4)
     assert expected == pytest.approx(brute_map(X, y), abs=1e-4)
+
+
+def test_aag_with_many_classes_uses_the_sparse_path():
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(700, 12))
+    y = rng.integers(0, 100, 700)  # > 64 classes
+    assert geometry.aag(X, y, chunk=128).aag == pytest.approx(brute_aag(X, y)[0], abs=1e-10)
