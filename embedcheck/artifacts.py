@@ -244,6 +244,17 @@ def _is_int_string(s: str) -> bool:
     return s.isascii() and s.isdigit()  # not "²" (isdigit, but int() refuses it)
 
 
+def _text_lines(p: Path) -> list[str]:
+    """Lines of a UTF-8 text file (a BOM is dropped), without trailing blank lines."""
+    try:
+        lines = p.read_text(encoding="utf-8-sig").splitlines()
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p} is not valid UTF-8 (byte {exc.start})") from None
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
 def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: str = "label",
                 what: str = "labels") -> np.ndarray:
     """Labels from a 1-D ``.npy``, a ``.jsonl`` (``field``) or a ``.txt`` (one per line).
@@ -277,12 +288,7 @@ def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: st
             raise InputError(f"{p}: row {missing[0]} has no field {field!r} (use --label-field)")
         labels = _normalise_label_values([r[field] for r in rows], str(p))
     elif suffix in (".txt", ".tsv", ".csv", ""):
-        try:
-            lines = p.read_text(encoding="utf-8-sig").splitlines()
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{p} is not valid UTF-8 (byte {exc.start})") from None
-        while lines and not lines[-1].strip():
-            lines.pop()
+        lines = _text_lines(p)
         empty = [i for i, s in enumerate(lines) if not s.strip()]
         if empty:
             raise InputError(f"{p}: line {empty[0] + 1} is empty; one label per line expected")
@@ -318,12 +324,7 @@ def load_scores(path: str | os.PathLike, n_rows: int | None = None, *, field: st
                 raise InputError(f"{p}: row {i}: score {field!r} is too large for a float") from None
         scores = np.asarray(vals, dtype=np.float64)
     elif suffix == ".txt":
-        try:
-            lines = p.read_text(encoding="utf-8-sig").splitlines()
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{p} is not valid UTF-8 (byte {exc.start})") from None
-        while lines and not lines[-1].strip():
-            lines.pop()
+        lines = _text_lines(p)
         vals = []
         for lineno, line in enumerate(lines, 1):
             try:
