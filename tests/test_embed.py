@@ -10,7 +10,6 @@ loading path itself is covered by the real-load tests).
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 from conftest import assert_one_line_error, read_jsonl
 
 from embedcheck import encode as enc
+from embedcheck import texts
 from embedcheck.errors import InputError
 
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -60,27 +60,27 @@ def fast_model(monkeypatch, minilm, minilm_path):
 
 
 def test_split_sentences_rule():
-    assert enc.split_sentences("A b. C d! E f? G") == ["A b.", "C d!", "E f?", "G"]
+    assert texts.split_sentences("A b. C d! E f? G") == ["A b.", "C d!", "E f?", "G"]
     # lower-case after the stop: not a boundary; digit and opening bracket/quote: boundaries
-    assert enc.split_sentences("e.g. this stays. 3 cases. (Note.) \"Q.\" End") == [
+    assert texts.split_sentences("e.g. this stays. 3 cases. (Note.) \"Q.\" End") == [
         "e.g. this stays.", "3 cases.", "(Note.)", '"Q."', "End"]
-    assert enc.split_sentences("No stop at all") == ["No stop at all"]
-    assert enc.split_sentences("  ") == []
+    assert texts.split_sentences("No stop at all") == ["No stop at all"]
+    assert texts.split_sentences("  ") == []
 
 
 def test_halves_middle_boundary():
-    assert enc.halves(["a.", "b."]) == ("a.", "b.")
-    assert enc.halves(["a.", "b.", "c."]) == ("a.", "b. c.")
-    assert enc.halves([" a. ", "b.", "c.", "d.", "e.", "f."]) == ("a. b. c.", "d. e. f.")
-    assert enc.halves(["only."]) is None
-    assert enc.halves(["x.", "   "]) is None
+    assert texts.halves(["a.", "b."]) == ("a.", "b.")
+    assert texts.halves(["a.", "b.", "c."]) == ("a.", "b. c.")
+    assert texts.halves([" a. ", "b.", "c.", "d.", "e.", "f."]) == ("a. b. c.", "d. e. f.")
+    assert texts.halves(["only."]) is None
+    assert texts.halves(["x.", "   "]) is None
 
 
 def test_split_halves_counts_and_sources():
-    recs = [enc.TextRecord(text="One. Two. Three.", row=0, id="d0", label=1),
-            enc.TextRecord(text="ignored", row=1, id="d1", sentences=["S1.", "S2.", "S3.", "S4."]),
-            enc.TextRecord(text="Single sentence only.", row=2, id="d2")]
-    h = enc.split_halves(recs)
+    recs = [texts.TextRecord(text="One. Two. Three.", row=0, id="d0", label=1),
+            texts.TextRecord(text="ignored", row=1, id="d1", sentences=["S1.", "S2.", "S3.", "S4."]),
+            texts.TextRecord(text="Single sentence only.", row=2, id="d2")]
+    h = texts.split_halves(recs)
     assert (h.documents, h.skipped, h.from_sentences_field, h.from_splitter) == (3, 1, 1, 2)
     assert [r.text for r in h.a] == ["One.", "S1. S2."]
     assert [r.text for r in h.b] == ["Two. Three.", "S3. S4."]
@@ -90,20 +90,20 @@ def test_split_halves_counts_and_sources():
 
 def test_stratified_sample_largest_remainder_and_determinism():
     labels = [0] * 60 + [1] * 30 + [2] * 10
-    idx = enc.stratified_sample(labels, 25, seed=7)
+    idx = texts.stratified_sample(labels, 25, seed=7)
     assert idx == sorted(idx) and len(set(idx)) == 25
     counts = np.bincount([labels[i] for i in idx], minlength=3)
     # quotas 15, 7.5, 2.5 -> floors 15, 7, 2; one left over goes to the first largest remainder (class 1)
     assert counts.tolist() == [15, 8, 2]
-    assert enc.stratified_sample(labels, 25, seed=7) == idx
-    assert enc.stratified_sample(labels, 25, seed=8) != idx
+    assert texts.stratified_sample(labels, 25, seed=7) == idx
+    assert texts.stratified_sample(labels, 25, seed=8) != idx
     # string labels and no labels
-    s = enc.stratified_sample(["pos", "neg", "pos", "neg"], 2, seed=0)
+    s = texts.stratified_sample(["pos", "neg", "pos", "neg"], 2, seed=0)
     assert sorted(["pos", "neg", "pos", "neg"][i] for i in s) == ["neg", "pos"]
-    u = enc.stratified_sample(None, 5, seed=1, n_total=50)
-    assert len(set(u)) == 5 and u == enc.stratified_sample(None, 5, seed=1, n_total=50)
+    u = texts.stratified_sample(None, 5, seed=1, n_total=50)
+    assert len(set(u)) == 5 and u == texts.stratified_sample(None, 5, seed=1, n_total=50)
     with pytest.raises(InputError, match="more than the 4 rows"):
-        enc.stratified_sample([0, 1, 0, 1], 5)
+        texts.stratified_sample([0, 1, 0, 1], 5)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .. import encode as enc
+from .. import texts
 from ..artifacts import AtomicBatch, check_not_input, dumps, package_versions
 from ..errors import InputError
 from ._app import app
@@ -23,7 +24,7 @@ _EPILOG = (
     "Inputs: .jsonl, .json (list of objects or strings), .csv (RFC 4180), .tsv (tab-separated, no quoting), "
     ".parquet, .txt (one text per line, split on \\n only), - (stdin, one text per line), or hf:NAME[:CONFIG] "
     "with --split (Hugging Face datasets; needs the hub or its cache). "
-    f"Halves: sentences are {enc.SPLITTER_DOC}; a document of n >= 2 sentences gives half a = sentences "
+    f"Halves: sentences are {texts.SPLITTER_DOC}; a document of n >= 2 sentences gives half a = sentences "
     "[0, n//2) and half b = [n//2, n), each joined by one space; documents with fewer than 2 sentences are "
     "skipped and counted in the meta."
 )
@@ -41,7 +42,7 @@ def _outputs(out: Path, halves: bool) -> dict[str, Path]:
     }
 
 
-def _sidecar_rows(records: list[enc.TextRecord], *, with_text: bool, labelled: bool,
+def _sidecar_rows(records: list[texts.TextRecord], *, with_text: bool, labelled: bool,
                   half: Optional[str] = None) -> list[dict[str, Any]]:
     rows = []
     for i, r in enumerate(records):
@@ -106,7 +107,7 @@ def embed_cmd(
             check_not_input(o, [input])
 
     resolved = enc.resolve_model(model)  # fails in seconds, before the slow import
-    data = enc.read_records(input, text_field=text_field, label_field=label_field, id_field=id_field,
+    data = texts.read_records(input, text_field=text_field, label_field=label_field, id_field=id_field,
                             split=split, skip_empty=skip_empty, limit=limit,
                             keep_fields=tuple(keep_field or ()))
     records = data.records
@@ -117,7 +118,7 @@ def embed_cmd(
     if complement_sample is not None and not complement:
         raise InputError("--complement-sample needs --complement")
     if sample is not None:
-        keep = enc.stratified_sample([r.label for r in records] if labelled else None, sample, seed=seed,
+        keep = texts.stratified_sample([r.label for r in records] if labelled else None, sample, seed=seed,
                                      n_total=len(records))
         if complement:
             chosen = set(keep)
@@ -125,21 +126,21 @@ def embed_cmd(
             if not keep:
                 raise InputError(f"--complement: --sample {sample} takes every row of {input}; nothing is left out")
             if complement_sample is not None:
-                sub = enc.stratified_sample([records[i].label for i in keep] if labelled else None,
+                sub = texts.stratified_sample([records[i].label for i in keep] if labelled else None,
                                             complement_sample, seed=seed, n_total=len(keep))
                 keep = [keep[j] for j in sub]
         records = [records[i] for i in keep]
 
-    groups: dict[str, list[enc.TextRecord]]
+    groups: dict[str, list[texts.TextRecord]]
     halves_info: Optional[dict[str, Any]] = None
     if halves:
-        h = enc.split_halves(records)
+        h = texts.split_halves(records)
         if not h.a:
             raise InputError(f"input {input}: no document has two or more sentences, so there are no halves")
         groups = {"a": h.a, "b": h.b}
         halves_info = {"documents": h.documents, "pairs": len(h.a), "skipped_fewer_than_2_sentences": h.skipped,
                        "split_with_sentences_field": h.from_sentences_field, "split_with_splitter": h.from_splitter,
-                       "boundary": "a = sentences[0, n//2), b = sentences[n//2, n)", "splitter": enc.SPLITTER_DOC,
+                       "boundary": "a = sentences[0, n//2), b = sentences[n//2, n)", "splitter": texts.SPLITTER_DOC,
                        "sentences_per_document": {"min": min(h.n_sentences), "max": max(h.n_sentences),
                                                   "mean": sum(h.n_sentences) / len(h.n_sentences)}}
     else:

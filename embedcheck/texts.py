@@ -1,0 +1,451 @@
+"""Input records for ``embed``: file formats, stdin, ``hf:`` data sets, stratified sampling, halves.
+
+Pure Python and numpy (``datasets`` and ``pyarrow`` are imported only for ``hf:`` and ``.parquet``).
+
+>>> split_sentences("It rained. Then it stopped! Did it? yes.")
+['It rained.', 'Then it stopped!', 'Did it? yes.']
+>>> halves(["s1.", "s2.", "s3."])
+('s1.', 's2. s3.')
+>>> [i >= 6 for i in stratified_sample(["a"] * 6 + ["b"] * 2, 4, seed=0)]
+[False, False, False, True]
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .artifacts import parse_jsonl
+from .encode import hf_offline_env, hub_reachable
+from .errors import InputError
+
+# ============================================================================================
+# input records
+
+
+@dataclass
+class TextRecord:
+    """One input row: ``text`` to embed, optional ``label`` and ``id``, its 0-based input ``row``,
+    and the record's own ``sentences`` list when it has one (used by :func:`halves`)."""
+
+    text: str
+    row: int
+    id: Any = None
+    label: Any = None
+    sentences: list[str] | None = None
+    extra: dict[str, Any] | None = None  # fields kept with --keep-field, copied to the sidecar
+
+
+@dataclass
+class InputData:
+    records: list[TextRecord]
+    source: dict[str, Any]                  # path / sha256 / format (or hf name, config, split)
+    text_field: str | None = None
+    label_field: str | None = None
+    id_field: str | None = None
+    rows_read: int = 0
+    skipped_empty: int = 0
+    fields: list[str] = field(default_factory=list)
+
+
+TEXT_FIELD_AUTO = ("text", "sentence")
+ID_FIELD_AUTO = ("id", "_id", "idx")
+LABEL_FIELD_AUTO = ("label",)
+FORMATS = (".jsonl", ".ndjson", ".json", ".csv", ".tsv", ".parquet", ".txt")
+
+
+def _decode(data: bytes, where: str) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(f"{where} is not valid UTF-8 (line {line}, byte {exc.start}); re-encode it as UTF-8") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _lines(text: str) -> list[str]:
+    """Split on ``\\n`` only (``\\r\\n`` tolerated); never on U+0085 or other Unicode breaks."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [l[:-1] if l.endswith("\r") else l for l in lines]
+
+
+def _rows_jsonl(text: str, where: str) -> list[dict]:
+    return parse_jsonl(_lines(text), where)
+
+
+def _rows_json(text: str, where: str) -> list[dict]:
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if isinstance(obj, dict):  # column-oriented {"text": [...], "label": [...]}
+        cols = {k: v for k, v in obj.items() if isinstance(v, list)}
+        if not cols or len(cols) != len(obj) or len({len(v) for v in cols.values()}) != 1:
+            raise InputError(f"{where}: expected a JSON list of objects (or of strings), "
+                             "or an object of equal-length lists")
+        n = len(next(iter(cols.values())))
+        return [{k: v[i] for k, v in cols.items()} for i in range(n)]
+    if not isinstance(obj, list):
+        raise InputError(f"{where}: expected a JSON list of objects (or of strings)")
+    if all(isinstance(o, str) for o in obj):
+        return [{"text": o} for o in obj]
+    for i, o in enumerate(obj):
+        if not isinstance(o, dict):
+            raise InputError(f"{where}: item {i} is {type(o).__name__}; expected a JSON object")
+    return obj
+
+
+def _rows_delimited(text: str, where: str, tsv: bool) -> list[dict]:
+    if tsv:  # IANA text/tab-separated-values: no quoting at all (GLUE / STS-B files contain bare ")
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
+    else:  # RFC 4180 CSV
+        reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        table = [r for r in reader]
+    except csv.Error as exc:
+        raise InputError(f"{where}: malformed {'TSV' if tsv else 'CSV'} ({exc})") from None
+    table = [r for r in table if r and any(c != "" for c in r)] if table else []
+    if not table:
+        raise InputError(f"{where} has no header row")
+    header = table[0]
+    if len(set(header)) != len(header):
+        raise InputError(f"{where}: duplicate column names in the header {header}")
+    rows = []
+    for i, r in enumerate(table[1:], 2):
+        if len(r) != len(header):
+            raise InputError(f"{where}:{i}: {len(r)} columns but the header has {len(header)}")
+        rows.append(dict(zip(header, r)))
+    return rows
+
+
+def _maybe_int(v: Any) -> Any:
+    if not isinstance(v, str):
+        return v
+    s = v.strip()
+    if s and (s.isdigit() or (s[0] in "+-" and s[1:].isdigit())):
+        return int(s)
+    return v
+
+
+def _rows_parquet(data: bytes, where: str) -> list[dict]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:  # pragma: no cover - pyarrow is a dependency
+        raise InputError(f"{where}: reading .parquet needs pyarrow (pip install pyarrow)") from None
+    try:
+        table = pq.read_table(io.BytesIO(data))
+    except Exception as exc:  # noqa: BLE001 - any arrow error is a bad file
+        raise InputError(f"{where}: not a readable parquet file ({' '.join(str(exc).split())[:200]})") from None
+    return table.to_pylist()
+
+
+def _rows_hf(spec: str, split: str | None) -> tuple[list[dict], dict[str, Any]]:
+    """``hf:NAME[:CONFIG]`` through :func:`datasets.load_dataset`; fails fast when offline."""
+    body = spec[3:]
+    name, _, config = body.partition(":")
+    if not name:
+        raise InputError(f"{spec}: expected hf:NAME[:CONFIG]")
+    split = split or "train"
+    offline = hf_offline_env() or os.environ.get("HF_DATASETS_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
+    if not offline and not Path(name).expanduser().exists() and not hub_reachable():
+        # Switch datasets to its cache-only mode before it is imported: no ~70 s of retries.
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["HF_DATASETS_OFFLINE"] = "1"
+        offline = True
+    try:
+        import datasets
+    except ImportError:  # pragma: no cover - a dependency
+        raise InputError("hf: inputs need the datasets package (pip install datasets)") from None
+    if offline:  # in case datasets / huggingface_hub were imported before the variables were set
+        for mod, attr in (("datasets.config", "HF_HUB_OFFLINE"), ("huggingface_hub.constants", "HF_HUB_OFFLINE")):
+            try:
+                setattr(sys.modules[mod], attr, True)
+            except KeyError:
+                pass
+    try:
+        datasets.disable_progress_bars()
+        ds = datasets.load_dataset(name, config or None, split=split)
+    except Exception as exc:  # noqa: BLE001 - datasets raises many types; all mean "cannot load"
+        msg = " ".join(str(exc).split())[:200]
+        hint = " (offline: it is not in the datasets cache; use a local file instead)" if offline else ""
+        raise InputError(f"cannot load {spec} split {split!r}{hint}: {msg}") from None
+    info = {"format": "hf", "name": name, "config": config or None, "split": split,
+            "fingerprint": getattr(ds, "_fingerprint", None), "num_rows": len(ds)}
+    return ds.to_list(), info
+
+
+def read_records(source: str, *, text_field: str | None = None, label_field: str | None = None,
+                 id_field: str | None = None, split: str | None = None, skip_empty: bool = False,
+                 limit: int | None = None, stdin: Any = None,
+                 keep_fields: Sequence[str] = ()) -> InputData:
+    """Read texts (and labels, ids) from a file, ``-`` (stdin, one text per line) or ``hf:NAME``.
+
+    Field choice: ``text_field`` defaults to the first of ``text``, ``sentence`` present; the label
+    to ``label`` when present (else no labels); the id to ``id``/``_id``/``idx`` when present (else
+    the input row number). ``limit`` keeps the first N usable rows. Empty or whitespace-only texts
+    are an error unless ``skip_empty`` drops (and counts) them; a non-string text is always an error.
+    """
+    if limit is not None and limit < 1:
+        raise InputError(f"--limit must be >= 1, got {limit}")
+    info: dict[str, Any]
+    lines_only = False
+    if source == "-" or not source.startswith("hf:"):
+        if source == "-":
+            stream = stdin if stdin is not None else sys.stdin
+            buf = getattr(stream, "buffer", None)
+            data = buf.read() if buf is not None else stream.read()
+            if isinstance(data, str):
+                data = data.encode("utf-8")
+            where, suffix = "stdin", ".txt"
+        else:
+            p = Path(source)
+            if not p.exists():
+                raise InputError(f"input {source} does not exist")
+            if p.is_dir():
+                raise InputError(f"input {source} is a folder, not a file")
+            suffix = p.suffix.lower()
+            if suffix not in FORMATS:
+                raise InputError(f"input {source}: unsupported format {suffix or '(no suffix)'!r}; use "
+                                 ".jsonl, .json, .csv, .tsv, .parquet, .txt, - (stdin) or hf:NAME")
+            data = p.read_bytes()
+            where = source
+        if not data.strip():
+            raise InputError(f"input {where} is empty")
+        info = {"format": suffix.lstrip("."), "path": where, "sha256": hashlib.sha256(data).hexdigest(),
+                "bytes": len(data)}
+        if suffix == ".parquet":
+            rows = _rows_parquet(data, where)
+        else:
+            text = _decode(data, where)
+            if suffix in (".jsonl", ".ndjson"):
+                rows = _rows_jsonl(text, where)
+            elif suffix == ".json":
+                rows = _rows_json(text, where)
+            elif suffix in (".csv", ".tsv"):
+                rows = _rows_delimited(text, where, tsv=suffix == ".tsv")
+            else:
+                lines = _lines(text)
+                while lines and not lines[-1].strip():  # trailing blank lines end the file, not texts
+                    lines.pop()
+                rows = [{"text": line} for line in lines]
+                lines_only = True
+    else:
+        rows, info = _rows_hf(source, split)
+        where = source
+    if split is not None and not source.startswith("hf:"):
+        raise InputError("--split applies only to hf:NAME inputs")
+    if not rows:
+        raise InputError(f"input {where} has no rows")
+
+    fields = list(rows[0].keys())
+    if lines_only:
+        for opt, val in (("--text-field", text_field), ("--label-field", label_field), ("--id-field", id_field)):
+            if val is not None:
+                raise InputError(f"{opt} does not apply to {where}: a text file has one text per line and no fields")
+        tf, lf, idf = "text", None, None
+    else:
+        tf = text_field or next((f for f in TEXT_FIELD_AUTO if f in rows[0]), None)
+        if tf is None:
+            raise InputError(f"{where}: no 'text' or 'sentence' field; pass --text-field (fields: {', '.join(map(str, fields))})")
+        lf = label_field if label_field is not None else next((f for f in LABEL_FIELD_AUTO if f in rows[0]), None)
+        idf = id_field if id_field is not None else next((f for f in ID_FIELD_AUTO if f in rows[0]), None)
+
+    # CSV/TSV cells are strings: integer-looking labels and ids become ints (texts stay as written)
+    untyped = info.get("format") in ("csv", "tsv")
+    records: list[TextRecord] = []
+    skipped = 0
+    for i, r in enumerate(rows):
+        loc = f"{where} line {i + 1}" if lines_only else f"{where} row {i}"
+        if tf not in r:
+            raise InputError(f"{loc} has no field {tf!r} (use --text-field)")
+        t = r[tf]
+        if not isinstance(t, str):
+            raise InputError(f"{loc}: field {tf!r} is {type(t).__name__}, not a string")
+        if not t.strip():
+            if skip_empty:
+                skipped += 1
+                continue
+            raise InputError(f"{loc}: empty text (use --skip-empty to drop empty rows)")
+        label = None
+        if lf is not None:
+            if lf not in r:
+                raise InputError(f"{loc} has no field {lf!r} (use --label-field)")
+            label = _check_label(_maybe_int(r[lf]) if untyped else r[lf], loc, lf)
+        rid: Any = i
+        if idf is not None:
+            if idf not in r:
+                raise InputError(f"{loc} has no field {idf!r} (use --id-field)")
+            rid = _maybe_int(r[idf]) if untyped else r[idf]
+            if not isinstance(rid, (str, int)) or isinstance(rid, bool):
+                raise InputError(f"{loc}: id field {idf!r} is {type(rid).__name__}; ids must be strings or ints")
+        sents = r.get("sentences") if not lines_only else None
+        if sents is not None:
+            if not isinstance(sents, list) or not all(isinstance(s, str) for s in sents):
+                raise InputError(f"{loc}: field 'sentences' must be a list of strings")
+        extra = None
+        if keep_fields:
+            if lines_only:
+                raise InputError(f"{where}: --keep-field needs records with fields (not one text per line)")
+            missing = [k for k in keep_fields if k not in r]
+            if missing:
+                raise InputError(f"{loc} has no field {missing[0]!r} (named by --keep-field)")
+            extra = {k: r[k] for k in keep_fields}
+        records.append(TextRecord(text=t, row=i, id=rid, label=label, sentences=sents, extra=extra))
+        if limit is not None and len(records) >= limit:
+            break
+    if not records:
+        raise InputError(f"input {where}: every text is empty")
+    return InputData(records=records, source=info, text_field=None if lines_only else tf, label_field=lf,
+                     id_field=idf, rows_read=len(rows), skipped_empty=skipped, fields=[str(f) for f in fields])
+
+
+def _check_label(v: Any, loc: str, lf: str) -> Any:
+    if isinstance(v, bool) or v is None or not isinstance(v, (int, str, float)):
+        raise InputError(f"{loc}: label field {lf!r} is {v!r}; labels must be ints or strings")
+    if isinstance(v, float):
+        if not v.is_integer():
+            raise InputError(f"{loc}: label field {lf!r} is {v!r}; labels must be ints or strings")
+        return int(v)
+    return v
+
+
+# ============================================================================================
+# sampling
+
+
+def stratified_sample(labels: Sequence[Any] | None, n_sample: int, *, seed: int = 0, n_total: int | None = None) -> list[int]:
+    """Indices (sorted, so input order is kept) of a seeded subsample of ``n_sample`` rows.
+
+    With labels, each class gets ``floor(share x n_sample)`` rows and the remaining rows go to the
+    classes with the largest fractional parts (ties: class order), drawn uniformly within each class
+    by ``numpy.random.default_rng(seed)``; without labels, a uniform draw of ``n_sample`` rows.
+
+    >>> stratified_sample([0, 0, 0, 0, 1, 1, 1, 1], 4, seed=1).__len__()
+    4
+    >>> sum(1 for i in stratified_sample([0] * 6 + [1] * 2, 4, seed=1) if i >= 6)
+    1
+    """
+    n = len(labels) if labels is not None else int(n_total or 0)
+    if n_sample < 1:
+        raise InputError(f"--sample must be >= 1, got {n_sample}")
+    if n_sample > n:
+        raise InputError(f"--sample {n_sample} is more than the {n} rows available")
+    rng = np.random.default_rng(seed)
+    if labels is None:
+        return sorted(int(i) for i in rng.choice(n, size=n_sample, replace=False))
+    keys = [(type(v).__name__, v) for v in labels]
+    classes = sorted(set(keys))
+    members = {c: [] for c in classes}
+    for i, k in enumerate(keys):
+        members[k].append(i)
+    counts = np.array([len(members[c]) for c in classes], dtype=np.float64)
+    quota = counts / n * n_sample
+    take = np.floor(quota).astype(int)
+    rest = n_sample - int(take.sum())
+    if rest:
+        frac = quota - take
+        order = sorted(range(len(classes)), key=lambda j: (-frac[j], j))
+        for j in order[:rest]:
+            take[j] += 1
+    chosen: list[int] = []
+    for c, k in zip(classes, take):
+        idx = np.asarray(members[c])
+        chosen.extend(int(i) for i in rng.permutation(idx)[:k])
+    return sorted(chosen)
+
+
+# ============================================================================================
+# halves
+
+#: A sentence ends at ".", "!" or "?" (optionally followed by closing quotes or brackets) when
+#: whitespace and then an upper-case letter, a digit or an opening quote/bracket follow.
+SENTENCE_BOUNDARY = re.compile(r"""(?<=[.!?])(?:["')\]]*)\s+(?=["'(\[]?[A-Z0-9])""")
+
+SPLITTER_DOC = ("the record's 'sentences' list when it has one; otherwise the text is cut after '.', '!' or '?' "
+                "(plus any closing quotes/brackets) wherever whitespace and then an upper-case letter, a digit "
+                "or an opening quote/bracket follow")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split ``text`` into sentences with :data:`SENTENCE_BOUNDARY` (stated in ``--help``).
+
+    The rule is deliberately simple and predictable: "e.g. The" is split, "e.g. the" is not.
+
+    >>> split_sentences('He said "stop." Then left. 3 left (x). ok')
+    ['He said "stop."', 'Then left.', '3 left (x). ok']
+    """
+    parts = []
+    pos = 0
+    for m in SENTENCE_BOUNDARY.finditer(text):
+        end = m.start() + len(m.group(0).rstrip())  # keep closing quotes/brackets with the sentence
+        # the lookbehind anchors m.start() just after the terminator; closing marks are in the match
+        parts.append(text[pos:end].strip())
+        pos = m.end()
+    parts.append(text[pos:].strip())
+    return [p for p in parts if p]
+
+
+def halves(sentences: Sequence[str]) -> tuple[str, str] | None:
+    """First and second half of a document at its middle sentence boundary.
+
+    With ``n`` sentences the first half is sentences ``[0, n // 2)`` and the second ``[n // 2, n)``
+    (for odd ``n`` the second half has the extra sentence); each half is its sentences, stripped and
+    joined by one space. ``None`` when ``n < 2``.
+
+    >>> halves(["A.", "B.", "C.", "D."])
+    ('A. B.', 'C. D.')
+    >>> halves(["Only one."]) is None
+    True
+    """
+    sents = [s.strip() for s in sentences if s.strip()]
+    if len(sents) < 2:
+        return None
+    k = len(sents) // 2
+    return " ".join(sents[:k]), " ".join(sents[k:])
+
+
+@dataclass
+class HalvesResult:
+    a: list[TextRecord]
+    b: list[TextRecord]
+    documents: int
+    skipped: int                       # fewer than two sentences
+    from_sentences_field: int          # documents split with their own 'sentences' list
+    from_splitter: int                 # documents split with :func:`split_sentences`
+    n_sentences: list[int] = field(default_factory=list)
+
+
+def split_halves(records: Sequence[TextRecord]) -> HalvesResult:
+    """Pair up first and second halves of each record; records with < 2 sentences are skipped."""
+    a: list[TextRecord] = []
+    b: list[TextRecord] = []
+    skipped = with_field = with_splitter = 0
+    counts: list[int] = []
+    for r in records:
+        if r.sentences is not None:
+            sents = r.sentences
+            with_field += 1
+        else:
+            sents = split_sentences(r.text)
+            with_splitter += 1
+        pair = halves(sents)
+        if pair is None:
+            skipped += 1
+            continue
+        counts.append(sum(1 for s in sents if s.strip()))
+        a.append(TextRecord(text=pair[0], row=r.row, id=r.id, label=r.label))
+        b.append(TextRecord(text=pair[1], row=r.row, id=r.id, label=r.label))
+    return HalvesResult(a=a, b=b, documents=len(records), skipped=skipped, from_sentences_field=with_field,
+                        from_splitter=with_splitter, n_sentences=counts)
