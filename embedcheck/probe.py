@@ -13,7 +13,7 @@ predicted for every test row). ``few_shot`` draws K rows per class, R seeded tim
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
