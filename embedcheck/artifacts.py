@@ -111,6 +111,52 @@ def iter_chunks(n: int, chunk: int = CHUNK_ROWS) -> Iterator[slice]:
         yield slice(start, min(start + chunk, n))
 
 
+def check_matrix_shape(X: np.ndarray, p: Path, *, what: str = "embeddings", min_rows: int = 1) -> None:
+    """An embedding matrix is 2-D float16/32/64 with at least ``min_rows`` rows and one column."""
+    if X.ndim != 2:
+        raise InputError(f"{what} {p} must be 2-D (rows x dims), got shape {X.shape}")
+    if X.dtype.kind != "f" or X.dtype.itemsize not in (2, 4, 8):
+        raise InputError(f"{what} {p} must be float16/32/64, got {X.dtype}")
+    n, d = X.shape
+    if n < min_rows:
+        raise InputError(f"{what} {p} has {n} rows; at least {min_rows} needed")
+    if d == 0:
+        raise InputError(f"{what} {p} has zero columns")
+
+
+def check_rows(rows: np.ndarray, start: int, p: Path, *, what: str = "embeddings", need_direction: bool = True,
+               work: str = "float32", overflow_in_work: bool = False) -> None:
+    """Refuse NaN/inf rows and norms that overflow float64 (or ``work``, with ``overflow_in_work``);
+    where a direction is needed, all-zero rows and norms that underflow in ``work`` (the precision
+    the rows are used in downstream: float32 for torch heads and ``project``). ``start`` is the
+    first row's index in the file."""
+    block = np.asarray(rows, dtype=np.float64)
+    finite = np.isfinite(block).all(axis=1)
+    if not finite.all():
+        bad = start + int(np.flatnonzero(~finite)[0])
+        count = int((~finite).sum())
+        raise InputError(f"{what} {p}: row {bad} has NaN or inf ({count} such rows in rows {start}-{start + len(block) - 1})")
+    if need_direction:
+        zero = ~(np.abs(block) > 0).any(axis=1)
+        if zero.any():
+            bad = start + int(np.flatnonzero(zero)[0])
+            raise InputError(f"{what} {p}: row {bad} is all zeros and has no direction")
+    with np.errstate(over="ignore", under="ignore"):
+        sq = np.einsum("ij,ij->i", block, block)
+    over = ~np.isfinite(sq) | (sq > float(np.finfo(work).max) if overflow_in_work else False)
+    if over.any():
+        bad = start + int(np.flatnonzero(over)[0])
+        where = work if overflow_in_work else "float64"
+        raise InputError(f"{what} {p}: row {bad} is too large (its squared norm overflows {where}); rescale the vectors")
+    if need_direction:
+        small = ~(sq >= float(np.finfo(work).tiny))
+        if small.any():
+            bad = start + int(np.flatnonzero(small)[0])
+            big = float(np.abs(block[bad - start]).max())
+            raise InputError(f"{what} {p}: row {bad} is so close to zero (largest |value| {big:.3g}) that its "
+                             f"norm underflows in {work}; rescale the vectors")
+
+
 def load_matrix(
     path: str | os.PathLike,
     *,
@@ -125,45 +171,10 @@ def load_matrix(
     """
     X = open_npy(path, what)
     p = Path(path)
-    if X.ndim != 2:
-        raise InputError(f"{what} {p} must be 2-D (rows x dims), got shape {X.shape}")
-    if X.dtype.kind != "f" or X.dtype.itemsize not in (2, 4, 8):
-        raise InputError(f"{what} {p} must be float16/32/64, got {X.dtype}")
-    n, d = X.shape
-    if n < min_rows:
-        raise InputError(f"{what} {p} has {n} rows; at least {min_rows} needed")
-    if d == 0:
-        raise InputError(f"{what} {p} has zero columns")
+    check_matrix_shape(X, p, what=what, min_rows=min_rows)
     work = "float64" if X.dtype.itemsize == 8 else "float32"
-    tiny = float(np.finfo(work).tiny)
-    for sl in iter_chunks(n):
-        block = np.asarray(X[sl], dtype=np.float64)
-        finite = np.isfinite(block).all(axis=1)
-        if not finite.all():
-            bad = sl.start + int(np.flatnonzero(~finite)[0])
-            count = int((~finite).sum())
-            raise InputError(f"{what} {p}: row {bad} has NaN or inf ({count} such rows in rows {sl.start}-{sl.stop - 1})")
-        if need_direction:
-            zero = ~(np.abs(block) > 0).any(axis=1)
-            if zero.any():
-                bad = sl.start + int(np.flatnonzero(zero)[0])
-                raise InputError(f"{what} {p}: row {bad} is all zeros and has no direction")
-        # dot products and norms must neither overflow float64 (|values| ~1e155 and up) nor, where
-        # a direction is needed, underflow in the precision the rows are used in downstream
-        # (float32 for float16/32 storage: torch heads, project): squared norm >= the smallest normal
-        with np.errstate(over="ignore", under="ignore"):
-            sq = np.einsum("ij,ij->i", block, block)
-        over = ~np.isfinite(sq)
-        if over.any():
-            bad = sl.start + int(np.flatnonzero(over)[0])
-            raise InputError(f"{what} {p}: row {bad} is too large (its squared norm overflows float64); rescale the vectors")
-        if need_direction:
-            small = ~(sq >= tiny)
-            if small.any():
-                bad = sl.start + int(np.flatnonzero(small)[0])
-                big = float(np.abs(block[bad - sl.start]).max())
-                raise InputError(f"{what} {p}: row {bad} is so close to zero (largest |value| {big:.3g}) that its "
-                                 f"norm underflows in {work}; rescale the vectors")
+    for sl in iter_chunks(X.shape[0]):
+        check_rows(X[sl], sl.start, p, what=what, need_direction=need_direction, work=work)
     return X
 
 

@@ -160,13 +160,8 @@ def _stream_rows(path: Path, chunk: int, sha: Any) -> Iterator[tuple[slice, np.n
     into one reusable buffer keep peak RSS at one chunk. The whole file also feeds ``sha``.
     """
     X = artifacts.open_npy(path, "embeddings")  # header checks only: pickles, dtype, truncation
-    if X.ndim != 2:
-        raise InputError(f"embeddings {path} must be 2-D (rows x dims), got shape {X.shape}")
-    if X.dtype.kind != "f" or X.dtype.itemsize not in (2, 4, 8):
-        raise InputError(f"embeddings {path} must be float16/32/64, got {X.dtype}")
+    artifacts.check_matrix_shape(X, Path(path))
     n, d = X.shape
-    if n == 0 or d == 0:
-        raise InputError(f"embeddings {path} is empty (shape {X.shape})")
     fortran = bool(X.flags.f_contiguous and not X.flags.c_contiguous)
     offset = int(getattr(X, "offset", 0))
     dtype = X.dtype
@@ -199,18 +194,8 @@ def _stream_rows(path: Path, chunk: int, sha: Any) -> Iterator[tuple[slice, np.n
 
 
 def _validate(block: np.ndarray, sl: slice, path: Path) -> np.ndarray:
-    finite = np.isfinite(block).all(axis=1)
-    if not finite.all():
-        raise InputError(f"embeddings {path}: row {sl.start + int(np.flatnonzero(~finite)[0])} has NaN or inf")
-    zero = ~(block != 0).any(axis=1)
-    if zero.any():
-        raise InputError(f"embeddings {path}: row {sl.start + int(np.flatnonzero(zero)[0])} is all zeros and has no direction")
-    with np.errstate(over="ignore", under="ignore"):
-        sq = np.einsum("ij,ij->i", block.astype(np.float32), block.astype(np.float32))
-    bad = ~np.isfinite(sq) | (sq < np.finfo(np.float32).tiny)
-    if bad.any():  # a norm float32 cannot hold: normalising it would give inf or NaN rows
-        raise InputError(f"embeddings {path}: row {sl.start + int(np.flatnonzero(bad)[0])} has a length float32 "
-                         "cannot represent (underflow or overflow); rescale the vectors")
+    """The same row checks as ``load_matrix``, in float32 (the precision ``project`` works in)."""
+    artifacts.check_rows(block, sl.start, path, work="float32", overflow_in_work=True)
     return block
 
 
