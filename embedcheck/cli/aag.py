@@ -12,7 +12,7 @@ from ..artifacts import load_labels, load_matrix
 from ..report import add_gates, min_gate
 from ._app import app
 from .common import (EmbArg, FormatOpt, JsonOpt, LabelFieldOpt, LabelsArg, QuietOpt, ReportOpt,
-                     SeedOpt, finish, hint, set_quiet)
+                     SeedOpt, finish, hint, start_command)
 
 
 @app.command("aag")
@@ -42,7 +42,7 @@ def aag_cmd(
 
     Example: embedcheck aag val.npy val.jsonl --fail-below 0.05
     """
-    set_quiet(quiet)
+    start_command(quiet)
     X = load_matrix(embeddings)
     y = load_labels(labels, X.shape[0], field=label_field)
     n, d = X.shape

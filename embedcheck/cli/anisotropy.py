@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ._app import app
-from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, SeedOpt, finish, progress, set_quiet, warn
+from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, SeedOpt, finish, progress, start_command, warn
 
 
 class GateOn(str, Enum):
@@ -94,7 +94,7 @@ def anisotropy_cmd(
     from ..errors import InputError
     from ..report import add_gates, max_gate, min_gate
 
-    set_quiet(quiet)
+    start_command(quiet)
     if perms < 1:
         raise InputError(f"--perms must be >= 1, got {perms}")
     if block < 1:

@@ -36,8 +36,9 @@ OutOpt = Annotated[Path, typer.Option("--output", "-o", help="Output file (writt
 _state = {"quiet": False}
 
 
-def set_quiet(quiet: bool) -> None:
-    """Every command calls this first: it sets ``--quiet`` and runs :func:`preflight`."""
+def start_command(quiet: bool) -> None:
+    """The first line of every command: set ``--quiet``, then :func:`preflight` (refuse a
+    ``--report`` that would overwrite another argument) before anything is read or written."""
     _state["quiet"] = bool(quiet)
     preflight()
 

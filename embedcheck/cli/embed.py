@@ -18,7 +18,7 @@ from .. import texts
 from ..artifacts import AtomicBatch, check_not_input, dumps, package_versions
 from ..errors import InputError
 from ._app import app
-from .common import QuietOpt, hint, progress, set_quiet, warn
+from .common import QuietOpt, hint, progress, start_command, warn
 
 _EPILOG = (
     "Inputs: .jsonl, .json (list of objects or strings), .csv (RFC 4180), .tsv (tab-separated, no quoting), "
@@ -92,7 +92,7 @@ def embed_cmd(
 
     Example: embedcheck embed ../shared/data/sst2/validation.jsonl -o val.npy
     """
-    set_quiet(quiet)
+    start_command(quiet)
     t_start = time.perf_counter()
     if prompt is not None and prompt_name is not None:
         raise InputError("pass --prompt or --prompt-name, not both")

@@ -22,7 +22,7 @@ from .. import artifacts
 from ..errors import InputError
 from ._app import app
 from .common import (EmbArg, FormatOpt, JsonOpt, LabelFieldOpt, LabelsArg, OutOpt, QuietOpt, ReportOpt,
-                     SeedOpt, finish, hint, progress, set_quiet)
+                     SeedOpt, finish, hint, progress, start_command)
 
 _MAX_HEAD_BYTES = 4 << 30
 
@@ -70,7 +70,7 @@ def train_head(
     """
     from .. import head as H
 
-    set_quiet(quiet)
+    start_command(quiet)
     if out.suffix.lower() != ".safetensors":
         raise InputError(f"output {out} must end in .safetensors")
     artifacts.check_not_input(out, [emb, labels])
@@ -218,7 +218,7 @@ def project(
     """
     from .. import head as H
 
-    set_quiet(quiet)
+    start_command(quiet)
     if not 0.0 <= alpha <= 1.0:
         raise InputError(f"--alpha must be in [0, 1], got {alpha}")
     if chunk < 1:

@@ -20,7 +20,7 @@ from ..artifacts import AtomicBatch, load_matrix, meta_path, provenance, read_js
 from ..errors import InputError
 from ..report import add_gates, min_gate
 from ._app import app
-from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, hint, progress, set_quiet
+from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, hint, progress, start_command
 
 physscore_app = typer.Typer(
     name="physscore",
@@ -281,7 +281,7 @@ def phrases_cmd(
 
     Example: embedcheck physscore phrases -o phrases.jsonl
     """
-    set_quiet(quiet)
+    start_command(quiet)
     if output.suffix.lower() not in (".jsonl", ".ndjson"):
         raise InputError(f"output {output} must be a .jsonl file")
     chosen = ps.parse_sets(sets)
@@ -323,7 +323,7 @@ def score_cmd(
 
     Example: embedcheck physscore score phrases_emb.npy phrases.jsonl --plots figs/
     """
-    set_quiet(quiet)
+    start_command(quiet)
     which = ps.parse_tables(tables)
     _check_gate_tables(which, fail_below)
     X = load_matrix(embeddings)
@@ -372,7 +372,7 @@ def run_cmd(
 
     Example: embedcheck physscore run --tables 1,3,4 --plots figs/
     """
-    set_quiet(quiet)
+    start_command(quiet)
     which = ps.parse_tables(tables)
     _check_gate_tables(which, fail_below)
     if plots is not None:

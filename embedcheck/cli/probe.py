@@ -11,7 +11,7 @@ from ..artifacts import check_same_dim, load_labels, load_matrix
 from ..errors import InputError
 from ..report import add_gates, min_gate
 from ._app import app
-from .common import FormatOpt, JsonOpt, LabelFieldOpt, QuietOpt, ReportOpt, SeedOpt, finish, set_quiet
+from .common import FormatOpt, JsonOpt, LabelFieldOpt, QuietOpt, ReportOpt, SeedOpt, finish, start_command
 
 _P = typer.Argument
 
@@ -42,7 +42,7 @@ def probe_cmd(
 
     Example: embedcheck probe train.npy train.jsonl val.npy val.jsonl --shots 2 --repeats 10
     """
-    set_quiet(quiet)
+    start_command(quiet)
     Xtr = load_matrix(train, what="train embeddings", need_direction=False)
     ytr = load_labels(train_labels, Xtr.shape[0], field=label_field, what="train labels")
     Xte = load_matrix(test, what="test embeddings", need_direction=False)

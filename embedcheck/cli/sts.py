@@ -10,7 +10,7 @@ from ..artifacts import load_matrix, load_scores
 from ..report import add_gates, min_gate
 from ..sts import sts_correlation
 from ._app import app
-from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, set_quiet
+from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, start_command
 
 
 @app.command("sts")
@@ -31,7 +31,7 @@ def sts_cmd(
 
     Example: embedcheck sts s1.npy s2.npy stsb/test.jsonl
     """
-    set_quiet(quiet)
+    start_command(quiet)
     A = load_matrix(a, what="A")
     B = load_matrix(b, what="B")
     if A.shape != B.shape:
