@@ -360,25 +360,11 @@ def load_scores(path: str | os.PathLike, n_rows: int | None = None, *, field: st
 def atomic_writer(path: str | os.PathLike, mode: str = "wb") -> Iterator[Any]:
     """Write to a temporary file beside ``path``; rename over it only on success.
 
-    On any exception the temporary file is removed and ``path`` is untouched.
+    On any exception the temporary file is removed and ``path`` is untouched (a one-file
+    :class:`AtomicBatch`).
     """
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"output folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    try:
-        encoding = None if "b" in mode else "utf-8"
-        with os.fdopen(fd, mode, encoding=encoding) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with AtomicBatch() as batch, batch.open(path, mode) as f:
+        yield f
 
 
 class AtomicBatch:

@@ -104,9 +104,14 @@ def render_table(report: dict[str, Any], title: str, console: Any = None) -> Non
     for key, val in flatten(body):
         table.add_row(key, val)
     console.print(table)
+    print_gates(console, report)
+
+
+def print_gates(console: Any, report: dict[str, Any], fmt: Callable[[Any], str] = _fmt) -> None:
+    """One ``PASS``/``FAIL`` line per gate, for every terminal view."""
     for g in report.get("gates", []):
         mark = "[green]PASS[/green]" if g["passed"] else "[red]FAIL[/red]"
-        console.print(f"{mark} {g['name']} = {_fmt(g['value'])} (needs {g['op']} {g['threshold']:g})")
+        console.print(f"{mark} {g['name']} = {fmt(g['value'])} (needs {g['op']} {g['threshold']:g})")
 
 
 def emit(

@@ -21,7 +21,7 @@ def _render(report: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ..report import _fmt
+    from ..report import _fmt, print_gates
 
     console = Console()
     t = Table(title=f"anisotropy: n = {report['n']}, dim = {report['dim']}", header_style="bold")
@@ -45,9 +45,7 @@ def _render(report: dict[str, Any]) -> None:
     for key in ("warning", "note"):
         if report[key]:
             console.print(f"[yellow]{key}:[/yellow] {report[key]}")
-    for g in report.get("gates", []):
-        mark = "[green]PASS[/green]" if g["passed"] else "[red]FAIL[/red]"
-        console.print(f"{mark} {g['name']} = {_fmt(g['value'])} (needs {g['op']} {g['threshold']:g})")
+    print_gates(console, report, _fmt)
 
 
 @app.command("anisotropy")

@@ -18,7 +18,7 @@ import typer
 from .. import physscore as ps
 from ..artifacts import AtomicBatch, load_matrix, meta_path, provenance, read_jsonl
 from ..errors import InputError
-from ..report import add_gates, min_gate
+from ..report import add_gates, min_gate, print_gates
 from ._app import app
 from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, hint, progress, start_command
 
@@ -173,6 +173,20 @@ def _f3(x: Optional[float]) -> str:
     return "—" if x is None or not np.isfinite(x) else f"{x:.3f}"
 
 
+def _cell_table(title: str, cells: list[dict[str, Any]], show: Callable[[dict[str, Any]], str]) -> Any:
+    """Units down, ranges across — the paper's per-cell layout."""
+    from rich.table import Table
+
+    t = Table(title=title, header_style="bold")
+    t.add_column("unit", style="cyan")
+    for r in ps.RANGES:
+        t.add_column(ps.RANGE_TITLES[r], justify="right")
+    for u in ps.UNITS:
+        row = {c["range"]: c for c in cells if c["unit"] == u}
+        t.add_row(u, *[show(row[r]) if r in row else "—" for r in ps.RANGES])
+    return t
+
+
 def render(report: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -180,14 +194,8 @@ def render(report: dict[str, Any]) -> None:
     console = Console()
     model = report.get("model") or "embeddings"
     if "cells" in report:
-        t = Table(title=f"PhysScore cells — {model} (Kendall τ / PACC, anchor = smallest value)", header_style="bold")
-        t.add_column("unit", style="cyan")
-        for r in ps.RANGES:
-            t.add_column(ps.RANGE_TITLES[r], justify="right")
-        for u in ps.UNITS:
-            row = {c["range"]: c for c in report["cells"] if c["unit"] == u}
-            t.add_row(u, *[f"{_f3(row[r]['kendall_tau'])} / {_f3(row[r]['pacc'])}" if r in row else "—" for r in ps.RANGES])
-        console.print(t)
+        console.print(_cell_table(f"PhysScore cells — {model} (Kendall τ / PACC, anchor = smallest value)",
+                                  report["cells"], lambda c: f"{_f3(c['kendall_tau'])} / {_f3(c['pacc'])}"))
     if "table1" in report:
         t1 = report["table1"]
         t = Table(title="Table 1 — PhysScore (×100)", header_style="bold")
@@ -205,16 +213,9 @@ def render(report: dict[str, Any]) -> None:
         t.add_row(model, _pp(t3["cosine_tau"]), _pp(t3["cosine_pacc"]), _pp(t3["probe_tau"]),
                   _pp(t3["probe_pacc"]), ("+" if d is not None and d >= 0 else "") + _pp(d))
         console.print(t)
-        c = Table(title="Table 3 cells — probe τ(±SD over splits) | cosine τ(±SD)", header_style="bold")
-        c.add_column("unit", style="cyan")
-        for r in ps.RANGES:
-            c.add_column(ps.RANGE_TITLES[r], justify="right")
-        for u in ps.UNITS:
-            row = {x["range"]: x for x in t3["cells"] if x["unit"] == u}
-            c.add_row(u, *[f"{_f3(row[r]['probe_tau'])}(±{_f3(row[r]['probe_tau_sd'])}) | "
-                           f"{_f3(row[r]['cosine_tau'])}(±{_f3(row[r]['cosine_tau_sd'])})" if r in row else "—"
-                           for r in ps.RANGES])
-        console.print(c)
+        console.print(_cell_table("Table 3 cells — probe τ(±SD over splits) | cosine τ(±SD)", t3["cells"],
+                                  lambda c: f"{_f3(c['probe_tau'])}(±{_f3(c['probe_tau_sd'])}) | "
+                                            f"{_f3(c['cosine_tau'])}(±{_f3(c['cosine_tau_sd'])})"))
     if "table4" in report:
         t4 = report["table4"]
         t = Table(title="Table 4 — Kendall τ (×100) of similarity with Character / Tokenizer / Numeric references",
@@ -240,9 +241,7 @@ def render(report: dict[str, Any]) -> None:
         console.print(s)
     for p in report.get("plots", []):
         console.print(f"plot: {p}")
-    for g in report.get("gates", []):
-        mark = "[green]PASS[/green]" if g["passed"] else "[red]FAIL[/red]"
-        console.print(f"{mark} {g['name']} = {_pp(g['value'])} (needs {g['op']} {g['threshold']:g})")
+    print_gates(console, report, _pp)
 
 
 def _check_gate_tables(which: Any, fail_below: Optional[float]) -> None:
