@@ -366,6 +366,32 @@ def stratified_sample(labels: Sequence[Any] | None, n_sample: int, *, seed: int 
     return sorted(chosen)
 
 
+def select_rows(labels: Sequence[Any] | None, n_total: int, sample: int | None, *, seed: int = 0,
+                complement: bool = False, complement_sample: int | None = None) -> list[int]:
+    """Row indices for ``--sample N --seed S``, or with ``complement`` the rows that sample leaves
+    out (a held-out split for data with one split), optionally subsampled to ``complement_sample``.
+
+    >>> select_rows([0] * 6 + [1] * 4, 10, 5, seed=0, complement=True).__len__()
+    5
+    """
+    if (complement or complement_sample is not None) and sample is None:
+        raise InputError("--complement needs --sample N --seed S (the sample whose left-out rows to embed)")
+    if complement_sample is not None and not complement:
+        raise InputError("--complement-sample needs --complement")
+    keep = stratified_sample(labels, sample, seed=seed, n_total=n_total)
+    if not complement:
+        return keep
+    chosen = set(keep)
+    rest = [i for i in range(n_total) if i not in chosen]
+    if not rest:
+        raise InputError(f"--complement: --sample {sample} takes every row; nothing is left out")
+    if complement_sample is None:
+        return rest
+    sub = stratified_sample([labels[i] for i in rest] if labels is not None else None, complement_sample,
+                            seed=seed, n_total=len(rest))
+    return [rest[j] for j in sub]
+
+
 # ============================================================================================
 # halves
 

@@ -108,27 +108,13 @@ def embed_cmd(
 
     resolved = enc.resolve_model(model)  # fails in seconds, before the slow import
     data = texts.read_records(input, text_field=text_field, label_field=label_field, id_field=id_field,
-                            split=split, skip_empty=skip_empty, limit=limit,
-                            keep_fields=tuple(keep_field or ()))
+                              split=split, skip_empty=skip_empty, limit=limit, keep_fields=tuple(keep_field or ()))
     records = data.records
     n_before_sample = len(records)
     labelled = data.label_field is not None
-    if (complement or complement_sample is not None) and sample is None:
-        raise InputError("--complement needs --sample N --seed S (the sample whose left-out rows to embed)")
-    if complement_sample is not None and not complement:
-        raise InputError("--complement-sample needs --complement")
-    if sample is not None:
-        keep = texts.stratified_sample([r.label for r in records] if labelled else None, sample, seed=seed,
-                                     n_total=len(records))
-        if complement:
-            chosen = set(keep)
-            keep = [i for i in range(len(records)) if i not in chosen]
-            if not keep:
-                raise InputError(f"--complement: --sample {sample} takes every row of {input}; nothing is left out")
-            if complement_sample is not None:
-                sub = texts.stratified_sample([records[i].label for i in keep] if labelled else None,
-                                            complement_sample, seed=seed, n_total=len(keep))
-                keep = [keep[j] for j in sub]
+    if sample is not None or complement or complement_sample is not None:
+        keep = texts.select_rows([r.label for r in records] if labelled else None, len(records), sample, seed=seed,
+                                 complement=complement, complement_sample=complement_sample)
         records = [records[i] for i in keep]
 
     groups: dict[str, list[texts.TextRecord]]
