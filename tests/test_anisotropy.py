@@ -17,7 +17,7 @@ import pytest
 
 from conftest import ROOT, assert_one_line_error
 
-import embedcheck.anisotropy as core
+import embedcheck.geometry.anisotropy as core
 from embedcheck.errors import InputError
 
 SCRIPT = ROOT / "scripts" / "anisotropy_check.py"

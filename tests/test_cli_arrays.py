@@ -14,7 +14,8 @@ TOPIC_LABELS = FIXTURES / "topics.labels.jsonl"
 
 
 def test_aag_json_report_keys_and_values(cli):
-    from embedcheck import geometry
+    from embedcheck.geometry import aag as geometry
+    from embedcheck.geometry import label_map as geometry_map
 
     res = cli(["aag", TOPICS, TOPIC_LABELS, "--permutations", "20", "--bootstrap", "20"])
     assert res.exit_code == 0, res
@@ -75,7 +76,7 @@ def test_probe_cli_few_shot_and_gate(cli):
 
 
 def test_sts_cli_matches_library(cli):
-    from embedcheck.sts import sts_correlation
+    from embedcheck.geometry.sts import sts_correlation
 
     res = cli(["sts", FIXTURES / "sts_a.npy", FIXTURES / "sts_b.npy", FIXTURES / "sts_scores.jsonl"])
     gold = np.array([json.loads(l)["score"] for l in open(FIXTURES / "sts_scores.jsonl")])

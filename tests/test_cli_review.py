@@ -222,7 +222,9 @@ def test_library_warnings_are_one_line_and_quiet_silences_them(cli, data, monkey
     # 'file.py:48: Warning' + source excerpt, and --quiet silences it
     import warnings
 
-    from embedcheck import geometry
+    from embedcheck.geometry import aag as geometry
+
+    from embedcheck.geometry import label_map as geometry_map
 
     original = geometry.variance_share
 

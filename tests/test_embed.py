@@ -19,7 +19,7 @@ import pytest
 from conftest import assert_one_line_error, read_jsonl
 
 from embedcheck import encode as enc
-from embedcheck import texts
+from embedcheck.io import texts
 from embedcheck.errors import InputError
 
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")

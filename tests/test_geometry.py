@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score
 
-from embedcheck import geometry
-from embedcheck.artifacts import load_matrix
+from embedcheck.geometry import aag as geometry
+
+from embedcheck.geometry import label_map as geometry_map
+from embedcheck.io.npy import load_matrix
 
 
 def _data(n=1003, d=24, seed=0, dtype=np.float64):
@@ -128,15 +130,15 @@ def brute_map(X, y, queries=None):
 
 def test_label_map_equals_sklearn_average_precision():
     X, y = _data(n=401)
-    res = geometry.label_map(X, y, block=37)
+    res = geometry_map.label_map(X, y, block=37)
     assert res.queries == 401 and not res.sampled
     assert res.map == pytest.approx(brute_map(X, y), abs=1e-4)  # float32 cosines
 
 
 def test_label_map_sampled_queries_are_seeded_and_exact_on_those_queries():
     X, y = _data(n=300)
-    r1 = geometry.label_map(X, y, queries=50, seed=3)
-    r2 = geometry.label_map(X, y, queries=50, seed=3)
+    r1 = geometry_map.label_map(X, y, queries=50, seed=3)
+    r2 = geometry_map.label_map(X, y, queries=50, seed=3)
     assert r1 == r2 and r1.sampled and r1.queries == 50
     q = np.sort(np.random.default_rng(3).choice(np.arange(300), size=50, replace=False))
     assert r1.map == pytest.approx(brute_map(X, y, q), abs=1e-4)
@@ -148,14 +150,14 @@ def test_expected_random_ap_closed_form_by_enumeration(N, R):
     for perm in itertools.permutations(range(N)):
         rel = np.array([p < R for p in perm])
         aps.append(np.mean([rel[: k + 1].sum() / (k + 1) for k in np.flatnonzero(rel)]))
-    assert geometry.expected_random_ap(np.array([N]), np.array([R]))[0] == pytest.approx(np.mean(aps), abs=1e-12)
+    assert geometry_map.expected_random_ap(np.array([N]), np.array([R]))[0] == pytest.approx(np.mean(aps), abs=1e-12)
 
 
 def test_label_map_chance_level_matches_shuffled_labels():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(400, 8))
     y = rng.choice([0, 1, 2], p=[0.5, 0.3, 0.2], size=400)
-    res = geometry.label_map(X, y)
+    res = geometry_map.label_map(X, y)
     # pure noise: observed MAP is within a couple of points of the closed-form chance
     assert abs(res.map - res.chance) < 2.0
 
@@ -205,10 +207,10 @@ def test_label_map_streams_raw_rows_when_too_large_for_memory(monkeypatch):
     """Past the in-memory limit the candidates are streamed and scaled by 1/|x_j| (cosine, not dot)."""
     X, y = _data(n=257)
     X = X * np.random.default_rng(4).uniform(0.1, 10, (257, 1))  # rows far from unit length
-    expected = geometry.label_map(X, y).map
+    expected = geometry_map.label_map(X, y).map
     monkeypatch.setattr(geometry, "_maybe_in_memory", lambda X, limit_bytes=0: X)
     monkeypatch.setattr(geometry, "iter_chunks", lambda n, chunk=0: (slice(s, min(s + 50, n)) for s in range(0, n, 50)))
-    assert geometry.label_map(X, y, block=64).map == pytest.approx(expected, abs=1e-4)
+    assert geometry_map.label_map(X, y, block=64).map == pytest.approx(expected, abs=1e-4)
     assert expected == pytest.approx(brute_map(X, y), abs=1e-4)
 
 

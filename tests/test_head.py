@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from conftest import assert_one_line_error
-from embedcheck import head as H
+from embedcheck import heads as H
+from embedcheck.errors import InputError
 
 D = 32
 
@@ -82,7 +83,7 @@ def test_param_count_matches_paper(d):
     assert H.mlp_param_count(d) == 256 * d + 33_152
     X = np.random.default_rng(0).standard_normal((24, d)).astype(np.float32)
     y = np.arange(24) % 2
-    r = H.train_mlp(X, y, epochs=1, batch_size=24, summarize=False)
+    r = H.train_mlp(X, y, H.MLPParams(epochs=1, batch_size=24), summarize=False)
     shapes = {k: v.shape for k, v in r.head.tensors.items()}
     assert shapes == {"fc1.weight": (256, d), "fc1.bias": (256,), "fc2.weight": (128, 256), "fc2.bias": (128,)}
     assert r.head.n_params == 256 * d + 33_152
@@ -138,7 +139,7 @@ def test_supcon_singletons_never_nan():
 
 def test_training_lowers_loss_and_separates_classes():
     X, y = _synthetic(n=800)
-    r = H.train_mlp(X, y, epochs=15, batch_size=128)
+    r = H.train_mlp(X, y, H.MLPParams(epochs=15, batch_size=128))
     assert len(r.losses) == 15 and all(np.isfinite(r.losses))
     assert r.losses[-1] < r.losses[0] - 0.3
     s = r.summary
@@ -149,8 +150,8 @@ def test_training_lowers_loss_and_separates_classes():
 
 def test_batch_without_positives_is_refused():
     X, _ = _synthetic(n=20)
-    with pytest.raises(H.InputError, match="batch"):
-        H.train_mlp(X, np.arange(20) % 2, epochs=1, batch_size=1)
+    with pytest.raises(InputError, match="batch"):
+        H.train_mlp(X, np.arange(20) % 2, H.MLPParams(epochs=1, batch_size=1))
 
 
 # ------------------------------------------------------------------------------------------
@@ -200,8 +201,8 @@ def test_head_file_metadata_and_sidecar(cli, data):
 def test_roundtrip_bytes_preserve_projection():
     X, y = _synthetic(n=300)
     for kind in H.KINDS:
-        opts = {"epochs": 2} if kind == "mlp" else {}
-        head = H.train(kind, X, y, summarize=False, **opts).head
+        params = H.MLPParams(epochs=2) if kind == "mlp" else None
+        head = H.train(kind, X, y, params, summarize=False).head
         back = H.head_from_bytes(H.head_to_bytes(head))
         assert back.kind == kind
         assert np.array_equal(back.apply(X), head.apply(X))
@@ -407,7 +408,7 @@ def test_refuses_bad_inputs(cli, data):
 
 
 def test_cli_import_does_not_load_torch():
-    code = "import sys, embedcheck.cli, embedcheck.head; print('torch' in sys.modules)"
+    code = "import sys, embedcheck.cli, embedcheck.heads; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
 

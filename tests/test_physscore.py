@@ -14,9 +14,11 @@ import pytest
 from scipy.stats import kendalltau
 
 from conftest import assert_one_line_error
-from embedcheck import physscore as ps
-from embedcheck import physscore_lexical as lex
-from embedcheck import physscore_probe as probe
+from embedcheck.physscore import phrases as ps_phrases
+from embedcheck.physscore import protocol as ps
+from embedcheck.physscore import tables as ps_tables
+from embedcheck.physscore import lexical as lex
+from embedcheck.physscore import probe
 from embedcheck.errors import InputError
 
 # --------------------------------------------------------------------------------------------
@@ -105,19 +107,19 @@ def test_conversion_phrases():
 
 
 def test_phrase_rows_sets():
-    rows = ps.phrase_rows()
+    rows = ps_phrases.phrase_rows()
     counts = {s: sum(r["set"] == s for r in rows) for s in ps.PHRASE_SETS}
     assert counts == {"benchmark": 452, "lexical": 100, "digits_words": 96, "conversion": 880}
     assert len({r["id"] for r in rows}) == len(rows)
     b = [r for r in rows if r["set"] == "benchmark"]
     assert all(ps.phrase(r["value"], r["unit"], scientific=r["range"] == "scientific") == r["text"] for r in b)
-    assert ps.parse_sets("lexical,benchmark") == ("benchmark", "lexical")
-    assert ps.parse_sets("all") == ps.PHRASE_SETS
+    assert ps_phrases.parse_sets("lexical,benchmark") == ("benchmark", "lexical")
+    assert ps_phrases.parse_sets("all") == ps.PHRASE_SETS
     with pytest.raises(ValueError):
-        ps.parse_sets("benchmark,bogus")
-    assert ps.parse_tables("3") == (3,)
+        ps_phrases.parse_sets("benchmark,bogus")
+    assert ps_tables.parse_tables("3") == (3,)
     with pytest.raises(ValueError):
-        ps.parse_tables("1,2")
+        ps_tables.parse_tables("1,2")
 
 
 # --------------------------------------------------------------------------------------------
@@ -381,7 +383,7 @@ def test_cli_phrases(cli, tmp_path):
     rep = res.json()
     assert rep["rows"] == 1528 and rep["sets"]["benchmark"] == 452
     rows = [json.loads(l) for l in out.read_text().splitlines()]
-    assert rows == json.loads(json.dumps(ps.phrase_rows()))
+    assert rows == json.loads(json.dumps(ps_phrases.phrase_rows()))
     assert (tmp_path / "phrases.meta.json").is_file()
     res = cli(["physscore", "phrases", "-o", tmp_path / "b.jsonl", "--sets", "benchmark,lexical", "--paper-conversions", "--json"])
     assert res.json()["sets"] == {"benchmark": 452, "lexical": 100}
@@ -398,7 +400,7 @@ def test_cli_phrases_bad_input(cli, tmp_path):
 
 
 def test_cli_score_synthetic_matches_library(cli, tmp_path):
-    rows = ps.phrase_rows(["benchmark", "lexical"])
+    rows = ps_phrases.phrase_rows(["benchmark", "lexical"])
     rng = np.random.default_rng(5)
     order = rng.permutation(len(rows))  # any row order works: phrases are matched by text
     rows = [rows[i] for i in order]
@@ -407,7 +409,7 @@ def test_cli_score_synthetic_matches_library(cli, tmp_path):
     res = cli(["physscore", "score", emb, tmp_path / "p.jsonl", "--tables", "1,3", "--json"])
     assert res.exit_code == 0, res
     rep = res.json()
-    direct = ps.physscore_report(lambda ts: np.array([vec[t] for t in ts], dtype=np.float32), tables=(1, 3))
+    direct = ps_tables.physscore_report(lambda ts: np.array([vec[t] for t in ts], dtype=np.float32), tables=(1, 3))
     assert rep["table1"] == pytest.approx(direct["table1"])
     assert [c["kendall_tau"] for c in rep["cells"]] == pytest.approx([c["kendall_tau"] for c in direct["cells"]])
     for k in ("cosine_tau", "cosine_pacc", "probe_tau", "probe_pacc", "delta_tau"):
@@ -419,7 +421,7 @@ def test_cli_score_synthetic_matches_library(cli, tmp_path):
 
 
 def test_cli_score_bad_input(cli, tmp_path):
-    rows = ps.phrase_rows(["benchmark"])
+    rows = ps_phrases.phrase_rows(["benchmark"])
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     emb, _ = _synthetic_embeddings(tmp_path, rows)
     # Table 4 needs the lexical strings, which are not in this file
@@ -443,7 +445,7 @@ def test_cli_score_bad_input(cli, tmp_path):
 
 def test_cli_score_plots(cli, tmp_path):
     pytest.importorskip("matplotlib")
-    rows = ps.phrase_rows(["benchmark", "digits_words", "conversion"])
+    rows = ps_phrases.phrase_rows(["benchmark", "digits_words", "conversion"])
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     emb, _ = _synthetic_embeddings(tmp_path, rows, dim=8)
     res = cli(["physscore", "score", emb, tmp_path / "p.jsonl", "--tables", "1", "--plots", tmp_path / "figs",
@@ -456,7 +458,7 @@ def test_cli_score_plots(cli, tmp_path):
 
 
 def test_plots_without_matplotlib(monkeypatch):
-    from embedcheck import physscore_plots as pp
+    from embedcheck.physscore import plots as pp
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(InputError, match=r"pip install 'embedcheck\[plots\]'"):
@@ -464,7 +466,7 @@ def test_plots_without_matplotlib(monkeypatch):
 
 
 def test_terminal_view_renders(cli, tmp_path):
-    rows = ps.phrase_rows(["benchmark"])
+    rows = ps_phrases.phrase_rows(["benchmark"])
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     emb, _ = _synthetic_embeddings(tmp_path, rows)
     res = cli(["physscore", "score", emb, tmp_path / "p.jsonl", "--tables", "1,3", "--format", "table"])
@@ -474,7 +476,7 @@ def test_terminal_view_renders(cli, tmp_path):
 
 def test_degenerate_constant_embeddings(cli, tmp_path):
     """A model that maps every phrase to one vector: τ undefined (null), PACC 0 (ties are wrong)."""
-    rows = ps.phrase_rows(["benchmark"])
+    rows = ps_phrases.phrase_rows(["benchmark"])
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     np.save(tmp_path / "e.npy", np.ones((len(rows), 4), dtype=np.float32))
     res = cli(["physscore", "score", tmp_path / "e.npy", tmp_path / "p.jsonl", "--tables", "1,3", "--json"])

@@ -11,7 +11,9 @@ import json
 import numpy as np
 import pytest
 
-from embedcheck import physscore as ps
+from embedcheck.physscore import phrases as ps_phrases
+from embedcheck.physscore import protocol as ps
+from embedcheck.physscore import tables as ps_tables
 
 pytestmark = pytest.mark.model
 
@@ -47,7 +49,7 @@ def minilm_vectors(minilm):
     """Unit float32 embeddings of every phrase Tables 1, 3 and 4 need (bare strings, batch 32)."""
     from embedcheck.encode import encode_texts
 
-    texts = ps.needed_texts((1, 3, 4))
+    texts = ps_tables.needed_texts((1, 3, 4))
     X = encode_texts(minilm, texts, batch_size=32, normalize=True)
     return dict(zip(texts, X))
 
@@ -55,7 +57,7 @@ def minilm_vectors(minilm):
 @pytest.fixture(scope="module")
 def minilm_report(minilm, minilm_vectors):
     tok = minilm.tokenizer
-    return ps.physscore_report(lambda ts: np.array([minilm_vectors[t] for t in ts]),
+    return ps_tables.physscore_report(lambda ts: np.array([minilm_vectors[t] for t in ts]),
                                token_ids=lambda t: tok(t, add_special_tokens=False)["input_ids"])
 
 

@@ -8,8 +8,8 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 
-from embedcheck import probe
-from embedcheck.sts import rowwise_cosine, sts_correlation
+from embedcheck.geometry import probe
+from embedcheck.geometry.sts import rowwise_cosine, sts_correlation
 
 
 def _split(seed=0, n=400, d=16):

@@ -1,17 +1,14 @@
-"""Command-line interface. ``cli/_app.py`` holds the app and the error path; each
-``cli/<command>.py`` is one thin command: validate, call a computation module, report."""
+"""Command-line interface. ``cli/_app.py`` holds the app and the one error path; each
+``cli/<command>.py`` is one thin command (validate, call a computation module, report),
+registered here explicitly, in the order ``--help`` lists them."""
 
 from __future__ import annotations
 
+from . import aag, anisotropy, embed, head, physscore, probe, sts
 from ._app import app
 
-# Importing a command module registers its command(s) on ``app``, in this order in --help.
-for _optional in ("embed", "aag", "probe", "sts", "head", "anisotropy", "physscore"):
-    try:
-        __import__(f"{__name__}.{_optional}")
-    except ModuleNotFoundError as _exc:  # a command module not written yet
-        if _exc.name != f"{__name__}.{_optional}":
-            raise
+#: the command modules, in --help order (importing one registers its commands on ``app``)
+COMMAND_MODULES = (embed, aag, probe, sts, head, anisotropy, physscore)
 
 
 def main() -> None:
@@ -19,4 +16,4 @@ def main() -> None:
     app()
 
 
-__all__ = ["app", "main"]
+__all__ = ["COMMAND_MODULES", "app", "main"]

@@ -7,9 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import geometry
-from ..artifacts import load_labels, load_matrix
-from ..report import add_gates, min_gate
+from ..geometry import aag as aag_mod
+from ..geometry import label_map as map_mod
+from ..io.labels import load_labels
+from ..io.npy import load_matrix
+from .output import add_gates, min_gate
 from ._app import app
 from .common import (EmbArg, FormatOpt, JsonOpt, LabelFieldOpt, LabelsArg, QuietOpt, ReportOpt,
                      SeedOpt, finish, hint, start_command)
@@ -46,8 +48,8 @@ def aag_cmd(
     X = load_matrix(embeddings)
     y = load_labels(labels, X.shape[0], field=label_field)
     n, d = X.shape
-    res = geometry.aag(X, y)
-    vs = geometry.variance_share(X, y)
+    res = aag_mod.aag(X, y)
+    vs = aag_mod.variance_share(X, y)
     report = {
         "n": n, "dim": d, "classes": len(res.class_counts), "class_counts": res.class_counts,
         "aag": res.aag, "mean_same": res.mean_same, "mean_diff": res.mean_diff,
@@ -58,12 +60,12 @@ def aag_cmd(
     if label_map:
         if map_queries is None and n > 50_000:
             hint(f"label MAP over all {n} queries is O(n²); --map-queries N samples queries")
-        m = geometry.label_map(X, y, queries=map_queries, seed=seed)
+        m = map_mod.label_map(X, y, queries=map_queries, seed=seed)
         report["label_map"] = m.to_dict()
     if permutations:
-        report["permutation"] = geometry.aag_permutation_null(X, y, permutations, seed, observed=res.aag)
+        report["permutation"] = aag_mod.aag_permutation_null(X, y, permutations, seed, observed=res.aag)
     if bootstrap:
-        report["bootstrap"] = geometry.aag_bootstrap(X, y, bootstrap, seed, level=ci)
+        report["bootstrap"] = aag_mod.aag_bootstrap(X, y, bootstrap, seed, level=ci)
     add_gates(report, [
         min_gate("aag", res.aag, fail_below) if fail_below is not None else None,
         min_gate("label_map", report.get("label_map", {}).get("map"), fail_map_below) if fail_map_below is not None else None,

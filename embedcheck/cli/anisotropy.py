@@ -21,7 +21,7 @@ def _render(report: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ..report import _fmt, print_gates
+    from .output import _fmt, print_gates
 
     console = Console()
     t = Table(title=f"anisotropy: n = {report['n']}, dim = {report['dim']}", header_style="bold")
@@ -87,10 +87,10 @@ def anisotropy_cmd(
 
     Example: embedcheck anisotropy halves.a.npy halves.b.npy --shared
     """
-    from .. import anisotropy as core
-    from ..artifacts import load_matrix
+    from ..geometry import anisotropy as core
+    from ..io.npy import load_matrix
     from ..errors import InputError
-    from ..report import add_gates, max_gate, min_gate
+    from .output import add_gates, max_gate, min_gate
 
     start_command(quiet)
     if perms < 1:

@@ -5,14 +5,16 @@ Data goes to stdout (the report), hints and progress to stderr, silenced by ``--
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
 
-from .. import report as _report
+from ..errors import InputError
+from . import output as _report
 
 
 class OutputFormat(str, Enum):
@@ -37,10 +39,59 @@ _state = {"quiet": False}
 
 
 def start_command(quiet: bool) -> None:
-    """The first line of every command: set ``--quiet``, then :func:`preflight` (refuse a
-    ``--report`` that would overwrite another argument) before anything is read or written."""
+    """The first line of every command: set ``--quiet``, then :func:`check_finite_options` (every
+    float option finite: ``inf`` and ``nan`` — an unset CI variable — are bad usage) and
+    :func:`preflight` (refuse a ``--report`` that would overwrite another argument), before
+    anything is read or written."""
     _state["quiet"] = bool(quiet)
+    check_finite_options()
     preflight()
+
+
+def _current_context() -> Any:
+    try:  # typer >= 0.20 vendors click (the same import as ``_app``)
+        from typer._click.globals import get_current_context  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover
+        from click import get_current_context
+    return get_current_context(silent=True)
+
+
+def _option_label(prm: Any) -> str:
+    longs = [o for o in getattr(prm, "opts", ()) if o.startswith("--")]
+    return longs[0] if getattr(prm, "param_type_name", "") == "option" and longs else (prm.name or "").upper()
+
+
+def check_finite_options() -> None:
+    """Refuse a float option (or float in a list option) that is NaN or ±inf, naming the option.
+
+    Range checks (> 0, in [0, 1] ...) belong to the computation layer, whose messages name the
+    value; this one check covers every float option of every command in one place.
+    """
+    import math
+
+    ctx = _current_context()
+    if ctx is None:
+        return
+    for prm in ctx.command.params:
+        value = ctx.params.get(prm.name)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if isinstance(v, float) and not math.isfinite(v):
+                raise InputError(f"{_option_label(prm)} must be a finite number, got {v}")
+
+
+@contextlib.contextmanager
+def option_errors(options: dict[str, str]) -> Iterator[None]:
+    """Translate a computation-layer :class:`InputError` that names a value (``lr must be ...``)
+    into one that names the option (``--lr must be ...``)."""
+    try:
+        yield
+    except InputError as exc:
+        msg = str(exc)
+        for name, opt in options.items():
+            if msg.startswith(name + " "):
+                raise InputError(opt + msg[len(name):]) from None
+        raise
 
 
 def _path_values(value: Any) -> list[Path]:
@@ -61,15 +112,9 @@ def preflight() -> None:
     an output of the same run (``-o h.safetensors --report h.safetensors``) or one of their
     ``.meta.json`` sidecars. Looks at the parameters of the running click command.
     """
-    try:  # typer >= 0.20 vendors click (the same import as ``_app``)
-        from typer._click.globals import get_current_context  # type: ignore[import-not-found]
-    except ImportError:  # pragma: no cover
-        from click import get_current_context
+    from ..io.provenance import meta_path
 
-    from ..artifacts import meta_path
-    from ..errors import InputError
-
-    ctx = get_current_context(silent=True)
+    ctx = _current_context()
     if ctx is None:
         return
     report_names = {p.name for p in ctx.command.params if "--report" in getattr(p, "opts", ())}
@@ -80,10 +125,7 @@ def preflight() -> None:
     folder = report.parent if str(report.parent) else Path(".")
     if not folder.is_dir():
         raise InputError(f"--report {report}: output folder {folder} does not exist")
-    labels = {}
-    for prm in ctx.command.params:
-        longs = [o for o in getattr(prm, "opts", ()) if o.startswith("--")]
-        labels[prm.name] = longs[0] if getattr(prm, "param_type_name", "") == "option" and longs else (prm.name or "").upper()
+    labels = {prm.name: _option_label(prm) for prm in ctx.command.params}
     target = report.resolve()
     for name, value in ctx.params.items():
         if name in report_names:

@@ -14,8 +14,10 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .. import encode as enc
-from .. import texts
-from ..artifacts import AtomicBatch, check_not_input, dumps, package_versions
+from ..io import texts
+from ..io.atomic import AtomicBatch, check_not_input
+from ..io.jsonio import dumps
+from ..io.provenance import package_versions
 from ..errors import InputError
 from ._app import app
 from .common import QuietOpt, hint, progress, start_command, warn

@@ -15,10 +15,14 @@ from typing import Annotated, Any, Callable, Optional, Sequence
 import numpy as np
 import typer
 
-from .. import physscore as ps
-from ..artifacts import AtomicBatch, load_matrix, meta_path, provenance, read_jsonl
+from ..physscore import phrases, protocol
+from ..physscore import tables as ps_tables
+from ..io.atomic import AtomicBatch
+from ..io.npy import load_matrix
+from ..io.provenance import meta_path, provenance
+from ..io.jsonio import read_jsonl
 from ..errors import InputError
-from ..report import add_gates, min_gate, print_gates
+from .output import add_gates, min_gate, print_gates
 from ._app import app
 from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, hint, progress, start_command
 
@@ -122,7 +126,7 @@ def _model_from_meta(emb: Path) -> Optional[str]:
 def _write_plots(plot_dir: Path, lookup: Callable[[Sequence[str]], np.ndarray], model: str,
                  paper_conversions: bool) -> list[str]:
     """Render both figures first, then write them atomically (both or neither)."""
-    from .. import physscore_plots as pp
+    from ..physscore import plots as pp
 
     pp.require_matplotlib()
     short = _model_short(model)
@@ -139,13 +143,13 @@ def _write_plots(plot_dir: Path, lookup: Callable[[Sequence[str]], np.ndarray], 
 def _compute(lookup: Callable[[Sequence[str]], np.ndarray], tables: Sequence[int],
              token_ids: Optional[Callable[[str], list[int]]]) -> dict[str, Any]:
     with progress() as bar:
-        task = bar.add_task("recalibration probe", total=len(ps.RANGES) * 5, info="") if 3 in tables else None
+        task = bar.add_task("recalibration probe", total=len(protocol.RANGES) * 5, info="") if 3 in tables else None
 
         def step(info: str) -> None:
             if task is not None:
                 bar.update(task, advance=1, info=info)
 
-        return ps.physscore_report(lookup, tables=tables, token_ids=token_ids, on_probe_step=step)
+        return ps_tables.physscore_report(lookup, tables=tables, token_ids=token_ids, on_probe_step=step)
 
 
 def _assemble(model: Optional[str], tables: Sequence[int], body: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -179,11 +183,11 @@ def _cell_table(title: str, cells: list[dict[str, Any]], show: Callable[[dict[st
 
     t = Table(title=title, header_style="bold")
     t.add_column("unit", style="cyan")
-    for r in ps.RANGES:
-        t.add_column(ps.RANGE_TITLES[r], justify="right")
-    for u in ps.UNITS:
+    for r in protocol.RANGES:
+        t.add_column(protocol.RANGE_TITLES[r], justify="right")
+    for u in protocol.UNITS:
         row = {c["range"]: c for c in cells if c["unit"] == u}
-        t.add_row(u, *[show(row[r]) if r in row else "—" for r in ps.RANGES])
+        t.add_row(u, *[show(row[r]) if r in row else "—" for r in protocol.RANGES])
     return t
 
 
@@ -283,8 +287,8 @@ def phrases_cmd(
     start_command(quiet)
     if output.suffix.lower() not in (".jsonl", ".ndjson"):
         raise InputError(f"output {output} must be a .jsonl file")
-    chosen = ps.parse_sets(sets)
-    rows = ps.phrase_rows(chosen, paper_conversions=paper_conversions)
+    chosen = phrases.parse_sets(sets)
+    rows = phrases.phrase_rows(chosen, paper_conversions=paper_conversions)
     counts = {s: sum(r["set"] == s for r in rows) for s in chosen}
     unique = len({r["text"] for r in rows})
     meta = provenance("physscore phrases", {}, {"sets": list(chosen), "paper_conversions": paper_conversions},
@@ -323,7 +327,7 @@ def score_cmd(
     Example: embedcheck physscore score phrases_emb.npy phrases.jsonl --plots figs/
     """
     start_command(quiet)
-    which = ps.parse_tables(tables)
+    which = ps_tables.parse_tables(tables)
     _check_gate_tables(which, fail_below)
     X = load_matrix(embeddings)
     rows = read_jsonl(phrases, "phrases")
@@ -336,7 +340,7 @@ def score_cmd(
             raise InputError(f"{phrases} row {i} has no string field 'text'")
         texts.append(t)
     lookup = _text_lookup(X, texts, str(phrases))
-    _check_coverage(lookup, ps.needed_texts(which, plots=plots is not None, paper_conversions=paper_conversions))
+    _check_coverage(lookup, ps_tables.needed_texts(which, plots=plots is not None, paper_conversions=paper_conversions))
     model_name = model or _model_from_meta(embeddings) or DEFAULT_MODEL_NAME
     token_ids = _token_ids(_load_tokenizer(model_name)) if 4 in which else None
     t0 = time.perf_counter()
@@ -372,10 +376,10 @@ def run_cmd(
     Example: embedcheck physscore run --tables 1,3,4 --plots figs/
     """
     start_command(quiet)
-    which = ps.parse_tables(tables)
+    which = ps_tables.parse_tables(tables)
     _check_gate_tables(which, fail_below)
     if plots is not None:
-        from .. import physscore_plots as pp
+        from ..physscore import plots as pp
 
         pp.require_matplotlib()  # fail before the model load, not after
     from ..encode import encode_texts, load_model, resolve_model
@@ -385,7 +389,7 @@ def run_cmd(
     hint(f"loading {model} ...")
     st_model, resolved = load_model(model, device=device)
     t_load = time.perf_counter() - t0
-    texts = ps.needed_texts(which, plots=plots is not None, paper_conversions=paper_conversions)
+    texts = ps_tables.needed_texts(which, plots=plots is not None, paper_conversions=paper_conversions)
     t1 = time.perf_counter()
     with progress() as bar:
         task = bar.add_task("embedding phrases", total=len(texts), info="")

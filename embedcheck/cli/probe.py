@@ -6,10 +6,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import probe as _probe
-from ..artifacts import check_same_dim, load_labels, load_matrix
+from ..geometry import probe as _probe
+from ..io.npy import check_same_dim, load_matrix
+from ..io.labels import load_labels
 from ..errors import InputError
-from ..report import add_gates, min_gate
+from .output import add_gates, min_gate
 from ._app import app
 from .common import FormatOpt, JsonOpt, LabelFieldOpt, QuietOpt, ReportOpt, SeedOpt, finish, start_command
 

@@ -6,9 +6,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..artifacts import load_matrix, load_scores
-from ..report import add_gates, min_gate
-from ..sts import sts_correlation
+from ..io.npy import load_matrix
+
+from ..io.labels import load_scores
+from .output import add_gates, min_gate
+from ..geometry.sts import sts_correlation
 from ._app import app
 from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, start_command
 

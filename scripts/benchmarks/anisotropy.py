@@ -91,7 +91,7 @@ def _brute_first(A: np.ndarray, B: np.ndarray) -> tuple[int, int]:
 _CHILD = r"""
 import json, resource, sys, time
 import numpy as np
-from embedcheck.anisotropy import partner_ranked_first
+from embedcheck.geometry.anisotropy import partner_ranked_first
 A = np.load(sys.argv[1], mmap_mode="r"); B = np.load(sys.argv[2], mmap_mode="r")
 before = int(dict(l.split(":", 1) for l in open("/proc/self/status") if ":" in l)["VmHWM"].split()[0])
 t = time.perf_counter()
@@ -104,7 +104,7 @@ print(json.dumps({"seconds": sec, "maxrss_kb": resource.getrusage(resource.RUSAG
 
 
 def run(quick: bool = False) -> list[dict]:
-    from embedcheck import anisotropy as core
+    from embedcheck.geometry import anisotropy as core
 
     rows = []
     d = 384

@@ -80,14 +80,14 @@ def _run_cli(args: list[str]) -> tuple[float, float, dict]:
 
 
 def _train_rows(quick: bool) -> list[dict]:
-    from embedcheck import head as H
+    from embedcheck import heads as H
 
     n, d = 4000, 384
     X, y = _clustered(n, d)
     import torch  # noqa: F401 - import cost is not training time
 
     epochs = 60
-    r = H.train_mlp(X, y, epochs=epochs, batch_size=512, summarize=False)
+    r = H.train_mlp(X, y, H.MLPParams(epochs=epochs, batch_size=512), summarize=False)
     rows = [{"name": f"train-head mlp ({n} x {d}, {epochs} epochs, batch 512)",
              "measure": f"{r.seconds:.2f} s ({r.head.n_params:,} params)", "baseline": 5.0,
              "ratio": r.seconds / 5.0, "goal": "<= 5 s", "met": bool(r.seconds <= 5.0),
@@ -101,7 +101,7 @@ def _train_rows(quick: bool) -> list[dict]:
 
 
 def _project_rows(quick: bool) -> list[dict]:
-    from embedcheck import head as H
+    from embedcheck import heads as H
 
     rows: list[dict] = []
     d = 384
@@ -109,7 +109,7 @@ def _project_rows(quick: bool) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="embedcheck-bench-head-", dir=os.environ.get("BENCH_TMP")) as tmp:
         folder = Path(tmp)
         X, y = _clustered(4000, d)
-        head = H.train_mlp(X, y, epochs=2, summarize=False).head
+        head = H.train_mlp(X, y, H.MLPParams(epochs=2), summarize=False).head
         hp = folder / "h.safetensors"
         hp.write_bytes(H.head_to_bytes(head))
         big = folder / "big.npy"

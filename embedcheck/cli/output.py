@@ -16,7 +16,9 @@ import math
 import sys
 from typing import Any, Callable, Iterable, Optional
 
-from .artifacts import dumps, save_json
+from ..io.jsonio import dumps
+
+from ..io.atomic import save_json
 
 EXIT_OK = 0
 EXIT_GATE = 1

@@ -1,10 +1,9 @@
 """PhysScore: does cosine similarity follow physical measurement distances?
 
 Pure computation for ``embedcheck physscore`` (protocol: ``../shared/specs/physscore.md``,
-restating the PhysScore paper). This module holds the phrase sets and the benchmark
-(paper Table 1); :mod:`embedcheck.physscore_probe` holds the recalibration probe (Table 3),
-:mod:`embedcheck.physscore_lexical` the lexical-vs-numeric analysis (Table 4) and
-:mod:`embedcheck.physscore_plots` the figures. Nothing here reads files or prints.
+restating the PhysScore paper). This module is the ground floor of
+:mod:`embedcheck.physscore`: the phrase sets, Kendall τ-b and PACC, and the benchmark (paper
+Table 1). Nothing here reads files or prints.
 
 Phrases follow the exact templates: ``g`` format with the singular unit iff ``|v| == 1``
 for the four plain ranges, ``.0e`` format with an always-singular unit for ``scientific``.
@@ -24,33 +23,42 @@ A cell is scored from its first (smallest) phrase as the anchor, self pair inclu
 """
 
 from __future__ import annotations
-
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
-
+from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
+from ..rows import unit_rows
 
-# --------------------------------------------------------------------------------------------
-# phrase sets (spec §1)
+
 
 #: the four benchmark units, in the paper's order
 UNITS: tuple[str, ...] = ("meter", "kilogram", "liter", "second")
+
+
 #: the five number ranges, in the paper's column order
 RANGES: tuple[str, ...] = ("local_0_10", "medium_0_1000", "log_1_100k", "sign_split", "scientific")
+
+
 #: column titles of the paper's tables and figures
 RANGE_TITLES: dict[str, str] = {"local_0_10": "Local", "medium_0_1000": "Medium", "log_1_100k": "Log",
                                 "sign_split": "Sign", "scientific": "Scientific"}
+
 
 #: every set ``physscore phrases`` can write; ``benchmark`` feeds Tables 1 and 3, ``lexical`` Table 4,
 #: ``digits_words`` and ``conversion`` only the figures
 PHRASE_SETS: tuple[str, ...] = ("benchmark", "lexical", "digits_words", "conversion")
 
+
 DIGITS: tuple[str, ...] = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "100")
+
+
 WORDS: tuple[str, ...] = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
                           "nine", "ten", "one-hundred")
 
+
 #: litre → gallon factor: the physically correct one, and the paper's (inverted) one
 GALLONS_PER_LITER = 0.264172
+
+
 PAPER_GALLON_FACTOR = 3.785
 
 
@@ -124,8 +132,6 @@ def digits_words(unit: str) -> tuple[list[str], list[str]]:
     return [f"{w} {unit}" for w in WORDS], [f"{d} {unit}" for d in DIGITS]
 
 
-# ---- conversions (spec §3) -----------------------------------------------------------------
-
 @dataclass(frozen=True)
 class ConversionPair:
     """``source`` X paired with ``target`` X·factor (or X/divisor) over 40 log-spaced X."""
@@ -184,65 +190,6 @@ def conversion_pairs(paper: bool = False) -> list[ConversionPair]:
     ]
 
 
-# ---- all phrases as rows (the ``physscore phrases`` artifact) --------------------------------
-
-def parse_sets(spec: str | Iterable[str] | None) -> tuple[str, ...]:
-    """``"all"``/None → every set; else a comma list checked against :data:`PHRASE_SETS`."""
-    if spec is None:
-        return PHRASE_SETS
-    items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
-    if not items or items == ["all"]:
-        return PHRASE_SETS
-    bad = [s for s in items if s not in PHRASE_SETS]
-    if bad:
-        raise ValueError(f"unknown phrase set {bad[0]!r} (choose from {', '.join(PHRASE_SETS)} or all)")
-    return tuple(s for s in PHRASE_SETS if s in items)
-
-
-def phrase_rows(sets: Iterable[str] = PHRASE_SETS, *, paper_conversions: bool = False) -> list[dict[str, Any]]:
-    """Every phrase the protocol embeds, one dict per row with ``id, set, unit, range, value, text``
-    (plus ``kind`` for lexical items and digits/words, ``pair``/``side`` for conversions).
-
-    >>> rows = phrase_rows(["benchmark"])
-    >>> len(rows), len({r["text"] for r in rows}), rows[0]
-    (452, 412, {'id': 'benchmark/meter/local_0_10/0', 'set': 'benchmark', 'unit': 'meter', 'range': 'local_0_10', 'value': 0.0, 'text': '0 meters'})
-    """
-    from .physscore_lexical import lexical_items  # local: avoids an import cycle
-
-    want = set(sets)
-    rows: list[dict[str, Any]] = []
-    if "benchmark" in want:
-        for c in benchmark_cells():
-            for k, (v, t) in enumerate(zip(c.values, c.texts)):
-                rows.append({"id": f"benchmark/{c.unit}/{c.range}/{k}", "set": "benchmark", "unit": c.unit,
-                             "range": c.range, "value": _plain(v), "text": t})
-    if "lexical" in want:
-        for k, it in enumerate(lexical_items()):
-            rows.append({"id": f"lexical/{k}", "set": "lexical", "unit": None, "range": None,
-                         "value": it.value, "text": it.text, "kind": it.kind})
-    if "digits_words" in want:
-        for u in UNITS:
-            words, digits = digits_words(u)
-            for kind, texts in (("word", words), ("digit", digits)):
-                for k, t in enumerate(texts):
-                    rows.append({"id": f"digits_words/{u}/{kind}/{k}", "set": "digits_words", "unit": u,
-                                 "range": None, "value": 100 if k == 11 else k, "text": t, "kind": kind})
-    if "conversion" in want:
-        for p in conversion_pairs(paper_conversions):
-            pair = f"{p.source}->{p.target}"
-            for side, vals, texts in (("source", p.values(), p.source_texts()),
-                                      ("target", p.converted(), p.target_texts())):
-                unit = p.source if side == "source" else p.target
-                for k, (v, t) in enumerate(zip(vals, texts)):
-                    rows.append({"id": f"conversion/{pair}/{side}/{k}", "set": "conversion", "unit": unit,
-                                 "range": None, "value": float(v), "text": t, "pair": pair, "side": side,
-                                 "panel": p.panel})
-    return rows
-
-
-# --------------------------------------------------------------------------------------------
-# statistics shared by the three tables
-
 def kendall_tau_b(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
     """Kendall's τ-b (scipy's default variant), statistic only; nan when undefined."""
     from scipy.stats import kendalltau
@@ -263,15 +210,6 @@ def pacc_ordered(scores: np.ndarray) -> float:
     i, j = np.triu_indices(n, 1)
     return float(np.mean(s[i] > s[j])) if n > 1 else float("nan")
 
-
-def unit_rows(E: np.ndarray) -> np.ndarray:
-    """float32 rows re-normalised to unit length (the protocol's explicit re-normalisation)."""
-    X = np.asarray(E, dtype=np.float32)
-    return X / np.linalg.norm(X, axis=1, keepdims=True)
-
-
-# --------------------------------------------------------------------------------------------
-# Table 1 (spec §2)
 
 @dataclass
 class CellScore:
@@ -325,11 +263,8 @@ def benchmark(cell_embeddings: Mapping[tuple[str, str], np.ndarray],
     return {"cells": [s.as_dict() for s in scores], "table1": table1_row(scores), "scores": scores}
 
 
-# --------------------------------------------------------------------------------------------
-# figures' data: per-cell cosine matrices, digits ↔ words, conversion curves
-
 def cosine_matrix(E: np.ndarray) -> np.ndarray:
-    X = unit_rows(E)
+    X = unit_rows(E, dtype=np.float32)
     return (X @ X.T).astype(np.float64)
 
 
@@ -341,82 +276,8 @@ def conversion_curves(lookup: Callable[[Sequence[str]], np.ndarray], paper: bool
 
     out = []
     for p in conversion_pairs(paper):
-        A, B = unit_rows(lookup(p.source_texts())), unit_rows(lookup(p.target_texts()))
+        A, B = unit_rows(lookup(p.source_texts()), dtype=np.float32), unit_rows(lookup(p.target_texts()), dtype=np.float32)
         cos = np.sum(A * B, axis=1).astype(np.float64)
         out.append({"panel": p.panel, "label": p.label, "x": p.values(), "cosine": cos,
                     "smoothed": gaussian_filter1d(cos, sigma)})
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# the whole report from a text → vector lookup
-
-TABLES: tuple[int, ...] = (1, 3, 4)
-
-
-def parse_tables(spec: str | None) -> tuple[int, ...]:
-    """``"1,3,4"`` → (1, 3, 4); only the paper's Tables 1, 3 and 4 exist here.
-
-    >>> parse_tables("4,1"), parse_tables(None)
-    ((1, 4), (1, 3, 4))
-    """
-    if spec is None or not str(spec).strip() or str(spec).strip() == "all":
-        return TABLES
-    out = set()
-    for tok in str(spec).split(","):
-        tok = tok.strip()
-        if not tok:
-            continue
-        if tok not in {"1", "3", "4"}:
-            raise ValueError(f"--tables takes a comma list of 1, 3 and 4 (the paper's tables), got {tok!r}")
-        out.add(int(tok))
-    return tuple(sorted(out)) or TABLES
-
-
-def needed_texts(tables: Iterable[int], plots: bool = False, paper_conversions: bool = False) -> list[str]:
-    """Unique strings (first-seen order) that the requested tables / figures need embedded."""
-    sets = set()
-    tables = set(tables)
-    if tables & {1, 3} or plots:
-        sets.add("benchmark")
-    if 4 in tables:
-        sets.add("lexical")
-    if plots:
-        sets |= {"digits_words", "conversion"}
-    seen: dict[str, None] = {}
-    for r in phrase_rows([s for s in PHRASE_SETS if s in sets], paper_conversions=paper_conversions):
-        seen.setdefault(r["text"], None)
-    return list(seen)
-
-
-def physscore_report(lookup: Callable[[Sequence[str]], np.ndarray], *, tables: Iterable[int] = TABLES,
-                     token_ids: Optional[Callable[[str], Sequence[int]]] = None,
-                     on_probe_step: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
-    """Tables 1, 3 and 4 from ``lookup(texts) -> (len(texts), d) float array`` (one unit-norm
-    embedding per phrase) and, for Table 4's tokenizer column, ``token_ids(text)`` (the model
-    tokenizer's ids without special tokens).
-
-    Keys: ``cells`` and ``table1`` (Table 1), ``table3`` (Table 3, with per-cell detail), ``table4``.
-    Per-cell figures are fractions as the paper prints them; table rows are ×100 as in its tables.
-    """
-    tables = set(tables)
-    report: dict[str, Any] = {}
-    cells = benchmark_cells()
-    cell_emb = {(c.unit, c.range): np.asarray(lookup(list(c.texts)), dtype=np.float32) for c in cells} \
-        if tables & {1, 3} else {}
-    if 1 in tables:
-        b = benchmark(cell_emb, cells)
-        report["cells"] = b["cells"]
-        report["table1"] = b["table1"]
-    if 3 in tables:
-        from .physscore_probe import recalibration_probe
-
-        report["table3"] = recalibration_probe(cell_emb, cells, on_step=on_probe_step)
-    if 4 in tables:
-        from .physscore_lexical import lexical_analysis, lexical_items
-
-        items = lexical_items()
-        texts = [it.text for it in items]
-        report["table4"] = lexical_analysis(items, np.asarray(lookup(texts), dtype=np.float32),
-                                            [list(token_ids(t)) for t in texts] if token_ids else None)
-    return report

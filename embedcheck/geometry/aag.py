@@ -1,4 +1,4 @@
-"""Pure-numpy geometry of a labelled embedding space (SISE paper): AAG, variance share, label MAP.
+"""Pure-numpy geometry of a labelled embedding space (SISE paper): AAG and variance share.
 
 All functions take an ``(n, d)`` float array (a memmap is streamed in row chunks and accumulated in
 float64; no ``n x n`` matrix is ever held) and labels of length ``n`` (ints or strings).
@@ -16,37 +16,12 @@ different-label pairs (unordered pairs ``i != j``, unit rows). It is exact in O(
 """
 
 from __future__ import annotations
-
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
-
 import numpy as np
+from ..rows import encode_labels, label_key, unit_rows
+from ..rows import CHUNK_ROWS, iter_chunks
 
-from .artifacts import CHUNK_ROWS, iter_chunks
-
-# ------------------------------------------------------------------------------------------
-# helpers
-
-
-def unit_rows(X: np.ndarray) -> np.ndarray:
-    """L2-normalise rows in float64 (rows of zeros stay zero).
-
-    >>> unit_rows(np.array([[3.0, 4.0]])).tolist()
-    [[0.6, 0.8]]
-    """
-    X = np.asarray(X, dtype=np.float64)
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    return X / np.where(norms > 0, norms, 1.0)
-
-
-def encode_labels(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(classes, codes): ``classes[codes] == labels``; classes sorted as numpy sorts them."""
-    classes, codes = np.unique(np.asarray(labels), return_inverse=True)
-    return classes, codes.astype(np.int64).ravel()
-
-
-def _label_key(c: Any) -> str:
-    return str(c.item() if hasattr(c, "item") else c)
 
 
 def _check_labels(n: int, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -56,7 +31,7 @@ def _check_labels(n: int, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     classes, codes = encode_labels(labels)
     counts = np.bincount(codes, minlength=len(classes))
     if len(classes) < 2:
-        raise ValueError(f"need at least two classes, got one ({_label_key(classes[0])!r} for all {n} rows)")
+        raise ValueError(f"need at least two classes, got one ({label_key(classes[0])!r} for all {n} rows)")
     if not (counts >= 2).any():
         raise ValueError("every class has a single row: there are no same-label pairs")
     return classes, codes, counts
@@ -85,10 +60,6 @@ def class_sums(X: np.ndarray, codes: np.ndarray, k: int, *, weights: Optional[np
         q = np.einsum("ij,ij->i", U, U)
         sq += np.bincount(c, weights=q * w * w, minlength=k)
     return sums, sq
-
-
-# ------------------------------------------------------------------------------------------
-# AAG
 
 
 @dataclass
@@ -131,12 +102,12 @@ def aag(X: np.ndarray, labels: np.ndarray, *, chunk: int = CHUNK_ROWS) -> AAGRes
     all_pairs = float(n) * (n - 1)
     a, ms, md, per_class = _aag_from_sums(sums, sq, same_pairs, all_pairs)
     within = {
-        _label_key(c): (float(per_class[i] / (counts[i] * (counts[i] - 1))) if counts[i] > 1 else None)
+        label_key(c): (float(per_class[i] / (counts[i] * (counts[i] - 1))) if counts[i] > 1 else None)
         for i, c in enumerate(classes)
     }
     return AAGResult(aag=float(a), mean_same=float(ms), mean_diff=float(md),
                      n_same_pairs=int(same_pairs // 2), n_diff_pairs=int((all_pairs - same_pairs) // 2),
-                     within=within, class_counts={_label_key(c): int(counts[i]) for i, c in enumerate(classes)})
+                     within=within, class_counts={label_key(c): int(counts[i]) for i, c in enumerate(classes)})
 
 
 def aag_permutation_null(X: np.ndarray, labels: np.ndarray, permutations: int, seed: int = 0,
@@ -206,10 +177,6 @@ def _maybe_in_memory(X: np.ndarray, limit_bytes: int = 2 << 30) -> np.ndarray:
     return X
 
 
-# ------------------------------------------------------------------------------------------
-# variance share
-
-
 def variance_share(X: np.ndarray, labels: np.ndarray, *, chunk: int = CHUNK_ROWS) -> dict[str, Any]:
     """Share of total variance of the unit rows lying in the span of the centred class means.
 
@@ -236,94 +203,3 @@ def variance_share(X: np.ndarray, labels: np.ndarray, *, chunk: int = CHUNK_ROWS
     along /= n
     return {"variance_share": along / total if total > 0 else None, "dims": rank,
             "total_variance": total, "along_variance": along}
-
-
-# ------------------------------------------------------------------------------------------
-# label-retrieval MAP
-
-
-@dataclass
-class MapResult:
-    map: float  # x100
-    chance: float  # x100, expected MAP of a random ranking (closed form)
-    queries: int
-    sampled: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def expected_random_ap(n_items: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
-    """Expected average precision of a uniformly random ranking of N items, R relevant:
-    ``(R−1)/(N−1) + H_N·(N−R)/(N(N−1))`` (H_N the N-th harmonic number).
-
-    >>> round(float(expected_random_ap(np.array([2]), np.array([1]))[0]), 4)  # 1 of 2: (1 + 1/2)/2
-    0.75
-    """
-    N = np.asarray(n_items, dtype=np.float64)
-    R = np.asarray(n_relevant, dtype=np.float64)
-    H = np.array([np.sum(1.0 / np.arange(1, int(m) + 1)) for m in N])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(N > 1, (R - 1) / (N - 1) + H * (N - R) / (N * (N - 1)), 1.0)
-    return out
-
-
-def label_map(X: np.ndarray, labels: np.ndarray, *, queries: Optional[int] = None, seed: int = 0,
-              block: int = 256, threads: Optional[int] = None) -> MapResult:
-    """Leave-one-out label-retrieval MAP x100: each query row ranks all other rows by cosine
-    (descending; ties broken by row order), relevant = same label; AP averaged over queries.
-
-    Queries whose class has no other row are skipped (their AP is undefined). ``queries``
-    samples that many query rows (seeded) for very large ``n``; memory is ``block x n``.
-    """
-    import os
-
-    n = X.shape[0]
-    classes, codes, counts = _check_labels(n, labels)
-    threads = threads or min(4, os.cpu_count() or 1)
-    U = _maybe_in_memory(X)
-    eligible = np.flatnonzero(counts[codes] >= 2)
-    sampled = queries is not None and 0 < queries < len(eligible)
-    if sampled:
-        rng = np.random.default_rng(seed)
-        q_idx = np.sort(rng.choice(eligible, size=queries, replace=False))
-    else:
-        q_idx = eligible
-    aps = np.empty(len(q_idx))
-    if U is X:  # too large to hold unit rows: stream candidates in chunks, scaled by 1/|x_j|
-        inv_norm = np.concatenate([1.0 / np.linalg.norm(np.asarray(X[sl], dtype=np.float64), axis=1)
-                                   for sl in iter_chunks(n)]).astype(np.float32)
-
-        def scores(qi: np.ndarray) -> np.ndarray:
-            Q = unit_rows(X[qi]).astype(np.float32)
-            S = np.empty((len(qi), n), dtype=np.float32)
-            for sl in iter_chunks(n):
-                S[:, sl] = (Q @ np.asarray(X[sl], dtype=np.float32).T) * inv_norm[sl]
-            return S
-    else:
-        def scores(qi: np.ndarray) -> np.ndarray:
-            return U[qi] @ U.T  # (b, n) float32 cosines; X @ Y.T, not the symmetric path
-
-    def one_block(start: int) -> None:
-        qi = q_idx[start:start + block]
-        S = scores(qi)
-        S[np.arange(len(qi)), qi] = -np.inf  # the query itself ranks last
-        np.negative(S, out=S)
-        order = np.argsort(S, axis=1, kind="stable")[:, : n - 1]
-        rel = codes[order] == codes[qi][:, None]
-        hits = np.cumsum(rel, axis=1)
-        prec = hits / np.arange(1, n, dtype=np.float64)
-        aps[start:start + len(qi)] = (prec * rel).sum(axis=1) / rel.sum(axis=1)
-
-    starts = range(0, len(q_idx), block)
-    if threads > 1 and len(q_idx) > block:
-        from concurrent.futures import ThreadPoolExecutor  # numpy sorts release the GIL
-
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(one_block, starts))
-    else:
-        for start in starts:
-            one_block(start)
-    chance = expected_random_ap(np.full(len(q_idx), n - 1), counts[codes[q_idx]] - 1)
-    return MapResult(map=float(100 * aps.mean()), chance=float(100 * chance.mean()),
-                     queries=int(len(q_idx)), sampled=bool(sampled))

@@ -55,7 +55,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 #: anisotropy above this triggers the skill's warning
 WARN_ANISOTROPY = 0.3

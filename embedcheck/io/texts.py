@@ -25,9 +25,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .artifacts import parse_jsonl
-from .encode import hf_offline_env, hub_reachable
-from .errors import InputError
+from .jsonio import parse_jsonl
+from ..encode import hf_offline_env, hub_reachable
+from ..errors import InputError
 
 # ============================================================================================
 # input records

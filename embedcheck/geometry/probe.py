@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from ..rows import label_key
 
-from .geometry import _label_key
 
 
 @dataclass
@@ -41,7 +41,7 @@ class ProbeResult:
 
 def _per_class(y: np.ndarray) -> dict[str, int]:
     c, n = np.unique(y, return_counts=True)
-    return {_label_key(a): int(b) for a, b in zip(c, n)}
+    return {label_key(a): int(b) for a, b in zip(c, n)}
 
 
 def _model(C: float, max_iter: int, standardize: bool, seed: int):
@@ -83,7 +83,7 @@ def fit_probe(X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_te
         accuracy=float(100 * accuracy_score(y_test, pred)),
         macro_f1=float(100 * f1_score(y_test, pred, average="macro", labels=np.unique(np.concatenate([y_train, y_test])), zero_division=0)),
         majority_baseline=float(100 * np.mean(y_test == majority)),
-        majority_label=_label_key(majority),
+        majority_label=label_key(majority),
         n_train=int(len(y_train)), n_test=int(len(y_test)),
         train_per_class=_per_class(y_train), test_per_class=_per_class(y_test),
         standardized=bool(standardize), C=float(C), max_iter=int(max_iter), converged=converged,
@@ -97,7 +97,7 @@ def sample_shots(y: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     4
     """
     classes, counts = np.unique(y, return_counts=True)
-    short = [(_label_key(c), int(n)) for c, n in zip(classes, counts) if n < k]
+    short = [(label_key(c), int(n)) for c, n in zip(classes, counts) if n < k]
     if short:
         raise ValueError(f"--shots {k} needs {k} training rows per class; class {short[0][0]!r} has {short[0][1]}")
     idx = [rng.choice(np.flatnonzero(y == c), size=k, replace=False) for c in classes]

@@ -1,0 +1,119 @@
+"""The head file: safetensors with a versioned JSON config in its metadata. Loading checks the format
+and version and refuses pickles, foreign and truncated files; it never executes code from a file.
+"""
+
+from __future__ import annotations
+import json
+from typing import Any, Optional
+import numpy as np
+from ..errors import InputError
+from .base import KINDS, Head
+
+
+
+FORMAT = "embedcheck-head"
+
+
+FORMAT_VERSION = 1
+
+
+_PICKLE_MAGICS = (b"\x80", b"PK\x03\x04")  # pickle protocol ≥ 2, torch.save zip archive
+
+
+_MAX_HEADER = 100 * 1024 * 1024
+
+
+_DTYPES = {np.dtype(np.float32): "F32"}
+
+
+def head_to_bytes(head: Head, extra: Optional[dict[str, Any]] = None) -> bytes:
+    """Serialise a head as safetensors bytes, deterministically.
+
+    The header JSON has sorted keys (the ``safetensors`` library writes ``__metadata__`` in
+    hash order, so the same head could give different bytes). Metadata (all strings):
+    ``format = "embedcheck-head"``, ``format_version``, ``kind`` and ``config`` (JSON: kind,
+    dims, hyper-parameters, training summary, ``extra`` such as the input checksums).
+    """
+    config = dict(head.config)
+    config.update(extra or {})
+    config["kind"] = head.kind
+    meta = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "kind": head.kind,
+            "config": json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=False)}
+    header: dict[str, Any] = {"__metadata__": meta}
+    blobs: list[bytes] = []
+    offset = 0
+    for name in sorted(head.tensors):
+        arr = np.ascontiguousarray(head.tensors[name], dtype=np.float32)
+        raw = arr.astype("<f4", copy=False).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    hb = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    hb += b" " * (-len(hb) % 8)
+    return len(hb).to_bytes(8, "little") + hb + b"".join(blobs)
+
+
+def head_from_bytes(data: bytes, source: str = "head") -> Head:
+    """Parse and validate head bytes; never executes code. Any problem → one-line :class:`InputError`.
+
+    Refuses pickles and torch checkpoints, foreign or truncated safetensors files, unknown
+    format versions, unknown kinds and tensors inconsistent with the kind.
+    """
+    if len(data) == 0:
+        raise InputError(f"{source} is empty")
+    n = int.from_bytes(data[:8], "little") if len(data) >= 8 else 0
+    if n < 2 or n > _MAX_HEADER or data[8:9] != b"{":
+        # not a safetensors header; say what it is when we can tell
+        if data.startswith(_PICKLE_MAGICS):
+            raise InputError(f"{source} is a pickle / torch checkpoint, not a safetensors head; embedcheck never loads pickles")
+        raise InputError(f"{source} is not a safetensors file (bad header)")
+    if 8 + n > len(data):
+        raise InputError(f"{source} is truncated: its header needs {8 + n} bytes, the file has {len(data)}")
+    try:
+        header = json.loads(data[8:8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise InputError(f"{source} is not a safetensors file (header is not JSON)") from None
+    meta = header.get("__metadata__") if isinstance(header, dict) else None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise InputError(f"{source} is a safetensors file but not an embedcheck head (no format={FORMAT!r} metadata)")
+    try:
+        version = int(meta.get("format_version", ""))
+    except ValueError:
+        raise InputError(f"{source}: bad format_version {meta.get('format_version')!r}") from None
+    if version != FORMAT_VERSION:
+        raise InputError(f"{source} has head format version {version}; this embedcheck reads version {FORMAT_VERSION}")
+    try:
+        from safetensors.numpy import load as st_load
+
+        tensors = {k: np.asarray(v) for k, v in st_load(bytes(data)).items()}
+    except Exception as exc:  # noqa: BLE001 - SafetensorError and friends, one line
+        msg = " ".join(str(exc).split())
+        raise InputError(f"{source} is a corrupt or truncated safetensors file ({msg})") from None
+    try:
+        config = json.loads(meta.get("config", "{}"))
+    except json.JSONDecodeError:
+        raise InputError(f"{source}: head config metadata is not JSON") from None
+    kind = meta.get("kind")
+    if kind not in KINDS or config.get("kind") != kind:
+        raise InputError(f"{source}: unknown head kind {kind!r}")
+    _check_tensors(kind, tensors, source)
+    return Head(kind, {k: v.astype(np.float32, copy=False) for k, v in tensors.items()}, config)
+
+
+def _check_tensors(kind: str, t: dict[str, np.ndarray], source: str) -> None:
+    need = ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias") if kind == "mlp" else ("weight", "bias")
+    if sorted(t) != sorted(need):
+        raise InputError(f"{source}: a {kind} head holds tensors {sorted(need)}, found {sorted(t)}")
+    for k, v in t.items():
+        if v.dtype != np.float32 or not np.all(np.isfinite(v)):
+            raise InputError(f"{source}: tensor {k} must be finite float32")
+    ok = True
+    if kind == "mlp":
+        w1, b1, w2, b2 = t["fc1.weight"], t["fc1.bias"], t["fc2.weight"], t["fc2.bias"]
+        ok = (w1.ndim == 2 and w2.ndim == 2 and b1.shape == (w1.shape[0],) and w2.shape[1] == w1.shape[0]
+              and b2.shape == (w2.shape[0],))
+    else:
+        w, b = t["weight"], t["bias"]
+        ok = w.ndim == 2 and b.shape == (w.shape[0],)
+    if not ok:
+        raise InputError(f"{source}: tensor shapes {[(k, v.shape) for k, v in sorted(t.items())]} do not form a {kind} head")

@@ -1,0 +1,105 @@
+"""The SISE head (SISE paper): ``Linear(d, 256) → ReLU → Linear(256, 128) → L2-normalise``.
+
+It has ``256·d + 256 + 128·256 + 128 = 256·d + 33,152`` parameters and is trained on cached
+embeddings with the supervised contrastive loss at temperature ``τ = 0.07`` (Adam, lr 1e-3, weight
+decay 1e-5, batch 512, 60 epochs, reshuffled every epoch: :class:`~embedcheck.heads.params.MLPParams`).
+Every head reads **unit rows** (the input is L2-normalised first) and writes unit rows. ``torch`` is
+imported inside :func:`train_mlp` only.
+
+>>> mlp_param_count(384), mlp_param_count(768)
+(131456, 229760)
+"""
+
+from __future__ import annotations
+import time
+from typing import Any, Optional
+import numpy as np
+from ..errors import InputError
+from ..rows import unit_rows
+from .base import EpochCallback, Head, TrainResult, _base_config, _summary, head_codes
+from .params import MLPParams
+from .supcon import supcon_loss
+
+
+
+def mlp_param_count(d: int, hidden: int = 256, out: int = 128) -> int:
+    """Parameters of ``Linear(d, hidden) → ReLU → Linear(hidden, out)``: ``256·d + 33,152`` by default.
+
+    >>> mlp_param_count(2560)
+    688512
+    """
+    return hidden * d + hidden + out * hidden + out
+
+
+def train_mlp(X: np.ndarray, labels: np.ndarray, params: MLPParams = MLPParams(), *,
+              on_epoch: Optional[EpochCallback] = None, summarize: bool = True) -> TrainResult:
+    """Train the SISE head with SupCon on cached embeddings (rows L2-normalised first).
+
+    Deterministic: ``torch.manual_seed(seed)`` (inside ``fork_rng``, the caller's RNG state is
+    kept) for the initialisation, a ``numpy.random.default_rng(seed)`` permutation per epoch,
+    and a fixed ``threads`` count (restored afterwards). Same inputs, seed and threads → the
+    same weights, bit for bit. The last batch of an epoch may be smaller than ``batch_size``;
+    a batch in which no row has a positive is skipped (no optimiser step).
+    """
+    import torch
+
+    n, d = X.shape
+    p = params
+    hidden_dim, out_dim, temperature, lr = p.hidden_dim, p.out_dim, p.temperature, p.lr
+    weight_decay, batch_size, epochs, seed, threads = p.weight_decay, p.batch_size, p.epochs, p.seed, p.threads
+    classes, codes = head_codes(labels, n)
+    U = unit_rows(X, dtype=np.float32)
+    t0 = time.perf_counter()
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    losses: list[float] = []
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = torch.nn.Sequential(torch.nn.Linear(d, hidden_dim), torch.nn.ReLU(),
+                                        torch.nn.Linear(hidden_dim, out_dim))
+        opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+        Ut = torch.from_numpy(U)
+        yt = torch.from_numpy(codes)
+        rng = np.random.default_rng(seed)
+        for epoch in range(epochs):
+            perm = torch.from_numpy(rng.permutation(n))
+            total, anchors = 0.0, 0
+            for start in range(0, n, batch_size):
+                idx = perm[start:start + batch_size]
+                z = torch.nn.functional.normalize(model(Ut[idx]), dim=1)
+                loss, used = supcon_loss(z, yt[idx], temperature)
+                if used == 0:
+                    continue
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                total += float(loss.detach()) * used
+                anchors += used
+            if anchors == 0:
+                raise InputError(f"no batch of {batch_size} rows held two rows with the same label; "
+                                 "increase --batch-size (SupCon needs positives)")
+            losses.append(total / anchors)
+            if on_epoch is not None:
+                on_epoch(epoch, losses[-1])
+        tensors = {
+            "fc1.weight": model[0].weight.detach().numpy().astype(np.float32).copy(),
+            "fc1.bias": model[0].bias.detach().numpy().astype(np.float32).copy(),
+            "fc2.weight": model[2].weight.detach().numpy().astype(np.float32).copy(),
+            "fc2.bias": model[2].bias.detach().numpy().astype(np.float32).copy(),
+        }
+    finally:
+        torch.set_num_threads(old_threads)
+    seconds = time.perf_counter() - t0
+    hp = {**p.to_dict(), "loss": "supcon (Khosla et al. 2020, L_out)", "optimizer": "adam"}
+    head = Head("mlp", tensors, _base_config("mlp", d, out_dim, classes, hp, hidden_dim=hidden_dim))
+    summary: dict[str, Any] = {
+        "n_rows": int(n),
+        "parameters": head.n_params,
+        "loss_first": losses[0] if losses else None,
+        "loss_last": losses[-1] if losses else None,
+    }
+    if summarize:
+        summary.update(_summary(U, codes, head, seed))
+    head.config["summary"] = summary
+    return TrainResult(head, losses, seconds, summary)

@@ -1,0 +1,76 @@
+"""JSON Lines reading and strict JSON writing (NaN → null, numpy scalars → Python).
+"""
+
+from __future__ import annotations
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+import numpy as np
+from .paths import check_file
+from ..errors import InputError
+
+
+
+def parse_jsonl(lines: Iterable[str], where: str) -> list[dict]:
+    """JSON objects from JSON-lines text (blank lines skipped), with ``where:line`` in errors.
+
+    >>> parse_jsonl(['{"a": 1}', '', '{"a": 2}'], "x.jsonl")
+    [{'a': 1}, {'a': 2}]
+    """
+    rows: list[dict] = []
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}:{lineno}: not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}:{lineno}: expected one JSON object per line")
+        rows.append(obj)
+    return rows
+
+
+def read_jsonl(path: str | os.PathLike, what: str = "file") -> list[dict]:
+    """Read a UTF-8 JSON-lines file into a list of dicts, with one-line errors."""
+    p = check_file(path, what)
+    try:
+        with open(p, "r", encoding="utf-8-sig") as f:  # -sig: a leading BOM is not part of the data
+            rows = parse_jsonl(f, str(p))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p} is not valid UTF-8 (byte {exc.start}); re-encode it as UTF-8") from None
+    if not rows:
+        raise InputError(f"{what} {p} has no rows")
+    return rows
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return None if not np.isfinite(o) else float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.bool_):
+        return bool(o)
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _clean(obj: Any) -> Any:
+    """Replace float NaN/inf by None so the output is strict JSON."""
+    if isinstance(obj, float):
+        return obj if np.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def dumps(obj: Any, indent: int | None = 2) -> str:
+    """Strict JSON (NaN → null, numpy scalars → Python) with stable key order."""
+    return json.dumps(_clean(json.loads(json.dumps(obj, default=_json_default, allow_nan=True))),
+                      indent=indent, ensure_ascii=False, allow_nan=False)

@@ -1,0 +1,140 @@
+"""Labels and scores: one parser for ``.npy``, ``.jsonl`` and ``.txt`` label files, one for score files.
+"""
+
+from __future__ import annotations
+import os
+from pathlib import Path
+from typing import Any, Sequence
+import numpy as np
+from .jsonio import read_jsonl
+from .npy import open_npy
+from .paths import check_file
+from ..errors import InputError
+
+
+
+def _normalise_label_values(values: Sequence[Any], source: str) -> np.ndarray:
+    """Ints stay ints, strings of integers become ints, other strings stay strings."""
+    out: list[Any] = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or v is None or isinstance(v, (list, dict)):
+            raise InputError(f"{source}: label {i} is {v!r}; labels must be ints or strings")
+        if isinstance(v, float):
+            if not v.is_integer():
+                raise InputError(f"{source}: label {i} is {v!r}; labels must be ints or strings")
+            v = int(v)
+        out.append(v)
+    strs = [str(v) for v in out]
+    if all(_is_int_string(v) for v in strs):
+        ints = [int(v) for v in strs]
+        if all(_I64.min <= v <= _I64.max for v in ints):
+            return np.asarray(ints, dtype=np.int64)
+        return np.asarray([str(v) for v in ints], dtype=str)  # beyond int64: keep them exact, as names
+    return np.asarray(strs, dtype=str)
+
+
+_I64 = np.iinfo(np.int64)
+
+
+def _is_int_string(s: str) -> bool:
+    s = s.strip()
+    if s.startswith(("-", "+")):
+        s = s[1:]
+    return s.isascii() and s.isdigit()  # not "²" (isdigit, but int() refuses it)
+
+
+def _text_lines(p: Path) -> list[str]:
+    """Lines of a UTF-8 text file (a BOM is dropped), without trailing blank lines."""
+    try:
+        lines = p.read_text(encoding="utf-8-sig").splitlines()
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p} is not valid UTF-8 (byte {exc.start})") from None
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: str = "label",
+                what: str = "labels") -> np.ndarray:
+    """Labels from a 1-D ``.npy``, a ``.jsonl`` (``field``) or a ``.txt`` (one per line).
+
+    Returns an int64 array when every label is an integer (or an integer string), else a
+    str array. ``n_rows`` checks the count against the embeddings.
+    """
+    p = check_file(path, what)
+    suffix = p.suffix.lower()
+    if suffix == ".npy":
+        arr = open_npy(p, what)
+        if arr.ndim != 1:
+            raise InputError(f"{what} {p} must be 1-D, got shape {arr.shape}")
+        if arr.dtype.kind == "u" and arr.size and int(np.asarray(arr).max()) > _I64.max:
+            labels = np.asarray([str(int(v)) for v in np.asarray(arr)], dtype=str)
+        elif arr.dtype.kind in "iub":
+            labels = np.asarray(arr, dtype=np.int64)
+        elif arr.dtype.kind in "US":
+            labels = _normalise_label_values([str(v) for v in np.asarray(arr).astype(str)], str(p))
+        elif arr.dtype.kind == "f":
+            a = np.asarray(arr)
+            if not np.all(np.isfinite(a)) or not np.all(a == np.round(a)):
+                raise InputError(f"{what} {p} holds non-integer floats; labels must be ints or strings")
+            labels = a.astype(np.int64)
+        else:
+            raise InputError(f"{what} {p} has dtype {arr.dtype}; expected ints or strings")
+    elif suffix in (".jsonl", ".ndjson"):
+        rows = read_jsonl(p, what)
+        missing = [i for i, r in enumerate(rows) if field not in r]
+        if missing:
+            raise InputError(f"{p}: row {missing[0]} has no field {field!r} (use --label-field)")
+        labels = _normalise_label_values([r[field] for r in rows], str(p))
+    elif suffix in (".txt", ".tsv", ".csv", ""):
+        lines = _text_lines(p)
+        empty = [i for i, s in enumerate(lines) if not s.strip()]
+        if empty:
+            raise InputError(f"{p}: line {empty[0] + 1} is empty; one label per line expected")
+        if not lines:
+            raise InputError(f"{what} {p} has no labels")
+        labels = _normalise_label_values([s.strip() for s in lines], str(p))
+    else:
+        raise InputError(f"{what} {p}: unsupported format {suffix!r} (use .npy, .jsonl or .txt)")
+    if n_rows is not None and len(labels) != n_rows:
+        raise InputError(f"{what} {p} has {len(labels)} labels but the embeddings have {n_rows} rows")
+    return labels
+
+
+def load_scores(path: str | os.PathLike, n_rows: int | None = None, *, field: str = "score") -> np.ndarray:
+    """Gold similarity scores from a 1-D ``.npy``, a ``.jsonl`` field, or a ``.txt``."""
+    p = check_file(path, "scores")
+    suffix = p.suffix.lower()
+    if suffix == ".npy":
+        arr = open_npy(p, "scores")
+        if arr.ndim != 1 or arr.dtype.kind not in "iuf":
+            raise InputError(f"scores {p} must be a 1-D numeric array, got {arr.dtype} {arr.shape}")
+        scores = np.asarray(arr, dtype=np.float64)
+    elif suffix in (".jsonl", ".ndjson"):
+        rows = read_jsonl(p, "scores")
+        vals = []
+        for i, r in enumerate(rows):
+            v = r.get(field)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise InputError(f"{p}: row {i} has no numeric field {field!r} (use --score-field)")
+            try:
+                vals.append(float(v))
+            except OverflowError:
+                raise InputError(f"{p}: row {i}: score {field!r} is too large for a float") from None
+        scores = np.asarray(vals, dtype=np.float64)
+    elif suffix == ".txt":
+        lines = _text_lines(p)
+        vals = []
+        for lineno, line in enumerate(lines, 1):
+            try:
+                vals.append(float(line.strip()))
+            except ValueError:
+                raise InputError(f"{p}:{lineno}: {line.strip()[:40]!r} is not one number; one score per line expected") from None
+        scores = np.asarray(vals, dtype=np.float64)
+    else:
+        raise InputError(f"scores {p}: unsupported format {suffix!r} (use .npy, .jsonl or .txt)")
+    if not np.all(np.isfinite(scores)):
+        raise InputError(f"scores {p} contain NaN or inf")
+    if n_rows is not None and len(scores) != n_rows:
+        raise InputError(f"scores {p} has {len(scores)} values but the embeddings have {n_rows} rows")
+    return scores

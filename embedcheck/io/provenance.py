@@ -1,0 +1,57 @@
+"""Provenance sidecars: ``<name>.meta.json`` beside every written array (command, options, inputs with
+their sha256, package versions).
+"""
+
+from __future__ import annotations
+import hashlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+
+
+def meta_path(path: str | os.PathLike) -> Path:
+    """``out/x.npy`` → ``out/x.meta.json``; ``h.safetensors`` → ``h.meta.json``."""
+    p = Path(path)
+    return p.with_name(p.stem + ".meta.json") if p.suffix else p.with_name(p.name + ".meta.json")
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def package_versions(extra: Sequence[str] = ()) -> dict[str, str]:
+    """Versions of the packages that decide the numbers (only those already imported or cheap)."""
+    from importlib import metadata
+
+    names = ["embedcheck", "numpy", "scipy", "scikit-learn", *extra]
+    out = {"python": sys.version.split()[0]}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def provenance(command: str, inputs: dict[str, str | os.PathLike], options: dict[str, Any],
+               *, extra_packages: Sequence[str] = (), **fields: Any) -> dict[str, Any]:
+    """The sidecar dict every written array gets."""
+    return {
+        "command": command,
+        "argv": sys.argv[1:],
+        "options": options,
+        "inputs": {k: {"path": str(v), "sha256": sha256_file(v)} for k, v in inputs.items()},
+        **fields,
+        "versions": package_versions(extra_packages),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }

@@ -1,0 +1,86 @@
+"""Row-wise basics every layer shares: row chunks, unit rows and label codes.
+
+This is the ground floor of the package (it imports only numpy and :mod:`embedcheck.errors`).
+
+**The zero-row policy** (one for the whole package): a row of zeros has no direction. By default
+:func:`unit_rows` keeps it as a row of zeros, so every cosine with it is 0 and it adds nothing to a
+sum of unit rows; ``zero="raise"`` refuses it with an :class:`~embedcheck.errors.InputError` that
+names the row, for computations where a row without a direction has no meaning (a matched pair).
+Readers refuse zero rows up front where a command needs a direction
+(:func:`embedcheck.io.npy.check_rows`), so in practice the default only matters for library users.
+
+>>> import numpy as np
+>>> unit_rows(np.array([[3.0, 4.0], [0.0, 0.0]])).tolist()
+[[0.6, 0.8], [0.0, 0.0]]
+>>> classes, codes = encode_labels(np.array(["b", "a", "b"]))
+>>> classes.tolist(), codes.tolist()
+(['a', 'b'], [1, 0, 1])
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Literal, Optional
+
+import numpy as np
+
+from .errors import InputError
+
+#: rows per block when streaming a matrix (float64 work buffer of 8192 x 4096 = 256 MB worst case)
+CHUNK_ROWS = 8192
+
+
+def iter_chunks(n: int, chunk: int = CHUNK_ROWS) -> Iterator[slice]:
+    """Slices covering ``range(n)`` in blocks of ``chunk`` rows.
+
+    >>> [(s.start, s.stop) for s in iter_chunks(5, 2)]
+    [(0, 2), (2, 4), (4, 5)]
+    """
+    for start in range(0, n, chunk):
+        yield slice(start, min(start + chunk, n))
+
+
+def unit_rows(X: Any, *, dtype: Any = np.float64, zero: Literal["keep", "raise"] = "keep",
+              name: str = "embeddings", offset: int = 0) -> np.ndarray:
+    """Rows L2-normalised, norms computed in float64, returned as ``dtype`` (float64 or float32).
+
+    Zero rows follow the module's policy: kept as zeros (``zero="keep"``) or refused
+    (``zero="raise"``; the message names row ``offset + k`` of ``name``).
+
+    >>> unit_rows(np.array([[1.0, 0.0]]), dtype=np.float32).dtype
+    dtype('float32')
+    """
+    X = np.asarray(X)
+    sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+    ok = sq > 0
+    if zero == "raise" and not ok.all():
+        k = int(np.flatnonzero(~ok)[0])
+        raise InputError(f"row {offset + k} of {name} has length zero and no direction")
+    inv = np.zeros_like(sq)
+    np.divide(1.0, np.sqrt(sq), out=inv, where=ok)
+    if np.dtype(dtype) == np.float32:
+        if X.dtype == np.float32:  # multiplying by the reciprocal is ~6x faster than dividing
+            return X * inv.astype(np.float32)[:, None]
+        return (X * inv[:, None]).astype(np.float32)
+    return np.asarray(X, dtype=np.float64) * inv[:, None]
+
+
+def label_key(c: Any) -> str:
+    """A class as a JSON key: numpy scalars unwrapped, then ``str``."""
+    return str(c.item() if hasattr(c, "item") else c)
+
+
+def encode_labels(labels: Any, n_rows: Optional[int] = None, *, min_classes: int = 1,
+                  what: str = "embeddings") -> tuple[np.ndarray, np.ndarray]:
+    """The one label encoder: ``(classes, codes)`` with ``classes[codes] == labels``, classes sorted
+    as numpy sorts them, codes int64. Checks the length against ``n_rows`` and that there are at
+    least ``min_classes`` classes."""
+    labels = np.asarray(labels)
+    if n_rows is not None and (labels.ndim != 1 or len(labels) != n_rows):
+        raise InputError(f"labels have {labels.shape[0] if labels.ndim else 0} entries but the {what} have {n_rows} rows")
+    classes, codes = np.unique(labels, return_inverse=True)
+    if len(classes) < min_classes:
+        only = f"; every row has label {label_key(classes[0])!r}" if len(classes) else ""
+        words = {1: "one", 2: "two", 3: "three"}
+        raise InputError(f"need at least {words.get(min_classes, min_classes)} classes, got "
+                         f"{words.get(len(classes), len(classes))}{only}")
+    return classes, codes.astype(np.int64).ravel()
