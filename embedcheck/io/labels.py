@@ -9,6 +9,7 @@ import numpy as np
 from .jsonio import read_jsonl
 from .npy import open_npy
 from .paths import check_file
+from .shards import is_shard_set, sidecar_field
 from ..errors import InputError
 
 
@@ -59,8 +60,14 @@ def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: st
     """Labels from a 1-D ``.npy``, a ``.jsonl`` (``field``) or a ``.txt`` (one per line).
 
     Returns an int64 array when every label is an integer (or an integer string), else a
-    str array. ``n_rows`` checks the count against the embeddings.
+    str array. ``n_rows`` checks the count against the embeddings. A shard set (folder or
+    manifest) gives ``field`` of its sidecar records, in manifest order.
     """
+    if is_shard_set(path):
+        labels = _normalise_label_values(sidecar_field(path, field, what=what), str(path))
+        if n_rows is not None and len(labels) != n_rows:
+            raise InputError(f"{what} {path} has {len(labels)} labels but the embeddings have {n_rows} rows")
+        return labels
     p = check_file(path, what)
     suffix = p.suffix.lower()
     if suffix == ".npy":
@@ -102,10 +109,18 @@ def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: st
 
 
 def load_scores(path: str | os.PathLike, n_rows: int | None = None, *, field: str = "score") -> np.ndarray:
-    """Gold similarity scores from a 1-D ``.npy``, a ``.jsonl`` field, or a ``.txt``."""
-    p = check_file(path, "scores")
-    suffix = p.suffix.lower()
-    if suffix == ".npy":
+    """Gold similarity scores from a 1-D ``.npy``, a ``.jsonl`` field, a ``.txt``, or the sidecars of a
+    shard set (``field`` of each record, in manifest order)."""
+    p = Path(path)
+    suffix = "shards" if is_shard_set(path) else check_file(path, "scores").suffix.lower()
+    if suffix == "shards":
+        vals = []
+        for i, v in enumerate(sidecar_field(path, field, what="scores")):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise InputError(f"scores {p}: record {i} has no numeric field {field!r} (use --score-field)")
+            vals.append(float(v))
+        scores = np.asarray(vals, dtype=np.float64)
+    elif suffix == ".npy":
         arr = open_npy(p, "scores")
         if arr.ndim != 1 or arr.dtype.kind not in "iuf":
             raise InputError(f"scores {p} must be a 1-D numeric array, got {arr.dtype} {arr.shape}")

@@ -17,110 +17,17 @@ unpickles.
 
 from __future__ import annotations
 import os
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 from pathlib import Path
 import numpy as np
 from ..rows import iter_chunks
-from .paths import check_file
 from ..errors import InputError
+from .npyfile import _npy_header, check_matrix_shape, check_rows, open_npy
+from .shards import ShardedMatrix, is_shard_set, load_shard_matrix, open_shard_set
 
+__all__ = ["ShardedMatrix", "_npy_header", "check_matrix_shape", "check_rows", "check_same_dim", "check_same_rows",
+           "load_matrix", "open_npy", "stream_rows"]
 
-
-def _npy_header(path: Path) -> tuple[tuple[int, ...], bool, np.dtype, int]:
-    """Parse a ``.npy`` header without loading data: (shape, fortran, dtype, data offset)."""
-    try:
-        with open(path, "rb") as f:
-            try:
-                version = np.lib.format.read_magic(f)
-            except ValueError:
-                f.seek(0)
-                if f.read(1) == b"\x80":
-                    raise InputError(f"{path} is a pickle, not a .npy array; embedcheck never loads pickles") from None
-                raise InputError(f"{path} is not a .npy file (bad magic bytes)") from None
-            try:
-                if version == (1, 0):
-                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-                elif version in ((2, 0), (3, 0)):
-                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-                else:  # pragma: no cover - numpy only writes 1.0-3.0
-                    raise InputError(f"{path}: unsupported .npy version {version}")
-            except (ValueError, SyntaxError) as exc:
-                raise InputError(f"{path}: corrupt .npy header ({exc})") from None
-            offset = f.tell()
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return tuple(shape), bool(fortran), np.dtype(dtype), offset
-
-
-def open_npy(path: str | os.PathLike, what: str = "array") -> np.ndarray:
-    """Memory-map a ``.npy`` file read-only after checking header, dtype and size.
-
-    Refuses object (pickled) arrays, structured dtypes and truncated files.
-    """
-    p = check_file(path, what)
-    if p.suffix.lower() != ".npy":
-        raise InputError(f"{what} {p} must be a .npy file")
-    shape, fortran, dtype, offset = _npy_header(p)
-    if dtype.hasobject:
-        raise InputError(f"{p} holds Python objects (a pickle); embedcheck never loads pickles")
-    if dtype.names is not None:
-        raise InputError(f"{p} has a structured dtype {dtype}; expected a plain array")
-    expected = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    size = p.stat().st_size
-    if size < expected:
-        raise InputError(f"{p} is truncated: {size} bytes, header promises {expected}")
-    if int(np.prod(shape, dtype=np.int64)) == 0:
-        return np.zeros(shape, dtype=dtype)
-    try:
-        return np.load(p, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError) as exc:  # pragma: no cover - header checks catch these first
-        raise InputError(f"cannot load {p}: {exc}") from None
-
-
-def check_matrix_shape(X: np.ndarray, p: Path, *, what: str = "embeddings", min_rows: int = 1) -> None:
-    """An embedding matrix is 2-D float16/32/64 with at least ``min_rows`` rows and one column."""
-    if X.ndim != 2:
-        raise InputError(f"{what} {p} must be 2-D (rows x dims), got shape {X.shape}")
-    if X.dtype.kind != "f" or X.dtype.itemsize not in (2, 4, 8):
-        raise InputError(f"{what} {p} must be float16/32/64, got {X.dtype}")
-    n, d = X.shape
-    if n < min_rows:
-        raise InputError(f"{what} {p} has {n} rows; at least {min_rows} needed")
-    if d == 0:
-        raise InputError(f"{what} {p} has zero columns")
-
-
-def check_rows(rows: np.ndarray, start: int, p: Path, *, what: str = "embeddings", need_direction: bool = True,
-               work: str = "float32", overflow_in_work: bool = False) -> None:
-    """Refuse NaN/inf rows and norms that overflow float64 (or ``work``, with ``overflow_in_work``);
-    where a direction is needed, all-zero rows and norms that underflow in ``work`` (the precision
-    the rows are used in downstream: float32 for torch heads and ``project``). ``start`` is the
-    first row's index in the file."""
-    block = np.asarray(rows, dtype=np.float64)
-    finite = np.isfinite(block).all(axis=1)
-    if not finite.all():
-        bad = start + int(np.flatnonzero(~finite)[0])
-        count = int((~finite).sum())
-        raise InputError(f"{what} {p}: row {bad} has NaN or inf ({count} such rows in rows {start}-{start + len(block) - 1})")
-    if need_direction:
-        zero = ~(np.abs(block) > 0).any(axis=1)
-        if zero.any():
-            bad = start + int(np.flatnonzero(zero)[0])
-            raise InputError(f"{what} {p}: row {bad} is all zeros and has no direction")
-    with np.errstate(over="ignore", under="ignore"):
-        sq = np.einsum("ij,ij->i", block, block)
-    over = ~np.isfinite(sq) | (sq > float(np.finfo(work).max) if overflow_in_work else False)
-    if over.any():
-        bad = start + int(np.flatnonzero(over)[0])
-        where = work if overflow_in_work else "float64"
-        raise InputError(f"{what} {p}: row {bad} is too large (its squared norm overflows {where}); rescale the vectors")
-    if need_direction:
-        small = ~(sq >= float(np.finfo(work).tiny))
-        if small.any():
-            bad = start + int(np.flatnonzero(small)[0])
-            big = float(np.abs(block[bad - start]).max())
-            raise InputError(f"{what} {p}: row {bad} is so close to zero (largest |value| {big:.3g}) that its "
-                             f"norm underflows in {work}; rescale the vectors")
 
 
 def load_matrix(
@@ -134,7 +41,15 @@ def load_matrix(
 
     Returns a read-only memmap (float16/32/64 kept as stored); callers stream it with
     :func:`iter_chunks` and accumulate in float64. The validation pass is itself streamed.
+
+    A shard set (a folder holding ``manifest.json``, or that manifest) gives a
+    :class:`~embedcheck.io.shards.ShardedMatrix` over its shards after the same checks plus the
+    shards' sha256 (:func:`~embedcheck.io.shards.load_shard_matrix`); it is typed as an array
+    because readers use only what both share (``shape``, ``dtype``, ``X[...]``, ``np.asarray``).
     """
+    if is_shard_set(path) or Path(path).is_dir():
+        return cast(np.ndarray, load_shard_matrix(path, what=what, need_direction=need_direction,
+                                                  min_rows=min_rows))
     X = open_npy(path, what)
     p = Path(path)
     check_matrix_shape(X, p, what=what, min_rows=min_rows)
@@ -159,7 +74,14 @@ def stream_rows(path: Path, chunk: int, sha: Any) -> Iterator[tuple[slice, np.nd
 
     Memory-mapped pages would count in the resident set as they are touched; explicit reads
     into one reusable buffer keep peak RSS at one chunk. The whole file also feeds ``sha``.
+
+    A shard set is streamed shard by shard in manifest order (slices are global rows; a block
+    never spans two shards); ``sha`` gets the manifest's bytes (which pin every shard's sha256),
+    and each shard is re-hashed as it is read: a mismatch raises after its last block.
     """
+    if is_shard_set(path):
+        yield from _stream_shard_rows(path, chunk, sha)
+        return
     X = open_npy(path, "embeddings")  # header checks only: pickles, dtype, truncation
     check_matrix_shape(X, Path(path))
     n, d = X.shape
@@ -192,6 +114,19 @@ def stream_rows(path: Path, chunk: int, sha: Any) -> Iterator[tuple[slice, np.nd
             if not rest:
                 break
             sha.update(rest)
+
+
+def _stream_shard_rows(path: Path, chunk: int, sha: Any) -> Iterator[tuple[slice, np.ndarray]]:
+    import hashlib
+
+    ss = open_shard_set(path, verify=False)
+    sha.update(ss.manifest_path.read_bytes())
+    for i, e in enumerate(ss.shards):
+        h = hashlib.sha256()
+        for sl, block in stream_rows(ss.shard_path(i), chunk, h):
+            yield slice(e.start + sl.start, e.start + sl.stop), block
+        if h.hexdigest() != e.sha256:
+            ss.verify_shard(i)  # raises, naming the shard
 
 
 def _validate_block(block: np.ndarray, sl: slice, path: Path) -> np.ndarray:

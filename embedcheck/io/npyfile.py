@@ -1,0 +1,114 @@
+"""Low-level ``.npy`` file checks: header-first parsing (``allow_pickle=False``), the read-only memmap
+and the row checks every reader shares (NaN/inf, zero rows, shape).
+
+This is the floor of :mod:`embedcheck.io`: :mod:`embedcheck.io.npy` (matrices) and
+:mod:`embedcheck.io.shards` (shard sets) both build on it, so neither imports the other's
+upper half. Nothing here ever unpickles.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from .paths import check_file
+
+
+def _npy_header(path: Path) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """Parse a ``.npy`` header without loading data: (shape, fortran, dtype, data offset)."""
+    try:
+        with open(path, "rb") as f:
+            try:
+                version = np.lib.format.read_magic(f)
+            except ValueError:
+                f.seek(0)
+                if f.read(1) == b"\x80":
+                    raise InputError(f"{path} is a pickle, not a .npy array; embedcheck never loads pickles") from None
+                raise InputError(f"{path} is not a .npy file (bad magic bytes)") from None
+            try:
+                if version == (1, 0):
+                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+                elif version in ((2, 0), (3, 0)):
+                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+                else:  # pragma: no cover - numpy only writes 1.0-3.0
+                    raise InputError(f"{path}: unsupported .npy version {version}")
+            except (ValueError, SyntaxError) as exc:
+                raise InputError(f"{path}: corrupt .npy header ({exc})") from None
+            offset = f.tell()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return tuple(shape), bool(fortran), np.dtype(dtype), offset
+
+
+def open_npy(path: str | os.PathLike, what: str = "array") -> np.ndarray:
+    """Memory-map a ``.npy`` file read-only after checking header, dtype and size.
+
+    Refuses object (pickled) arrays, structured dtypes and truncated files.
+    """
+    p = check_file(path, what)
+    if p.suffix.lower() != ".npy":
+        raise InputError(f"{what} {p} must be a .npy file")
+    shape, _fortran, dtype, offset = _npy_header(p)
+    if dtype.hasobject:
+        raise InputError(f"{p} holds Python objects (a pickle); embedcheck never loads pickles")
+    if dtype.names is not None:
+        raise InputError(f"{p} has a structured dtype {dtype}; expected a plain array")
+    expected = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    size = p.stat().st_size
+    if size < expected:
+        raise InputError(f"{p} is truncated: {size} bytes, header promises {expected}")
+    if int(np.prod(shape, dtype=np.int64)) == 0:
+        return np.zeros(shape, dtype=dtype)
+    try:
+        return np.load(p, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError) as exc:  # pragma: no cover - header checks catch these first
+        raise InputError(f"cannot load {p}: {exc}") from None
+
+
+def check_matrix_shape(X: np.ndarray, p: Path, *, what: str = "embeddings", min_rows: int = 1) -> None:
+    """An embedding matrix is 2-D float16/32/64 with at least ``min_rows`` rows and one column."""
+    if X.ndim != 2:
+        raise InputError(f"{what} {p} must be 2-D (rows x dims), got shape {X.shape}")
+    if X.dtype.kind != "f" or X.dtype.itemsize not in (2, 4, 8):
+        raise InputError(f"{what} {p} must be float16/32/64, got {X.dtype}")
+    n, d = X.shape
+    if n < min_rows:
+        raise InputError(f"{what} {p} has {n} rows; at least {min_rows} needed")
+    if d == 0:
+        raise InputError(f"{what} {p} has zero columns")
+
+
+def check_rows(rows: np.ndarray, start: int, p: Path, *, what: str = "embeddings", need_direction: bool = True,
+               work: str = "float32", overflow_in_work: bool = False) -> None:
+    """Refuse NaN/inf rows and norms that overflow float64 (or ``work``, with ``overflow_in_work``);
+    where a direction is needed, all-zero rows and norms that underflow in ``work`` (the precision
+    the rows are used in downstream: float32 for torch heads and ``project``). ``start`` is the
+    first row's index in the file."""
+    block = np.asarray(rows, dtype=np.float64)
+    finite = np.isfinite(block).all(axis=1)
+    if not finite.all():
+        bad = start + int(np.flatnonzero(~finite)[0])
+        count = int((~finite).sum())
+        raise InputError(f"{what} {p}: row {bad} has NaN or inf ({count} such rows in rows {start}-{start + len(block) - 1})")
+    if need_direction:
+        zero = ~(np.abs(block) > 0).any(axis=1)
+        if zero.any():
+            bad = start + int(np.flatnonzero(zero)[0])
+            raise InputError(f"{what} {p}: row {bad} is all zeros and has no direction")
+    with np.errstate(over="ignore", under="ignore"):
+        sq = np.einsum("ij,ij->i", block, block)
+    over = ~np.isfinite(sq) | (sq > float(np.finfo(work).max) if overflow_in_work else False)
+    if over.any():
+        bad = start + int(np.flatnonzero(over)[0])
+        where = work if overflow_in_work else "float64"
+        raise InputError(f"{what} {p}: row {bad} is too large (its squared norm overflows {where}); rescale the vectors")
+    if need_direction:
+        small = ~(sq >= float(np.finfo(work).tiny))
+        if small.any():
+            bad = start + int(np.flatnonzero(small)[0])
+            big = float(np.abs(block[bad - start]).max())
+            raise InputError(f"{what} {p}: row {bad} is so close to zero (largest |value| {big:.3g}) that its "
+                             f"norm underflows in {work}; rescale the vectors")

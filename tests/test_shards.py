@@ -1,0 +1,210 @@
+"""Sharded artifacts (issue 10, part 1): the format and its API, bad shard sets, and the proof that
+every command gives the same JSON on a shard set as on the monolithic file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, assert_one_line_error, read_jsonl
+
+from embedcheck.io import shards as S
+from embedcheck.io.atomic import AtomicBatch
+from embedcheck.io.labels import load_labels, load_scores
+from embedcheck.io.npy import load_matrix, stream_rows
+
+TOPICS = FIXTURES / "topics.npy"
+TOPICS_LABELS = FIXTURES / "topics.labels.jsonl"
+CUTS = {1: [600], 2: [401, 199], 7: [1, 100, 0, 250, 49, 150, 50]}  # uneven, one empty shard
+
+
+def cut(X: np.ndarray, sizes: list[int]) -> list[int]:
+    """``sizes`` scaled to ``len(X)`` rows (keeps them uneven), the last shard takes the rest."""
+    n = len(X)
+    total = sum(sizes)
+    out = [s * n // total for s in sizes[:-1]]
+    return out + [n - sum(out)]
+
+
+def make_set(tmp: Path, name: str, X: np.ndarray, sizes: list[int], records: list[dict] | None = None,
+             model: str | None = None) -> Path:
+    records = records if records is not None else [{"index": i} for i in range(len(X))]
+    S.write_shard_set(tmp / name, X, records, cut(X, sizes), model=model)
+    return tmp / name
+
+
+# --------------------------------------------------------------------------------------------
+# the API
+
+
+def test_round_trip_and_indexing_equal_numpy(tmp_path):
+    A = np.load(TOPICS)
+    recs = read_jsonl(TOPICS_LABELS)
+    d = make_set(tmp_path, "s7", A, CUTS[7], recs, model="m")
+    ss = S.open_shard_set(d)
+    assert (ss.dim, ss.dtype, ss.rows, ss.model) == (48, np.dtype("float32"), 600, "m")
+    assert [e.rows for e in ss.shards] == CUTS[7]
+    assert [e.start for e in ss.shards] == list(np.cumsum([0] + CUTS[7][:-1]))
+    for i, e in enumerate(ss.shards):  # the manifest's hashes are the files' hashes
+        assert e.sha256 == hashlib.sha256(ss.shard_path(i).read_bytes()).hexdigest()
+        assert e.sidecar_sha256 == hashlib.sha256(ss.sidecar_path(i).read_bytes()).hexdigest()
+        assert np.array_equal(ss.open_shard(i), A[e.start:e.start + e.rows])
+        assert not ss.open_shard(i).flags.writeable
+    assert [r for i in range(7) for r in ss.read_sidecar(i)] == recs
+    M = S.ShardedMatrix(ss)
+    assert (M.shape, M.dtype, M.ndim, len(M), M.shard_set) == ((600, 48), np.dtype("float32"), 2, 600, ss)
+    assert np.array_equal(np.asarray(M), A) and np.asarray(M, dtype=np.float64).dtype == np.float64
+    rng = np.random.default_rng(0)
+    idx = rng.integers(-600, 600, size=997)
+    assert np.array_equal(M[idx], A[idx])
+    assert np.array_equal(M[idx.reshape(997, 1)], A[idx.reshape(997, 1)])
+    mask = rng.random(600) < 0.3
+    assert np.array_equal(M[mask], A[mask])
+    for sl in (slice(0, 600), slice(99, 352), slice(100, 101), slice(5, 5), slice(-10, None), slice(None, None, 3),
+               slice(500, 2, -7), slice(0, 10_000)):
+        assert np.array_equal(M[sl], A[sl]), sl
+    assert np.array_equal(M[5], A[5]) and np.array_equal(M[-1], A[-1]) and M[7, 2] == A[7, 2]
+    assert np.array_equal(M[10:20, 3:5], A[10:20, 3:5])
+    with pytest.raises(IndexError):
+        M[600]
+    with pytest.raises(IndexError):
+        M[np.array([0, 600])]
+    assert S.is_shard_set(d) and S.is_shard_set(d / "manifest.json")
+    assert not S.is_shard_set(TOPICS) and not S.is_shard_set(tmp_path) and not S.is_shard_set(None)
+
+
+def test_write_shard_bytes_are_np_save_bytes_and_pickling_drops_memmaps(tmp_path):
+    X = np.random.default_rng(1).normal(size=(5, 3))
+    with AtomicBatch() as b:
+        e = S.write_shard(b, tmp_path, "a.npy", X, [{"id": k} for k in range(5)], start=7)
+    np.save(tmp_path / "ref.npy", X)
+    assert (tmp_path / "a.npy").read_bytes() == (tmp_path / "ref.npy").read_bytes()
+    assert (e.path, e.rows, e.start) == ("a.npy", 5, 7)
+    assert (tmp_path / "a.jsonl").read_text() == "".join(json.dumps({"id": k}) + "\n" for k in range(5))
+    S.write_manifest(tmp_path, [e], dim=3, dtype="float64", model=None)
+    ss = S.open_shard_set(tmp_path / "manifest.json")
+    M = S.ShardedMatrix(ss)
+    M[0:2]
+    assert ss._maps  # a memmap is open ...
+    clone = pickle.loads(pickle.dumps(M))  # ... but never travels with the object (Ray ships these)
+    assert not clone.shard_set._maps and np.array_equal(np.asarray(clone), X)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "a.npy", "manifest.json", "ref.npy"]
+
+
+def test_readers_accept_a_shard_set(tmp_path):
+    A = np.load(TOPICS)
+    recs = read_jsonl(TOPICS_LABELS)
+    d = make_set(tmp_path, "s2", A, CUTS[2], recs)
+    M = load_matrix(d)
+    assert isinstance(M, S.ShardedMatrix) and np.array_equal(np.asarray(M), A)
+    y = load_labels(d / "manifest.json", 600)
+    assert np.array_equal(y, load_labels(TOPICS_LABELS, 600))
+    sts = make_set(tmp_path, "sts", np.load(FIXTURES / "sts_a.npy"), [3, 1], read_jsonl(FIXTURES / "sts_scores.jsonl"))
+    assert np.array_equal(load_scores(sts), load_scores(FIXTURES / "sts_scores.jsonl"))
+    h1, h2 = hashlib.sha256(), hashlib.sha256()
+    got = [(s, b.copy()) for s, b in stream_rows(d, 100, h1)]  # blocks share one buffer
+    assert [(s.start, s.stop) for s, _ in got] == [(0, 100), (100, 200), (200, 300), (300, 400), (400, 401),
+                                                  (401, 501), (501, 600)]
+    assert np.array_equal(np.concatenate([b for _, b in got]), A)
+    h2.update((d / "manifest.json").read_bytes())
+    assert h1.hexdigest() == h2.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# bad shard sets: exit 2, one line naming the shard or manifest, nothing written
+
+
+def _manifest(d: Path) -> dict:
+    return json.loads((d / "manifest.json").read_text())
+
+
+def _set_manifest(d: Path, m: dict) -> None:
+    (d / "manifest.json").write_text(json.dumps(m))
+
+
+def _break_missing(d: Path) -> str:
+    (d / "shard-00001.npy").unlink()
+    return "shard-00001.npy does not exist"
+
+
+def _break_dim(d: Path) -> str:
+    np.save(d / "shard-00001.npy", np.ones((199, 47), dtype=np.float32))
+    return "shard-00001.npy has dimension 47 but the manifest"
+
+
+def _break_dtype(d: Path) -> str:
+    np.save(d / "shard-00001.npy", np.ones((199, 48), dtype=np.float64))
+    return "shard-00001.npy has dtype float64 but the manifest"
+
+
+def _break_rows(d: Path) -> str:
+    np.save(d / "shard-00001.npy", np.ones((198, 48), dtype=np.float32))
+    return "shard-00001.npy has 198 rows but the manifest"
+
+
+def _break_sha(d: Path) -> str:
+    X = np.load(d / "shard-00001.npy")
+    X[3, 3] += 1e-3  # same shape, dtype and size: only the hash sees it
+    np.save(d / "shard-00001.npy", X)
+    return "shard-00001.npy does not match the manifest"
+
+
+def _break_pickle(d: Path) -> str:
+    np.save(d / "shard-00001.npy", np.array([{"a": 1}] * 199, dtype=object), allow_pickle=True)
+    return "shard-00001.npy holds Python objects (a pickle)"
+
+
+def _break_raw_pickle(d: Path) -> str:
+    (d / "shard-00001.npy").write_bytes(pickle.dumps([1, 2, 3]))
+    return "shard-00001.npy is a pickle"
+
+
+def _break_not_json(d: Path) -> str:
+    (d / "manifest.json").write_text('{"format": "embedcheck-shards/1", "dim": 48,')
+    return "manifest.json is not valid JSON"
+
+
+def _break_format(d: Path) -> str:
+    m = _manifest(d)
+    m["format"] = "embedcheck-shards/2"
+    _set_manifest(d, m)
+    return "format 'embedcheck-shards/2' is not 'embedcheck-shards/1'"
+
+
+def _break_total(d: Path) -> str:
+    m = _manifest(d)
+    m["rows"] = 601
+    _set_manifest(d, m)
+    return "its shards hold 600 rows in all but rows says 601"
+
+
+def _break_escape(d: Path) -> str:
+    m = _manifest(d)
+    m["shards"][0]["path"] = "../elsewhere.npy"
+    _set_manifest(d, m)
+    return "must be relative"
+
+
+def _break_sidecar(d: Path) -> str:
+    (d / "shard-00000.jsonl").unlink()
+    return "shard-00000.jsonl does not exist"
+
+
+BREAKS = [_break_missing, _break_dim, _break_dtype, _break_rows, _break_sha, _break_pickle, _break_raw_pickle,
+          _break_not_json, _break_format, _break_total, _break_escape, _break_sidecar]
+
+
+@pytest.mark.parametrize("brk", BREAKS, ids=[b.__name__[7:] for b in BREAKS])
+def test_bad_shard_set_is_one_line_exit_2_nothing_written(brk, tmp_path, cli):
+    d = make_set(tmp_path, "s2", np.load(TOPICS), CUTS[2], read_jsonl(TOPICS_LABELS))
+    expect = brk(d)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    report = tmp_path / "r.json"
+    res = cli(["aag", d, TOPICS_LABELS, "--report", report])
+    assert_one_line_error(res)
+    assert expect in res.stderr, res
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no report, no temp file
