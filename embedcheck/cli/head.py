@@ -22,6 +22,8 @@ from .. import heads as H
 from ..io import atomic, npy, provenance
 from ..io.headfile import read_head
 from ..io.npy import stream_rows
+from ..io.shards import (ShardedMatrix, is_shard_set, manifest_path, new_shard_folder, open_shard_set, write_manifest,
+                         write_shard)
 from ..io import labels as labels_io
 from ..errors import InputError
 from ._app import app
@@ -101,14 +103,17 @@ def train_head(
             res = H.train_mlp(Xa, y, params, on_epoch=on_epoch)
     else:
         res = H.train(k, Xa, y, params)
-    inputs = {"embeddings_sha256": provenance.sha256_file(emb), "labels_sha256": provenance.sha256_file(labels),
-              "n_rows": int(X.shape[0]), "label_field": label_field if Path(labels).suffix.lower() in (".jsonl", ".ndjson") else None}
+    # a shard set is identified by its manifest (which pins every shard's sha256)
+    emb_file = manifest_path(emb) if is_shard_set(emb) else emb
+    labels_file = manifest_path(labels) if is_shard_set(labels) else labels
+    inputs = {"embeddings_sha256": provenance.sha256_file(emb_file), "labels_sha256": provenance.sha256_file(labels_file),
+              "n_rows": int(X.shape[0]), "label_field": label_field if is_shard_set(labels) or Path(labels).suffix.lower() in (".jsonl", ".ndjson") else None}
     from .. import __version__
 
     blob = H.head_to_bytes(res.head, extra={"input": inputs, "embedcheck_version": __version__})
     head = res.head
     report: dict[str, Any] = {"output": str(out), **res.to_dict()}
-    meta = provenance.provenance("train-head", {"embeddings": emb, "labels": labels},
+    meta = provenance.provenance("train-head", {"embeddings": emb_file, "labels": labels_file},
                                  {"kind": k, **head.config["hyperparameters"], "label_field": label_field},
                                  extra_packages=("torch", "safetensors") if k == "mlp" else ("safetensors",),
                                  kind=k, dims={"input": head.input_dim, "output": head.output_dim,
@@ -131,7 +136,7 @@ def train_head(
 def project(
     emb: EmbArg,
     head_path: Annotated[Path, typer.Option("--head", help="Head file written by train-head (.safetensors).", dir_okay=False, show_default=False)],
-    out: OutOpt,
+    out: Annotated[Path, typer.Option("--output", "-o", help="Output .npy (written atomically); for a shard-set input, a new folder: one output shard per input shard, same sidecars, manifest last.", show_default=False)],
     mode: Annotated[Mode, typer.Option("--mode", help="compact: head output only; fused: [√(1−α)·original, √α·head], unit rows.", case_sensitive=False)] = Mode.compact,
     alpha: Annotated[float, typer.Option("--alpha", help="fused: weight of the head cosine (0.5 = plain concatenation of unit vectors).")] = 0.5,
     chunk: Annotated[int, typer.Option("--chunk", help="Rows per streamed block.")] = 8192,
@@ -149,13 +154,19 @@ def project(
         raise InputError(f"--alpha must be in [0, 1], got {alpha}")
     if chunk < 1:
         raise InputError(f"--chunk must be a positive integer, got {chunk}")
+    sharded = is_shard_set(emb)
+    if sharded and out.suffix.lower() != ".npy":
+        _project_shards(emb, head_path, out, mode.value, alpha, chunk, as_json=as_json, fmt=fmt,
+                        report_file=report_file)
+        return
     if out.suffix.lower() != ".npy":
         raise InputError(f"output {out} must end in .npy")
     sidecar = provenance.meta_path(out)
     atomic.check_not_input(out, [emb, head_path])
     atomic.check_not_input(sidecar, [emb, head_path])
     head = read_head(head_path)
-    X = npy.open_npy(emb, "embeddings")
+    # a shard set into one .npy: every shard verified (sha256) before anything is written
+    X = ShardedMatrix(open_shard_set(emb, verify=True)) if sharded else npy.open_npy(emb, "embeddings")
     if X.ndim != 2:
         raise InputError(f"embeddings {emb} must be 2-D (rows x dims), got shape {X.shape}")
     n, d = X.shape
@@ -189,4 +200,63 @@ def project(
               "seconds": round(seconds, 3),
               "rows_per_second": round(n / seconds, 1) if seconds > 0 else None}
     hint(f"wrote {out} ({n:,} x {k} float32) and {sidecar}")
+    finish(report, title="project", as_json=as_json, fmt=fmt, report_file=report_file)
+
+
+def _project_shards(emb: Path, head_path: Path, out: Path, mode: str, alpha: float, chunk: int, *,
+                    as_json: bool, fmt: Any, report_file: Any) -> None:
+    """``project`` from a shard set to a new shard set: every input shard verified (sha256) before
+    anything is written, then one output shard per input shard (same name, same sidecar records),
+    streamed in ``chunk`` rows, the manifest staged last; the folder appears whole or not at all."""
+    ss = open_shard_set(emb, verify=True)
+    head = read_head(head_path)
+    n, d = ss.rows, ss.dim
+    if d != head.input_dim:
+        raise InputError(f"embeddings {emb} have dimension {d} but head {head_path} expects {head.input_dim}")
+    k = H.project_dim(head, mode)
+    sidecars = [ss.read_sidecar(i) for i in range(len(ss.shards))]  # checked before anything is written
+    shards, starts = ss.shards, ss.starts
+    names = [Path(e.path).stem if "/" not in e.path else f"shard-{i:05d}" for i, e in enumerate(shards)]
+    sha = hashlib.sha256()
+    t0 = time.perf_counter()
+    with new_shard_folder(out) as tmp, atomic.AtomicBatch() as batch, progress() as prog:
+        task = prog.add_task("project", total=n, info="")
+        entries: list[Any] = []
+        bufs: dict[int, np.ndarray] = {}
+
+        def write_upto(row: int) -> None:
+            """Stage every shard that ends at or before global ``row``."""
+            while len(entries) < len(shards) and starts[len(entries) + 1] <= row:
+                i = len(entries)
+                Y = bufs.pop(i, np.empty((0, k), dtype=np.float32))
+                entries.append(write_shard(batch, tmp, names[i], Y, sidecars[i], start=shards[i].start))
+
+        # the same global blocks as the one-file run (a block may span shards): the same bytes
+        for sl, block in stream_rows(emb, chunk, sha):
+            P = H.project_rows(head, block, mode, alpha)
+            i = int(np.searchsorted(starts, sl.start, side="right")) - 1
+            while i < len(shards) and starts[i] < sl.stop:
+                lo, hi = max(sl.start, int(starts[i])), min(sl.stop, int(starts[i + 1]))
+                if hi > lo:
+                    Y = bufs.setdefault(i, np.empty((shards[i].rows, k), dtype=np.float32))
+                    Y[lo - starts[i]:hi - starts[i]] = P[lo - sl.start:hi - sl.start]
+                i += 1
+            write_upto(sl.stop)
+            prog.update(task, advance=sl.stop - sl.start)
+        write_upto(n)
+        seconds = time.perf_counter() - t0
+        meta = provenance.provenance("project", {"manifest": ss.manifest_path, "head": head_path},
+                                     {"mode": mode, "alpha": alpha, "chunk": chunk},
+                                     kind=head.kind, dims={"input": d, "head_output": head.output_dim, "output": k},
+                                     rows=n, dtype="float32", normalisation="l2 (unit rows)", shards=len(entries),
+                                     cosine=("head cosine" if mode == "compact"
+                                             else f"(1-{alpha})*cos_original + {alpha}*cos_head"),
+                                     head_input=head.config.get("input"), seconds=round(seconds, 3))
+        write_manifest(tmp, entries, dim=k, dtype="float32", model=ss.model, batch=batch)
+        batch.save_json(tmp / "manifest.meta.json", meta)
+    report = {"kind": head.kind, "mode": mode, "alpha": alpha if mode == "fused" else None,
+              "n": n, "input_dim": d, "output_dim": k, "output": str(out), "shards": len(entries),
+              "seconds": round(seconds, 3),
+              "rows_per_second": round(n / seconds, 1) if seconds > 0 else None}
+    hint(f"wrote {out}: {len(entries)} shards, {n:,} x {k} float32")
     finish(report, title="project", as_json=as_json, fmt=fmt, report_file=report_file)

@@ -75,9 +75,9 @@ def stream_rows(path: Path, chunk: int, sha: Any) -> Iterator[tuple[slice, np.nd
     Memory-mapped pages would count in the resident set as they are touched; explicit reads
     into one reusable buffer keep peak RSS at one chunk. The whole file also feeds ``sha``.
 
-    A shard set is streamed shard by shard in manifest order (slices are global rows; a block
-    never spans two shards); ``sha`` gets the manifest's bytes (which pin every shard's sha256),
-    and each shard is re-hashed as it is read: a mismatch raises after its last block.
+    A shard set is streamed in the same global blocks as the one file it stands for (a block may
+    span shards, so row-wise results are byte-identical); ``sha`` gets the manifest's bytes (which
+    pin every shard's sha256), and each shard is re-hashed just before its first row is yielded.
     """
     if is_shard_set(path):
         yield from _stream_shard_rows(path, chunk, sha)
@@ -117,16 +117,17 @@ def stream_rows(path: Path, chunk: int, sha: Any) -> Iterator[tuple[slice, np.nd
 
 
 def _stream_shard_rows(path: Path, chunk: int, sha: Any) -> Iterator[tuple[slice, np.ndarray]]:
-    import hashlib
-
     ss = open_shard_set(path, verify=False)
     sha.update(ss.manifest_path.read_bytes())
-    for i, e in enumerate(ss.shards):
-        h = hashlib.sha256()
-        for sl, block in stream_rows(ss.shard_path(i), chunk, h):
-            yield slice(e.start + sl.start, e.start + sl.stop), block
-        if h.hexdigest() != e.sha256:
-            ss.verify_shard(i)  # raises, naming the shard
+    X = ShardedMatrix(ss)
+    starts = ss.starts
+    verified = 0  # shards [0, verified) have been re-hashed
+    for sl in iter_chunks(X.shape[0], chunk):
+        last = int(np.searchsorted(starts, sl.stop - 1, side="right")) - 1
+        while verified <= last:
+            ss.verify_shard(verified)  # raises, naming the shard
+            verified += 1
+        yield sl, _validate_block(X[sl], sl, path)
 
 
 def _validate_block(block: np.ndarray, sl: slice, path: Path) -> np.ndarray:
