@@ -303,3 +303,107 @@ def test_train_head_and_project_on_shards(k, tmp_path, cli):
         one = tmp_path / f"{mode}_from_shards.npy"
         assert cli(["project", s["topics"], "--head", head, "-o", one, "--mode", mode, "--chunk", 64]).exit_code == 0
         assert one.read_bytes() == mono.read_bytes()
+
+
+# --------------------------------------------------------------------------------------------
+# shards split / merge / verify
+
+
+def test_split_merge_round_trip_is_byte_identical(tmp_path, cli):
+    X = np.load(TOPICS)
+    np.save(tmp_path / "big.npy", X)
+    recs = [{"index": i, "id": f"doc-{i}", "label": r["label"], "text": f"texte n° {i} \u2028 ✓"}
+            for i, r in enumerate(read_jsonl(TOPICS_LABELS))]
+    (tmp_path / "big.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs), encoding="utf-8")
+    res = cli(["shards", "split", tmp_path / "big.npy", "--rows", 256, "-o", tmp_path / "s", "--model", "m", "--json"])
+    assert res.exit_code == 0, res
+    r = res.json()
+    assert (r["shards"], r["rows"], r["dim"], r["dtype"], r["model"]) == (3, 600, 48, "float32", "m")
+    ss = S.open_shard_set(tmp_path / "s")
+    assert [e.rows for e in ss.shards] == [256, 256, 88]
+    assert [r for i in range(3) for r in ss.read_sidecar(i)] == recs
+    assert json.loads((tmp_path / "s" / "manifest.meta.json").read_text())["command"] == "shards split"
+    res = cli(["shards", "merge", tmp_path / "s", "-o", tmp_path / "back.npy", "--json"])
+    assert res.exit_code == 0, res
+    assert (tmp_path / "back.npy").read_bytes() == (tmp_path / "big.npy").read_bytes()
+    assert (tmp_path / "back.jsonl").read_bytes() == (tmp_path / "big.jsonl").read_bytes()
+    assert json.loads((tmp_path / "back.meta.json").read_text())["inputs"]["manifest"]["sha256"] == \
+        hashlib.sha256((tmp_path / "s" / "manifest.json").read_bytes()).hexdigest()
+    # re-shard a shard set; --labels attaches labels to records that had none
+    res = cli(["shards", "split", tmp_path / "s", "--rows", 100, "-o", tmp_path / "s7", "--json"])
+    assert res.exit_code == 0 and res.json()["shards"] == 6 and res.json()["model"] == "m"
+    assert np.array_equal(np.asarray(load_matrix(tmp_path / "s7")), X)
+    res = cli(["shards", "split", TOPICS, "--rows", 600, "-o", tmp_path / "lab", "--labels", TOPICS_LABELS])
+    assert res.exit_code == 0, res
+    assert S.open_shard_set(tmp_path / "lab").read_sidecar(0) == [{"index": i, "label": r["label"]}
+                                                                  for i, r in enumerate(read_jsonl(TOPICS_LABELS))]
+
+
+def test_verify_names_every_mismatch_and_exits_1(tmp_path, cli):
+    d = make_set(tmp_path, "s", np.load(TOPICS), CUTS[7], read_jsonl(TOPICS_LABELS))
+    res = cli(["shards", "verify", d, "--json"])
+    assert res.exit_code == 0, res
+    r = res.json()
+    assert r["ok"] and r["files_hashed"] == 14 and r["mismatches"] == []
+    X = np.load(d / "shard-00003.npy")
+    X[0, 0] = -X[0, 0]
+    np.save(d / "shard-00003.npy", X)
+    side = d / "shard-00005.jsonl"
+    side.write_text(side.read_text().replace("sports", "sport"))
+    res = cli(["shards", "verify", d, "--json", "--report", tmp_path / "r.json"])
+    assert res.exit_code == 1, res
+    r = res.json()
+    assert not r["ok"] and [(m["shard"], m["kind"]) for m in r["mismatches"]] == [("shard-00003.npy", "npy"),
+                                                                                  ("shard-00005.npy", "jsonl")]
+    assert r["mismatches"][0]["actual"] == hashlib.sha256((d / "shard-00003.npy").read_bytes()).hexdigest()
+    assert "shard-00003.npy" in res.stderr and "shard-00005.jsonl" in res.stderr
+    assert json.loads((tmp_path / "r.json").read_text()) == r
+    # a command refuses the changed shard; one whose labels come from the changed sidecar too
+    assert_one_line_error(cli(["aag", d, TOPICS_LABELS]))
+    np.save(d / "shard-00003.npy", -X)  # restored: only the sidecar is wrong now
+    res = cli(["aag", TOPICS, d])
+    assert_one_line_error(res)
+    assert "shard-00005.jsonl does not match the manifest" in res.stderr
+
+
+@pytest.mark.parametrize("brk", [_break_sha, _break_missing, _break_not_json, _break_sidecar],
+                         ids=["sha", "missing", "not_json", "sidecar"])
+def test_writers_refuse_a_bad_shard_set_and_write_nothing(brk, tmp_path, cli):
+    d = make_set(tmp_path, "s2", np.load(TOPICS), CUTS[2], read_jsonl(TOPICS_LABELS))
+    head = tmp_path / "h.safetensors"
+    assert cli(["train-head", TOPICS, TOPICS_LABELS, "-o", head, "--kind", "lda"]).exit_code == 0
+    expect = brk(d)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    for args in (["project", d, "--head", head, "-o", tmp_path / "p"],
+                 ["project", d, "--head", head, "-o", tmp_path / "p.npy"],
+                 ["shards", "merge", d, "-o", tmp_path / "m.npy"],
+                 ["shards", "split", d, "--rows", 10, "-o", tmp_path / "again"],
+                 ["train-head", d, d, "-o", tmp_path / "h2.safetensors", "--kind", "lda"]):
+        res = cli(args)
+        assert_one_line_error(res)
+        assert expect in res.stderr, (args, res)
+        assert sorted(p.name for p in tmp_path.rglob("*")) == before, args
+
+
+def test_output_folder_rules(tmp_path, cli):
+    d = make_set(tmp_path, "s", np.load(TOPICS), CUTS[2])
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    res = cli(["shards", "split", TOPICS, "--rows", 100, "-o", tmp_path / "full"])
+    assert_one_line_error(res)
+    assert "already exists" in res.stderr
+    res = cli(["shards", "split", TOPICS, "--rows", 100, "-o", tmp_path / "nope" / "s"])
+    assert_one_line_error(res)
+    (tmp_path / "empty").mkdir()
+    assert cli(["shards", "split", TOPICS, "--rows", 100, "-o", tmp_path / "empty"]).exit_code == 0
+    res = cli(["shards", "merge", d, "-o", d / "shard-00000.npy"])
+    assert_one_line_error(res)
+    assert "would overwrite the input" in res.stderr
+    res = cli(["aag", d, TOPICS_LABELS, "--report", d / "manifest.json"])
+    assert_one_line_error(res)
+    assert "--report" in res.stderr
+    (tmp_path / "plain").mkdir()
+    res = cli(["aag", tmp_path / "plain", TOPICS_LABELS])
+    assert_one_line_error(res)
+    assert "is a folder without manifest.json" in res.stderr
+    assert not list(tmp_path.rglob(".*.tmp"))

@@ -98,7 +98,8 @@ def _path_values(value: Any) -> list[Path]:
     """Path-typed values, and plain strings that name an existing file (inputs typed ``str``)."""
     if isinstance(value, Path) and str(value) not in ("", "-"):
         return [value]
-    if isinstance(value, str) and not isinstance(value, Enum) and value not in ("", "-") and Path(value).is_file():
+    if isinstance(value, str) and not isinstance(value, Enum) and value not in ("", "-") and (
+            Path(value).is_file() or Path(value).is_dir()):
         return [Path(value)]
     if isinstance(value, (list, tuple)):
         return [p for v in value for p in _path_values(v)]
@@ -113,6 +114,7 @@ def preflight() -> None:
     ``.meta.json`` sidecars. Looks at the parameters of the running click command.
     """
     from ..io.provenance import meta_path
+    from ..io.shards import is_shard_set
 
     ctx = _current_context()
     if ctx is None:
@@ -139,6 +141,9 @@ def preflight() -> None:
             if same:
                 what = "" if direct else "the .meta.json sidecar of "
                 raise InputError(f"--report {report} would overwrite {what}{labels.get(name, name)} {p}; "
+                                 "choose another report file")
+            if is_shard_set(p) and target.is_relative_to((p if p.is_dir() else p.parent).resolve()):
+                raise InputError(f"--report {report} would write into the shard set {labels.get(name, name)} {p}; "
                                  "choose another report file")
 
 
