@@ -407,3 +407,58 @@ def test_output_folder_rules(tmp_path, cli):
     assert_one_line_error(res)
     assert "is a folder without manifest.json" in res.stderr
     assert not list(tmp_path.rglob(".*.tmp"))
+
+
+# --------------------------------------------------------------------------------------------
+# real data: SST-2 validation sentences embedded once with the packaged model
+
+
+@pytest.fixture(scope="module")
+def sst2_val(shared_data, minilm_path, tmp_path_factory) -> Path:
+    """``embed`` (the packaged model, default name) of the first 240 SST-2 validation sentences:
+    val.npy, val.jsonl (labels, text), val.meta.json."""
+    from typer.testing import CliRunner
+
+    from embedcheck.cli import app
+
+    out = tmp_path_factory.mktemp("sst2_val") / "val.npy"
+    r = CliRunner().invoke(app, ["embed", str(shared_data / "sst2" / "validation.jsonl"), "-o", str(out),
+                                 "--limit", "240", "-q"], catch_exceptions=False)
+    assert r.exit_code == 0, r.stderr
+    return out
+
+
+@pytest.mark.data
+@pytest.mark.model
+def test_real_embeddings_split_merge_and_measure_identically(sst2_val, tmp_path, cli):
+    val, side = sst2_val, sst2_val.with_suffix(".jsonl")
+    res = cli(["shards", "split", val, "--rows", 100, "-o", tmp_path / "split", "--json"])
+    assert res.exit_code == 0, res
+    model_id = json.loads(val.with_suffix(".meta.json").read_text())["model"]["id"]
+    assert res.json()["model"] == model_id and res.json()["shards"] == 3
+    assert S.open_shard_set(tmp_path / "split").model == model_id == "sentence-transformers/all-MiniLM-L6-v2"
+    assert cli(["shards", "merge", tmp_path / "split", "-o", tmp_path / "merged.npy"]).exit_code == 0
+    assert (tmp_path / "merged.npy").read_bytes() == val.read_bytes()
+    assert (tmp_path / "merged.jsonl").read_bytes() == side.read_bytes()  # ids, labels and texts intact
+
+    X, recs = np.load(val), read_jsonl(side)
+    np.save(tmp_path / "a.npy", X[:120])
+    np.save(tmp_path / "b.npy", X[120:])
+    head = tmp_path / "lda.safetensors"
+    assert cli(["train-head", val, side, "-o", head, "--kind", "lda"]).exit_code == 0
+    assert cli(["project", val, "--head", head, "-o", tmp_path / "fused.npy", "--mode", "fused"]).exit_code == 0
+    for k in (1, 2, 7):
+        (tmp_path / f"k{k}").mkdir()
+        d = make_set(tmp_path / f"k{k}", "v", X, CUTS[k], recs)
+        a = make_set(tmp_path / f"k{k}", "a", X[:120], CUTS[k])
+        b = make_set(tmp_path / f"k{k}", "b", X[120:], CUTS[k][::-1])
+        r = _same_stdout(cli, ["aag", val, side, "--permutations", 20, "--json"],
+                         ["aag", d, d, "--permutations", 20, "--json"])
+        labels = [rec["label"] for rec in recs]
+        assert r["n"] == 240 and r["class_counts"] == {"0": labels.count(0), "1": labels.count(1)}
+        _same_stdout(cli, ["probe", val, side, val, side, "--json"], ["probe", d, d, d, d, "--json"])
+        _same_stdout(cli, ["anisotropy", tmp_path / "a.npy", tmp_path / "b.npy", "--perms", 5, "--json"],
+                     ["anisotropy", a, b, "--perms", 5, "--json"])
+        out = tmp_path / f"k{k}" / "fused"
+        assert cli(["project", d, "--head", head, "-o", out, "--mode", "fused"]).exit_code == 0
+        assert np.asarray(load_matrix(out)).tobytes() == np.load(tmp_path / "fused.npy").tobytes()

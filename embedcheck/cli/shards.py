@@ -57,7 +57,7 @@ def _model_from_meta(npy: Path) -> str | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     model = meta.get("model") if isinstance(meta, dict) else None
-    model_id = model.get("model_id") if isinstance(model, dict) else model
+    model_id = model.get("id") if isinstance(model, dict) else model
     return model_id if isinstance(model_id, str) else None
 
 
