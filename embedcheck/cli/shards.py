@@ -160,7 +160,7 @@ def merge_cmd(
             for i, e in enumerate(ss.shards):
                 M = ss.open_shard(i)
                 for sl in iter_chunks(e.rows):
-                    f.write(memoryview(np.ascontiguousarray(M[sl], dtype=dtype)).cast("B"))
+                    f.write(np.ascontiguousarray(M[sl], dtype=dtype).data.cast("B"))
                 bar.update(task, advance=e.rows)
         with batch.open(outs[1], "wb") as f:
             for recs in records:
