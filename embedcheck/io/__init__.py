@@ -1,4 +1,5 @@
-"""Everything that touches a file: ``.npy`` reading and validation (:mod:`.npy`), labels and scores
+"""Everything that touches a file: ``.npy`` header checks (:mod:`.npyfile`), reading and validation
+(:mod:`.npy`), sharded artifacts — a folder of ``.npy`` shards with a manifest (:mod:`.shards`), labels and scores
 (:mod:`.labels`), JSON Lines (:mod:`.jsonio`), text records and input formats (:mod:`.texts`), atomic
 writes (:mod:`.atomic`) and provenance sidecars (:mod:`.provenance`). Readers raise
 :class:`~embedcheck.errors.InputError` with one line naming the file; nothing here unpickles."""
