@@ -95,6 +95,36 @@ def test_write_shard_bytes_are_np_save_bytes_and_pickling_drops_memmaps(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "a.npy", "manifest.json", "ref.npy"]
 
 
+def test_many_shards_with_few_open_memmaps(tmp_path, monkeypatch):
+    monkeypatch.setattr(S, "OPEN_SHARDS", 2)
+    A = np.load(TOPICS)
+    M = S.ShardedMatrix(S.open_shard_set(make_set(tmp_path, "s", A, [7] * 11 + [3])))
+    idx = np.random.default_rng(2).permutation(600)
+    assert np.array_equal(M[idx], A[idx]) and np.array_equal(np.asarray(M), A)
+    assert len(M.shard_set._maps) == 2
+
+
+def test_sidecar_fields_are_checked(tmp_path, cli):
+    recs = read_jsonl(TOPICS_LABELS)
+    d = make_set(tmp_path, "s", np.load(TOPICS), CUTS[2], [{k: v for k, v in r.items() if k != "label"} for r in recs])
+    res = cli(["aag", d, d])
+    assert_one_line_error(res)
+    assert "shard-00000.jsonl: record 0 has no field 'label' (use --label-field)" in res.stderr
+    res = cli(["sts", d, d, d])
+    assert_one_line_error(res)
+    assert "no field 'score' (use --score-field)" in res.stderr
+    m = _manifest(d)
+    del m["shards"][1]["sidecar_sha256"]  # optional in the format: then the record count still is checked
+    _set_manifest(d, m)
+    side = d / "shard-00001.jsonl"
+    side.write_text("".join(side.read_text().splitlines(keepends=True)[:-1]))
+    res = cli(["aag", d, TOPICS_LABELS, "--no-map"])
+    assert res.exit_code == 0, res  # the vectors do not need the sidecar
+    res = cli(["aag", TOPICS, d, "--label-field", "index"])
+    assert_one_line_error(res)
+    assert "shard-00001.jsonl has 198 records but its shard has 199 rows" in res.stderr
+
+
 def test_readers_accept_a_shard_set(tmp_path):
     A = np.load(TOPICS)
     recs = read_jsonl(TOPICS_LABELS)

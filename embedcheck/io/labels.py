@@ -118,7 +118,10 @@ def load_scores(path: str | os.PathLike, n_rows: int | None = None, *, field: st
         for i, v in enumerate(sidecar_field(path, field, what="scores")):
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise InputError(f"scores {p}: record {i} has no numeric field {field!r} (use --score-field)")
-            vals.append(float(v))
+            try:
+                vals.append(float(v))
+            except OverflowError:
+                raise InputError(f"scores {p}: record {i}: score {field!r} is too large for a float") from None
         scores = np.asarray(vals, dtype=np.float64)
     elif suffix == ".npy":
         arr = open_npy(p, "scores")

@@ -445,7 +445,8 @@ def sidecar_field(path: str | os.PathLike, field: str, *, what: str = "labels") 
     for i in range(len(ss.shards)):
         for k, r in enumerate(ss.read_sidecar(i)):
             if field not in r:
-                raise InputError(f"{what} {ss.sidecar_path(i)}: record {k} has no field {field!r} (use --label-field)")
+                option = "--score-field" if what == "scores" else "--label-field"
+                raise InputError(f"{what} {ss.sidecar_path(i)}: record {k} has no field {field!r} (use {option})")
             values.append(r[field])
     return values
 
