@@ -1,14 +1,25 @@
 """Leave-one-out label-retrieval MAP with its exact chance level (SISE paper), blocked.
+
+Each query ranks every other row by cosine (descending, ties broken by row order). No row is
+sorted with its indices: the negated float32 scores of a block of queries are widened to float64
+(exact: 29 spare mantissa bits) and every irrelevant score gets its lowest mantissa bit set, so one
+values-only sort per row (numpy's vectorised sort) ranks the candidates while the bit still tells
+relevant from irrelevant, and no two distinct float32 scores change order. A relevant row at
+ranked position ``p`` (0-based) that is the ``j``-th relevant one (0-based) adds
+``(j + 1) / (p + 1)`` to its query's AP. Runs of exactly equal scores that mix relevant and
+irrelevant rows (common in float32) are then put in row order, the tie rule, from the few columns
+that hold that score.
 """
 
 from __future__ import annotations
-from dataclasses import asdict, dataclass
-from typing import Any, Optional
-import numpy as np
-from .aag import _check_labels, _maybe_in_memory
-from ..rows import unit_rows
-from ..rows import iter_chunks
 
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..rows import iter_chunks, unit_rows
+from .aag import _check_labels, _maybe_in_memory
 
 
 @dataclass
@@ -17,9 +28,11 @@ class MapResult:
     chance: float  # x100, expected MAP of a random ranking (closed form)
     queries: int
     sampled: bool
+    #: per-query average precision (a fraction, not x100), in query order; not part of the report
+    ap: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"map": self.map, "chance": self.chance, "queries": self.queries, "sampled": self.sampled}
 
 
 def expected_random_ap(n_items: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
@@ -37,19 +50,59 @@ def expected_random_ap(n_items: np.ndarray, n_relevant: np.ndarray) -> np.ndarra
     return out
 
 
-def label_map(X: np.ndarray, labels: np.ndarray, *, queries: Optional[int] = None, seed: int = 0,
-              block: int = 256, threads: Optional[int] = None) -> MapResult:
+def _block_order(S: np.ndarray, qi: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Per query row of ``S`` (b x n float32 cosines, query ``qi[i]`` is row i): the irrelevance
+    flags of its n - 1 candidates in ranked order (descending score, ties by row order)."""
+    b = len(qi)
+    W = np.subtract(0.0, S, dtype=np.float64)  # negated, widened, and -0.0 -> +0.0
+    W[np.arange(b), qi] = np.inf  # the query itself sorts last and is dropped
+    bits = W.view(np.int64)
+    bits |= codes[None, :] != codes[qi][:, None]  # irrelevant: lowest mantissa bit set
+    W.sort(axis=1)
+    bits = W[:, :-1].view(np.int64)
+    flag = (bits & 1).astype(bool)  # True = irrelevant
+    # a relevant and an irrelevant row with the same float32 score sit side by side, bits 1 apart
+    mixed = (bits[:, 1:] ^ bits[:, :-1]) == 1
+    for t in np.flatnonzero(mixed.any(axis=1)):
+        ranked = W[t, :-1].astype(np.float32)  # an irrelevant score rounds back to its float32 value
+        _fix_ties(flag[t], ranked, np.unique(ranked[1:][mixed[t]]), S[t], int(qi[t]), codes == codes[qi[t]])
+    return flag
+
+
+def _fix_ties(flag_row: np.ndarray, ranked: np.ndarray, values: np.ndarray, srow: np.ndarray, q: int,
+              rel_row: np.ndarray) -> None:
+    """The tie rule, in place: the run of each negated score in ``values`` (within the sorted
+    ``ranked``) is given the relevance of the columns holding that score, in row order."""
+    neg = np.subtract(np.float32(0.0), srow, dtype=np.float32)
+    neg[q] = np.nan  # the query itself is not a candidate
+    for v in values:
+        start, end = np.searchsorted(ranked, v, side="left"), np.searchsorted(ranked, v, side="right")
+        flag_row[start:end] = ~rel_row[np.flatnonzero(neg == v)]
+
+
+def _aps(flag: np.ndarray) -> np.ndarray:
+    """Average precision of each row of ranked irrelevance flags."""
+    rows, pos = np.nonzero(~flag)
+    counts = np.bincount(rows, minlength=flag.shape[0])
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    j1 = np.arange(1, len(rows) + 1, dtype=np.float64) - first[rows]
+    return np.bincount(rows, weights=j1 / (pos + 1.0), minlength=flag.shape[0]) / counts
+
+
+def label_map(X: np.ndarray, labels: np.ndarray, *, queries: int | None = None, seed: int = 0,
+              block: int = 256, threads: int | None = None) -> MapResult:
     """Leave-one-out label-retrieval MAP x100: each query row ranks all other rows by cosine
     (descending; ties broken by row order), relevant = same label; AP averaged over queries.
 
     Queries whose class has no other row are skipped (their AP is undefined). ``queries``
     samples that many query rows (seeded) for very large ``n``; memory is ``block x n``.
+    ``MapResult.ap`` holds the per-query APs (fractions) in query order. ``threads`` (default:
+    the free cores, at most 4, one for small inputs) changes nothing but the speed.
     """
-    import os
+    from ..threads import choose_threads
 
     n = X.shape[0]
-    classes, codes, counts = _check_labels(n, labels)
-    threads = threads or min(4, os.cpu_count() or 1)
+    _classes, codes, counts = _check_labels(n, labels)
     U = _maybe_in_memory(X)
     eligible = np.flatnonzero(counts[codes] >= 2)
     sampled = queries is not None and 0 < queries < len(eligible)
@@ -58,6 +111,7 @@ def label_map(X: np.ndarray, labels: np.ndarray, *, queries: Optional[int] = Non
         q_idx = np.sort(rng.choice(eligible, size=queries, replace=False))
     else:
         q_idx = eligible
+    threads = threads or choose_threads(4, work=len(q_idx), min_work_per_thread=2 * block)
     aps = np.empty(len(q_idx))
     if U is X:  # too large to hold unit rows: stream candidates in chunks, scaled by 1/|x_j|
         inv_norm = np.concatenate([1.0 / np.linalg.norm(np.asarray(X[sl], dtype=np.float64), axis=1)
@@ -75,14 +129,7 @@ def label_map(X: np.ndarray, labels: np.ndarray, *, queries: Optional[int] = Non
 
     def one_block(start: int) -> None:
         qi = q_idx[start:start + block]
-        S = scores(qi)
-        S[np.arange(len(qi)), qi] = -np.inf  # the query itself ranks last
-        np.negative(S, out=S)
-        order = np.argsort(S, axis=1, kind="stable")[:, : n - 1]
-        rel = codes[order] == codes[qi][:, None]
-        hits = np.cumsum(rel, axis=1)
-        prec = hits / np.arange(1, n, dtype=np.float64)
-        aps[start:start + len(qi)] = (prec * rel).sum(axis=1) / rel.sum(axis=1)
+        aps[start:start + len(qi)] = _aps(_block_order(scores(qi), qi, codes))
 
     starts = range(0, len(q_idx), block)
     if threads > 1 and len(q_idx) > block:
@@ -95,4 +142,4 @@ def label_map(X: np.ndarray, labels: np.ndarray, *, queries: Optional[int] = Non
             one_block(start)
     chance = expected_random_ap(np.full(len(q_idx), n - 1), counts[codes[q_idx]] - 1)
     return MapResult(map=float(100 * aps.mean()), chance=float(100 * chance.mean()),
-                     queries=int(len(q_idx)), sampled=bool(sampled))
+                     queries=len(q_idx), sampled=bool(sampled), ap=aps)
