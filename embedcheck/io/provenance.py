@@ -3,13 +3,14 @@ their sha256, package versions).
 """
 
 from __future__ import annotations
+
 import hashlib
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
-
+from typing import Any
 
 
 def meta_path(path: str | os.PathLike) -> Path:
@@ -43,14 +44,23 @@ def package_versions(extra: Sequence[str] = ()) -> dict[str, str]:
     return out
 
 
-def provenance(command: str, inputs: dict[str, str | os.PathLike], options: dict[str, Any],
+def input_record(path: str | os.PathLike) -> dict[str, str]:
+    """``{"path", "sha256"}`` of one input file: hash it once and pass the record to
+    :func:`provenance` for every sidecar that names it."""
+    return {"path": str(path), "sha256": sha256_file(path)}
+
+
+def provenance(command: str, inputs: dict[str, Any], options: dict[str, Any],
                *, extra_packages: Sequence[str] = (), **fields: Any) -> dict[str, Any]:
-    """The sidecar dict every written array gets."""
+    """The sidecar dict every written array gets.
+
+    ``inputs`` maps a name to a file path (hashed here) or to an already made record (a dict such
+    as :func:`input_record`'s, used as is: an input hashed once serves every sidecar)."""
     return {
         "command": command,
         "argv": sys.argv[1:],
         "options": options,
-        "inputs": {k: {"path": str(v), "sha256": sha256_file(v)} for k, v in inputs.items()},
+        "inputs": {k: dict(v) if isinstance(v, dict) else input_record(v) for k, v in inputs.items()},
         **fields,
         "versions": package_versions(extra_packages),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
