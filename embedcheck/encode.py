@@ -463,8 +463,10 @@ def attach_onnx(model: Any, resolved: ResolvedModel) -> Path:
     sess = ort.InferenceSession(str(path), ort_session_options(torch.get_num_threads()),
                                 providers=["CPUExecutionProvider"])
 
+    graph_inputs = [i.name for i in sess.get_inputs()]  # an input the model ignores is pruned
+
     def ort_forward(*args: Any, **kwargs: Any) -> Any:
-        feeds = {k: kwargs[k].detach().cpu().numpy().astype(np.int64) for k in names}
+        feeds = {k: kwargs[k].detach().cpu().numpy().astype(np.int64) for k in graph_inputs}
         (h,) = sess.run(["last_hidden_state"], feeds)
         return BaseModelOutput(last_hidden_state=torch.from_numpy(h))
 

@@ -311,6 +311,8 @@ class FastEncoder:
         self._session = ort.InferenceSession(str(onnx_path), ort_session_options(self.threads),
                                              providers=["CPUExecutionProvider"])
         self._prompt_lengths: dict[str, int] = {}
+        # the graph's own inputs (an input the model ignores, e.g. DistilBERT's token_type_ids, is pruned)
+        self.input_names = [i.name for i in self._session.get_inputs()]
 
     def _find_pad(self) -> tuple[str, int] | None:
         for cfg_name in ("tokenizer_config.json", "special_tokens_map.json"):
@@ -443,6 +445,7 @@ def build_export(spec: FastSpec, st_model: Any, cdir: Path, *, model_id: str,
     cdir.mkdir(parents=True, exist_ok=True)
     names = export(st_model, cdir / "model.onnx")
     fast = FastEncoder(spec, cdir / "model.onnx", names, threads=1)
+    names = fast.input_names
     texts = list(VERIFY_TEXTS)
     ref = np.asarray(st_model.encode(texts, batch_size=2, convert_to_numpy=True), dtype=np.float32)
     got = fast.encode(texts, batch_size=2)
