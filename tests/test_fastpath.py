@@ -237,7 +237,7 @@ def test_fresh_process_on_the_fast_path_imports_no_torch(minilm_export, cache, t
     """The embed command in a new interpreter on a warm cache: no torch, transformers or
     sentence-transformers in sys.modules, and the sidecar says the fast path ran."""
     src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps({"text": t, "label": i % 2}) + "\n" for i, t in enumerate(TEXTS)))
+    src.write_text("".join(json.dumps({"text": t, "label": i % 2}) + "\n" for i, t in enumerate(TEXTS) if t))
     out = tmp_path / "o.npy"
     code = ("import sys\nfrom embedcheck.cli import main\n"
             f"sys.argv = ['embedcheck', 'embed', {str(src)!r}, '-o', {str(out)!r}, '--limit', '20', '-q']\n"
