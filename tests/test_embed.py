@@ -221,7 +221,10 @@ def test_sst2_sidecar_labels_in_order_and_meta(sst2_first64, shared_data):
     assert Path(meta["model"]["folder"]).is_dir()
     assert (meta["n"], meta["dimension"], meta["normalized"], meta["max_seq_length"]) == (64, 384, True, 256)
     assert meta["sentences_per_second"] > 0 and meta["seconds"] > 0
-    assert "sentence-transformers" in meta["versions"] and "torch" in meta["versions"]
+    if meta["model"]["backend_used"] == "fast":  # the default path: tokenizers + onnxruntime, no torch
+        assert "onnxruntime" in meta["versions"] and "tokenizers" in meta["versions"]
+    else:
+        assert "sentence-transformers" in meta["versions"] and "torch" in meta["versions"]
     assert meta["rows"]["read"] == 872 and meta["labels"] is True
 
 

@@ -63,7 +63,7 @@ def train_head(
     weight_decay: Annotated[float, typer.Option("--weight-decay", help="Adam weight decay (finite, >= 0).")] = _MLP.weight_decay,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Rows per batch (reshuffled every epoch).")] = _MLP.batch_size,
     epochs: Annotated[int, typer.Option("--epochs", help="Training epochs.")] = _MLP.epochs,
-    threads: Annotated[int, typer.Option("--threads", help="torch threads (fixed, so the same seed gives the same bytes).")] = _MLP.threads,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="torch threads (default: the cores not busy with other processes; the same seed gives the same bytes for any count).")] = _MLP.threads,
     scale: Annotated[Optional[float], typer.Option("--scale", help="lda / probe-scale stretch factor S (finite, > 0; default: the output holds 90% of its variance along the class means).")] = None,
     seed: SeedOpt = 0,
     label_field: LabelFieldOpt = "label",

@@ -36,11 +36,16 @@ def train_mlp(X: np.ndarray, labels: np.ndarray, params: MLPParams = MLPParams()
     """Train the SISE head with SupCon on cached embeddings (rows L2-normalised first).
 
     Deterministic: ``torch.manual_seed(seed)`` (inside ``fork_rng``, the caller's RNG state is
-    kept) for the initialisation, a ``numpy.random.default_rng(seed)`` permutation per epoch,
-    and a fixed ``threads`` count (restored afterwards). Same inputs, seed and threads → the
-    same weights, bit for bit. The last batch of an epoch may be smaller than ``batch_size``;
+    kept) for the initialisation and a ``numpy.random.default_rng(seed)`` permutation per epoch.
+    Same inputs and seed → the same weights, bit for bit, whatever the thread count (tested for
+    1, 2 and 3 threads), so ``threads=None`` picks the free cores (one thread for small inputs),
+    the count is restored afterwards and is not recorded in the head. OpenMP workers wait
+    passively (``OMP_WAIT_POLICY=PASSIVE`` before torch loads): a busy machine does not make them spin. The last batch of an epoch may be smaller than ``batch_size``;
     a batch in which no row has a positive is skipped (no optimiser step).
     """
+    from ..threads import choose_threads, passive_wait
+
+    passive_wait()
     import torch
 
     n, d = X.shape
@@ -50,6 +55,8 @@ def train_mlp(X: np.ndarray, labels: np.ndarray, params: MLPParams = MLPParams()
     classes, codes = head_codes(labels, n)
     U = unit_rows(X, dtype=np.float32)
     t0 = time.perf_counter()
+    if threads is None:  # below ~32 rows x 384 dims per batch a second thread only costs
+        threads = choose_threads(None, work=min(batch_size, n) * d, min_work_per_thread=32 * 384)
     old_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     losses: list[float] = []
@@ -91,7 +98,7 @@ def train_mlp(X: np.ndarray, labels: np.ndarray, params: MLPParams = MLPParams()
     finally:
         torch.set_num_threads(old_threads)
     seconds = time.perf_counter() - t0
-    hp = {**p.to_dict(), "loss": "supcon (Khosla et al. 2020, L_out)", "optimizer": "adam"}
+    hp = {**{k: v for k, v in p.to_dict().items() if k != "threads"}, "loss": "supcon (Khosla et al. 2020, L_out)", "optimizer": "adam"}
     head = Head("mlp", tensors, _base_config("mlp", d, out_dim, classes, hp, hidden_dim=hidden_dim))
     summary: dict[str, Any] = {
         "n_rows": int(n),

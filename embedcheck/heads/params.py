@@ -49,11 +49,16 @@ class MLPParams:
     batch_size: int = 512
     epochs: int = 60
     seed: int = 0
-    threads: int = 2
+    #: torch threads; None (default): chosen at training time from the free cores
+    #: (:func:`embedcheck.threads.choose_threads`). The weights are the same bytes for any count,
+    #: so the count is not part of the head's recorded hyper-parameters.
+    threads: Optional[int] = None
 
     def __post_init__(self) -> None:
-        for name in ("hidden_dim", "out_dim", "batch_size", "epochs", "threads"):
+        for name in ("hidden_dim", "out_dim", "batch_size", "epochs"):
             _positive_int(name, getattr(self, name))
+        if self.threads is not None:
+            _positive_int("threads", self.threads)
         _finite("temperature", self.temperature, low=0.0, strict=True)
         _finite("lr", self.lr, low=0.0, strict=True)
         _finite("weight_decay", self.weight_decay, low=0.0, strict=False)
