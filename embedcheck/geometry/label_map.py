@@ -57,7 +57,11 @@ def _block_order(S: np.ndarray, qi: np.ndarray, codes: np.ndarray) -> np.ndarray
     W = np.subtract(0.0, S, dtype=np.float64)  # negated, widened, and -0.0 -> +0.0
     W[np.arange(b), qi] = np.inf  # the query itself sorts last and is dropped
     bits = W.view(np.int64)
-    bits |= codes[None, :] != codes[qi][:, None]  # irrelevant: lowest mantissa bit set
+    qcodes = codes[qi]
+    for c in np.unique(qcodes):  # irrelevant: lowest mantissa bit set (one 0/1 row per class)
+        irr = (codes != c).astype(np.int64)
+        for t in np.flatnonzero(qcodes == c):
+            np.bitwise_or(bits[t], irr, out=bits[t])
     W.sort(axis=1)
     bits = W[:, :-1].view(np.int64)
     flag = (bits & 1).astype(bool)  # True = irrelevant
