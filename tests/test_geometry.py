@@ -108,15 +108,15 @@ def test_variance_share_binary_is_share_along_mean_difference():
     C = np.cov(U.T, bias=True)
     expected = w @ C @ w / np.trace(C)
     got = geometry.variance_share(X, yb, chunk=37)
-    assert got["dims"] == 1
-    assert got["variance_share"] == pytest.approx(expected, rel=1e-9)
+    assert got.variance_share_dims == 1
+    assert got.variance_share == pytest.approx(expected, rel=1e-9)
 
 
 def test_variance_share_multiclass_span():
     X, y = _data(n=900)
     got = geometry.variance_share(X, y)
-    assert got["dims"] == 2
-    assert got["variance_share"] == pytest.approx(brute_variance_share(X, y), rel=1e-9)
+    assert got.variance_share_dims == 2
+    assert got.variance_share == pytest.approx(brute_variance_share(X, y), rel=1e-9)
 
 
 def brute_map(X, y, queries=None):

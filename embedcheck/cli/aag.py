@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -25,8 +25,10 @@ def aag_cmd(
     label_map: Annotated[bool, typer.Option("--map/--no-map", help="Compute label-retrieval MAP (O(n²) cosines, blocked).")] = True,
     map_queries: Annotated[Optional[int], typer.Option("--map-queries", min=1, help="Sample this many MAP queries (seeded) instead of all n.")] = None,
     permutations: Annotated[int, typer.Option("--permutations", min=0, help="Label-shuffle null with this many permutations (p-value, null mean, null sd).")] = 0,
-    bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Percentile bootstrap CI of AAG with this many resamples.")] = 0,
-    ci: Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Bootstrap confidence level.")] = 0.95,
+    resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals (aag_ci95 over row groups, label_map.map_ci95 over queries); 0: none.")] = 1000,
+    ci: Annotated[bool, typer.Option("--ci", help="Also the intervals that cost more than 20% of the command: variance_share_ci95 (same resamples as aag_ci95).")] = False,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Also the row bootstrap of AAG (report section 'bootstrap', level --ci-level) with this many resamples; O(n·d) each.")] = 0,
+    ci_level: Annotated[float, typer.Option("--ci-level", min=0.5, max=0.999, help="Confidence level of the --bootstrap section.")] = 0.95,
     seed: SeedOpt = 0,
     fail_below: Annotated[Optional[float], typer.Option("--fail-below", help="Gate: exit 1 when AAG is below this.")] = None,
     fail_map_below: Annotated[Optional[float], typer.Option("--fail-map-below", help="Gate: exit 1 when label MAP (x100) is below this.")] = None,
@@ -39,7 +41,8 @@ def aag_cmd(
 
     Exact in O(n·d) from per-class sums (no n×n matrix), plus per-class within means, the
     variance share of the class-mean direction(s), label-retrieval MAP x100 with its chance
-    level, and optional permutation p-value and bootstrap CI. Labels may be ints or strings,
+    level, 95% intervals (aag_ci95 by default, variance_share_ci95 with --ci; ci_method names the
+    method), and optional permutation p-value and row-bootstrap CI. Labels may be ints or strings,
     two or more classes; a class with one row adds no same-label pairs (its within mean is null).
 
     Example: embedcheck aag val.npy val.jsonl --fail-below 0.05
@@ -48,24 +51,22 @@ def aag_cmd(
     X = load_matrix(embeddings)
     y = load_labels(labels, X.shape[0], field=label_field)
     n, d = X.shape
-    res = aag_mod.aag(X, y)
-    vs = aag_mod.variance_share(X, y)
-    report = {
-        "n": n, "dim": d, "classes": len(res.class_counts), "class_counts": res.class_counts,
-        "aag": res.aag, "mean_same": res.mean_same, "mean_diff": res.mean_diff,
-        "n_same_pairs": res.n_same_pairs, "n_diff_pairs": res.n_diff_pairs,
-        "within": res.within,
-        "variance_share": vs["variance_share"], "variance_share_dims": vs["dims"],
-    }
+    res = aag_mod.aag(X, y, resamples=resamples, seed=seed)
+    vs = aag_mod.variance_share(X, y, boot=res.boot if ci else None)
+    report: dict[str, Any] = {**res.to_dict(), **vs.to_dict()}
     if label_map:
         if map_queries is None and n > 50_000:
             hint(f"label MAP over all {n} queries is O(n²); --map-queries N samples queries")
         m = map_mod.label_map(X, y, queries=map_queries, seed=seed)
-        report["label_map"] = m.to_dict()
+        report["label_map"] = map_mod.with_interval(m, resamples, seed).to_dict()
     if permutations:
         report["permutation"] = aag_mod.aag_permutation_null(X, y, permutations, seed, observed=res.aag)
     if bootstrap:
-        report["bootstrap"] = aag_mod.aag_bootstrap(X, y, bootstrap, seed, level=ci)
+        report["bootstrap"] = aag_mod.aag_bootstrap(X, y, bootstrap, seed, level=ci_level)
+    if res.ci_method:
+        report["ci_method"] = res.ci_method + ("; variance_share_ci95: the same resamples" if ci else "")
+        if not ci:
+            report["ci_on_request"] = ["variance_share"]
     add_gates(report, [
         min_gate("aag", res.aag, fail_below) if fail_below is not None else None,
         min_gate("label_map", report.get("label_map", {}).get("map"), fail_map_below) if fail_map_below is not None else None,

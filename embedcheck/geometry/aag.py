@@ -16,12 +16,20 @@ different-label pairs (unordered pairs ``i != j``, unit rows). It is exact in O(
 """
 
 from __future__ import annotations
-from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
-import numpy as np
-from ..rows import encode_labels, label_key, unit_rows
-from ..rows import CHUNK_ROWS, iter_chunks
 
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from ..result import Result, hidden, optional
+from ..rows import CHUNK_ROWS, encode_labels, iter_chunks, label_key, unit_rows
+from .intervals import percentile_ci
+
+#: row groups of the default AAG bootstrap (each group's per-class sums are resampled whole)
+BOOT_GROUPS = 256
+#: memory cap of the per-group class sums (G x k x d float64)
+_GROUP_SUMS_BYTES = 256 << 20
 
 
 def _check_labels(n: int, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -62,18 +70,52 @@ def class_sums(X: np.ndarray, codes: np.ndarray, k: int, *, weights: Optional[np
     return sums, sq
 
 
-@dataclass
-class AAGResult:
+@dataclass(kw_only=True)
+class AAGResult(Result):
+    """AAG and its parts; ``aag_ci95`` when an interval was asked for (``ci_method`` names it)."""
+
+    n: int = 0
+    dim: int = 0
+    classes: int = 0
+    class_counts: dict[str, int] = field(default_factory=dict)
     aag: float
+    aag_ci95: Optional[list[float]] = optional()
     mean_same: float
     mean_diff: float
     n_same_pairs: int
     n_diff_pairs: int
     within: dict[str, Optional[float]] = field(default_factory=dict)
-    class_counts: dict[str, int] = field(default_factory=dict)
+    ci_method: Optional[str] = hidden()
+    #: the bootstrap's group sums, reused by :func:`variance_share` for the same resamples
+    boot: Optional["GroupBoot"] = hidden()
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+
+@dataclass
+class GroupBoot:
+    """Per-group, per-class sums of unit rows and the resampled group weights of one bootstrap.
+
+    Rows are split into ``G`` seeded random groups of (near) equal size; a resample draws ``G``
+    groups with replacement (multinomial weights ``W``, one row of ``W`` per resample), so every
+    resampled class sum is ``Σ_g W_g S_gc`` — exact, and ``O(G²)`` per resample for AAG. With
+    ``G = n`` (every row its own group) this is the ordinary row bootstrap.
+    """
+
+    groups: int
+    group_of: np.ndarray  # (n,) group of each row
+    sums: np.ndarray  # (G, k, d) float64
+    sq: np.ndarray  # (G, k) sums of |u|²
+    counts: np.ndarray  # (G, k)
+    W: np.ndarray  # (resamples, G) multinomial weights
+    seed: int
+
+    @property
+    def resamples(self) -> int:
+        return int(self.W.shape[0])
+
+    def method(self) -> str:
+        unit = "rows" if self.groups == len(self.group_of) else f"{self.groups} seeded random groups of rows"
+        return (f"percentile bootstrap over {unit} (multinomial weights on per-group class sums, a row never "
+                f"paired with its own copy), {self.resamples} resamples, seed {self.seed}")
 
 
 def _aag_from_sums(sums: np.ndarray, sq: np.ndarray,
@@ -89,15 +131,61 @@ def _aag_from_sums(sums: np.ndarray, sq: np.ndarray,
     return mean_same - mean_diff, mean_same, mean_diff, per_class
 
 
-def aag(X: np.ndarray, labels: np.ndarray, *, chunk: int = CHUNK_ROWS) -> AAGResult:
+def _group_count(n: int, k: int, d: int, groups: int) -> int:
+    cap = max(32, _GROUP_SUMS_BYTES // max(1, k * d * 8))
+    return int(max(1, min(n, groups, cap)))
+
+
+def _sums_with_groups(X: np.ndarray, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
+                      chunk: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One streamed pass: the class sums exactly as :func:`class_sums` computes them (same bits),
+    plus per-(group, class) sums (G·k x d, a sparse one-hot product) and sums of |u|²."""
+    from scipy.sparse import csr_matrix
+
+    n, d = X.shape
+    sums = np.zeros((k, d), dtype=np.float64)
+    sq = np.zeros(k, dtype=np.float64)
+    gsums = np.zeros((G * k, d), dtype=np.float64)
+    gsq = np.zeros(G * k, dtype=np.float64)
+    classes = np.arange(k)[:, None]
+    for sl in iter_chunks(n, chunk):
+        U = unit_rows(X[sl])
+        c = codes[sl]
+        if k <= 64:
+            sums += ((c[None, :] == classes) * np.ones(len(c))) @ U
+        else:
+            sums += csr_matrix((np.ones(len(c)), (c, np.arange(len(c)))), shape=(k, len(c))) @ U
+        q = np.einsum("ij,ij->i", U, U)
+        sq += np.bincount(c, weights=q, minlength=k)
+        gc = group_of[sl] * k + c
+        gsums += csr_matrix((np.ones(len(c)), (gc, np.arange(len(c)))), shape=(G * k, len(c))) @ U
+        gsq += np.bincount(gc, weights=q, minlength=G * k)
+    return sums, sq, gsums.reshape(G, k, d), gsq.reshape(G, k)
+
+
+def aag(X: np.ndarray, labels: np.ndarray, *, resamples: int = 0, seed: int = 0, groups: int = BOOT_GROUPS,
+        level: float = 0.95, chunk: int = CHUNK_ROWS) -> AAGResult:
     """Exact Attribute Alignment Gap with mean_same, mean_diff, pair counts and per-class means.
 
     Pair counts are unordered pairs. ``within[c]`` is the mean cosine between different rows
-    of class ``c`` (None for a class with one row).
+    of class ``c`` (None for a class with one row). With ``resamples`` > 0, ``aag_ci95`` is the
+    percentile interval of a bootstrap over ``groups`` seeded random row groups (see
+    :class:`GroupBoot`; the ordinary row bootstrap when ``n <= groups``), from the same pass.
     """
-    n = X.shape[0]
+    n, d = X.shape
     classes, codes, counts = _check_labels(n, labels)
-    sums, sq = class_sums(X, codes, len(classes), chunk=chunk)
+    k = len(classes)
+    boot = None
+    if resamples > 0:
+        G = _group_count(n, k, d, groups)
+        rng = np.random.default_rng(seed)
+        group_of = rng.permutation(n) % G
+        sums, sq, gsums, gsq = _sums_with_groups(X, codes, k, group_of, G, chunk)
+        gcounts = np.bincount(group_of * k + codes, minlength=G * k).reshape(G, k).astype(np.float64)
+        W = rng.multinomial(G, np.full(G, 1.0 / G), size=resamples).astype(np.float64)
+        boot = GroupBoot(groups=G, group_of=group_of, sums=gsums, sq=gsq, counts=gcounts, W=W, seed=int(seed))
+    else:
+        sums, sq = class_sums(X, codes, k, chunk=chunk)
     same_pairs = float((counts * (counts - 1)).sum())
     all_pairs = float(n) * (n - 1)
     a, ms, md, per_class = _aag_from_sums(sums, sq, same_pairs, all_pairs)
@@ -105,9 +193,48 @@ def aag(X: np.ndarray, labels: np.ndarray, *, chunk: int = CHUNK_ROWS) -> AAGRes
         label_key(c): (float(per_class[i] / (counts[i] * (counts[i] - 1))) if counts[i] > 1 else None)
         for i, c in enumerate(classes)
     }
-    return AAGResult(aag=float(a), mean_same=float(ms), mean_diff=float(md),
-                     n_same_pairs=int(same_pairs // 2), n_diff_pairs=int((all_pairs - same_pairs) // 2),
-                     within=within, class_counts={label_key(c): int(counts[i]) for i, c in enumerate(classes)})
+    res = AAGResult(n=int(n), dim=int(d), classes=int(k),
+                    class_counts={label_key(c): int(counts[i]) for i, c in enumerate(classes)},
+                    aag=float(a), mean_same=float(ms), mean_diff=float(md),
+                    n_same_pairs=int(same_pairs // 2), n_diff_pairs=int((all_pairs - same_pairs) // 2),
+                    within=within, boot=boot)
+    if boot is not None:
+        res.aag_ci95 = percentile_ci(group_boot_aag(boot), level)
+        res.ci_method = boot.method()
+    return res
+
+
+def group_boot_aag(boot: GroupBoot, batch: int = 256) -> np.ndarray:
+    """AAG of every resample of ``boot`` (NaN where a resample has no same or no different pair).
+
+    With ``T_g = Σ_c S_gc``, ``M_same = Σ_c S_·c S_·cᵀ`` and ``M_all = T Tᵀ`` (G x G, once), a
+    resample with group weights ``w`` has ordered same-pair sum ``wᵀ M_same w − Σ_g w_g² q_g`` and
+    all-pair sum ``wᵀ M_all w − Σ_g w_g² q_g`` (``q_g`` = Σ |u|² in group g: self-pairs removed);
+    pair counts follow from the per-group class counts the same way.
+    """
+    G, k, d = boot.sums.shape
+    flat = boot.sums.reshape(G, k * d)
+    M_same = flat @ flat.T
+    T = boot.sums.sum(axis=1)
+    M_all = T @ T.T
+    q = boot.sq.sum(axis=1)
+    ng = boot.counts.sum(axis=1)
+    out = np.empty(boot.resamples)
+    for s in range(0, boot.resamples, batch):
+        W = boot.W[s:s + batch]
+        W2 = W * W
+        self_sum = W2 @ q
+        same_sum = np.einsum("bg,bg->b", W @ M_same, W) - self_sum
+        all_sum = np.einsum("bg,bg->b", W @ M_all, W) - self_sum
+        self_n = W2 @ ng
+        same_n = ((W @ boot.counts) ** 2).sum(axis=1) - self_n
+        all_n = (W @ ng) ** 2 - self_n
+        diff_n = all_n - same_n
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = same_sum / same_n - (all_sum - same_sum) / diff_n
+        v[(same_n <= 0) | (diff_n <= 0)] = np.nan
+        out[s:s + batch] = v
+    return out
 
 
 def aag_permutation_null(X: np.ndarray, labels: np.ndarray, permutations: int, seed: int = 0,
@@ -177,29 +304,88 @@ def _maybe_in_memory(X: np.ndarray, limit_bytes: int = 2 << 30) -> np.ndarray:
     return X
 
 
-def variance_share(X: np.ndarray, labels: np.ndarray, *, chunk: int = CHUNK_ROWS) -> dict[str, Any]:
+@dataclass
+class VarianceShare(Result):
+    """Share of the unit rows' variance in the span of the centred class means."""
+
+    variance_share: Optional[float]
+    variance_share_dims: int
+    variance_share_ci95: Optional[list[float]] = optional()
+    total_variance: float = hidden(0.0)
+    along_variance: float = hidden(0.0)
+
+
+def _share(sums: np.ndarray, counts: np.ndarray, sq_total: float) -> tuple[np.ndarray, float, np.ndarray, int]:
+    """(mu, total variance, orthonormal basis Q of the centred class means, its rank) from class sums."""
+    N = counts.sum()
+    mu = sums.sum(axis=0) / N
+    present = counts > 0
+    M = sums[present] / counts[present][:, None] - mu
+    _, s, vt = np.linalg.svd(M, full_matrices=False)
+    rank = int((s > s.max() * 1e-10).sum()) if s.size and s.max() > 0 else 0
+    return mu, float(sq_total / N - mu @ mu), vt[:rank], rank
+
+
+def variance_share(X: np.ndarray, labels: np.ndarray, *, boot: Optional[GroupBoot] = None,
+                   level: float = 0.95, chunk: int = CHUNK_ROWS) -> VarianceShare:
     """Share of total variance of the unit rows lying in the span of the centred class means.
 
     For two classes this is the direction between the class means (the SISE paper's
     "polarity direction holds 2.4-6.7 % of the variance"). Total variance is the trace of
     the covariance; both are population (1/n) moments, so the ratio is exact.
+
+    ``boot`` (from ``aag(..., resamples=R)``) adds ``variance_share_ci95`` over the same
+    resamples: each recomputes the class means and their span from the resampled group sums
+    (exact) and the variance along it in one streamed product per batch of resamples.
     """
     n, d = X.shape
     classes, codes, counts = _check_labels(n, labels)
     k = len(classes)
     sums, sq = class_sums(X, codes, k, chunk=chunk)
-    mu = sums.sum(axis=0) / n
-    means = sums / counts[:, None]
-    M = means - mu
-    # orthonormal basis of the span of centred class means (rank <= k-1)
-    _, s, vt = np.linalg.svd(M, full_matrices=False)
-    rank = int((s > s.max() * 1e-10).sum()) if s.size and s.max() > 0 else 0
-    Q = vt[:rank]
-    total = float(sq.sum() / n - mu @ mu)
+    mu, total, Q, rank = _share(sums, counts.astype(np.float64), float(sq.sum()))
     along = 0.0
     for sl in iter_chunks(n, chunk):
         P = (unit_rows(X[sl]) - mu) @ Q.T
         along += float(np.einsum("ij,ij->", P, P))
     along /= n
-    return {"variance_share": along / total if total > 0 else None, "dims": rank,
-            "total_variance": total, "along_variance": along}
+    out = VarianceShare(variance_share=along / total if total > 0 else None, variance_share_dims=rank,
+                        total_variance=total, along_variance=along)
+    if boot is not None:
+        out.variance_share_ci95 = percentile_ci(_boot_variance_share(X, boot, chunk), level)
+    return out
+
+
+def _boot_variance_share(X: np.ndarray, boot: GroupBoot, chunk: int, batch: int = 64) -> np.ndarray:
+    from scipy.sparse import csr_matrix
+
+    n = X.shape[0]
+    U = _maybe_in_memory(X)
+    G = boot.groups
+    onehot = csr_matrix((np.ones(n), (boot.group_of, np.arange(n))), shape=(G, n))
+    q_g = boot.sq.sum(axis=1)
+    out = np.full(boot.resamples, np.nan)
+    for s in range(0, boot.resamples, batch):
+        Ws = boot.W[s:s + batch]
+        parts = []
+        for W in Ws:
+            S = np.einsum("g,gkd->kd", W, boot.sums)
+            C = W @ boot.counts
+            mu, total, Q, _ = _share(S, C, float(W @ q_g))
+            parts.append((W, C.sum(), mu, total, Q))
+        Qs = np.concatenate([p[4] for p in parts], axis=0)
+        if Qs.shape[0] == 0:
+            continue
+        Z2 = np.empty((G, Qs.shape[0]))
+        Z2[:] = 0.0
+        for sl in iter_chunks(n, chunk):
+            Uc = U[sl] if U is not X else unit_rows(X[sl])
+            Z = np.asarray(Uc, dtype=np.float64) @ Qs.T
+            Z2 += onehot[:, sl] @ (Z * Z)
+        col = 0
+        for j, (W, N, mu, total, Q) in enumerate(parts):
+            r = Q.shape[0]
+            along = (float(W @ Z2[:, col:col + r].sum(axis=1)) - N * float((Q @ mu) @ (Q @ mu))) / N
+            col += r
+            if total > 0:
+                out[s + j] = along / total
+    return out

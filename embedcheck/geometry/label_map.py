@@ -13,26 +13,43 @@ that hold that score.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
+from ..result import Result, hidden, optional
 from ..rows import iter_chunks, unit_rows
+from . import intervals
 from .aag import _check_labels, _maybe_in_memory
 
 
 @dataclass
-class MapResult:
+class MapResult(Result):
     map: float  # x100
     chance: float  # x100, expected MAP of a random ranking (closed form)
     queries: int
     sampled: bool
-    #: per-query average precision (a fraction, not x100), in query order; not part of the report
-    ap: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False, compare=False)
+    map_ci95: Optional[list[float]] = optional()  # x100, see :func:`with_interval`
+    ci_method: Optional[str] = optional()
+    ap: Optional[np.ndarray] = hidden()  # per-query average precision (0..1), in query order
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"map": self.map, "chance": self.chance, "queries": self.queries, "sampled": self.sampled}
+
+def with_interval(res: MapResult, resamples: int = intervals.RESAMPLES, seed: int = 0) -> MapResult:
+    """Add ``map_ci95``: a percentile bootstrap over the queries (their APs resampled with
+    replacement; the ranked pool stays fixed, so it is the interval of the MAP over queries drawn
+    from the same population against this collection).
+
+    >>> r = with_interval(MapResult(50.0, 10.0, 4, False, ap=np.array([0.0, 0.5, 0.5, 1.0])), 200)
+    >>> r.map_ci95[0] < 50 < r.map_ci95[1], r.ci_method
+    (True, 'percentile bootstrap over queries, 200 resamples, seed 0')
+    """
+    if res.ap is None or len(res.ap) == 0 or resamples <= 0:
+        return res
+    ci = intervals.percentile_ci(intervals.bootstrap_means(res.ap, resamples, seed))
+    res.map_ci95 = None if ci is None else [100 * ci[0], 100 * ci[1]]
+    res.ci_method = intervals.method("queries", resamples, seed)
+    return res
 
 
 def expected_random_ap(n_items: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
@@ -146,4 +163,4 @@ def label_map(X: np.ndarray, labels: np.ndarray, *, queries: int | None = None, 
             one_block(start)
     chance = expected_random_ap(np.full(len(q_idx), n - 1), counts[codes[q_idx]] - 1)
     return MapResult(map=float(100 * aps.mean()), chance=float(100 * chance.mean()),
-                     queries=len(q_idx), sampled=bool(sampled), ap=aps)
+                     queries=int(len(q_idx)), sampled=bool(sampled), ap=aps)

@@ -44,7 +44,7 @@ def _auto_scale(project: Callable[[float], np.ndarray], codes: np.ndarray, share
     from ..geometry.aag import variance_share
 
     def f(S: float) -> float:
-        v = variance_share(project(S), codes)["variance_share"]
+        v = variance_share(project(S), codes).variance_share
         return 0.0 if v is None else float(v)
 
     lo, hi = 1.0, 2.0
@@ -61,7 +61,7 @@ def _auto_scale(project: Callable[[float], np.ndarray], codes: np.ndarray, share
 def _output_share(Y: np.ndarray, codes: np.ndarray) -> float:
     from ..geometry.aag import variance_share
 
-    return float(variance_share(Y, codes)["variance_share"] or 0.0)
+    return float(variance_share(Y, codes).variance_share or 0.0)
 
 
 def train_lda(X: np.ndarray, labels: np.ndarray, params: LinearParams = LinearParams(), *,

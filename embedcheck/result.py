@@ -1,0 +1,71 @@
+"""The one way a result becomes a report dict: dataclasses deriving from :class:`Result`.
+
+Every computation returns a dataclass; the CLI builds its report from ``result.to_dict()``, never
+by copying string keys by hand. Field order is report key order. Two field markers:
+
+* :func:`hidden` — kept on the object for callers (a per-query AP array, a fitted map) but never
+  written to the report;
+* :func:`optional` — written only when set (an interval that was not asked for stays absent
+  instead of showing ``null``).
+
+Values are made JSON-plain recursively (nested results, numpy scalars and arrays, tuples).
+
+>>> from dataclasses import dataclass
+>>> @dataclass
+... class R(Result):
+...     x: float
+...     x_ci95: Optional[list] = optional()
+...     raw: Any = hidden()
+>>> R(np.float64(0.5), raw=np.arange(3)).to_dict()
+{'x': 0.5}
+>>> R(1.0, [0.5, 1.5]).to_dict()
+{'x': 1.0, 'x_ci95': [0.5, 1.5]}
+"""
+
+from __future__ import annotations
+
+from dataclasses import field, fields, is_dataclass
+from typing import Any, Optional  # noqa: F401  (Optional: used by the doctest)
+
+import numpy as np
+
+
+def hidden(default: Any = None) -> Any:
+    """A field kept on the result object but never written to the report."""
+    return field(default=default, repr=False, compare=False, metadata={"report": False})
+
+
+def optional(default: Any = None) -> Any:
+    """A field written to the report only when it is not ``None``."""
+    return field(default=default, metadata={"omit_none": True})
+
+
+def plain(v: Any) -> Any:
+    """``v`` as plain JSON-able Python (nested results, dicts, lists, numpy values)."""
+    if isinstance(v, Result):
+        return v.to_dict()
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+class Result:
+    """Base of every result dataclass: one :meth:`to_dict`."""
+
+    def to_dict(self) -> dict[str, Any]:
+        assert is_dataclass(self)
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if not f.metadata.get("report", True):
+                continue
+            v = getattr(self, f.name)
+            if v is None and f.metadata.get("omit_none"):
+                continue
+            out[f.name] = plain(v)
+        return out
