@@ -53,13 +53,13 @@ def test_few_shot_draws_k_per_class_and_is_seeded():
     assert sorted(np.unique(ytr[idx], return_counts=True)[1]) == [3, 3, 3]
     a = probe.few_shot(Xtr, ytr, Xte, yte, shots=2, repeats=5, seed=7)
     assert a == probe.few_shot(Xtr, ytr, Xte, yte, shots=2, repeats=5, seed=7)
-    assert len(a["accuracies"]) == 5
-    assert a["accuracy_mean"] == pytest.approx(np.mean(a["accuracies"]))
+    assert len(a.accuracies) == 5
+    assert a.accuracy_mean == pytest.approx(np.mean(a.accuracies))
     # each draw equals a direct fit on the same 2-per-class sample
     rng = np.random.default_rng(7)
     idx = probe.sample_shots(ytr, 2, rng)
     pred = LogisticRegression(max_iter=1000, random_state=7).fit(Xtr[idx], ytr[idx]).predict(Xte)
-    assert a["accuracies"][0] == pytest.approx(100 * np.mean(pred == yte))
+    assert a.accuracies[0] == pytest.approx(100 * np.mean(pred == yte))
     with pytest.raises(ValueError, match="needs 500 training rows per class"):
         probe.few_shot(Xtr, ytr, Xte, yte, shots=500, repeats=1)
 
@@ -72,8 +72,8 @@ def test_sts_equals_scipy_on_direct_cosines():
     cos = np.array([a @ b / np.linalg.norm(a) / np.linalg.norm(b) for a, b in zip(A.astype(float), B.astype(float))])
     np.testing.assert_allclose(rowwise_cosine(A, B, chunk=7), cos, atol=1e-12)
     r = sts_correlation(A, B, gold)
-    assert r["spearman"] == pytest.approx(100 * spearmanr(cos, gold).statistic, abs=1e-9)
-    assert r["pearson"] == pytest.approx(100 * pearsonr(cos, gold).statistic, abs=1e-9)
+    assert r.spearman == pytest.approx(100 * spearmanr(cos, gold).statistic, abs=1e-9)
+    assert r.pearson == pytest.approx(100 * pearsonr(cos, gold).statistic, abs=1e-9)
     with pytest.raises(ValueError, match="all equal"):
         sts_correlation(A, B, np.ones(120))
 

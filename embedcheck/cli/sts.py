@@ -12,7 +12,7 @@ from ..io.labels import load_scores
 from .output import add_gates, min_gate
 from ..geometry.sts import sts_correlation
 from ._app import app
-from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, start_command
+from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, SeedOpt, finish, start_command
 
 
 @app.command("sts")
@@ -21,13 +21,16 @@ def sts_cmd(
     b: Annotated[str, typer.Argument(help="Second sentences' embeddings (.npy), row i paired with row i of A.", show_default=False)],
     scores: Annotated[str, typer.Argument(help="Gold scores: 1-D .npy, .txt, or .jsonl (--score-field).", show_default=False)],
     score_field: Annotated[str, typer.Option("--score-field", help="Field of the gold score in a .jsonl file.")] = "score",
+    resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals of Spearman and Pearson (bootstrap over pairs); 0: none.")] = 1000,
+    seed: SeedOpt = 0,
     fail_below: Annotated[Optional[float], typer.Option("--fail-below", help="Gate: exit 1 when Spearman x100 is below this.")] = None,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """STS evaluation: Spearman x100 (and Pearson x100) of cos(a_i, b_i) against gold scores.
+    """STS evaluation: Spearman x100 (and Pearson x100) of cos(a_i, b_i) against gold scores,
+    each with a 95% interval (bootstrap over pairs).
 
     The STS-B cost of a head: run it on the original, compact and fused vectors.
 
@@ -39,6 +42,7 @@ def sts_cmd(
     if A.shape != B.shape:
         raise ValueError(f"{a} has shape {A.shape} but {b} has {B.shape}")
     gold = load_scores(scores, A.shape[0], field=score_field)
-    report = sts_correlation(A, B, gold)
-    add_gates(report, [min_gate("spearman", report["spearman"], fail_below) if fail_below is not None else None])
+    res = sts_correlation(A, B, gold, resamples=resamples, seed=seed)
+    report = res.to_dict()
+    add_gates(report, [min_gate("spearman", res.spearman, fail_below) if fail_below is not None else None])
     finish(report, title="STS", as_json=as_json, fmt=fmt, report_file=report_file)

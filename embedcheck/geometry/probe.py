@@ -12,18 +12,23 @@ predicted for every test row). ``few_shot`` draws K rows per class, R seeded tim
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Optional
 
 import numpy as np
+
+from ..result import Result, hidden, optional
 from ..rows import label_key
+from . import intervals
 
 
 
-@dataclass
-class ProbeResult:
+@dataclass(kw_only=True)
+class ProbeResult(Result):
     accuracy: float  # x100
+    accuracy_ci95: Optional[list[float]] = optional()
     macro_f1: float  # x100
+    macro_f1_ci95: Optional[list[float]] = optional()
     majority_baseline: float  # x100
     majority_label: str
     n_train: int
@@ -34,9 +39,46 @@ class ProbeResult:
     C: float
     max_iter: int
     converged: bool
+    ci_method: Optional[str] = optional()
+    predictions: Optional[np.ndarray] = hidden()
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+
+def _f1_parts(t: np.ndarray, p: np.ndarray, k: int) -> np.ndarray:
+    """Macro-F1 (0..1) of each row of codes ``t`` (true) and ``p`` (predicted), ``k`` labels:
+    F1_c = 2·TP_c / (T_c + P_c), 0 when a label is neither true nor predicted (sklearn's
+    ``zero_division=0`` over an explicit label list)."""
+    b, m = t.shape
+    base = (np.arange(b) * k)[:, None]
+    tp = np.bincount((base + t).ravel(), weights=(t == p).ravel().astype(np.float64), minlength=b * k).reshape(b, k)
+    tc = np.bincount((base + t).ravel(), minlength=b * k).reshape(b, k)
+    pc = np.bincount((base + p).ravel(), minlength=b * k).reshape(b, k)
+    den = tc + pc
+    f1 = np.divide(2 * tp, den, out=np.zeros((b, k)), where=den > 0)
+    return f1.mean(axis=1)
+
+
+def probe_intervals(y_test: np.ndarray, pred: np.ndarray, labels: np.ndarray, resamples: int = intervals.RESAMPLES,
+                    seed: int = 0) -> tuple[Optional[list[float]], Optional[list[float]], str]:
+    """(accuracy_ci95, macro_f1_ci95) x100 by a percentile bootstrap over test rows (the fitted
+    probe fixed, its predictions resampled with their true labels), and the method text.
+
+    >>> y = np.array([0, 0, 1, 1] * 25); p = y.copy(); p[:10] = 1 - p[:10]
+    >>> acc, f1, how = probe_intervals(y, p, np.array([0, 1]), 500)
+    >>> bool(acc[0] < 90 < acc[1]), how
+    (True, 'percentile bootstrap over test rows, 500 resamples, seed 0')
+    """
+    labels = np.asarray(labels)
+    t = np.searchsorted(labels, y_test)
+    p = np.searchsorted(labels, pred)
+    correct = (t == p).astype(np.float64)
+    rng = np.random.default_rng(seed)
+    accs, f1s = [], []
+    for idx in intervals.resample_indices(len(t), resamples, rng):
+        accs.append(correct[idx].mean(axis=1))
+        f1s.append(_f1_parts(t[idx], p[idx], len(labels)))
+    acc = intervals.percentile_ci(100 * np.concatenate(accs))
+    f1 = intervals.percentile_ci(100 * np.concatenate(f1s))
+    return acc, f1, intervals.method("test rows", resamples, seed)
 
 
 def _per_class(y: np.ndarray) -> dict[str, int]:
@@ -63,8 +105,11 @@ def _check(X_train, y_train, X_test, y_test) -> None:
 
 
 def fit_probe(X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_test: np.ndarray, *,
-              C: float = 1.0, max_iter: int = 1000, standardize: bool = False, seed: int = 0) -> ProbeResult:
-    """Logistic-regression probe trained on (X_train, y_train), scored on (X_test, y_test)."""
+              C: float = 1.0, max_iter: int = 1000, standardize: bool = False, seed: int = 0,
+              resamples: int = 0) -> ProbeResult:
+    """Logistic-regression probe trained on (X_train, y_train), scored on (X_test, y_test).
+
+    ``resamples`` > 0 adds ``accuracy_ci95`` and ``macro_f1_ci95`` (:func:`probe_intervals`)."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
@@ -79,15 +124,20 @@ def fit_probe(X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_te
     pred = model.predict(np.asarray(X_test, dtype=np.float64))
     classes, counts = np.unique(y_train, return_counts=True)
     majority = classes[np.argmax(counts)]
-    return ProbeResult(
+    labels = np.unique(np.concatenate([y_train, y_test]))
+    res = ProbeResult(
         accuracy=float(100 * accuracy_score(y_test, pred)),
-        macro_f1=float(100 * f1_score(y_test, pred, average="macro", labels=np.unique(np.concatenate([y_train, y_test])), zero_division=0)),
+        macro_f1=float(100 * f1_score(y_test, pred, average="macro", labels=labels, zero_division=0)),
         majority_baseline=float(100 * np.mean(y_test == majority)),
         majority_label=label_key(majority),
         n_train=int(len(y_train)), n_test=int(len(y_test)),
         train_per_class=_per_class(y_train), test_per_class=_per_class(y_test),
         standardized=bool(standardize), C=float(C), max_iter=int(max_iter), converged=converged,
+        predictions=pred,
     )
+    if resamples > 0:
+        res.accuracy_ci95, res.macro_f1_ci95, res.ci_method = probe_intervals(y_test, pred, labels, resamples, seed)
+    return res
 
 
 def sample_shots(y: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -104,9 +154,23 @@ def sample_shots(y: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     return np.sort(np.concatenate(idx))
 
 
+@dataclass
+class FewShotResult(Result):
+    """Few-shot probe: mean and sd over seeded draws (the spread over draws is its uncertainty)."""
+
+    shots: int
+    repeats: int
+    seed: int
+    accuracy_mean: float
+    accuracy_sd: Optional[float]
+    macro_f1_mean: float
+    macro_f1_sd: Optional[float]
+    accuracies: list[float]
+
+
 def few_shot(X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_test: np.ndarray, *,
              shots: int, repeats: int = 10, seed: int = 0, C: float = 1.0, max_iter: int = 1000,
-             standardize: bool = False) -> dict[str, Any]:
+             standardize: bool = False) -> FewShotResult:
     """The few-shot probe: ``shots`` labelled rows per class, ``repeats`` seeded draws; mean and sd."""
     _check(X_train, y_train, X_test, y_test)
     rng = np.random.default_rng(seed)
@@ -119,7 +183,7 @@ def few_shot(X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_tes
         accs.append(r.accuracy)
         f1s.append(r.macro_f1)
     a, f = np.asarray(accs), np.asarray(f1s)
-    return {"shots": int(shots), "repeats": int(repeats), "seed": int(seed),
-            "accuracy_mean": float(a.mean()), "accuracy_sd": float(a.std(ddof=1)) if repeats > 1 else None,
-            "macro_f1_mean": float(f.mean()), "macro_f1_sd": float(f.std(ddof=1)) if repeats > 1 else None,
-            "accuracies": [float(x) for x in a]}
+    return FewShotResult(shots=int(shots), repeats=int(repeats), seed=int(seed),
+                         accuracy_mean=float(a.mean()), accuracy_sd=float(a.std(ddof=1)) if repeats > 1 else None,
+                         macro_f1_mean=float(f.mean()), macro_f1_sd=float(f.std(ddof=1)) if repeats > 1 else None,
+                         accuracies=[float(x) for x in a])
