@@ -22,6 +22,10 @@ from embedcheck, so their agreement is a real check):
   cohens_d = gap/sqrt((var_matched + var_unrelated)/2) (ddof=1, null when < 1e-12);
   floor_share = floor/matched (null when matched ≤ 0); partner_ranked_first = share of rows whose
   partner scores strictly more than every other row of B (within 1e-12 is a tie, not first);
+  floor_exact / floor_exact_sd = mean and sd over every ordered unrelated pair i ≠ j (here by
+  brute force; embedcheck computes them from Gram terms), gap_over_floor_exact_sd and
+  floor_share_exact from them; matched_ci95 = matched ± 1.96·sd/√n, partner_ranked_first_ci95
+  the Wilson score interval;
 * warning above anisotropy 0.3; note when a mean is fitted on fewer than 1,000 rows.
 
 Plain float64 throughout; memory about four n×d float64 arrays plus a (block × n) slab.
@@ -87,17 +91,32 @@ def draw_derangements(n, perms, seed):
 
 
 def partner_first(X, Y):
-    """Rows i with X_i·Y_i > max_{j≠i} X_i·Y_j + 1e-12 (X, Y unit rows), in slabs of rows."""
+    """Rows i with X_i·Y_i > max_{j≠i} X_i·Y_j + 1e-12 (X, Y unit rows), in slabs of rows; and
+    the exact floor by brute force from the same slabs: mean and sd (population) of X_i·Y_j over
+    every ordered pair i ≠ j."""
     n = len(X)
     diag = (X * Y).sum(axis=1)
     step = max(1, 8_000_000 // n)
     count = 0
+    total = total_sq = 0.0
     for s in range(0, n, step):
         e = min(n, s + step)
         S = X[s:e] @ Y.T
+        S[np.arange(e - s), np.arange(s, e)] = 0.0
+        total += float(S.sum())
+        total_sq += float((S * S).sum())
         S[np.arange(e - s), np.arange(s, e)] = -np.inf
         count += int((diag[s:e] > S.max(axis=1) + 1e-12).sum())
-    return count
+    pairs = n * (n - 1)
+    mean = total / pairs
+    return count, mean, math.sqrt(max(total_sq / pairs - mean * mean, 0.0))
+
+
+def wilson(k, n, z=1.959963984540054):
+    p = k / n
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [max(0.0, mid - half), min(1.0, mid + half)]
 
 
 def section(X, Y, ders):
@@ -109,23 +128,32 @@ def section(X, Y, ders):
     sd = float(unrelated.std(ddof=1))
     gap = m - f
     pooled = math.sqrt((float(matched.var(ddof=1)) + sd ** 2) / 2)
-    first = partner_first(X, Y)
+    first, fe, fe_sd = partner_first(X, Y)
+    m_se = float(matched.std(ddof=1)) / math.sqrt(n)
     diffs = matched - by_perm.mean(axis=0)  # per-row gap; rows are the independent units
     se = float(np.std(diffs, ddof=1)) / math.sqrt(n) if n > 1 else 0.0
     return {
         "matched": m,
+        "matched_ci95": [m - 1.959963984540054 * m_se, m + 1.959963984540054 * m_se],
         "floor": f,
         "floor_sd": sd,
+        "floor_exact": fe,
+        "floor_exact_sd": fe_sd,
         "gap": gap,
         "gap_se": se,
         "gap_ci95": [gap - 1.959963984540054 * se, gap + 1.959963984540054 * se],
         "min_detectable_gap": (1.959963984540054 + 0.8416212335729143) * se,
         "gap_over_floor_sd": gap / sd if sd >= 1e-12 else None,
+        "gap_over_floor_exact_sd": (m - fe) / fe_sd if fe_sd >= 1e-12 else None,
         "cohens_d": gap / pooled if pooled >= 1e-12 else None,
         "floor_share": f / m if m > 0 else None,
+        "floor_share_exact": fe / m if m > 0 else None,
         "partner_ranked_first": first / n,
+        "partner_ranked_first_ci95": wilson(first, n),
         "partner_ranked_first_count": first,
         "unrelated_pairs": int(unrelated.size),
+        "ci_method": ("matched_ci95 and gap_ci95: normal, mean ± 1.96·sd/√n over rows (rows independent); "
+                      "partner_ranked_first_ci95: Wilson score interval over the n rows"),
     }
 
 

@@ -17,6 +17,11 @@ class GateOn(str, Enum):
     centred = "centred"
 
 
+class FloorKind(str, Enum):
+    perms = "perms"
+    exact = "exact"
+
+
 def _render(report: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -28,8 +33,11 @@ def _render(report: dict[str, Any]) -> None:
     t.add_column("figure", style="cyan")
     t.add_column("raw", justify="right")
     t.add_column("centred", justify="right")
-    for key in ("matched", "floor", "floor_sd", "gap", "gap_se", "min_detectable_gap", "gap_over_floor_sd",
-                "cohens_d", "floor_share", "partner_ranked_first", "partner_ranked_first_count"):
+    for key in ("matched", "floor", "floor_sd", "floor_exact", "floor_exact_sd", "gap", "gap_se",
+                "min_detectable_gap", "gap_over_floor_sd", "gap_over_floor_exact_sd", "cohens_d", "floor_share",
+                "partner_ranked_first", "partner_ranked_first_count"):
+        t.add_row(key, _fmt(report["raw"][key]), _fmt(report["centred"][key]))
+    for key in ("matched_ci95", "gap_ci95", "partner_ranked_first_ci95"):
         t.add_row(key, _fmt(report["raw"][key]), _fmt(report["centred"][key]))
     t.add_row("partner_first_by_chance", _fmt(report["partner_first_by_chance"]), "")
     console.print(t)
@@ -61,6 +69,7 @@ def anisotropy_cmd(
     min_gap_sd: Annotated[Optional[float], typer.Option("--min-gap-sd", help="Gate: gap_over_floor_sd (on --gate-on) must be >= X.")] = None,
     max_floor_share: Annotated[Optional[float], typer.Option("--max-floor-share", help="Gate: raw.floor_share must be <= X.")] = None,
     min_partner_first: Annotated[Optional[float], typer.Option("--min-partner-first", help="Gate: partner_ranked_first (fraction, on --gate-on) must be >= X.")] = None,
+    floor: Annotated[FloorKind, typer.Option("--floor", help="Which floor --min-gap-sd and --max-floor-share test: perms (the derangement floor, the skill's) or exact (all n(n-1) unrelated pairs).", case_sensitive=False)] = FloorKind.perms,
     gate_on: Annotated[GateOn, typer.Option("--gate-on", help="Which reading --min-gap-sd and --min-partner-first test.", case_sensitive=False)] = GateOn.centred,
     block: Annotated[int, typer.Option("--block", help="Query rows per block for partner_ranked_first (work memory ~ 4 x block^2 floats plus one float32 copy of B; never n x n).")] = 1024,
     as_json: JsonOpt = False,
@@ -76,8 +85,10 @@ def anisotropy_cmd(
 
     matched = mean cos(a_i, b_i); floor = mean cos(a_i, b_pi(i)) over
     --perms seeded derangements pi (the same for raw and centred);
-    floor_sd (ddof=1); gap = matched - floor; gap_over_floor_sd (null when
-    the floor has no spread: read the plain gap); cohens_d; floor_share =
+    floor_sd (ddof=1); floor_exact, floor_exact_sd: mean and sd over all
+    n(n-1) unrelated pairs, exact from Gram terms; gap = matched - floor;
+    gap_over_floor_sd (null when the floor has no spread: read the plain
+    gap) and gap_over_floor_exact_sd; cohens_d; floor_share =
     floor / matched (what an unrelated pair already scores);
     partner_ranked_first = share of rows whose partner beats every other
     row strictly (ties are not first), against chance 1/n.
@@ -112,14 +123,17 @@ def anisotropy_cmd(
         def tick(done: int, total: int) -> None:
             bar.update(task, completed=done)
 
-        report = core.check(A, B, fit_a=FA, fit_b=FB, shared=shared, perms=perms, seed=seed, names=names,
-                            map_fit=maps, block=block, progress=tick)
-    if report["warning"]:
-        warn(report["warning"])
+        res = core.check_result(A, B, fit_a=FA, fit_b=FB, shared=shared, perms=perms, seed=seed, names=names,
+                                map_fit=maps, block=block, progress=tick)
+    report = res.to_dict()
+    if res.warning:
+        warn(res.warning)
     side = gate_on.value
+    sd_key, share_key = (("gap_over_floor_exact_sd", "floor_share_exact") if floor == FloorKind.exact
+                         else ("gap_over_floor_sd", "floor_share"))
     add_gates(report, [
-        min_gate(f"{side}.gap_over_floor_sd", report[side]["gap_over_floor_sd"], min_gap_sd) if min_gap_sd is not None else None,
-        max_gate("raw.floor_share", report["raw"]["floor_share"], max_floor_share) if max_floor_share is not None else None,
+        min_gate(f"{side}.{sd_key}", report[side][sd_key], min_gap_sd) if min_gap_sd is not None else None,
+        max_gate(f"raw.{share_key}", report["raw"][share_key], max_floor_share) if max_floor_share is not None else None,
         min_gate(f"{side}.partner_ranked_first", report[side]["partner_ranked_first"], min_partner_first) if min_partner_first is not None else None,
     ])
     finish(report, title="anisotropy", as_json=as_json, fmt=fmt, report_file=report_file, renderer=_render)

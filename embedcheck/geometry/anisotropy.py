@@ -51,11 +51,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
 from ..errors import InputError
+from ..result import Result, hidden, optional
+from .intervals import normal_mean_ci, wilson_ci
 
 #: anisotropy above this triggers the skill's warning
 WARN_ANISOTROPY = 0.3
@@ -327,20 +329,17 @@ def partner_ranked_first(
 # orthogonal map for two different models
 
 
-@dataclass
-class MapFit:
+@dataclass(kw_only=True)
+class MapFit(Result):
     """An orthogonal (or semi-orthogonal) map W from A's space onto B's: rows map as ``a @ W``."""
 
-    W: np.ndarray
+    W: np.ndarray = hidden()
     method: str
     train_rows: int
+    dim_a: int
+    dim_b: int
     train_matched: float
     train_matched_unmapped: Optional[float]
-
-    def summary(self) -> dict[str, Any]:
-        return {"method": self.method, "train_rows": self.train_rows, "dim_a": int(self.W.shape[0]),
-                "dim_b": int(self.W.shape[1]), "train_matched": self.train_matched,
-                "train_matched_unmapped": self.train_matched_unmapped}
 
 
 def fit_orthogonal_map(train_a: Any, train_b: Any) -> MapFit:
@@ -375,9 +374,60 @@ def fit_orthogonal_map(train_a: Any, train_b: Any) -> MapFit:
         method = "semi-orthogonal (thin SVD of A_train^T B_train)"
         unmapped = None
     M = _normalise(Ua @ W, "--map-fit TRAIN_A (mapped)", slice(0, ta.n))
-    return MapFit(W=W, method=method, train_rows=ta.n,
+    return MapFit(W=W, method=method, train_rows=ta.n, dim_a=int(W.shape[0]), dim_b=int(W.shape[1]),
                   train_matched=float(np.mean(np.einsum("ij,ij->i", M, Ub))),
                   train_matched_unmapped=unmapped)
+
+
+# --------------------------------------------------------------------------------------------
+# the exact floor: every unrelated pair, from Gram terms (mergeable partial sums)
+
+
+def floor_partials(block_a: np.ndarray, block_b: np.ndarray) -> dict[str, Any]:
+    """Partial sums of a block of paired unit rows (row i of A pairs with row i of B) from which
+    :func:`floor_finish` gives the exact mean and sd of cos(a_i, b_j) over all ordered pairs
+    i ≠ j. Partials of disjoint blocks (or shards) add up: :func:`floor_merge`.
+
+    Keys: ``n``; ``sum_a``, ``sum_b`` (Σ rows); ``gram_a``, ``gram_b`` (Σ a aᵀ, Σ b bᵀ, d x d);
+    ``diag`` = Σ_i a_i·b_i and ``diag_sq`` = Σ_i (a_i·b_i)², all float64.
+    """
+    a = np.asarray(block_a, dtype=np.float64)
+    b = np.asarray(block_b, dtype=np.float64)
+    dots = np.einsum("ij,ij->i", a, b)
+    return {"n": int(a.shape[0]), "sum_a": a.sum(axis=0), "sum_b": b.sum(axis=0),
+            "gram_a": a.T @ a, "gram_b": b.T @ b, "diag": float(dots.sum()), "diag_sq": float(dots @ dots)}
+
+
+def floor_merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Sum of :func:`floor_partials` of disjoint blocks (in any order, e.g. over shards)."""
+    out: Optional[dict[str, Any]] = None
+    for p in parts:
+        if out is None:
+            out = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in p.items()}
+        else:
+            for k, v in p.items():
+                out[k] = out[k] + v
+    if out is None:
+        raise ValueError("floor_merge needs at least one partial")
+    return out
+
+
+def floor_finish(p: dict[str, Any]) -> tuple[float, float]:
+    """(mean, sd) of the cosine over all n(n−1) ordered unrelated pairs (population sd):
+    Σ_{i≠j} a_i·b_j = S_a·S_b − Σ_i a_i·b_i and Σ_{i≠j} (a_i·b_j)² = tr(G_a G_b) − Σ_i (a_i·b_i)².
+
+    >>> A = np.eye(3); B = np.roll(np.eye(3), 1, axis=1)   # b_j = e_{j+1}: a_i·b_j = [i == j+1]
+    >>> floor_finish(floor_partials(A, B))                   # 3 of 6 unrelated pairs score 1
+    (0.5, 0.5)
+    """
+    n = p["n"]
+    pairs = float(n) * (n - 1)
+    if pairs <= 0:
+        raise ValueError("the exact floor needs at least 2 rows")
+    s1 = float(p["sum_a"] @ p["sum_b"]) - p["diag"]
+    s2 = float(np.einsum("ij,ij->", p["gram_a"], p["gram_b"])) - p["diag_sq"]
+    mean = s1 / pairs
+    return mean, math.sqrt(max(s2 / pairs - mean * mean, 0.0))
 
 
 # --------------------------------------------------------------------------------------------
@@ -388,10 +438,58 @@ def fit_orthogonal_map(train_a: Any, train_b: Any) -> MapFit:
 DETECTABLE_Z = 1.959963984540054 + 0.8416212335729143
 
 
-def _section(matched: np.ndarray, unrelated_by_perm: np.ndarray, first: int, n: int) -> dict[str, Any]:
+#: how the intervals of a section are made (no resampling: closed forms over the rows)
+SECTION_CI_METHOD = ("matched_ci95 and gap_ci95: normal, mean ± 1.96·sd/√n over rows (rows independent); "
+                     "partner_ranked_first_ci95: Wilson score interval over the n rows")
+
+
+@dataclass(kw_only=True)
+class Section(Result):
+    """The figures of one view (raw or centred); keys as documented in the module docstring."""
+
+    matched: float
+    matched_ci95: Optional[list[float]] = optional()
+    floor: float
+    floor_sd: float
+    floor_exact: Optional[float] = optional()
+    floor_exact_sd: Optional[float] = optional()
+    gap: float
+    gap_se: float
+    gap_ci95: list[float]
+    min_detectable_gap: float
+    gap_over_floor_sd: Optional[float]
+    gap_over_floor_exact_sd: Optional[float] = optional()
+    cohens_d: Optional[float]
+    floor_share: Optional[float]
+    floor_share_exact: Optional[float] = optional()
+    partner_ranked_first: float
+    partner_ranked_first_ci95: Optional[list[float]] = optional()
+    partner_ranked_first_count: int
+    unrelated_pairs: int
+    ci_method: str = SECTION_CI_METHOD
+
+
+@dataclass(kw_only=True)
+class AnisotropyResult(Result):
+    n: int
+    dim: int
+    means: dict[str, dict[str, Any]]
+    anisotropy: dict[str, float]
+    raw: Section
+    centred: Section
+    partner_first_by_chance: float
+    reading: str = ""
+    warning: Optional[str] = None
+    note: Optional[str] = None
+    map: Optional[MapFit] = optional()
+
+
+def _section(matched: np.ndarray, unrelated_by_perm: np.ndarray, first: int, n: int,
+             exact: Optional[tuple[float, float]] = None) -> Section:
     """Figures for one view (raw or centred). ``unrelated_by_perm`` is (perms, n): row i's unrelated
     cosine under each derangement. The gap's spread treats rows as the independent units: with
-    d_i = matched_i − mean_p unrelated_{p,i}, gap = mean(d) and gap_se = sd(d)/sqrt(n)."""
+    d_i = matched_i − mean_p unrelated_{p,i}, gap = mean(d) and gap_se = sd(d)/sqrt(n).
+    ``exact`` = (mean, sd) of the exact floor over all unrelated pairs (:func:`floor_finish`)."""
     unrelated = unrelated_by_perm.ravel()
     m = float(matched.mean())
     floor = float(unrelated.mean())
@@ -401,21 +499,29 @@ def _section(matched: np.ndarray, unrelated_by_perm: np.ndarray, first: int, n: 
     pooled = math.sqrt((var_m + floor_sd ** 2) / 2)
     per_row = matched - unrelated_by_perm.mean(axis=0)
     gap_se = float(per_row.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
-    return {
-        "matched": m,
-        "floor": floor,
-        "floor_sd": floor_sd,
-        "gap": gap,
-        "gap_se": gap_se,
-        "gap_ci95": [gap - 1.959963984540054 * gap_se, gap + 1.959963984540054 * gap_se],
-        "min_detectable_gap": DETECTABLE_Z * gap_se,
-        "gap_over_floor_sd": gap / floor_sd if floor_sd >= ZERO_SD else None,
-        "cohens_d": gap / pooled if pooled >= ZERO_SD else None,
-        "floor_share": floor / m if m > 0 else None,
-        "partner_ranked_first": first / n,
-        "partner_ranked_first_count": int(first),
-        "unrelated_pairs": int(unrelated.size),
-    }
+    sec = Section(
+        matched=m,
+        matched_ci95=normal_mean_ci(matched),
+        floor=floor,
+        floor_sd=floor_sd,
+        gap=gap,
+        gap_se=gap_se,
+        gap_ci95=[gap - 1.959963984540054 * gap_se, gap + 1.959963984540054 * gap_se],
+        min_detectable_gap=DETECTABLE_Z * gap_se,
+        gap_over_floor_sd=gap / floor_sd if floor_sd >= ZERO_SD else None,
+        cohens_d=gap / pooled if pooled >= ZERO_SD else None,
+        floor_share=floor / m if m > 0 else None,
+        partner_ranked_first=first / n,
+        partner_ranked_first_ci95=wilson_ci(int(first), n),
+        partner_ranked_first_count=int(first),
+        unrelated_pairs=int(unrelated.size),
+    )
+    if exact is not None:
+        fe, fsd = exact
+        sec.floor_exact, sec.floor_exact_sd = fe, fsd
+        sec.gap_over_floor_exact_sd = (m - fe) / fsd if fsd >= ZERO_SD else None
+        sec.floor_share_exact = fe / m if m > 0 else None
+    return sec
 
 
 def _gap_words(sec: dict[str, Any]) -> str:
@@ -469,7 +575,12 @@ def _note(means: dict[str, dict[str, Any]]) -> Optional[str]:
             "a larger train split from the same domain, model and modality (--fit-a/--fit-b)")
 
 
-def check(
+def check(A: Any, B: Any, **kwargs: Any) -> dict[str, Any]:
+    """:func:`check_result` as its report dict (``check_result(...).to_dict()``)."""
+    return check_result(A, B, **kwargs).to_dict()
+
+
+def check_result(
     A: Any,
     B: Any,
     *,
@@ -482,8 +593,10 @@ def check(
     map_fit: Optional[tuple[Any, Any]] = None,
     block: int = 1024,
     progress: Progress = None,
-) -> dict[str, Any]:
-    """The whole check on arrays (memmaps fine); returns the report dict (without gates).
+) -> AnisotropyResult:
+    """The whole check on arrays (memmaps fine); returns the result (its ``to_dict`` is the
+    report without gates). Beside the derangement floor, each view carries the exact floor over
+    all n(n−1) unrelated pairs (:func:`floor_partials`, O(n·d²), float64).
 
     ``names`` gives file names for ``means`` (keys ``fit_a``, ``fit_b``); ``map_fit`` =
     (TRAIN_A, TRAIN_B) fits :func:`fit_orthogonal_map` and compares A's mapped rows.
@@ -562,12 +675,16 @@ def check(
     P = derangements(n, perms, seed)
     m_raw, m_cen = np.empty(n), np.empty(n)
     u_raw, u_cen = np.empty((perms, n)), np.empty((perms, n))
+    parts_raw: list[dict[str, Any]] = []
+    parts_cen: list[dict[str, Any]] = []
     for sl, UA in ra.blocks(CHUNK):
         UB = rb.get(sl)
         CA, na = _centre(UA, mu_a, "A", sl.start)
         CB, _ = _centre(UB, mu_b, "B", sl.start)
         m_raw[sl] = np.einsum("ij,ij->i", UA, UB)
         m_cen[sl] = np.einsum("ij,ij->i", CA, CB)
+        parts_raw = [floor_merge(parts_raw + [floor_partials(UA, UB)])]
+        parts_cen = [floor_merge(parts_cen + [floor_partials(CA, CB)])]
         r = c - UA @ mu_b
         for p in range(perms):
             idx = P[p, sl]
@@ -576,18 +693,11 @@ def check(
             u_cen[p, sl] = (raw + r - q[idx]) / (na * nb[idx])
 
     first = partner_ranked_first(ra, rb, mu_a, mu_b, block=block, progress=progress)
-    report: dict[str, Any] = {
-        "n": n,
-        "dim": d,
-        "means": means,
-        "anisotropy": aniso,
-        "raw": _section(m_raw, u_raw, first["raw"], n),
-        "centred": _section(m_cen, u_cen, first["centred"], n),
-        "partner_first_by_chance": 1.0 / n,
-    }
-    report["reading"] = reading(report)
-    report["warning"] = _warning(aniso)
-    report["note"] = _note(means)
-    if mapping is not None:
-        report["map"] = mapping.summary()
-    return report
+    res = AnisotropyResult(
+        n=n, dim=d, means=means, anisotropy=aniso,
+        raw=_section(m_raw, u_raw, first["raw"], n, floor_finish(parts_raw[0])),
+        centred=_section(m_cen, u_cen, first["centred"], n, floor_finish(parts_cen[0])),
+        partner_first_by_chance=1.0 / n,
+        warning=_warning(aniso), note=_note(means), map=mapping)
+    res.reading = reading(res.to_dict())
+    return res
