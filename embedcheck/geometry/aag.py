@@ -214,9 +214,11 @@ def group_boot_aag(boot: GroupBoot, batch: int = 256) -> np.ndarray:
     """
     G, k, d = boot.sums.shape
     flat = boot.sums.reshape(G, k * d)
-    M_same = flat @ flat.T
-    T = boot.sums.sum(axis=1)
-    M_all = T @ T.T
+    direct = k * d <= G  # then resampled sums W @ S (O(G·k·d) each) beat the quadratic forms (O(G²))
+    if not direct:
+        M_same = flat @ flat.T
+        T = boot.sums.sum(axis=1)
+        M_all = T @ T.T
     q = boot.sq.sum(axis=1)
     ng = boot.counts.sum(axis=1)
     out = np.empty(boot.resamples)
@@ -224,8 +226,14 @@ def group_boot_aag(boot: GroupBoot, batch: int = 256) -> np.ndarray:
         W = boot.W[s:s + batch]
         W2 = W * W
         self_sum = W2 @ q
-        same_sum = np.einsum("bg,bg->b", W @ M_same, W) - self_sum
-        all_sum = np.einsum("bg,bg->b", W @ M_all, W) - self_sum
+        if direct:
+            WS = (W @ flat).reshape(len(W), k, d)
+            same_sum = np.einsum("bkd,bkd->b", WS, WS) - self_sum
+            WT = WS.sum(axis=1)
+            all_sum = np.einsum("bd,bd->b", WT, WT) - self_sum
+        else:
+            same_sum = np.einsum("bg,bg->b", W @ M_same, W) - self_sum
+            all_sum = np.einsum("bg,bg->b", W @ M_all, W) - self_sum
         self_n = W2 @ ng
         same_n = ((W @ boot.counts) ** 2).sum(axis=1) - self_n
         all_n = (W @ ng) ** 2 - self_n
