@@ -301,3 +301,41 @@ def test_cli_intervals_by_default_and_seeded(cli, tmp_path):
     assert rep["label_map"]["map_ci95"][0] <= rep["label_map"]["map"] <= rep["label_map"]["map_ci95"][1]
     full = cli(runs["aag"] + ["--ci"]).json()
     assert "ci_on_request" not in full and len(full["variance_share_ci95"]) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# physscore: Table 1 intervals, bootstrap over items within each cell
+
+
+def test_physscore_resampled_cell_equals_scipy_on_the_expanded_resample():
+    from scipy.stats import kendalltau
+
+    from embedcheck.physscore.protocol import _resampled_cell
+
+    rng = np.random.default_rng(0)
+    v = np.sort(rng.normal(size=15))
+    s = np.round(rng.normal(size=15), 1)  # ties among the cosines too
+    c = rng.multinomial(15, np.full(15, 1 / 15), size=5).astype(float)
+    tau, pacc = _resampled_cell(v, s, c)
+    for b in range(5):
+        idx = np.repeat(np.arange(15), c[b].astype(int))
+        assert tau[b] == pytest.approx(kendalltau(v[idx], -s[idx]).statistic, abs=1e-12)
+        i, j = np.meshgrid(idx, idx, indexing="ij")
+        pairs = v[i] < v[j]
+        assert pacc[b] == pytest.approx(np.mean((s[i] > s[j])[pairs]), abs=1e-12)
+
+
+def test_physscore_table1_intervals_bracket_the_table():
+    from embedcheck.physscore import protocol as ps
+
+    rng = np.random.default_rng(1)
+    cells = ps.benchmark_cells()
+    emb = {(c.unit, c.range): rng.normal(size=(len(c.values), 6)) + np.linspace(0, 3, len(c.values))[:, None]
+           for c in cells}
+    out = ps.benchmark(emb, cells, resamples=300, seed=2)
+    t1 = out["table1"]
+    for k in ("kendall_tau", "pacc", "avg"):
+        assert t1[k + "_ci95"][0] < t1[k] < t1[k + "_ci95"][1]
+    assert t1["ci_method"].endswith("300 resamples, seed 2")
+    assert out["table1"] == ps.benchmark(emb, cells, resamples=300, seed=2)["table1"]
+    assert set(ps.benchmark(emb, cells, resamples=0)["table1"]) == {"kendall_tau", "pacc", "avg"}

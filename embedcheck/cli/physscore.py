@@ -208,6 +208,9 @@ def render(report: dict[str, Any]) -> None:
         t.add_row(model, _pp(t1["kendall_tau"]), _pp(t1["pacc"]), _pp(t1["avg"]))
         t.add_row("random-baseline", "00.00", "50.00", "25.00", style="dim")
         console.print(t)
+        if t1.get("kendall_tau_ci95") and t1.get("pacc_ci95"):
+            (tl, th), (pl, ph) = t1["kendall_tau_ci95"], t1["pacc_ci95"]
+            console.print(f"95% intervals: K's τ {_pp(tl)} to {_pp(th)}, PACC {_pp(pl)} to {_pp(ph)} ({t1['ci_method']})")
     if "table3" in report:
         t3 = report["table3"]
         t = Table(title="Table 3 — recalibration probe (×100)", header_style="bold")

@@ -13,14 +13,13 @@ predicted for every test row). ``few_shot`` draws K rows per class, R seeded tim
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 
 from ..result import Result, hidden, optional
 from ..rows import label_key
 from . import intervals
-
 
 
 @dataclass(kw_only=True)
