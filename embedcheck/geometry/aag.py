@@ -182,7 +182,8 @@ def aag(X: np.ndarray, labels: np.ndarray, *, resamples: int = 0, seed: int = 0,
         group_of = rng.permutation(n) % G
         sums, sq, gsums, gsq = _sums_with_groups(X, codes, k, group_of, G, chunk)
         gcounts = np.bincount(group_of * k + codes, minlength=G * k).reshape(G, k).astype(np.float64)
-        W = rng.multinomial(G, np.full(G, 1.0 / G), size=resamples).astype(np.float64)
+        draws = rng.integers(0, G, size=(resamples, G)) + (np.arange(resamples) * G)[:, None]
+        W = np.bincount(draws.ravel(), minlength=resamples * G).reshape(resamples, G).astype(np.float64)
         boot = GroupBoot(groups=G, group_of=group_of, sums=gsums, sq=gsq, counts=gcounts, W=W, seed=int(seed))
     else:
         sums, sq = class_sums(X, codes, k, chunk=chunk)
