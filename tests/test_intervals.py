@@ -83,7 +83,7 @@ def _population_aag() -> float:
     return geometry.aag(big_X, big_y).aag  # the population value (its own error ~1e-4 of a CI width)
 
 
-@pytest.mark.parametrize("n,groups", [(150, 256), (3000, 64)])
+@pytest.mark.parametrize("n,groups", [(240, 256), (3000, 64)])
 def test_aag_interval_coverage(n, groups):
     truth = _population_aag()
     hits = []
