@@ -147,10 +147,6 @@ def preflight() -> None:
                                  "choose another report file")
 
 
-def is_quiet() -> bool:
-    return _state["quiet"]
-
-
 def hint(msg: str) -> None:
     """A line for humans on stderr (never on stdout), unless ``--quiet``."""
     if not _state["quiet"]:

@@ -22,7 +22,6 @@ from ..io.atomic import save_json
 
 EXIT_OK = 0
 EXIT_GATE = 1
-EXIT_BAD_INPUT = 2
 
 
 def _gate(name: str, value: Optional[float], threshold: float, op: str) -> dict[str, Any]:

@@ -23,8 +23,6 @@ _PICKLE_MAGICS = (b"\x80", b"PK\x03\x04")  # pickle protocol ≥ 2, torch.save z
 _MAX_HEADER = 100 * 1024 * 1024
 
 
-_DTYPES = {np.dtype(np.float32): "F32"}
-
 
 def head_to_bytes(head: Head, extra: Optional[dict[str, Any]] = None) -> bytes:
     """Serialise a head as safetensors bytes, deterministically.

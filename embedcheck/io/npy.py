@@ -59,11 +59,6 @@ def load_matrix(
     return X
 
 
-def check_same_rows(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> None:
-    if a.shape[0] != b.shape[0]:
-        raise InputError(f"{name_a} has {a.shape[0]} rows but {name_b} has {b.shape[0]}")
-
-
 def check_same_dim(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> None:
     if a.shape[1] != b.shape[1]:
         raise InputError(f"{name_a} has dimension {a.shape[1]} but {name_b} has {b.shape[1]}")
