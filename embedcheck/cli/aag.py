@@ -14,7 +14,7 @@ from ..io.npy import load_matrix
 from .output import add_gates, min_gate
 from ._app import app
 from .common import (EmbArg, FormatOpt, JsonOpt, LabelFieldOpt, LabelsArg, QuietOpt, ReportOpt,
-                     SeedOpt, finish, hint, start_command)
+                     SeedOpt, finish, hint, in_range, start_command)
 
 
 @app.command("aag")
@@ -28,8 +28,8 @@ def aag_cmd(
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Percentile bootstrap CI of AAG with this many resamples.")] = 0,
     ci: Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Bootstrap confidence level.")] = 0.95,
     seed: SeedOpt = 0,
-    fail_below: Annotated[Optional[float], typer.Option("--fail-below", help="Gate: exit 1 when AAG is below this.")] = None,
-    fail_map_below: Annotated[Optional[float], typer.Option("--fail-map-below", help="Gate: exit 1 when label MAP (x100) is below this.")] = None,
+    fail_below: Annotated[Optional[float], typer.Option("--fail-below", callback=in_range(-2, 2), help="Gate: exit 1 when AAG is below this (AAG lies in [-2, 2]).")] = None,
+    fail_map_below: Annotated[Optional[float], typer.Option("--fail-map-below", callback=in_range(0, 100), help="Gate: exit 1 when label MAP (x100, 0 to 100) is below this.")] = None,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,

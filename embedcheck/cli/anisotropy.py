@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ._app import app
-from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, SeedOpt, finish, progress, start_command, warn
+from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, SeedOpt, finish, in_range, progress, start_command, warn
 
 
 class GateOn(str, Enum):
@@ -60,7 +60,7 @@ def anisotropy_cmd(
     map_fit: Annotated[Optional[tuple[Path, Path]], typer.Option("--map-fit", metavar="TRAIN_A TRAIN_B", help="Two different models: fit an orthogonal Procrustes map from A's space onto B's on these paired training rows (dims may differ: semi-orthogonal map from the thin SVD of A_train^T B_train), then compare mapped rows.")] = None,
     min_gap_sd: Annotated[Optional[float], typer.Option("--min-gap-sd", help="Gate: gap_over_floor_sd (on --gate-on) must be >= X.")] = None,
     max_floor_share: Annotated[Optional[float], typer.Option("--max-floor-share", help="Gate: raw.floor_share must be <= X.")] = None,
-    min_partner_first: Annotated[Optional[float], typer.Option("--min-partner-first", help="Gate: partner_ranked_first (fraction, on --gate-on) must be >= X.")] = None,
+    min_partner_first: Annotated[Optional[float], typer.Option("--min-partner-first", callback=in_range(0, 1), help="Gate: partner_ranked_first (fraction, on --gate-on) must be >= X.")] = None,
     gate_on: Annotated[GateOn, typer.Option("--gate-on", help="Which reading --min-gap-sd and --min-partner-first test.", case_sensitive=False)] = GateOn.centred,
     block: Annotated[int, typer.Option("--block", help="Query rows per block for partner_ranked_first (work memory ~ 4 x block^2 floats plus one float32 copy of B; never n x n).")] = 1024,
     as_json: JsonOpt = False,

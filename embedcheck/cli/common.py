@@ -38,6 +38,49 @@ OutOpt = Annotated[Path, typer.Option("--output", "-o", help="Output file (writt
 _state = {"quiet": False}
 
 
+def in_range(lo: Optional[float] = None, hi: Optional[float] = None, *, lo_open: bool = False,
+             hi_open: bool = False) -> Callable[[Optional[float]], Optional[float]]:
+    """An option callback (``typer.Option(callback=in_range(0, 1))``) that refuses, while the command
+    line is parsed and so before anything is read, a float outside ``[lo, hi]`` (``lo_open`` /
+    ``hi_open``: the bound itself is refused too) or not finite; click names the option in the
+    one-line error. For options whose range no computation checks before work (gate thresholds
+    on bounded figures, ``--scale`` of a kind that ignores it ...).
+
+    >>> in_range(0, 1)(0.5)
+    0.5
+    >>> try:
+    ...     in_range(0, 1)(1.5)
+    ... except typer.BadParameter as exc:
+    ...     print(exc)
+    must be in [0, 1], got 1.5
+    """
+    import math
+
+    lo_s = "" if lo is None else ("(" if lo_open else "[") + f"{lo:g}"
+    hi_s = "" if hi is None else f"{hi:g}" + (")" if hi_open else "]")
+    if lo is not None and hi is not None:
+        want = f"in {lo_s}, {hi_s}"
+    elif lo is not None:
+        want = f"{'>' if lo_open else '>='} {lo:g}"
+    else:
+        want = f"{'<' if hi_open else '<='} {hi:g}"
+
+    def check(value: Optional[float]) -> Optional[float]:
+        if value is None:
+            return value
+        bad = not math.isfinite(value)
+        if lo is not None and not bad:
+            bad = value <= lo if lo_open else value < lo
+        if hi is not None and not bad:
+            bad = value >= hi if hi_open else value > hi
+        if bad:
+            raise typer.BadParameter(f"must be a finite number {want}, got {value}" if not math.isfinite(value)
+                                     else f"must be {want}, got {value}")
+        return value
+
+    return check
+
+
 def start_command(quiet: bool) -> None:
     """The first line of every command: set ``--quiet``, then :func:`check_finite_options` (every
     float option finite: ``inf`` and ``nan`` — an unset CI variable — are bad usage) and

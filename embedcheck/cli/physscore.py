@@ -24,7 +24,7 @@ from ..io.jsonio import read_jsonl
 from ..errors import InputError
 from .output import add_gates, min_gate, print_gates
 from ._app import app
-from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, hint, progress, start_command
+from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, hint, in_range, progress, start_command
 
 physscore_app = typer.Typer(
     name="physscore",
@@ -50,7 +50,8 @@ PaperConvOpt = Annotated[bool, typer.Option(
     "--paper-conversions", help="Use the paper's litre→gallon factor ×3.785 (physically inverted) instead of "
     "the correct ×0.264172, to reproduce its conversion figure.")]
 FailBelowOpt = Annotated[Optional[float], typer.Option(
-    "--fail-below", help="Gate: exit 1 when the Table 1 AVG (x100) is below this.", show_default=False)]
+    "--fail-below", callback=in_range(-50, 100),
+    help="Gate: exit 1 when the Table 1 AVG (x100: (τ + PACC) / 2, -50 to 100) is below this.", show_default=False)]
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from ..io.labels import load_scores
 from .output import add_gates, min_gate
 from ..geometry.sts import sts_correlation
 from ._app import app
-from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, start_command
+from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, in_range, start_command
 
 
 @app.command("sts")
@@ -21,7 +21,7 @@ def sts_cmd(
     b: Annotated[str, typer.Argument(help="Second sentences' embeddings (.npy), row i paired with row i of A.", show_default=False)],
     scores: Annotated[str, typer.Argument(help="Gold scores: 1-D .npy, .txt, or .jsonl (--score-field).", show_default=False)],
     score_field: Annotated[str, typer.Option("--score-field", help="Field of the gold score in a .jsonl file.")] = "score",
-    fail_below: Annotated[Optional[float], typer.Option("--fail-below", help="Gate: exit 1 when Spearman x100 is below this.")] = None,
+    fail_below: Annotated[Optional[float], typer.Option("--fail-below", callback=in_range(-100, 100), help="Gate: exit 1 when Spearman x100 (-100 to 100) is below this.")] = None,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,
