@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .jsonio import parse_jsonl
+from .labels import check_label_kinds
 from ..encode import hf_offline_env, hub_reachable
 from ..errors import InputError
 
@@ -307,6 +308,9 @@ def read_records(source: str, *, text_field: str | None = None, label_field: str
             break
     if not records:
         raise InputError(f"input {where}: every text is empty")
+    if lf is not None:
+        check_label_kinds([r.label for r in records], f"input {where} field {lf!r}",
+                          lambda k: f"row {records[k].row}")
     return InputData(records=records, source=info, text_field=None if lines_only else tf, label_field=lf,
                      id_field=idf, rows_read=len(rows), skipped_empty=skipped, fields=[str(f) for f in fields])
 

@@ -1,0 +1,89 @@
+"""Issue 9 defects: mixed label kinds, corrupt .npy headers, malformed head files, the ``hf:`` spec
+that pools several configs (TweetEval stance), and dead code that must stay gone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import assert_one_line_error
+from embedcheck.errors import InputError
+from embedcheck.io.labels import load_labels
+
+# ---- mixed label kinds ------------------------------------------------------------------------
+
+
+def test_jsonl_mixing_ints_and_names_is_refused(cli, tmp_path: Path):
+    p = tmp_path / "y.jsonl"
+    p.write_text("\n".join(json.dumps({"label": v}) for v in [0, 1, 1, "pos", 0]) + "\n")
+    with pytest.raises(InputError) as e:
+        load_labels(p)
+    msg = str(e.value)
+    assert str(p) in msg and "row 0: 0" in msg and "row 3: 'pos'" in msg
+    X = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    np.save(tmp_path / "x.npy", X)
+    res = cli(["aag", tmp_path / "x.npy", p, "--no-map"])
+    assert_one_line_error(res)
+    assert "row 3: 'pos'" in res.stderr
+
+
+def test_integer_strings_are_integers_not_a_second_kind(tmp_path: Path):
+    """``1`` and ``"1"`` are one class (integers both), as before."""
+    p = tmp_path / "y.jsonl"
+    p.write_text("\n".join(json.dumps({"label": v}) for v in [0, "1", 1, "0"]) + "\n")
+    y = load_labels(p)
+    assert y.dtype == np.int64 and y.tolist() == [0, 1, 1, 0]
+    names = tmp_path / "n.jsonl"
+    names.write_text("\n".join(json.dumps({"label": v}) for v in ["neg", "pos", "pos"]) + "\n")
+    assert load_labels(names).tolist() == ["neg", "pos", "pos"]
+
+
+def test_txt_mixing_integer_lines_and_names_is_refused(tmp_path: Path):
+    """A .txt holds only strings; the rule is on what they look like: digits or names, not both."""
+    p = tmp_path / "y.txt"
+    p.write_text("pos\nneg\n1\npos\n")
+    with pytest.raises(InputError) as e:
+        load_labels(p)
+    assert str(p) in str(e.value) and "line 3: '1'" in str(e.value) and "line 1: 'pos'" in str(e.value)
+    ok = tmp_path / "ok.txt"
+    ok.write_text("2\n-1\n+3\n")
+    assert load_labels(ok).tolist() == [2, -1, 3]
+
+
+def test_string_npy_mixing_kinds_is_refused(tmp_path: Path):
+    p = tmp_path / "y.npy"
+    np.save(p, np.array(["a", "b", "7"]))
+    with pytest.raises(InputError, match=r"index 2: '7'.*index 0: 'a'|index 0: 'a'.*index 2: '7'"):
+        load_labels(p)
+
+
+def test_embed_label_field_mixing_kinds_is_refused(tmp_path: Path):
+    """embed's records (``--label-field``) follow the same rule, before any model is loaded."""
+    from embedcheck.io.texts import read_records
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(json.dumps({"text": f"t{i}", "stance": v}) for i, v in
+                             enumerate([2, 0, "favor", 1])) + "\n")
+    with pytest.raises(InputError) as e:
+        read_records(str(src), label_field="stance")
+    msg = str(e.value)
+    assert str(src) in msg and "row 0: 2" in msg and "row 2: 'favor'" in msg
+    csv = tmp_path / "in.csv"  # CSV cells are strings; integer-looking ones are integers
+    csv.write_text("text,label\na,1\nb,pos\n")
+    with pytest.raises(InputError, match="row 0: 1.*row 1: 'pos'"):
+        read_records(str(csv))
+    ints = tmp_path / "ints.csv"
+    ints.write_text("text,label\na,1\nb,0\n")
+    assert [r.label for r in read_records(str(ints)).records] == [1, 0]
+
+
+def test_embed_cli_refuses_mixed_labels_before_the_model(cli, tmp_path: Path, minilm_path: Path):
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(json.dumps({"text": f"t{i}", "label": v}) for i, v in enumerate([0, "x"])) + "\n")
+    res = cli(["embed", src, "-o", tmp_path / "o.npy", "--model", minilm_path])
+    assert_one_line_error(res)
+    assert "labels mix integers" in res.stderr and str(src) in res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
