@@ -87,3 +87,79 @@ def test_embed_cli_refuses_mixed_labels_before_the_model(cli, tmp_path: Path, mi
     assert_one_line_error(res)
     assert "labels mix integers" in res.stderr and str(src) in res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+# ---- corrupt .npy headers ---------------------------------------------------------------------
+
+
+def _npy_with_header(path: Path, header: str) -> Path:
+    """A .npy v1.0 file whose header dict is ``header`` verbatim (plus 64 data bytes)."""
+    h = header.encode("latin1")
+    h += b" " * (-(10 + len(h) + 1) % 64) + b"\n"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h + b"\0" * 64)
+    return path
+
+
+@pytest.mark.parametrize("shape", ["(-3, 4)", "(99999999999999999999, 4)", "(9223372036854775807, 4)",
+                                   "(4294967296, 4294967296, 4294967296)", "(2.5, 4)"])
+def test_corrupt_npy_shape_is_one_line_naming_the_file(cli, tmp_path: Path, shape: str):
+    p = _npy_with_header(tmp_path / "bad.npy", f"{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}")
+    res = cli(["aag", p, p, "--no-map"])
+    assert_one_line_error(res)
+    assert str(p) in res.stderr and "corrupt .npy header" in res.stderr, res.stderr
+    assert len(res.stderr) < 300 and "EMBEDCHECK_DEBUG" not in res.stderr
+    res = cli(["project", p, "--head", tmp_path / "h.safetensors", "-o", tmp_path / "o.npy"])
+    assert res.exit_code == 2 and "Traceback" not in res.stderr
+
+
+# ---- malformed head files ----------------------------------------------------------------------
+
+
+def _head_bytes(meta_changes: dict | None = None, raw_header_extra: str = "") -> bytes:
+    """A valid lda head's safetensors bytes with its metadata changed / raw JSON text injected."""
+    from embedcheck.heads.base import Head
+    from embedcheck.heads.format import head_to_bytes
+
+    d = 4
+    good = head_to_bytes(Head("lda", {"weight": np.eye(d, dtype=np.float32), "bias": np.zeros(d, np.float32)},
+                              {"kind": "lda"}))
+    n = int.from_bytes(good[:8], "little")
+    header = json.loads(good[8:8 + n])
+    header["__metadata__"].update(meta_changes or {})
+    text = json.dumps(header, separators=(",", ":"))
+    if raw_header_extra:
+        text = text[:-1] + "," + raw_header_extra + "}"
+    hb = text.encode()
+    hb += b" " * (-len(hb) % 8)
+    return len(hb).to_bytes(8, "little") + hb + good[8 + n:]
+
+
+@pytest.mark.parametrize(("config", "words"), [("[1, 2]", "must be a JSON object"), ("3", "must be a JSON object"),
+                                                ('"lda"', "must be a JSON object"), ("null", "must be a JSON object"),
+                                                ("[" * 100_000 + "]" * 100_000, "nested too deeply")])
+def test_head_config_not_an_object(cli, tmp_path: Path, config: str, words: str):
+    h = tmp_path / "h.safetensors"
+    h.write_bytes(_head_bytes({"config": config}))
+    np.save(tmp_path / "x.npy", np.ones((3, 4), np.float32))
+    res = cli(["project", tmp_path / "x.npy", "--head", h, "-o", tmp_path / "o.npy"])
+    assert_one_line_error(res)
+    assert str(h) in res.stderr and words in res.stderr, res.stderr
+    assert len(res.stderr) < 300
+    assert not (tmp_path / "o.npy").exists()
+
+
+def test_head_header_nested_too_deeply(cli, tmp_path: Path):
+    h = tmp_path / "h.safetensors"
+    h.write_bytes(_head_bytes(raw_header_extra='"x":' + "[" * 200_000 + "]" * 200_000))
+    np.save(tmp_path / "x.npy", np.ones((3, 4), np.float32))
+    res = cli(["project", tmp_path / "x.npy", "--head", h, "-o", tmp_path / "o.npy"])
+    assert_one_line_error(res)
+    assert str(h) in res.stderr and "nested too deeply" in res.stderr, res.stderr
+    assert len(res.stderr) < 300
+
+
+def test_head_format_version_of_the_wrong_type(tmp_path: Path):
+    from embedcheck.heads.format import head_from_bytes
+
+    with pytest.raises(InputError, match="bad format_version"):
+        head_from_bytes(_head_bytes({"format_version": [1]}), source="head h")

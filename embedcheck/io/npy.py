@@ -25,7 +25,7 @@ from ..errors import InputError
 from .npyfile import _npy_header, check_matrix_shape, check_rows, open_npy
 from .shards import ShardedMatrix, is_shard_set, load_shard_matrix, open_shard_set
 
-__all__ = ["ShardedMatrix", "_npy_header", "check_matrix_shape", "check_rows", "check_same_dim", "check_same_rows",
+__all__ = ["ShardedMatrix", "_npy_header", "check_matrix_shape", "check_rows", "check_same_dim",
            "load_matrix", "open_npy", "stream_rows"]
 
 
