@@ -25,9 +25,9 @@ def _render(report: dict[str, Any]) -> None:
 
     console = Console()
     t = Table(title=f"anisotropy: n = {report['n']}, dim = {report['dim']}", header_style="bold")
-    t.add_column("figure", style="cyan")
-    t.add_column("raw", justify="right")
-    t.add_column("centred", justify="right")
+    t.add_column("figure", style="cyan", overflow="fold")
+    t.add_column("raw", justify="right", overflow="fold")
+    t.add_column("centred", justify="right", overflow="fold")
     for key in ("matched", "floor", "floor_sd", "gap", "gap_se", "min_detectable_gap", "gap_over_floor_sd",
                 "cohens_d", "floor_share", "partner_ranked_first", "partner_ranked_first_count"):
         t.add_row(key, _fmt(report["raw"][key]), _fmt(report["centred"][key]))
