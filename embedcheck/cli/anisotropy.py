@@ -9,7 +9,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ._app import app
-from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, SeedOpt, finish, in_range, progress, start_command, warn
+from .common import (FormatOpt, JsonOpt, PlotOpt, QuietOpt, ReportOpt, SeedOpt, check_plot, finish, in_range,
+                     progress, start_command, warn, write_plot)
 
 
 class GateOn(str, Enum):
@@ -42,6 +43,8 @@ def _render(report: dict[str, Any]) -> None:
         m = report["map"]
         console.print(f"map: {m['method']}, {m['train_rows']} training pairs, train matched {m['train_matched']:.4f}")
     console.print(report["reading"])
+    if report.get("plot"):
+        console.print(f"plot: {report['plot']}")
     for key in ("warning", "note"):
         if report[key]:
             console.print(f"[yellow]{key}:[/yellow] {report[key]}")
@@ -61,6 +64,7 @@ def anisotropy_cmd(
     min_gap_sd: Annotated[Optional[float], typer.Option("--min-gap-sd", help="Gate: gap_over_floor_sd (on --gate-on) must be >= X.")] = None,
     max_floor_share: Annotated[Optional[float], typer.Option("--max-floor-share", help="Gate: raw.floor_share must be <= X.")] = None,
     min_partner_first: Annotated[Optional[float], typer.Option("--min-partner-first", callback=in_range(0, 1), help="Gate: partner_ranked_first (fraction, on --gate-on) must be >= X.")] = None,
+    plot: PlotOpt = None,
     gate_on: Annotated[GateOn, typer.Option("--gate-on", help="Which reading --min-gap-sd and --min-partner-first test.", case_sensitive=False)] = GateOn.centred,
     block: Annotated[int, typer.Option("--block", help="Query rows per block for partner_ranked_first (work memory ~ 4 x block^2 floats plus one float32 copy of B; never n x n).")] = 1024,
     as_json: JsonOpt = False,
@@ -83,7 +87,9 @@ def anisotropy_cmd(
     row strictly (ties are not first), against chance 1/n.
 
     Means come from the compared rows unless --fit-a/--fit-b give train
-    rows; a note flags a mean fitted on fewer than 1,000 rows.
+    rows; a note flags a mean fitted on fewer than 1,000 rows. --plot draws the
+    matched cosines against the floor distribution, raw and centred, with
+    the gap and its 95% interval.
 
     Example: embedcheck anisotropy halves.a.npy halves.b.npy --shared
     """
@@ -93,6 +99,7 @@ def anisotropy_cmd(
     from .output import add_gates, max_gate, min_gate
 
     start_command(quiet)
+    check_plot(plot, [a, b, fit_a, fit_b, *(map_fit or ())])
     if perms < 1:
         raise InputError(f"--perms must be >= 1, got {perms}")
     if block < 1:
@@ -112,8 +119,15 @@ def anisotropy_cmd(
         def tick(done: int, total: int) -> None:
             bar.update(task, completed=done)
 
+        keep: dict[str, Any] = {}
         report = core.check(A, B, fit_a=FA, fit_b=FB, shared=shared, perms=perms, seed=seed, names=names,
-                            map_fit=maps, block=block, progress=tick)
+                            map_fit=maps, block=block, progress=tick, keep=keep)
+    if plot is not None:
+        from ..geometry import plots
+
+        report["plot"] = write_plot(plot, plots.anisotropy_png(
+            report, keep, title=f"{Path(a).name} ↔ {Path(b).name}: matched pairs against the floor "
+                                f"(n = {report['n']}, {perms} derangements)"))
     if report["warning"]:
         warn(report["warning"])
     side = gate_on.value

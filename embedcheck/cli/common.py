@@ -34,6 +34,9 @@ LabelFieldOpt = Annotated[str, typer.Option("--label-field", help="Field holding
 EmbArg = Annotated[Path, typer.Argument(help="Embeddings: a 2-D float .npy (rows x dims).", show_default=False)]
 LabelsArg = Annotated[Path, typer.Argument(help="Labels: 1-D .npy, .jsonl (--label-field) or .txt (one per line); ints or strings.", show_default=False)]
 OutOpt = Annotated[Path, typer.Option("--output", "-o", help="Output file (written atomically).", dir_okay=False, show_default=False)]
+PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Also draw the figure into this .png file, written atomically "
+                                                 "(needs matplotlib: pip install 'embedcheck\\[plots]').",
+                                                 dir_okay=False, show_default=False)]
 
 _state = {"quiet": False}
 
@@ -188,6 +191,34 @@ def preflight() -> None:
             if is_shard_set(p) and target.is_relative_to((p if p.is_dir() else p.parent).resolve()):
                 raise InputError(f"--report {report} would write into the shard set {labels.get(name, name)} {p}; "
                                  "choose another report file")
+
+
+def check_plot(plot: Optional[Path], inputs: list[Any]) -> None:
+    """Before any work: ``--plot`` is a ``.png`` in an existing folder, not an input, and
+    matplotlib is installed."""
+    if plot is None:
+        return
+    from ..geometry.plots import require_matplotlib
+
+    if plot.suffix.lower() != ".png":
+        raise InputError(f"--plot {plot} must be a .png file")
+    folder = plot.parent if str(plot.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"--plot {plot}: output folder {folder} does not exist")
+    for p in inputs:
+        if p is not None and Path(p).resolve() == plot.resolve():
+            raise InputError(f"--plot {plot} would overwrite the input {p}")
+    require_matplotlib()
+
+
+def write_plot(plot: Path, png: bytes) -> str:
+    """Write the PNG bytes to ``--plot`` atomically; returns the path for the report."""
+    from ..io.atomic import atomic_writer
+
+    with atomic_writer(plot, "wb") as f:
+        f.write(png)
+    hint(f"plot: {plot}")
+    return str(plot)
 
 
 def hint(msg: str) -> None:

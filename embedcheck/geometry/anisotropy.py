@@ -482,11 +482,14 @@ def check(
     map_fit: Optional[tuple[Any, Any]] = None,
     block: int = 1024,
     progress: Progress = None,
+    keep: Optional[dict[str, np.ndarray]] = None,
 ) -> dict[str, Any]:
     """The whole check on arrays (memmaps fine); returns the report dict (without gates).
 
     ``names`` gives file names for ``means`` (keys ``fit_a``, ``fit_b``); ``map_fit`` =
-    (TRAIN_A, TRAIN_B) fits :func:`fit_orthogonal_map` and compares A's mapped rows.
+    (TRAIN_A, TRAIN_B) fits :func:`fit_orthogonal_map` and compares A's mapped rows. A ``keep``
+    dict receives the cosines behind the figures (for the plot): ``matched_raw`` and
+    ``matched_centred`` (n,), ``unrelated_raw`` and ``unrelated_centred`` (perms, n).
     """
     names = names or {}
     for X, what in ((A, "A"), (B, "B")):
@@ -575,6 +578,8 @@ def check(
             u_raw[p, sl] = raw
             u_cen[p, sl] = (raw + r - q[idx]) / (na * nb[idx])
 
+    if keep is not None:
+        keep.update(matched_raw=m_raw, matched_centred=m_cen, unrelated_raw=u_raw, unrelated_centred=u_cen)
     first = partner_ranked_first(ra, rb, mu_a, mu_b, block=block, progress=progress)
     report: dict[str, Any] = {
         "n": n,
