@@ -163,3 +163,87 @@ def test_head_format_version_of_the_wrong_type(tmp_path: Path):
 
     with pytest.raises(InputError, match="bad format_version"):
         head_from_bytes(_head_bytes({"format_version": [1]}), source="head h")
+
+
+# ---- hf: specs that pool several configs (TweetEval stance) -----------------------------------
+
+STANCE_TARGETS = ("abortion", "atheism", "climate", "feminist", "hillary")
+
+
+def test_parse_hf_spec():
+    from embedcheck.io.texts import parse_hf_spec
+
+    assert parse_hf_spec("hf:glue:sst2") == ("glue", ["sst2"])
+    assert parse_hf_spec("hf:SetFit/subj") == ("SetFit/subj", [None])
+    spec = "hf:cardiffnlp/tweet_eval:" + "+".join(f"stance_{t}" for t in STANCE_TARGETS)
+    assert parse_hf_spec(spec) == ("cardiffnlp/tweet_eval", [f"stance_{t}" for t in STANCE_TARGETS])
+    for bad, words in (("hf:", "expected hf:NAME"), ("hf:x:a++b", "empty config"), ("hf:x:", "empty config"),
+                       ("hf:x:a+b+a", "'a' is named twice")):
+        with pytest.raises(InputError, match=words):
+            parse_hf_spec(bad)
+
+
+def _stand_in(folder: Path, parts: dict[str, dict[str, list[dict]]]) -> Path:
+    """A local datasets folder with one config per part (the dataset card's ``configs``), offline."""
+    card = ["---", "configs:"]
+    for config, splits in parts.items():
+        card += [f"- config_name: {config}", "  data_files:"]
+        for split, rows in splits.items():
+            (folder / config).mkdir(parents=True, exist_ok=True)
+            (folder / config / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            card += [f"  - split: {split}", f"    path: {config}/{split}.jsonl"]
+    (folder / "README.md").write_text("\n".join([*card, "---", ""]))
+    return folder
+
+
+@pytest.fixture
+def datasets_cache(tmp_path: Path, monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
+    return tmp_path / "hf-cache"
+
+
+def test_hf_configs_are_pooled_in_order(tmp_path: Path, datasets_cache):
+    from embedcheck.io.texts import read_records
+
+    ds = _stand_in(tmp_path / "ds", {"a": {"train": [{"text": "a0", "label": 0}, {"text": "a1", "label": 1}]},
+                                     "b": {"train": [{"text": "b0", "label": 2}]}})
+    data = read_records(f"hf:{ds}:b+a", split="train")
+    assert [(r.text, r.label) for r in data.records] == [("b0", 2), ("a0", 0), ("a1", 1)]
+    assert data.source["config"] == "b+a" and [p["config"] for p in data.source["parts"]] == ["b", "a"]
+    assert [p["num_rows"] for p in data.source["parts"]] == [1, 2] and data.source["num_rows"] == 3
+    one = read_records(f"hf:{ds}:a", split="train")
+    assert [r.text for r in one.records] == ["a0", "a1"] and "parts" not in one.source
+    with pytest.raises(InputError, match="config 'c'"):
+        read_records(f"hf:{ds}:a+c", split="train")
+
+
+def _make_value(var: str) -> str:
+    """A variable of scripts/Makefile with DATA=hf, as make expands it."""
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    makefile = Path(__file__).resolve().parents[1] / "scripts" / "Makefile"
+    out = subprocess.run(["make", "-s", "-f", str(makefile), "--eval", f"__show: ; @echo $({var})", "__show",
+                          "DATA=hf"], capture_output=True, text=True, check=True, timeout=60)
+    return out.stdout.strip()
+
+
+def test_hf_stance_pooled_equals_the_shared_data(tmp_path: Path, datasets_cache, shared_data: Path):
+    """DATA=hf and DATA=../shared/data measure the same thing: a stand-in of the hub's per-target
+    stance configs, pooled as scripts/Makefile asks, gives exactly the shared data's rows."""
+    from embedcheck.io.texts import read_records
+
+    local = {s: [json.loads(line) for line in (shared_data / "tweeteval_stance" / f"{s}.jsonl").open()]
+             for s in ("train", "test")}
+    parts = {f"stance_{t}": {s: [{"text": r["text"], "label": r["label"]} for r in rows if r["target"] == t]
+                             for s, rows in local.items()} for t in STANCE_TARGETS}
+    ds = _stand_in(tmp_path / "tweet_eval", parts)
+    spec = _make_value("SRC_stance_train").split()[0].replace("cardiffnlp/tweet_eval", str(ds))
+    assert _make_value("SRC_stance_test").split()[0] == _make_value("SRC_stance_train").split()[0]
+    for split in ("train", "test"):
+        pooled = read_records(spec, split=split)
+        assert [(r.text, r.label) for r in pooled.records] == [(r["text"], r["label"]) for r in local[split]]
+    assert len(local["train"]) == 2620 and len(local["test"]) == 1249
