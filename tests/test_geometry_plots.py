@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURES, assert_one_line_error
+
 from embedcheck.geometry import aag as aag_mod
 from embedcheck.geometry import anisotropy as core
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import assert_one_line_error
+
 from embedcheck.errors import InputError
 from embedcheck.io.labels import load_labels
 

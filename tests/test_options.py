@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 import typer
-
 from conftest import FIXTURES, assert_one_line_error
+
 from embedcheck.cli import app
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURES
+
 from embedcheck.cli.output import _fmt, flatten, render_table
 from embedcheck.physscore import view
 

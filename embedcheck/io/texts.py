@@ -216,7 +216,7 @@ def _rows_hf(spec: str, split: str | None) -> tuple[list[dict], dict[str, Any]]:
             part = [{**r, "config": config} for r in part]
         rows.extend(part)
         parts.append({"config": config, "fingerprint": getattr(ds, "_fingerprint", None), "num_rows": len(ds)})
-    info: dict[str, Any] = {"format": "hf", "name": name, "config": "+".join(configs) if configs[0] else None,
+    info: dict[str, Any] = {"format": "hf", "name": name, "config": "+".join(c for c in configs if c) or None,
                             "split": split, "fingerprint": parts[0]["fingerprint"] if len(parts) == 1 else None,
                             "num_rows": len(rows)}
     if len(parts) > 1:

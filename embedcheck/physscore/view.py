@@ -19,7 +19,8 @@ narrower one:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from . import protocol
 
@@ -29,11 +30,11 @@ LEXICAL_SUBSETS = (("all", "All"), ("ff", "F×F"), ("fi", "F×I"), ("ii", "I×I"
 SIGN_SUBSETS = ("same_sign", "cross_sign", "neg_neg", "neg_pos", "pos_neg", "pos_pos")
 
 
-def _finite(x: Optional[float]) -> bool:
+def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
-def _pp(x: Optional[float], width: int = 5, dec: int = 2) -> str:
+def _pp(x: float | None, width: int = 5, dec: int = 2) -> str:
     """Zero-padded like the paper: 07.33, -07.33 (width counts the magnitude only)."""
     if x is None or not _finite(x):
         return "—"
@@ -41,11 +42,11 @@ def _pp(x: Optional[float], width: int = 5, dec: int = 2) -> str:
     return ("-" + s) if x < 0 and float(s) != 0 else s
 
 
-def _f3(x: Optional[float]) -> str:
+def _f3(x: float | None) -> str:
     return f"{x:.3f}" if x is not None and _finite(x) else "—"
 
 
-def _signed(x: Optional[float]) -> str:
+def _signed(x: float | None) -> str:
     return ("+" if x is not None and _finite(x) and x >= 0 else "") + _pp(x)
 
 
@@ -141,4 +142,4 @@ def render(report: dict[str, Any], console: Any = None) -> None:
 
 
 #: the paper's number format (zero-padded ×100), for gate lines
-paper_number: Callable[[Optional[float]], str] = _pp
+paper_number: Callable[[float | None], str] = _pp
