@@ -9,8 +9,21 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ._app import app
-from .common import (FormatOpt, JsonOpt, PlotOpt, QuietOpt, ReportOpt, SeedOpt, check_plot, finish, in_range,
-                     progress, start_command, warn, write_plot)
+from .common import (
+    FormatOpt,
+    JsonOpt,
+    PlotOpt,
+    QuietOpt,
+    ReportOpt,
+    SeedOpt,
+    check_plot,
+    finish,
+    in_range,
+    progress,
+    start_command,
+    warn,
+    write_plot,
+)
 
 
 class GateOn(str, Enum):
@@ -93,9 +106,9 @@ def anisotropy_cmd(
 
     Example: embedcheck anisotropy halves.a.npy halves.b.npy --shared
     """
+    from ..errors import InputError
     from ..geometry import anisotropy as core
     from ..io.npy import load_matrix
-    from ..errors import InputError
     from .output import add_gates, max_gate, min_gate
 
     start_command(quiet)
