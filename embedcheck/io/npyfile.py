@@ -17,7 +17,6 @@ import numpy as np
 from ..errors import InputError
 from .paths import check_file
 
-
 #: no array numpy can map is larger than this (the largest ``intp`` byte count)
 _MAX_NPY_BYTES = int(np.iinfo(np.intp).max)
 
