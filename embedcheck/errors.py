@@ -13,7 +13,3 @@ from __future__ import annotations
 
 class InputError(Exception):
     """Bad input or bad usage: reported as one ``error:`` line, exit 2."""
-
-
-class GateFailed(Exception):
-    """Raised only by the CLI layer when a gate fails (exit 1)."""

@@ -14,7 +14,8 @@ from ..io.npy import load_matrix
 from .output import add_gates, min_gate
 from ._app import app
 from .common import (EmbArg, FormatOpt, JsonOpt, LabelFieldOpt, LabelsArg, QuietOpt, ReportOpt,
-                     SeedOpt, finish, hint, start_command)
+                     PlotOpt, SeedOpt, check_plot, finish, hint, in_range, start_command,
+                     write_plot)
 
 
 @app.command("aag")
@@ -30,8 +31,10 @@ def aag_cmd(
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Also the row bootstrap of AAG (report section 'bootstrap', level --ci-level) with this many resamples; O(n·d) each.")] = 0,
     ci_level: Annotated[float, typer.Option("--ci-level", min=0.5, max=0.999, help="Confidence level of the --bootstrap section.")] = 0.95,
     seed: SeedOpt = 0,
-    fail_below: Annotated[Optional[float], typer.Option("--fail-below", help="Gate: exit 1 when AAG is below this.")] = None,
-    fail_map_below: Annotated[Optional[float], typer.Option("--fail-map-below", help="Gate: exit 1 when label MAP (x100) is below this.")] = None,
+    fail_below: Annotated[Optional[float], typer.Option("--fail-below", callback=in_range(-2, 2), help="Gate: exit 1 when AAG is below this (AAG lies in [-2, 2]).")] = None,
+    plot: PlotOpt = None,
+    plot_pairs: Annotated[int, typer.Option("--plot-pairs", min=1, help="--plot: sampled pairs per class and kind (within, between), seeded by --seed.")] = 2000,
+    fail_map_below: Annotated[Optional[float], typer.Option("--fail-map-below", callback=in_range(0, 100), help="Gate: exit 1 when label MAP (x100, 0 to 100) is below this.")] = None,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,
@@ -42,12 +45,14 @@ def aag_cmd(
     Exact in O(n·d) from per-class sums (no n×n matrix), plus per-class within means, the
     variance share of the class-mean direction(s), label-retrieval MAP x100 with its chance
     level, 95% intervals (aag_ci95 by default, variance_share_ci95 with --ci; ci_method names the
-    method), and optional permutation p-value and row-bootstrap CI. Labels may be ints or strings,
+    method), optional permutation p-value and row-bootstrap CI, and with --plot a figure of the
+    within- and between-class cosine distributions (seeded sampled pairs), per class. Labels may be ints or strings,
     two or more classes; a class with one row adds no same-label pairs (its within mean is null).
 
     Example: embedcheck aag val.npy val.jsonl --fail-below 0.05
     """
     start_command(quiet)
+    check_plot(plot, [embeddings, labels])
     X = load_matrix(embeddings)
     y = load_labels(labels, X.shape[0], field=label_field)
     n, d = X.shape
@@ -67,6 +72,13 @@ def aag_cmd(
         report["ci_method"] = res.ci_method + ("; variance_share_ci95: the same resamples" if ci else "")
         if not ci:
             report["ci_on_request"] = ["variance_share"]
+    if plot is not None:
+        from ..geometry import plots
+
+        samples = aag_mod.sample_pair_cosines(X, y, pairs=plot_pairs, seed=seed)
+        report["plot"] = write_plot(plot, plots.aag_png(
+            samples, res.class_counts, res.aag,
+            title=f"{Path(embeddings).name}: within- vs between-class cosine ({plot_pairs:,} sampled pairs each)"))
     add_gates(report, [
         min_gate("aag", res.aag, fail_below) if fail_below is not None else None,
         min_gate("label_map", report.get("label_map", {}).get("map"), fail_map_below) if fail_map_below is not None else None,

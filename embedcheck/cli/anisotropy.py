@@ -9,7 +9,21 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ._app import app
-from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, SeedOpt, finish, progress, start_command, warn
+from .common import (
+    FormatOpt,
+    JsonOpt,
+    PlotOpt,
+    QuietOpt,
+    ReportOpt,
+    SeedOpt,
+    check_plot,
+    finish,
+    in_range,
+    progress,
+    start_command,
+    warn,
+    write_plot,
+)
 
 
 class GateOn(str, Enum):
@@ -30,9 +44,9 @@ def _render(report: dict[str, Any]) -> None:
 
     console = Console()
     t = Table(title=f"anisotropy: n = {report['n']}, dim = {report['dim']}", header_style="bold")
-    t.add_column("figure", style="cyan")
-    t.add_column("raw", justify="right")
-    t.add_column("centred", justify="right")
+    t.add_column("figure", style="cyan", overflow="fold")
+    t.add_column("raw", justify="right", overflow="fold")
+    t.add_column("centred", justify="right", overflow="fold")
     for key in ("matched", "floor", "floor_sd", "floor_exact", "floor_exact_sd", "gap", "gap_se",
                 "min_detectable_gap", "gap_over_floor_sd", "gap_over_floor_exact_sd", "cohens_d", "floor_share",
                 "partner_ranked_first", "partner_ranked_first_count"):
@@ -50,6 +64,8 @@ def _render(report: dict[str, Any]) -> None:
         m = report["map"]
         console.print(f"map: {m['method']}, {m['train_rows']} training pairs, train matched {m['train_matched']:.4f}")
     console.print(report["reading"])
+    if report.get("plot"):
+        console.print(f"plot: {report['plot']}")
     for key in ("warning", "note"):
         if report[key]:
             console.print(f"[yellow]{key}:[/yellow] {report[key]}")
@@ -68,8 +84,9 @@ def anisotropy_cmd(
     map_fit: Annotated[Optional[tuple[Path, Path]], typer.Option("--map-fit", metavar="TRAIN_A TRAIN_B", help="Two different models: fit an orthogonal Procrustes map from A's space onto B's on these paired training rows (dims may differ: semi-orthogonal map from the thin SVD of A_train^T B_train), then compare mapped rows.")] = None,
     min_gap_sd: Annotated[Optional[float], typer.Option("--min-gap-sd", help="Gate: gap_over_floor_sd (on --gate-on) must be >= X.")] = None,
     max_floor_share: Annotated[Optional[float], typer.Option("--max-floor-share", help="Gate: raw.floor_share must be <= X.")] = None,
-    min_partner_first: Annotated[Optional[float], typer.Option("--min-partner-first", help="Gate: partner_ranked_first (fraction, on --gate-on) must be >= X.")] = None,
+    min_partner_first: Annotated[Optional[float], typer.Option("--min-partner-first", callback=in_range(0, 1), help="Gate: partner_ranked_first (fraction, on --gate-on) must be >= X.")] = None,
     floor: Annotated[FloorKind, typer.Option("--floor", help="Which floor --min-gap-sd and --max-floor-share test: perms (the derangement floor, the skill's) or exact (all n(n-1) unrelated pairs).", case_sensitive=False)] = FloorKind.perms,
+    plot: PlotOpt = None,
     gate_on: Annotated[GateOn, typer.Option("--gate-on", help="Which reading --min-gap-sd and --min-partner-first test.", case_sensitive=False)] = GateOn.centred,
     block: Annotated[int, typer.Option("--block", help="Query rows per block for partner_ranked_first (work memory ~ 4 x block^2 floats plus one float32 copy of B; never n x n).")] = 1024,
     as_json: JsonOpt = False,
@@ -94,16 +111,19 @@ def anisotropy_cmd(
     row strictly (ties are not first), against chance 1/n.
 
     Means come from the compared rows unless --fit-a/--fit-b give train
-    rows; a note flags a mean fitted on fewer than 1,000 rows.
+    rows; a note flags a mean fitted on fewer than 1,000 rows. --plot draws the
+    matched cosines against the floor distribution, raw and centred, with
+    the gap and its 95% interval.
 
     Example: embedcheck anisotropy halves.a.npy halves.b.npy --shared
     """
+    from ..errors import InputError
     from ..geometry import anisotropy as core
     from ..io.npy import load_matrix
-    from ..errors import InputError
     from .output import add_gates, max_gate, min_gate
 
     start_command(quiet)
+    check_plot(plot, [a, b, fit_a, fit_b, *(map_fit or ())])
     if perms < 1:
         raise InputError(f"--perms must be >= 1, got {perms}")
     if block < 1:
@@ -123,9 +143,16 @@ def anisotropy_cmd(
         def tick(done: int, total: int) -> None:
             bar.update(task, completed=done)
 
+        keep: dict[str, Any] = {}
         res = core.check_result(A, B, fit_a=FA, fit_b=FB, shared=shared, perms=perms, seed=seed, names=names,
-                                map_fit=maps, block=block, progress=tick)
+                                map_fit=maps, block=block, progress=tick, keep=keep)
     report = res.to_dict()
+    if plot is not None:
+        from ..geometry import plots
+
+        report["plot"] = write_plot(plot, plots.anisotropy_png(
+            report, keep, title=f"{Path(a).name} ↔ {Path(b).name}: matched pairs against the floor "
+                                f"(n = {report['n']}, {perms} derangements)"))
     if res.warning:
         warn(res.warning)
     side = gate_on.value

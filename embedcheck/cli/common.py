@@ -34,8 +34,54 @@ LabelFieldOpt = Annotated[str, typer.Option("--label-field", help="Field holding
 EmbArg = Annotated[Path, typer.Argument(help="Embeddings: a 2-D float .npy (rows x dims).", show_default=False)]
 LabelsArg = Annotated[Path, typer.Argument(help="Labels: 1-D .npy, .jsonl (--label-field) or .txt (one per line); ints or strings.", show_default=False)]
 OutOpt = Annotated[Path, typer.Option("--output", "-o", help="Output file (written atomically).", dir_okay=False, show_default=False)]
+PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Also draw the figure into this .png file, written atomically "
+                                                 "(needs matplotlib: pip install 'embedcheck\\[plots]').",
+                                                 dir_okay=False, show_default=False)]
 
 _state = {"quiet": False}
+
+
+def in_range(lo: Optional[float] = None, hi: Optional[float] = None, *, lo_open: bool = False,
+             hi_open: bool = False) -> Callable[[Optional[float]], Optional[float]]:
+    """An option callback (``typer.Option(callback=in_range(0, 1))``) that refuses, while the command
+    line is parsed and so before anything is read, a float outside ``[lo, hi]`` (``lo_open`` /
+    ``hi_open``: the bound itself is refused too) or not finite; click names the option in the
+    one-line error. For options whose range no computation checks before work (gate thresholds
+    on bounded figures, ``--scale`` of a kind that ignores it ...).
+
+    >>> in_range(0, 1)(0.5)
+    0.5
+    >>> try:
+    ...     in_range(0, 1)(1.5)
+    ... except typer.BadParameter as exc:
+    ...     print(exc)
+    must be in [0, 1], got 1.5
+    """
+    import math
+
+    lo_s = "" if lo is None else ("(" if lo_open else "[") + f"{lo:g}"
+    hi_s = "" if hi is None else f"{hi:g}" + (")" if hi_open else "]")
+    if lo is not None and hi is not None:
+        want = f"in {lo_s}, {hi_s}"
+    elif lo is not None:
+        want = f"{'>' if lo_open else '>='} {lo:g}"
+    else:
+        want = f"{'<' if hi_open else '<='} {hi:g}"
+
+    def check(value: Optional[float]) -> Optional[float]:
+        if value is None:
+            return value
+        bad = not math.isfinite(value)
+        if lo is not None and not bad:
+            bad = value <= lo if lo_open else value < lo
+        if hi is not None and not bad:
+            bad = value >= hi if hi_open else value > hi
+        if bad:
+            raise typer.BadParameter(f"must be a finite number {want}, got {value}" if not math.isfinite(value)
+                                     else f"must be {want}, got {value}")
+        return value
+
+    return check
 
 
 def start_command(quiet: bool) -> None:
@@ -147,8 +193,32 @@ def preflight() -> None:
                                  "choose another report file")
 
 
-def is_quiet() -> bool:
-    return _state["quiet"]
+def check_plot(plot: Optional[Path], inputs: list[Any]) -> None:
+    """Before any work: ``--plot`` is a ``.png`` in an existing folder, not an input, and
+    matplotlib is installed."""
+    if plot is None:
+        return
+    from ..geometry.plots import require_matplotlib
+
+    if plot.suffix.lower() != ".png":
+        raise InputError(f"--plot {plot} must be a .png file")
+    folder = plot.parent if str(plot.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"--plot {plot}: output folder {folder} does not exist")
+    for p in inputs:
+        if p is not None and Path(p).resolve() == plot.resolve():
+            raise InputError(f"--plot {plot} would overwrite the input {p}")
+    require_matplotlib()
+
+
+def write_plot(plot: Path, png: bytes) -> str:
+    """Write the PNG bytes to ``--plot`` atomically; returns the path for the report."""
+    from ..io.atomic import atomic_writer
+
+    with atomic_writer(plot, "wb") as f:
+        f.write(png)
+    hint(f"plot: {plot}")
+    return str(plot)
 
 
 def hint(msg: str) -> None:

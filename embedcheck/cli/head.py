@@ -78,6 +78,8 @@ def train_head(
     """
     start_command(quiet)
     k = kind.value
+    if k == "mlp" and scale is not None:
+        raise InputError(f"--scale {scale:g} applies only to --kind lda or probe-scale (the mlp head has no stretch)")
     with option_errors({"hidden_dim": "--hidden-dim", "out_dim": "--out-dim", "temperature": "--temperature",
                         "lr": "--lr", "weight_decay": "--weight-decay", "batch_size": "--batch-size",
                         "epochs": "--epochs", "threads": "--threads", "scale": "--scale"}):

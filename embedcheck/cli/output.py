@@ -22,7 +22,6 @@ from ..io.atomic import save_json
 
 EXIT_OK = 0
 EXIT_GATE = 1
-EXIT_BAD_INPUT = 2
 
 
 def _gate(name: str, value: Optional[float], threshold: float, op: str) -> dict[str, Any]:
@@ -100,7 +99,7 @@ def render_table(report: dict[str, Any], title: str, console: Any = None) -> Non
 
     console = console or Console()
     table = Table(title=title, show_header=True, header_style="bold")
-    table.add_column("figure", style="cyan", no_wrap=True)
+    table.add_column("figure", style="cyan", overflow="fold")  # fold, never "…": no digit is ever hidden
     table.add_column("value", overflow="fold")
     body = {k: v for k, v in report.items() if k != "gates"}
     for key, val in flatten(body):

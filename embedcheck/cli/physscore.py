@@ -2,8 +2,8 @@
 
 Subcommands: ``phrases`` (write every phrase the protocol embeds), ``score`` (tables from
 embeddings of those phrases), ``run`` (embed with a model and score in one go). The maths is in
-:mod:`embedcheck.physscore` and its ``physscore_*`` siblings; this module only validates, loads,
-writes and reports.
+:mod:`embedcheck.physscore`, the terminal view in :mod:`embedcheck.physscore.view`; this module only
+validates, loads, writes and reports.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..io.jsonio import read_jsonl
 from ..errors import InputError
 from .output import add_gates, min_gate, print_gates
 from ._app import app
-from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, hint, progress, start_command
+from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, hint, in_range, progress, start_command
 
 physscore_app = typer.Typer(
     name="physscore",
@@ -50,7 +50,8 @@ PaperConvOpt = Annotated[bool, typer.Option(
     "--paper-conversions", help="Use the paper's litre→gallon factor ×3.785 (physically inverted) instead of "
     "the correct ×0.264172, to reproduce its conversion figure.")]
 FailBelowOpt = Annotated[Optional[float], typer.Option(
-    "--fail-below", help="Gate: exit 1 when the Table 1 AVG (x100) is below this.", show_default=False)]
+    "--fail-below", callback=in_range(-50, 100),
+    help="Gate: exit 1 when the Table 1 AVG (x100: (τ + PACC) / 2, -50 to 100) is below this.", show_default=False)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -161,94 +162,15 @@ def _assemble(model: Optional[str], tables: Sequence[int], body: dict[str, Any],
     return report
 
 
-# --------------------------------------------------------------------------------------------
-# terminal view mirroring the paper's tables
-
-
-def _pp(x: Optional[float], width: int = 5, dec: int = 2) -> str:
-    """Zero-padded like the paper: 07.33, -07.33 (width counts the magnitude only)."""
-    if x is None or not np.isfinite(x):
-        return "—"
-    s = f"{abs(x):0{width}.{dec}f}"
-    return ("-" + s) if x < 0 and float(s) != 0 else s
-
-
-def _f3(x: Optional[float]) -> str:
-    return "—" if x is None or not np.isfinite(x) else f"{x:.3f}"
-
-
-def _cell_table(title: str, cells: list[dict[str, Any]], show: Callable[[dict[str, Any]], str]) -> Any:
-    """Units down, ranges across — the paper's per-cell layout."""
-    from rich.table import Table
-
-    t = Table(title=title, header_style="bold")
-    t.add_column("unit", style="cyan")
-    for r in protocol.RANGES:
-        t.add_column(protocol.RANGE_TITLES[r], justify="right")
-    for u in protocol.UNITS:
-        row = {c["range"]: c for c in cells if c["unit"] == u}
-        t.add_row(u, *[show(row[r]) if r in row else "—" for r in protocol.RANGES])
-    return t
-
-
 def render(report: dict[str, Any]) -> None:
+    """The terminal view (:mod:`embedcheck.physscore.view`) and the gate lines."""
     from rich.console import Console
-    from rich.table import Table
+
+    from ..physscore import view
 
     console = Console()
-    model = report.get("model") or "embeddings"
-    if "cells" in report:
-        console.print(_cell_table(f"PhysScore cells — {model} (Kendall τ / PACC, anchor = smallest value)",
-                                  report["cells"], lambda c: f"{_f3(c['kendall_tau'])} / {_f3(c['pacc'])}"))
-    if "table1" in report:
-        t1 = report["table1"]
-        t = Table(title="Table 1 — PhysScore (×100)", header_style="bold")
-        for col in ("model", "K's τ", "PACC", "AVG"):
-            t.add_column(col, justify="right" if col != "model" else "left")
-        t.add_row(model, _pp(t1["kendall_tau"]), _pp(t1["pacc"]), _pp(t1["avg"]))
-        t.add_row("random-baseline", "00.00", "50.00", "25.00", style="dim")
-        console.print(t)
-        if t1.get("kendall_tau_ci95") and t1.get("pacc_ci95"):
-            (tl, th), (pl, ph) = t1["kendall_tau_ci95"], t1["pacc_ci95"]
-            console.print(f"95% intervals: K's τ {_pp(tl)} to {_pp(th)}, PACC {_pp(pl)} to {_pp(ph)} ({t1['ci_method']})")
-    if "table3" in report:
-        t3 = report["table3"]
-        t = Table(title="Table 3 — recalibration probe (×100)", header_style="bold")
-        for col in ("model", "cosine K's τ", "cosine PACC", "probe K's τ", "probe PACC", "Δτ"):
-            t.add_column(col, justify="right" if col != "model" else "left")
-        d = t3["delta_tau"]
-        t.add_row(model, _pp(t3["cosine_tau"]), _pp(t3["cosine_pacc"]), _pp(t3["probe_tau"]),
-                  _pp(t3["probe_pacc"]), ("+" if d is not None and d >= 0 else "") + _pp(d))
-        console.print(t)
-        console.print(_cell_table("Table 3 cells — probe τ(±SD over splits) | cosine τ(±SD)", t3["cells"],
-                                  lambda c: f"{_f3(c['probe_tau'])}(±{_f3(c['probe_tau_sd'])}) | "
-                                            f"{_f3(c['cosine_tau'])}(±{_f3(c['cosine_tau_sd'])})"))
-    if "table4" in report:
-        t4 = report["table4"]
-        t = Table(title="Table 4 — Kendall τ (×100) of similarity with Character / Tokenizer / Numeric references",
-                  header_style="bold")
-        t.add_column("model")
-        for ref in ("Char", "Tok", "Num"):
-            for sub in ("All", "F×F", "F×I", "I×I"):
-                t.add_column(f"{ref} {sub}", justify="right")
-        cells = []
-        for ref in ("char", "token", "numeric"):
-            for sub in ("all", "ff", "fi", "ii"):
-                cells.append(_pp(t4[ref][sub], 4, 1) if t4.get(ref) else "—")
-        t.add_row(model, *cells)
-        console.print(t)
-        s = Table(title="Table 4 sign subsets (×100)", header_style="bold")
-        s.add_column("reference")
-        subs = ("same_sign", "cross_sign", "neg_neg", "neg_pos", "pos_neg", "pos_pos")
-        for sub in subs:
-            s.add_column(f"{sub} ({t4['n_pairs'][sub]})", justify="right")
-        for ref in ("char", "token", "numeric"):
-            if t4.get(ref):
-                s.add_row(ref, *[_pp(t4[ref][sub], 4, 1) for sub in subs])
-        console.print(s)
-    for p in report.get("plots", []):
-        console.print(f"plot: {p}")
-    print_gates(console, report, _pp)
+    view.render(report, console)
+    print_gates(console, report, view.paper_number)
 
 
 def _check_gate_tables(which: Any, fail_below: Optional[float]) -> None:

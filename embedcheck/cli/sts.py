@@ -12,7 +12,7 @@ from ..io.labels import load_scores
 from .output import add_gates, min_gate
 from ..geometry.sts import sts_correlation
 from ._app import app
-from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, SeedOpt, finish, start_command
+from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, SeedOpt, finish, in_range, start_command
 
 
 @app.command("sts")
@@ -23,7 +23,7 @@ def sts_cmd(
     score_field: Annotated[str, typer.Option("--score-field", help="Field of the gold score in a .jsonl file.")] = "score",
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals of Spearman and Pearson (bootstrap over pairs); 0: none.")] = 1000,
     seed: SeedOpt = 0,
-    fail_below: Annotated[Optional[float], typer.Option("--fail-below", help="Gate: exit 1 when Spearman x100 is below this.")] = None,
+    fail_below: Annotated[Optional[float], typer.Option("--fail-below", callback=in_range(-100, 100), help="Gate: exit 1 when Spearman x100 (-100 to 100) is below this.")] = None,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,

@@ -397,4 +397,42 @@ def _boot_variance_share(X: np.ndarray, boot: GroupBoot, chunk: int, batch: int 
             col += r
             if total > 0:
                 out[s + j] = along / total
+
+
+def sample_pair_cosines(X: np.ndarray, labels: np.ndarray, pairs: int = 2000,
+                        seed: int = 0) -> dict[str, dict[str, np.ndarray]]:
+    """Cosines of seeded random pairs, per class: ``{class: {"within": ..., "between": ...}}``.
+
+    ``within``: ``pairs`` pairs (i, j), i ≠ j, both of the class (empty for a one-row class);
+    ``between``: ``pairs`` pairs with i in the class and j outside it. Pairs are drawn with
+    replacement by ``numpy.random.default_rng(seed)``, in class order, so the same seed gives the
+    same cosines. Only the sampled rows are read (a memmap is never loaded whole). For the
+    ``aag --plot`` figure: the exact means are :func:`aag`'s.
+
+    >>> X = np.array([[1.0, 0], [1, 0.1], [0, 1], [0.1, 1]])
+    >>> s = sample_pair_cosines(X, np.array([0, 0, 1, 1]), pairs=5)
+    >>> sorted(s), s["0"]["within"].shape, bool((s["0"]["within"] > 0.99).all())
+    (['0', '1'], (5,), True)
+    """
+    if pairs < 1:
+        raise ValueError(f"pairs must be >= 1, got {pairs}")
+    classes, codes, _ = _check_labels(X.shape[0], labels)
+    rng = np.random.default_rng(seed)
+
+    def cos(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        return np.einsum("ij,ij->i", unit_rows(X[i]), unit_rows(X[j]))
+
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for k, c in enumerate(classes):
+        members = np.flatnonzero(codes == k)
+        others = np.flatnonzero(codes != k)
+        m = len(members)
+        if m >= 2:
+            a = rng.integers(0, m, pairs)
+            b = (a + rng.integers(1, m, pairs)) % m  # another member: never the row itself
+            within = cos(members[a], members[b])
+        else:
+            within = np.empty(0)
+        between = cos(members[rng.integers(0, m, pairs)], others[rng.integers(0, len(others), pairs)])
+        out[label_key(c)] = {"within": within, "between": between}
     return out

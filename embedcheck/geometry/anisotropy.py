@@ -593,13 +593,16 @@ def check_result(
     map_fit: Optional[tuple[Any, Any]] = None,
     block: int = 1024,
     progress: Progress = None,
+    keep: Optional[dict[str, np.ndarray]] = None,
 ) -> AnisotropyResult:
     """The whole check on arrays (memmaps fine); returns the result (its ``to_dict`` is the
     report without gates). Beside the derangement floor, each view carries the exact floor over
     all n(n−1) unrelated pairs (:func:`floor_partials`, O(n·d²), float64).
 
     ``names`` gives file names for ``means`` (keys ``fit_a``, ``fit_b``); ``map_fit`` =
-    (TRAIN_A, TRAIN_B) fits :func:`fit_orthogonal_map` and compares A's mapped rows.
+    (TRAIN_A, TRAIN_B) fits :func:`fit_orthogonal_map` and compares A's mapped rows. A ``keep``
+    dict receives the cosines behind the figures (for the plot): ``matched_raw`` and
+    ``matched_centred`` (n,), ``unrelated_raw`` and ``unrelated_centred`` (perms, n).
     """
     names = names or {}
     for X, what in ((A, "A"), (B, "B")):
@@ -692,6 +695,8 @@ def check_result(
             u_raw[p, sl] = raw
             u_cen[p, sl] = (raw + r - q[idx]) / (na * nb[idx])
 
+    if keep is not None:
+        keep.update(matched_raw=m_raw, matched_centred=m_cen, unrelated_raw=u_raw, unrelated_centred=u_cen)
     first = partner_ranked_first(ra, rb, mu_a, mu_b, block=block, progress=progress)
     res = AnisotropyResult(
         n=n, dim=d, means=means, anisotropy=aniso,

@@ -23,8 +23,6 @@ _PICKLE_MAGICS = (b"\x80", b"PK\x03\x04")  # pickle protocol ≥ 2, torch.save z
 _MAX_HEADER = 100 * 1024 * 1024
 
 
-_DTYPES = {np.dtype(np.float32): "F32"}
-
 
 def head_to_bytes(head: Head, extra: Optional[dict[str, Any]] = None) -> bytes:
     """Serialise a head as safetensors bytes, deterministically.
@@ -73,12 +71,14 @@ def head_from_bytes(data: bytes, source: str = "head") -> Head:
         header = json.loads(data[8:8 + n].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise InputError(f"{source} is not a safetensors file (header is not JSON)") from None
+    except RecursionError:
+        raise InputError(f"{source} is not an embedcheck head (its header JSON is nested too deeply)") from None
     meta = header.get("__metadata__") if isinstance(header, dict) else None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise InputError(f"{source} is a safetensors file but not an embedcheck head (no format={FORMAT!r} metadata)")
     try:
         version = int(meta.get("format_version", ""))
-    except ValueError:
+    except (ValueError, TypeError):
         raise InputError(f"{source}: bad format_version {meta.get('format_version')!r}") from None
     if version != FORMAT_VERSION:
         raise InputError(f"{source} has head format version {version}; this embedcheck reads version {FORMAT_VERSION}")
@@ -89,10 +89,15 @@ def head_from_bytes(data: bytes, source: str = "head") -> Head:
     except Exception as exc:  # noqa: BLE001 - SafetensorError and friends, one line
         msg = " ".join(str(exc).split())
         raise InputError(f"{source} is a corrupt or truncated safetensors file ({msg})") from None
+    text = meta.get("config", "{}")
     try:
-        config = json.loads(meta.get("config", "{}"))
+        config = json.loads(text) if isinstance(text, str) else None
     except json.JSONDecodeError:
         raise InputError(f"{source}: head config metadata is not JSON") from None
+    except RecursionError:
+        raise InputError(f"{source}: head config metadata is nested too deeply") from None
+    if not isinstance(config, dict):
+        raise InputError(f"{source}: head config metadata must be a JSON object, got {type(config).__name__}")
     kind = meta.get("kind")
     if kind not in KINDS or config.get("kind") != kind:
         raise InputError(f"{source}: unknown head kind {kind!r}")

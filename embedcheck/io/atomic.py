@@ -1,5 +1,9 @@
 """Atomic writes: a temporary file beside the target, renamed over it only on success; several
 outputs renamed together (:class:`AtomicBatch`). An output never overwrites an input.
+
+A temporary file is named ``.<target name>.<writer pid>.<random>.tmp``. A writer killed outright
+(SIGKILL, power loss) cannot remove its own; the next write of the same target removes every such
+temp whose writer process is gone (:func:`remove_stale_temps`), never one of a live writer.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ class AtomicBatch:
         folder = target.parent if str(target.parent) else Path(".")
         if not folder.is_dir():
             raise InputError(f"output folder {folder} does not exist")
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        remove_stale_temps(target)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=folder)
         self._staged.append((tmp, target))
         encoding = None if "b" in mode else "utf-8"
         with os.fdopen(fd, mode, encoding=encoding) as f:
@@ -88,6 +93,54 @@ class AtomicBatch:
             self.commit()
         else:
             self.abort()
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (signal 0 probes without sending anything)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    except OSError:
+        return True  # cannot tell: keep the file
+    return True
+
+
+def remove_stale_temps(target: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files of ``target`` left by writers that no longer run; return them.
+
+    Only names of the form ``.<target name>.<pid>.<random>.tmp`` whose ``pid`` is not a live
+    process are removed (a live writer's temp, this process's own included, is kept).
+
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> stale = os.path.join(d, ".out.npy.999999999.abc.tmp")
+    >>> open(stale, "w").close()
+    >>> [p.name for p in remove_stale_temps(os.path.join(d, "out.npy"))], os.listdir(d)
+    (['.out.npy.999999999.abc.tmp'], [])
+    """
+    t = Path(target)
+    folder = t.parent if str(t.parent) else Path(".")
+    prefix = f".{t.name}."
+    removed: list[Path] = []
+    try:
+        names = [e.name for e in os.scandir(folder) if e.name.startswith(prefix) and e.name.endswith(".tmp")]
+    except OSError:
+        return removed
+    for name in names:
+        pid_s, sep, rest = name[len(prefix):-len(".tmp")].partition(".")
+        if not (sep and pid_s.isdigit() and rest and "." not in rest):
+            continue  # not one of ours (or another target whose name extends this one)
+        if _pid_alive(int(pid_s)):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            (folder / name).unlink()
+            removed.append(folder / name)
+    return removed
 
 
 def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:

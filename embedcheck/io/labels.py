@@ -1,10 +1,16 @@
 """Labels and scores: one parser for ``.npy``, ``.jsonl`` and ``.txt`` label files, one for score files.
+
+**One kind per label column.** Labels are integers (ints, integral floats, or strings of digits
+such as ``"1"``) or names (any other string). A column that mixes the two kinds (``0, 1, "pos"``)
+is refused with one line naming a row of each kind: read as strings, it would silently count
+``"1"`` and ``"pos"`` as extra classes. The rule is the same for ``.jsonl`` fields, ``.txt``
+lines, string ``.npy`` arrays and ``embed``'s ``--label-field``.
 """
 
 from __future__ import annotations
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 import numpy as np
 from .jsonio import read_jsonl
 from .npy import open_npy
@@ -14,8 +20,36 @@ from ..errors import InputError
 
 
 
-def _normalise_label_values(values: Sequence[Any], source: str) -> np.ndarray:
-    """Ints stay ints, strings of integers become ints, other strings stay strings."""
+def _is_integer_label(v: Any) -> bool:
+    return (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, str) and _is_int_string(v))
+
+
+def check_label_kinds(values: Sequence[Any], source: str, where: Callable[[int], str] = lambda i: f"row {i}") -> None:
+    """Refuse a label column that mixes integers and names, naming the first row of each kind.
+
+    ``where(i)`` words position ``i`` (``row 3``, ``line 4``).
+
+    >>> check_label_kinds([0, "1", 2], "y.jsonl")
+    >>> check_label_kinds([0, 1, "pos"], "y.jsonl")
+    Traceback (most recent call last):
+    ...
+    embedcheck.errors.InputError: y.jsonl: labels mix integers (row 0: 0) and names (row 2: 'pos'); use one kind for the whole column
+    """
+    first: dict[bool, int] = {}
+    for i, v in enumerate(values):
+        kind = _is_integer_label(v)
+        if kind not in first:
+            first[kind] = i
+            if len(first) == 2:
+                a, b = first[True], first[False]
+                raise InputError(f"{source}: labels mix integers ({where(a)}: {values[a]!r}) and names "
+                                 f"({where(b)}: {values[b]!r}); use one kind for the whole column")
+
+
+def _normalise_label_values(values: Sequence[Any], source: str,
+                            where: Callable[[int], str] = lambda i: f"row {i}") -> np.ndarray:
+    """Ints stay ints, strings of integers become ints, other strings stay strings; a mix of
+    integers and names is refused (:func:`check_label_kinds`)."""
     out: list[Any] = []
     for i, v in enumerate(values):
         if isinstance(v, bool) or v is None or isinstance(v, (list, dict)):
@@ -25,6 +59,7 @@ def _normalise_label_values(values: Sequence[Any], source: str) -> np.ndarray:
                 raise InputError(f"{source}: label {i} is {v!r}; labels must be ints or strings")
             v = int(v)
         out.append(v)
+    check_label_kinds(out, source, where)
     strs = [str(v) for v in out]
     if all(_is_int_string(v) for v in strs):
         ints = [int(v) for v in strs]
@@ -79,7 +114,8 @@ def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: st
         elif arr.dtype.kind in "iub":
             labels = np.asarray(arr, dtype=np.int64)
         elif arr.dtype.kind in "US":
-            labels = _normalise_label_values([str(v) for v in np.asarray(arr).astype(str)], str(p))
+            labels = _normalise_label_values([str(v) for v in np.asarray(arr).astype(str)], str(p),
+                                             lambda i: f"index {i}")
         elif arr.dtype.kind == "f":
             a = np.asarray(arr)
             if not np.all(np.isfinite(a)) or not np.all(a == np.round(a)):
@@ -100,7 +136,7 @@ def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: st
             raise InputError(f"{p}: line {empty[0] + 1} is empty; one label per line expected")
         if not lines:
             raise InputError(f"{what} {p} has no labels")
-        labels = _normalise_label_values([s.strip() for s in lines], str(p))
+        labels = _normalise_label_values([s.strip() for s in lines], str(p), lambda i: f"line {i + 1}")
     else:
         raise InputError(f"{what} {p}: unsupported format {suffix!r} (use .npy, .jsonl or .txt)")
     if n_rows is not None and len(labels) != n_rows:

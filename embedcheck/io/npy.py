@@ -25,7 +25,7 @@ from ..errors import InputError
 from .npyfile import _npy_header, check_matrix_shape, check_rows, open_npy
 from .shards import ShardedMatrix, is_shard_set, load_shard_matrix, open_shard_set
 
-__all__ = ["ShardedMatrix", "_npy_header", "check_matrix_shape", "check_rows", "check_same_dim", "check_same_rows",
+__all__ = ["ShardedMatrix", "_npy_header", "check_matrix_shape", "check_rows", "check_same_dim",
            "load_matrix", "open_npy", "stream_rows"]
 
 
@@ -57,11 +57,6 @@ def load_matrix(
     for sl in iter_chunks(X.shape[0]):
         check_rows(X[sl], sl.start, p, what=what, need_direction=need_direction, work=work)
     return X
-
-
-def check_same_rows(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> None:
-    if a.shape[0] != b.shape[0]:
-        raise InputError(f"{name_a} has {a.shape[0]} rows but {name_b} has {b.shape[0]}")
 
 
 def check_same_dim(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> None:

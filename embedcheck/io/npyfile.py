@@ -8,6 +8,7 @@ upper half. Nothing here ever unpickles.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -15,6 +16,9 @@ import numpy as np
 
 from ..errors import InputError
 from .paths import check_file
+
+#: no array numpy can map is larger than this (the largest ``intp`` byte count)
+_MAX_NPY_BYTES = int(np.iinfo(np.intp).max)
 
 
 def _npy_header(path: Path) -> tuple[tuple[int, ...], bool, np.dtype, int]:
@@ -35,11 +39,13 @@ def _npy_header(path: Path) -> tuple[tuple[int, ...], bool, np.dtype, int]:
                     shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
                 else:  # pragma: no cover - numpy only writes 1.0-3.0
                     raise InputError(f"{path}: unsupported .npy version {version}")
-            except (ValueError, SyntaxError) as exc:
-                raise InputError(f"{path}: corrupt .npy header ({exc})") from None
+            except (ValueError, SyntaxError, OverflowError, TypeError) as exc:
+                raise InputError(f"{path}: corrupt .npy header ({' '.join(str(exc).split())[:120]})") from None
             offset = f.tell()
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
+        raise InputError(f"{path}: corrupt .npy header (shape {tuple(shape)} has a negative or non-integer dimension)")
     return tuple(shape), bool(fortran), np.dtype(dtype), offset
 
 
@@ -56,11 +62,14 @@ def open_npy(path: str | os.PathLike, what: str = "array") -> np.ndarray:
         raise InputError(f"{p} holds Python objects (a pickle); embedcheck never loads pickles")
     if dtype.names is not None:
         raise InputError(f"{p} has a structured dtype {dtype}; expected a plain array")
-    expected = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    count = math.prod(shape)  # Python ints: a crafted shape cannot overflow here
+    expected = offset + count * dtype.itemsize
+    if expected > _MAX_NPY_BYTES:
+        raise InputError(f"{p}: corrupt .npy header (shape {shape} of {dtype} would need {expected:.3g} bytes)")
     size = p.stat().st_size
     if size < expected:
         raise InputError(f"{p} is truncated: {size} bytes, header promises {expected}")
-    if int(np.prod(shape, dtype=np.int64)) == 0:
+    if count == 0:
         return np.zeros(shape, dtype=dtype)
     try:
         return np.load(p, mmap_mode="r", allow_pickle=False)

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .jsonio import parse_jsonl
+from .labels import check_label_kinds
 from ..encode import hf_offline_env, hub_reachable
 from ..errors import InputError
 
@@ -151,12 +152,37 @@ def _rows_parquet(data: bytes, where: str) -> list[dict]:
     return table.to_pylist()
 
 
-def _rows_hf(spec: str, split: str | None) -> tuple[list[dict], dict[str, Any]]:
-    """``hf:NAME[:CONFIG]`` through :func:`datasets.load_dataset`; fails fast when offline."""
-    body = spec[3:]
-    name, _, config = body.partition(":")
+def parse_hf_spec(spec: str) -> tuple[str, list[str | None]]:
+    """``hf:NAME[:CONFIG[+CONFIG...]]`` → (name, configs); several configs are pooled in order.
+
+    >>> parse_hf_spec("hf:glue:sst2")
+    ('glue', ['sst2'])
+    >>> parse_hf_spec("hf:cardiffnlp/tweet_eval:stance_abortion+stance_atheism")
+    ('cardiffnlp/tweet_eval', ['stance_abortion', 'stance_atheism'])
+    >>> parse_hf_spec("hf:SetFit/subj")
+    ('SetFit/subj', [None])
+    """
+    body = spec[3:] if spec.startswith("hf:") else spec
+    name, sep, config = body.partition(":")
     if not name:
-        raise InputError(f"{spec}: expected hf:NAME[:CONFIG]")
+        raise InputError(f"{spec}: expected hf:NAME[:CONFIG[+CONFIG...]]")
+    if not sep:
+        return name, [None]
+    configs = [c.strip() for c in config.split("+")]
+    if not all(configs):
+        raise InputError(f"{spec}: empty config name; expected hf:NAME:CONFIG or hf:NAME:CONFIG1+CONFIG2")
+    dup = next((c for i, c in enumerate(configs) if c in configs[:i]), None)
+    if dup is not None:
+        raise InputError(f"{spec}: config {dup!r} is named twice")
+    return name, list(configs)
+
+
+def _rows_hf(spec: str, split: str | None) -> tuple[list[dict], dict[str, Any]]:
+    """``hf:NAME[:CONFIG[+CONFIG...]]`` through :func:`datasets.load_dataset`; fails fast when offline.
+
+    Several ``+``-joined configs (the hub splits TweetEval stance by target) are loaded one after
+    the other and pooled in the order given; each row then carries its ``config``."""
+    name, configs = parse_hf_spec(spec)
     split = split or "train"
     offline = hf_offline_env() or os.environ.get("HF_DATASETS_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
     if not offline and not Path(name).expanduser().exists() and not hub_reachable():
@@ -174,16 +200,28 @@ def _rows_hf(spec: str, split: str | None) -> tuple[list[dict], dict[str, Any]]:
                 setattr(sys.modules[mod], attr, True)
             except KeyError:
                 pass
-    try:
-        datasets.disable_progress_bars()
-        ds = datasets.load_dataset(name, config or None, split=split)
-    except Exception as exc:  # noqa: BLE001 - datasets raises many types; all mean "cannot load"
-        msg = " ".join(str(exc).split())[:200]
-        hint = " (offline: it is not in the datasets cache; use a local file instead)" if offline else ""
-        raise InputError(f"cannot load {spec} split {split!r}{hint}: {msg}") from None
-    info = {"format": "hf", "name": name, "config": config or None, "split": split,
-            "fingerprint": getattr(ds, "_fingerprint", None), "num_rows": len(ds)}
-    return ds.to_list(), info
+    rows: list[dict] = []
+    parts = []
+    for config in configs:
+        try:
+            datasets.disable_progress_bars()
+            ds = datasets.load_dataset(name, config, split=split)
+        except Exception as exc:  # noqa: BLE001 - datasets raises many types; all mean "cannot load"
+            msg = " ".join(str(exc).split())[:200]
+            hint = " (offline: it is not in the datasets cache; use a local file instead)" if offline else ""
+            which = f" config {config!r}" if len(configs) > 1 else ""
+            raise InputError(f"cannot load {spec}{which} split {split!r}{hint}: {msg}") from None
+        part = ds.to_list()
+        if len(configs) > 1:
+            part = [{**r, "config": config} for r in part]
+        rows.extend(part)
+        parts.append({"config": config, "fingerprint": getattr(ds, "_fingerprint", None), "num_rows": len(ds)})
+    info: dict[str, Any] = {"format": "hf", "name": name, "config": "+".join(c for c in configs if c) or None,
+                            "split": split, "fingerprint": parts[0]["fingerprint"] if len(parts) == 1 else None,
+                            "num_rows": len(rows)}
+    if len(parts) > 1:
+        info["parts"] = parts
+    return rows, info
 
 
 def read_records(source: str, *, text_field: str | None = None, label_field: str | None = None,
@@ -307,6 +345,9 @@ def read_records(source: str, *, text_field: str | None = None, label_field: str
             break
     if not records:
         raise InputError(f"input {where}: every text is empty")
+    if lf is not None:
+        check_label_kinds([r.label for r in records], f"input {where} field {lf!r}",
+                          lambda k: f"row {records[k].row}")
     return InputData(records=records, source=info, text_field=None if lines_only else tf, label_field=lf,
                      id_field=idf, rows_read=len(rows), skipped_empty=skipped, fields=[str(f) for f in fields])
 

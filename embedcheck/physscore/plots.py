@@ -13,37 +13,20 @@ functions build figures and return PNG bytes; writing them is the CLI's job.
 
 from __future__ import annotations
 
-import io
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import InputError
+from ..geometry import plots as geometry_plots
 from .protocol import CONVERSION_PANELS, DIGITS, RANGE_TITLES, RANGES, UNITS, WORDS, benchmark_cells, conversion_curves, cosine_matrix, digits_words
 from ..rows import unit_rows
 
-PLOTS_HINT = "pip install 'embedcheck[plots]'"
-
-
 def require_matplotlib() -> Any:
-    """``matplotlib.pyplot`` on the Agg backend, or a one-line InputError saying what to install."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise InputError(f"--plots needs matplotlib, which is not installed: {PLOTS_HINT}") from None
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
+    """``matplotlib.pyplot`` on the Agg backend, or a one-line InputError naming ``--plots``."""
+    return geometry_plots.require_matplotlib("--plots")
 
 
-def _png(fig: Any) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return buf.getvalue()
+_png = geometry_plots.png_bytes
 
 
 def _ticks(ax: Any, labels: Sequence[str], axis: str, every: int) -> None:

@@ -1,0 +1,150 @@
+"""The PhysScore terminal view: the paper's tables as rich tables that fit 80 columns.
+
+No table may elide a digit. Every table is laid out so that its numbers fit an 80-column
+terminal, and every column folds (``overflow="fold"``) rather than cutting with ``…`` on a
+narrower one:
+
+- the per-cell table keeps units down and ranges across, with the Kendall τ and the PACC of a
+  cell on two rows (one ``τ / PACC`` cell per range would need 92 columns);
+- Table 3 is transposed (rows K's τ and PACC, columns cosine, probe and Δ), and its per-cell
+  detail is one row per (unit, range);
+- Table 4 is transposed: one row per reference (character, tokenizer, numeric), columns All, F×F,
+  F×I, I×I; its sign subsets are one row per subset;
+- the model name goes into the titles (which wrap) and the model column of Table 1 folds.
+
+>>> _pp(7.333), _pp(-7.333), _pp(21.04, 4, 1), _pp(None)
+('07.33', '-07.33', '21.0', '—')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from . import protocol
+
+#: Table 4's references and sign subsets, in the paper's order
+REFERENCES = (("char", "Character"), ("token", "Tokenizer"), ("numeric", "Numeric"))
+LEXICAL_SUBSETS = (("all", "All"), ("ff", "F×F"), ("fi", "F×I"), ("ii", "I×I"))
+SIGN_SUBSETS = ("same_sign", "cross_sign", "neg_neg", "neg_pos", "pos_neg", "pos_pos")
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def _pp(x: float | None, width: int = 5, dec: int = 2) -> str:
+    """Zero-padded like the paper: 07.33, -07.33 (width counts the magnitude only)."""
+    if x is None or not _finite(x):
+        return "—"
+    s = f"{abs(x):0{width}.{dec}f}"
+    return ("-" + s) if x < 0 and float(s) != 0 else s
+
+
+def _f3(x: float | None) -> str:
+    return f"{x:.3f}" if x is not None and _finite(x) else "—"
+
+
+def _signed(x: float | None) -> str:
+    return ("+" if x is not None and _finite(x) and x >= 0 else "") + _pp(x)
+
+
+def _table(title: str, first: str, *cols: str) -> Any:
+    """A table whose every column folds (never ``…``); numbers right-aligned."""
+    from rich.table import Table
+
+    t = Table(title=title, header_style="bold")
+    t.add_column(first, style="cyan", overflow="fold")
+    for c in cols:
+        t.add_column(c, justify="right", overflow="fold")
+    return t
+
+
+def cells_table(model: str, cells: list[dict[str, Any]]) -> Any:
+    """Table 1's 20 cells: units down, ranges across, τ and PACC on two rows per unit."""
+    t = _table(f"PhysScore cells — {model} (Kendall τ and PACC, anchor = smallest value)", "unit",
+               "", *[protocol.RANGE_TITLES[r] for r in protocol.RANGES])
+    for u in protocol.UNITS:
+        row = {c["range"]: c for c in cells if c["unit"] == u}
+        for key, label in (("kendall_tau", "τ"), ("pacc", "PACC")):
+            vals = [_f3(row[r][key]) if r in row else "—" for r in protocol.RANGES]
+            t.add_row(u if key == "kendall_tau" else "", label, *vals, end_section=key == "pacc")
+    return t
+
+
+def table1(model: str, t1: dict[str, Any]) -> Any:
+    t = _table("Table 1 — PhysScore (×100)", "model", "K's τ", "PACC", "AVG")
+    t.add_row(model, _pp(t1["kendall_tau"]), _pp(t1["pacc"]), _pp(t1["avg"]))
+    t.add_row("random-baseline", "00.00", "50.00", "25.00", style="dim")
+    return t
+
+
+def table3(model: str, t3: dict[str, Any]) -> Any:
+    t = _table(f"Table 3 — recalibration probe (×100), {model}", "figure", "cosine", "probe", "Δ (probe − cosine)")
+    t.add_row("K's τ", _pp(t3["cosine_tau"]), _pp(t3["probe_tau"]), _signed(t3["delta_tau"]))
+    t.add_row("PACC", _pp(t3["cosine_pacc"]), _pp(t3["probe_pacc"]), "")
+    return t
+
+
+def table3_cells(cells: list[dict[str, Any]]) -> Any:
+    t = _table("Table 3 cells — Kendall τ, mean (± SD) over the splits", "unit", "range", "probe τ", "± SD",
+               "cosine τ", "± SD")
+    t.columns[1].justify = "left"
+    for u in protocol.UNITS:
+        row = {c["range"]: c for c in cells if c["unit"] == u}
+        for i, r in enumerate(protocol.RANGES):
+            c = row.get(r)
+            if c is None:
+                continue
+            t.add_row(u if i == 0 else "", protocol.RANGE_TITLES[r], _f3(c["probe_tau"]), _f3(c["probe_tau_sd"]),
+                      _f3(c["cosine_tau"]), _f3(c["cosine_tau_sd"]), end_section=i == len(protocol.RANGES) - 1)
+    return t
+
+
+def table4(model: str, t4: dict[str, Any]) -> Any:
+    t = _table(f"Table 4 — Kendall τ (×100) of similarity with each reference, {model}", "reference",
+               *[title for _, title in LEXICAL_SUBSETS])
+    for ref, title in REFERENCES:
+        if t4.get(ref):
+            t.add_row(title, *[_pp(t4[ref][sub], 4, 1) for sub, _ in LEXICAL_SUBSETS])
+    t.add_row("pairs", *[str(t4["n_pairs"][sub]) for sub, _ in LEXICAL_SUBSETS], style="dim")
+    return t
+
+
+def table4_signs(t4: dict[str, Any]) -> Any:
+    refs = [(ref, title) for ref, title in REFERENCES if t4.get(ref)]
+    t = _table("Table 4 sign subsets — Kendall τ (×100)", "subset", "pairs", *[title for _, title in refs])
+    for sub in SIGN_SUBSETS:
+        t.add_row(sub, str(t4["n_pairs"][sub]), *[_pp(t4[ref][sub], 4, 1) for ref, _ in refs])
+    return t
+
+
+def render(report: dict[str, Any], console: Any = None) -> None:
+    """Print a PhysScore report (``physscore run`` / ``score``) as the paper's tables (the CLI adds
+    the gate lines, formatted with :func:`paper_number`)."""
+    from rich.console import Console
+
+    console = console or Console()
+    model = report.get("model") or "embeddings"
+    if "cells" in report:
+        console.print(cells_table(model, report["cells"]))
+    if "table1" in report:
+        t1 = report["table1"]
+        console.print(table1(model, t1))
+        if t1.get("kendall_tau_ci95") and t1.get("pacc_ci95"):
+            (tl, th), (pl, ph) = t1["kendall_tau_ci95"], t1["pacc_ci95"]
+            console.print(f"95% intervals: K's τ {_pp(tl)} to {_pp(th)}, PACC {_pp(pl)} to {_pp(ph)} "
+                          f"({t1['ci_method']})", overflow="fold")
+    if "table3" in report:
+        console.print(table3(model, report["table3"]))
+        console.print(table3_cells(report["table3"]["cells"]))
+    if "table4" in report:
+        console.print(table4(model, report["table4"]))
+        console.print(table4_signs(report["table4"]))
+    for p in report.get("plots", []):
+        console.print(f"plot: {p}", overflow="fold")
+
+
+#: the paper's number format (zero-padded ×100), for gate lines
+paper_number: Callable[[float | None], str] = _pp

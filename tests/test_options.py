@@ -1,0 +1,153 @@
+"""Every float option of every command: finite and in range, refused before any work with one
+line naming the option, and nothing written; a NaN gate threshold is bad usage (exit 2), not a
+failed gate (exit 1).
+
+The options are found by walking the click command tree that typer builds, so a float option
+added later without a declared out-of-range value fails ``test_every_float_option_is_listed``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import typer
+from conftest import FIXTURES, assert_one_line_error
+
+from embedcheck.cli import app
+
+
+def _walk(cmd: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    if hasattr(cmd, "commands"):
+        return [leaf for name, sub in cmd.commands.items() for leaf in _walk(sub, (*path, name))]
+    return [(path, cmd)]
+
+
+def _is_float(prm: Any) -> bool:
+    """A float option (plain or Optional): typer 0.29 keeps the annotation on the parameter."""
+    import typing
+
+    ann = prm.type_descriptor.annotation
+    return ann is float or float in typing.get_args(ann)
+
+
+def float_options() -> list[tuple[tuple[str, ...], str, bool]]:
+    """(command path, long option, is a gate) for every float option of every command."""
+    root = typer.main.get_command(app)
+    out = []
+    for path, cmd in _walk(root):
+        for prm in cmd.params:
+            if getattr(prm, "param_type_name", "") != "option" or not _is_float(prm):
+                continue
+            opt = next(o for o in prm.opts if o.startswith("--"))
+            out.append((path, opt, (prm.help or "").startswith("Gate:")))
+    return out
+
+
+#: an out-of-range value for each float option (None: every finite value has a meaning)
+OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
+    (("aag",), "--ci"): "1.5",
+    (("aag",), "--fail-below"): "2.5",  # AAG lies in [-2, 2]
+    (("aag",), "--fail-map-below"): "101",  # MAP x100 lies in [0, 100]
+    (("anisotropy",), "--min-gap-sd"): None,
+    (("anisotropy",), "--max-floor-share"): None,  # floor / matched: any sign, any size
+    (("anisotropy",), "--min-partner-first"): "1.5",  # a fraction
+    (("train-head",), "--temperature"): "0",
+    (("train-head",), "--lr"): "-0.001",
+    (("train-head",), "--weight-decay"): "-1",
+    (("train-head",), "--scale"): "0",
+    (("project",), "--alpha"): "1.5",
+    (("probe",), "--C"): "0",
+    (("probe",), "--fail-below"): "101",  # accuracy x100
+    (("sts",), "--fail-below"): "-101",  # Spearman x100
+    (("physscore", "score"), "--fail-below"): "101",  # Table 1 AVG x100
+    (("physscore", "run"), "--fail-below"): "101",
+}
+
+FLOATS = float_options()
+
+
+def test_every_float_option_is_listed():
+    assert {(p, o) for p, o, _ in FLOATS} == set(OUT_OF_RANGE)
+    gates = {(p, o) for p, o, g in FLOATS if g}
+    assert gates == {(("aag",), "--fail-below"), (("aag",), "--fail-map-below"), (("anisotropy",), "--min-gap-sd"),
+                     (("anisotropy",), "--max-floor-share"), (("anisotropy",), "--min-partner-first"),
+                     (("probe",), "--fail-below"), (("sts",), "--fail-below"),
+                     (("physscore", "score"), "--fail-below"), (("physscore", "run"), "--fail-below")}
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    """A folder holding copies of the small fixtures, a head, and the physscore phrases."""
+    for name in ("topics.npy", "topics.labels.jsonl", "topics_test.npy", "topics_test.labels.jsonl",
+                 "pairs_a.npy", "pairs_b.npy", "sts_a.npy", "sts_b.npy", "sts_scores.jsonl"):
+        shutil.copy(FIXTURES / name, tmp_path / name)
+    # a tiny linear head for `project`, written by the library (no training needed)
+    from embedcheck.heads.base import Head
+    from embedcheck.heads.format import head_to_bytes
+
+    d = np.load(tmp_path / "topics.npy").shape[1]
+    head = Head("lda", {"weight": np.eye(d, dtype=np.float32), "bias": np.zeros(d, np.float32)},
+                {"kind": "lda", "input_dim": d, "output_dim": d, "hyperparameters": {}})
+    (tmp_path / "head.safetensors").write_bytes(head_to_bytes(head))
+    (tmp_path / "phrases.jsonl").write_text('{"text": "1 meter"}\n')
+    np.save(tmp_path / "phrases_emb.npy", np.ones((1, 4), np.float32))
+    return tmp_path
+
+
+def _base(path: tuple[str, ...], w: Path) -> list[Any]:
+    """A valid invocation of each command (its outputs land in ``w``)."""
+    return {
+        ("aag",): ["aag", w / "topics.npy", w / "topics.labels.jsonl", "--no-map"],
+        ("anisotropy",): ["anisotropy", w / "pairs_a.npy", w / "pairs_b.npy"],
+        ("train-head",): ["train-head", w / "topics.npy", w / "topics.labels.jsonl", "-o", w / "h.safetensors",
+                          "--epochs", "1"],
+        ("project",): ["project", w / "topics_test.npy", "--head", w / "head.safetensors", "-o", w / "p.npy"],
+        ("probe",): ["probe", w / "topics.npy", w / "topics.labels.jsonl", w / "topics_test.npy",
+                     w / "topics_test.labels.jsonl"],
+        ("sts",): ["sts", w / "sts_a.npy", w / "sts_b.npy", w / "sts_scores.jsonl"],
+        ("physscore", "score"): ["physscore", "score", w / "phrases_emb.npy", w / "phrases.jsonl", "--tables", "1"],
+        ("physscore", "run"): ["physscore", "run", "--tables", "1", "--model", w / "no-such-model"],
+    }[path]
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+CASES = [(p, o, v) for p, o, _ in FLOATS for v in ("inf", "-inf", "nan", OUT_OF_RANGE.get((p, o))) if v is not None]
+
+
+@pytest.mark.parametrize(("path", "opt", "value"), CASES,
+                         ids=[f"{' '.join(p)} {o}={v}" for p, o, v in CASES])
+def test_float_option_refused_before_work(cli, work, path, opt, value):
+    before = _snapshot(work)
+    res = cli([*_base(path, work), opt, value, "--report", work / "r.json", "--json"])
+    assert_one_line_error(res)
+    assert opt in res.stderr, res.stderr
+    assert _snapshot(work) == before  # nothing written: no output, no sidecar, no report, no temp
+
+
+GATES = [(p, o) for p, o, g in FLOATS if g]
+
+
+@pytest.mark.parametrize(("path", "opt"), GATES, ids=[f"{' '.join(p)} {o}" for p, o in GATES])
+def test_nan_gate_threshold_is_bad_usage(cli, work, path, opt):
+    """``--fail-below "$UNSET"`` → ``nan``: exit 2 naming the gate, never an ordinary failed gate."""
+    for value in ("nan", "NaN", "-nan"):
+        res = cli([*_base(path, work), opt, value])
+        assert_one_line_error(res)
+        assert opt in res.stderr and "finite" in res.stderr, res.stderr
+
+
+def test_in_range_values_still_run(cli, work):
+    """The boundaries that are meaningful stay accepted (alpha 0 and 1, weight decay 0)."""
+    for alpha in ("0", "1"):
+        res = cli([*_base(("project",), work), "--mode", "fused", "--alpha", alpha, "--json"])
+        assert res.exit_code == 0, res
+        assert res.json()["alpha"] == float(alpha)
+    res = cli([*_base(("aag",), work), "--fail-below", "-2", "--json"])
+    assert res.exit_code == 0 and res.json()["gates"][0]["passed"] is True, res

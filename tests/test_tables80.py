@@ -1,0 +1,249 @@
+"""Every table view at 80 columns: no ``…`` anywhere, no line wider than 80, and every headline
+number of the JSON report printed in full in the table text.
+
+Each command runs twice on the same inputs, once with ``--json`` (the figures) and once with
+``--format table`` under ``COLUMNS=80`` (what a user sees); the figures are formatted as the view
+formats them and looked up in the table text.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import FIXTURES
+
+from embedcheck.cli.output import _fmt, flatten, render_table
+from embedcheck.physscore import view
+
+WIDTH = 80
+
+
+@pytest.fixture
+def narrow(monkeypatch):
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+
+
+def _check_text(text: str) -> None:
+    assert "…" not in text and "..." not in text, text
+    assert max(len(line) for line in text.splitlines()) <= WIDTH, text
+
+
+def _numbers(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """(dotted key, formatted value) of every int / float leaf, as the generic view prints it."""
+    leaves: dict[str, Any] = {}
+
+    def walk(obj: Any, key: str) -> None:
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(v, f"{key}.{k}" if key else str(k))
+        elif isinstance(obj, list) and obj and isinstance(obj[0], dict):
+            for i, v in enumerate(obj):
+                walk(v, f"{key}[{i}]")
+        elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+            if "second" not in key:  # wall times differ between the JSON run and the table run
+                leaves[key] = obj
+
+    walk({k: v for k, v in report.items() if k != "gates"}, "")
+    shown = dict(flatten({k: v for k, v in report.items() if k != "gates"}))
+    return [(k, shown[k]) for k in leaves]
+
+
+def _both(cli, args: list[Any]) -> tuple[dict[str, Any], str]:
+    js = cli([*args, "--json"])
+    assert js.exit_code in (0, 1), js
+    tab = cli([*args, "--format", "table"])
+    assert tab.exit_code == js.exit_code, tab
+    return js.json(), tab.stdout
+
+
+def _assert_generic(report: dict[str, Any], text: str) -> None:
+    _check_text(text)
+    nums = _numbers(report)
+    assert nums
+    for key, shown in nums:
+        assert key in text, (key, text)
+        assert shown in text, (key, shown, text)
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    for name in ("topics.npy", "topics.labels.jsonl", "topics_test.npy", "topics_test.labels.jsonl",
+                 "pairs_a.npy", "pairs_b.npy", "pairs_fit_a.npy", "pairs_fit_b.npy", "sts_a.npy", "sts_b.npy",
+                 "sts_scores.jsonl"):
+        shutil.copy(FIXTURES / name, tmp_path / name)
+    return tmp_path
+
+
+def test_aag_table(cli, work, narrow):
+    rep, text = _both(cli, ["aag", work / "topics.npy", work / "topics.labels.jsonl", "--permutations", "20",
+                            "--bootstrap", "20", "--fail-below", "0.01", "--fail-map-below", "99"])
+    _assert_generic(rep, text)
+    assert "FAIL label_map" in text and "PASS aag" in text
+
+
+def test_probe_table(cli, work, narrow):
+    rep, text = _both(cli, ["probe", work / "topics.npy", work / "topics.labels.jsonl", work / "topics_test.npy",
+                            work / "topics_test.labels.jsonl", "--shots", "2", "--repeats", "3"])
+    _assert_generic(rep, text)
+    assert _fmt(rep["accuracy"]) in text and _fmt(rep["few_shot"]["accuracy_mean"]) in text
+
+
+def test_sts_table(cli, work, narrow):
+    rep, text = _both(cli, ["sts", work / "sts_a.npy", work / "sts_b.npy", work / "sts_scores.jsonl"])
+    _assert_generic(rep, text)
+    assert _fmt(rep["spearman"]) in text
+
+
+def test_train_head_and_project_tables(cli, work, narrow):
+    js = cli(["train-head", work / "topics.npy", work / "topics.labels.jsonl", "-o", work / "h.safetensors",
+              "--epochs", "2", "--json"])
+    assert js.exit_code == 0, js
+    tab = cli(["train-head", work / "topics.npy", work / "topics.labels.jsonl", "-o", work / "h2.safetensors",
+               "--epochs", "2", "--format", "table"])
+    assert tab.exit_code == 0, tab
+    rep = js.json()
+    rep["output"] = str(work / "h2.safetensors")
+    rep2 = {k: v for k, v in rep.items() if k != "seconds"}  # wall time differs between the two runs
+    _assert_generic(rep2, tab.stdout)
+    assert _fmt(rep["train_aag"]["after"]) in tab.stdout
+    rep, text = _both(cli, ["project", work / "topics_test.npy", "--head", work / "h.safetensors",
+                            "-o", work / "out.npy", "--mode", "fused"])
+    _check_text(text)
+    for key in ("alpha", "n", "input_dim", "output_dim"):
+        assert _fmt(rep[key]) in text
+
+
+def test_anisotropy_table(cli, work, narrow):
+    rep, text = _both(cli, ["anisotropy", work / "pairs_a.npy", work / "pairs_b.npy", "--fit-a",
+                            work / "pairs_fit_a.npy", "--fit-b", work / "pairs_fit_b.npy", "--shared",
+                            "--min-gap-sd", "3"])
+    _check_text(text)
+    for side in ("raw", "centred"):
+        for key in ("matched", "floor", "floor_sd", "gap", "gap_se", "min_detectable_gap", "gap_over_floor_sd",
+                    "cohens_d", "floor_share", "partner_ranked_first", "partner_ranked_first_count"):
+            assert _fmt(rep[side][key]) in text, (side, key)
+    assert f"{rep['anisotropy']['a']:.4f}" in text and "FAIL centred.gap_over_floor_sd" in text
+
+
+def test_generic_renderer_folds_long_keys_and_values():
+    from rich.console import Console
+
+    report = {
+        "a_rather_long_figure_name_that_goes_on_and_on_and_on_for_a_while": 0.123456,
+        "output": "/a/very/long/path/" + "x" * 120 + "/out.npy",
+        "nested": {"deeper": {"still_deeper_and_long_key_name": 12345678, "tiny": 1.5e-7}},
+        "values": [0.1, 0.2, 0.3],
+        "gates": [{"name": "aag", "op": ">=", "threshold": 0.5, "value": 0.123456, "passed": False}],
+    }
+    console = Console(width=WIDTH, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    render_table(report, "a title that is also rather long " * 3, console=console)
+    text = console.export_text()
+    _check_text(text)
+    for shown in ("0.1235", "12345678", "1.5e-07", "0.1000", "0.2000", "0.3000"):
+        assert shown in text, shown
+    flat = "".join(line.strip("│ ").split("│")[-1].strip() for line in text.splitlines())
+    assert "x" * 120 in flat  # the long value folded over several lines, every character kept
+    assert "FAIL aag" in text
+
+
+# ---- physscore -------------------------------------------------------------------------------
+
+
+def _physscore_numbers(rep: dict[str, Any]) -> list[str]:
+    nums = []
+    for c in rep.get("cells", []):
+        nums += [view._f3(c["kendall_tau"]), view._f3(c["pacc"])]
+    if "table1" in rep:
+        nums += [view._pp(rep["table1"][k]) for k in ("kendall_tau", "pacc", "avg")]
+    if "table3" in rep:
+        t3 = rep["table3"]
+        nums += [view._pp(t3[k]) for k in ("cosine_tau", "cosine_pacc", "probe_tau", "probe_pacc")]
+        nums.append(view._signed(t3["delta_tau"]))
+        for c in t3["cells"]:
+            nums += [view._f3(c[k]) for k in ("probe_tau", "probe_tau_sd", "cosine_tau", "cosine_tau_sd")]
+    if "table4" in rep:
+        t4 = rep["table4"]
+        for ref in ("char", "token", "numeric"):
+            nums += [view._pp(t4[ref][s], 4, 1) for s in ("all", "ff", "fi", "ii", *view.SIGN_SUBSETS)]
+        nums += [str(v) for v in t4["n_pairs"].values()]
+    return nums
+
+
+def _assert_physscore(rep: dict[str, Any], text: str) -> None:
+    _check_text(text)
+    for shown in _physscore_numbers(rep):
+        assert shown in text, (shown, text)
+
+
+def test_physscore_view_every_number_at_80_columns():
+    """The view on a full report (all tables) with a long model name, rendered at 80 columns."""
+    from rich.console import Console
+
+    rng = np.random.default_rng(0)
+    from embedcheck.physscore import protocol
+
+    cells = [{"unit": u, "range": r, "kendall_tau": float(rng.uniform(-1, 1)), "pacc": float(rng.uniform(0, 1))}
+             for u in protocol.UNITS for r in protocol.RANGES]
+    t3cells = [{"unit": u, "range": r, **{k: float(rng.uniform(-1, 1)) for k in
+                                          ("probe_tau", "probe_tau_sd", "cosine_tau", "cosine_tau_sd")}}
+               for u in protocol.UNITS for r in protocol.RANGES]
+    t4 = {ref: {s: float(rng.uniform(-100, 100)) for s in ("all", "ff", "fi", "ii", *view.SIGN_SUBSETS)}
+          for ref in ("char", "token", "numeric")}
+    t4["n_pairs"] = {s: int(rng.integers(100, 5000)) for s in ("all", "ff", "fi", "ii", *view.SIGN_SUBSETS)}
+    rep = {"model": "/home/someone/models/" + "a-very-long-model-name-" * 4 + "v2",
+           "cells": cells, "table1": {"kendall_tau": 36.97, "pacc": 68.48, "avg": 52.72},
+           "table3": {"cosine_tau": 37.1, "cosine_pacc": 68.68, "probe_tau": 37.04, "probe_pacc": 68.41,
+                      "delta_tau": -0.06, "cells": t3cells},
+           "table4": t4, "plots": ["/tmp/" + "p" * 100 + ".png"]}
+    console = Console(width=WIDTH, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    view.render(rep, console)
+    text = console.export_text()
+    _assert_physscore(rep, text)
+    assert "21…" not in text and "(±0.1…" not in text
+    assert "p" * 60 in text.replace("\n", "")  # the plot path folds, whole
+
+
+@pytest.mark.model
+def test_physscore_score_table(cli, tmp_path, narrow, minilm_path):
+    from embedcheck.physscore import phrases as ps_phrases
+
+    rows = ps_phrases.phrase_rows(["benchmark", "lexical"])
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rng = np.random.default_rng(0)
+    vec: dict[str, np.ndarray] = {}
+    for r in rows:
+        vec.setdefault(r["text"], rng.normal(size=16))
+    np.save(tmp_path / "e.npy", np.array([vec[r["text"]] for r in rows], dtype=np.float32))
+    args = ["physscore", "score", tmp_path / "e.npy", tmp_path / "p.jsonl", "--model", minilm_path,
+            "--fail-below", "99"]
+    rep, text = _both(cli, args)
+    _assert_physscore(rep, text)
+    assert "FAIL table1_avg" in text
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_physscore_run_table(cli, narrow, minilm_path):
+    """The main job at 80 columns, with the real model: the paper's figures, every digit."""
+    rep, text = _both(cli, ["physscore", "run", "--model", minilm_path, "--quiet"])
+    _assert_physscore(rep, text)
+    for shown in ("36.97", "68.48", "52.72", "21.0", "22.0", "17.1", "44.2", "15.1", "37.1", "28.1", "39.0"):
+        assert shown in text, shown
+
+
+def test_shards_tables(cli, work, narrow):
+    """The shards commands use the generic view: split and verify at 80 columns."""
+    js = cli(["shards", "split", work / "topics.npy", "--rows", "250", "-o", work / "sh", "--json"])
+    assert js.exit_code == 0, js
+    tab = cli(["shards", "split", work / "topics.npy", "--rows", "250", "-o", work / "sh2", "--format", "table"])
+    assert tab.exit_code == 0, tab
+    rep = {k: v for k, v in js.json().items() if not isinstance(v, str) and k != "seconds"}  # paths, wall time differ
+    _assert_generic(rep, tab.stdout)
+    rep, text = _both(cli, ["shards", "verify", work / "sh"])
+    _assert_generic(rep, text)
