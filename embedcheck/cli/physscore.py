@@ -288,6 +288,7 @@ def run_cmd(
     paper_conversions: PaperConvOpt = False,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Encoding batch size (the protocol's is 32).")] = 32,
     device: Annotated[Optional[str], typer.Option("--device", help="torch device (default: auto).", show_default=False)] = None,
+    backend: Annotated[str, typer.Option("--backend", help="auto (default: the torch-free fast path where the model allows it), torch, onnx or onnx-int8, as for embed. --backend torch reproduces the paper's Table 3 to the last digit (the fast path's vectors differ by ~1e-7 and move the probe by 0.01).")] = "auto",
     fail_below: FailBelowOpt = None,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
@@ -307,12 +308,16 @@ def run_cmd(
         from ..physscore import plots as pp
 
         pp.require_matplotlib()  # fail before the model load, not after
+    from .. import encode as enc
     from ..encode import encode_texts, load_model, resolve_model
 
+    if backend not in enc.BACKENDS:
+        raise InputError(f"--backend {backend!r} is not available here; choose one of {', '.join(enc.BACKENDS)}")
+    enc.check_device(device)
     resolve_model(model)  # a model that cannot be had fails here, before any hint is printed
     t0 = time.perf_counter()
     hint(f"loading {model} ...")
-    st_model, resolved = load_model(model, device=device)
+    st_model, resolved = load_model(model, device=device, backend=backend)
     t_load = time.perf_counter() - t0
     texts = ps_tables.needed_texts(which, plots=plots is not None, paper_conversions=paper_conversions)
     t1 = time.perf_counter()
@@ -331,6 +336,7 @@ def run_cmd(
     t_score = time.perf_counter() - t2
     report = _assemble(resolved.model_id, which, body, resolved=resolved.as_dict(), n_phrases=len(texts),
                        dim=int(X.shape[1]))
+    report["backend"] = {"asked": backend, "used": getattr(st_model, "_embedcheck_backend", backend)}
     if plots is not None:
         t3 = time.perf_counter()
         report["plots"] = _write_plots(plots, lookup, resolved.model_id, paper_conversions)
