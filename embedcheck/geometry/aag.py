@@ -397,6 +397,7 @@ def _boot_variance_share(X: np.ndarray, boot: GroupBoot, chunk: int, batch: int 
             col += r
             if total > 0:
                 out[s + j] = along / total
+    return out
 
 
 def sample_pair_cosines(X: np.ndarray, labels: np.ndarray, pairs: int = 2000,
