@@ -13,6 +13,7 @@ from ..io.labels import load_labels
 from ..io.npy import load_matrix
 from .output import add_gates, min_gate
 from ._app import app
+from .common import BaselineOpt, MaxDropOpt, ToleranceOpt  # --baseline: compared in finish()
 from .common import (EmbArg, FormatOpt, JsonOpt, LabelFieldOpt, LabelsArg, QuietOpt, ReportOpt,
                      PlotOpt, SeedOpt, check_plot, finish, hint, in_range, start_command,
                      write_plot)
@@ -35,6 +36,9 @@ def aag_cmd(
     plot: PlotOpt = None,
     plot_pairs: Annotated[int, typer.Option("--plot-pairs", min=1, help="--plot: sampled pairs per class and kind (within, between), seeded by --seed.")] = 2000,
     fail_map_below: Annotated[Optional[float], typer.Option("--fail-map-below", callback=in_range(0, 100), help="Gate: exit 1 when label MAP (x100, 0 to 100) is below this.")] = None,
+    baseline: BaselineOpt = None,
+    max_drop: MaxDropOpt = None,
+    tolerance: ToleranceOpt = 0.0,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,

@@ -10,12 +10,15 @@ import typer
 
 from ._app import app
 from .common import (
+    BaselineOpt,
     FormatOpt,
     JsonOpt,
+    MaxDropOpt,
     PlotOpt,
     QuietOpt,
     ReportOpt,
     SeedOpt,
+    ToleranceOpt,
     check_plot,
     finish,
     in_range,
@@ -89,6 +92,9 @@ def anisotropy_cmd(
     plot: PlotOpt = None,
     gate_on: Annotated[GateOn, typer.Option("--gate-on", help="Which reading --min-gap-sd and --min-partner-first test.", case_sensitive=False)] = GateOn.centred,
     block: Annotated[int, typer.Option("--block", help="Query rows per block for partner_ranked_first (work memory ~ 4 x block^2 floats plus one float32 copy of B; never n x n).")] = 1024,
+    baseline: BaselineOpt = None,
+    max_drop: MaxDropOpt = None,
+    tolerance: ToleranceOpt = 0.0,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,

@@ -28,6 +28,11 @@ FormatOpt = Annotated[Optional[OutputFormat], typer.Option("--format", help="For
 ReportOpt = Annotated[Optional[Path], typer.Option("--report", help="Also write the JSON report to this file (atomically).", dir_okay=False)]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress, hints or warnings on stderr.")]
 
+# ---- comparison against a stored report (every gated command; handled by start_command/finish) ----
+BaselineOpt = Annotated[Optional[Path], typer.Option("--baseline", help="Compare this run with a stored report of the same command (its --report): the comparison joins the report and its gates (a headline figure that drops beyond noise fails; see `embedcheck compare`).", dir_okay=False, show_default=False)]
+MaxDropOpt = Annotated[Optional[list[str]], typer.Option("--max-drop", metavar="FIGURE=X", help="With --baseline (or compare): gate, the figure (dotted key, e.g. centred.gap_over_floor_sd) may worsen by at most X. Repeatable.", show_default=False)]
+ToleranceOpt = Annotated[float, typer.Option("--tolerance", min=0.0, help="With --baseline (or compare): a figure without a 95% interval (<figure>_ci95) changed beyond noise when |difference| > this.")]
+
 # ---- inputs and randomness ------------------------------------------------------------------
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for every random choice (same seed, same output); 0 to 2^32-1.")]
 LabelFieldOpt = Annotated[str, typer.Option("--label-field", help="Field holding the label in a .jsonl labels file.")]
@@ -92,6 +97,49 @@ def start_command(quiet: bool) -> None:
     _state["quiet"] = bool(quiet)
     check_finite_options()
     preflight()
+    _check_baseline()
+
+
+def command_name() -> Optional[str]:
+    """The running command's path without the program (``aag``, ``physscore-score``), or None."""
+    ctx = _current_context()
+    parts: list[str] = []
+    while ctx is not None and ctx.parent is not None:
+        parts.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return "-".join(reversed(parts)) or None
+
+
+def _baseline_params() -> tuple[Optional[Path], dict[str, float], float]:
+    """(--baseline file, --max-drop gates, --tolerance) of the running command (None: no --baseline)."""
+    from ..compare import parse_max_drops
+
+    ctx = _current_context()
+    if ctx is None or "baseline" not in ctx.params:
+        return None, {}, 0.0
+    base = ctx.params.get("baseline")
+    drops = parse_max_drops(list(ctx.params.get("max_drop") or []))
+    if drops and base is None:
+        raise InputError("--max-drop needs --baseline FILE (the report to compare with)")
+    return base, drops, float(ctx.params.get("tolerance") or 0.0)
+
+
+def _check_baseline() -> None:
+    """Before any work: --baseline is a readable report of this very command and schema version."""
+    from ..compare import report_command
+    from ..io.jsonio import load_report
+    from ..schemas import VERSIONS
+
+    base, _, _ = _baseline_params()
+    name = command_name()
+    if base is None or name is None:
+        return
+    cmd, version = report_command(load_report(base, "--baseline"), f"--baseline {base}")
+    if cmd != name:
+        raise InputError(f"--baseline {base} is a report of '{cmd}', not of '{name}'; the reports come from different commands")
+    if version != VERSIONS.get(name):
+        raise InputError(f"--baseline {base} has schema version {version} of '{name}' but this embedcheck writes "
+                         f"version {VERSIONS.get(name)}; rerun the baseline")
 
 
 def _current_context() -> Any:
@@ -251,9 +299,36 @@ def progress() -> Any:
 
 def finish(report: dict[str, Any], *, title: str, as_json: bool, fmt: Optional[OutputFormat],
            report_file: Optional[Path], renderer: Optional[Callable[[dict[str, Any]], None]] = None) -> None:
-    """Print the report, write ``--report``, exit 1 if a gate failed (else return → exit 0)."""
+    """Stamp the report's ``schema``, compare it with ``--baseline`` (when the command has it), print
+    it, write ``--report``, exit 1 if a gate failed (else return → exit 0)."""
+    from ..schemas import VERSIONS, schema_id
+
+    name = command_name()
+    if name in VERSIONS:
+        stamped = {"schema": schema_id(name), **{k: v for k, v in report.items() if k != "schema"}}
+        report.clear()
+        report.update(stamped)
+    view = renderer
+    base, drops, tolerance = _baseline_params()
+    if base is not None:
+        from ..compare import check_figures_exist, compare_reports
+        from ..io.jsonio import load_report
+
+        cmp = compare_reports(load_report(base, "--baseline"), report, tolerance=tolerance,
+                              names=(f"--baseline {base}", "this run"))
+        check_figures_exist(cmp, list(drops))
+        report["comparison"] = {**cmp.to_dict(), "baseline": str(base)}
+        report["gates"] = [*report.get("gates", []), *_report.comparison_gates(cmp, drops, significant=True)]
+        inner = renderer or (lambda r: _report.render_table(r, title))
+
+        def _with_comparison(r: dict[str, Any]) -> None:
+            inner(r)
+            _report.render_comparison(r["comparison"], title=f"against --baseline {base}")
+
+        view = _with_comparison
+
     code = _report.emit(report, title=title, fmt=fmt.value if fmt else None, as_json=as_json,
-                        report_file=str(report_file) if report_file else None, renderer=renderer)
+                        report_file=str(report_file) if report_file else None, renderer=view)
     if code:
         failed = [g["name"] for g in report.get("gates", []) if not g["passed"]]
         hint(f"gate failed: {', '.join(failed)}")

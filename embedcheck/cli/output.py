@@ -101,7 +101,7 @@ def render_table(report: dict[str, Any], title: str, console: Any = None) -> Non
     table = Table(title=title, show_header=True, header_style="bold")
     table.add_column("figure", style="cyan", overflow="fold")  # fold, never "…": no digit is ever hidden
     table.add_column("value", overflow="fold")
-    body = {k: v for k, v in report.items() if k != "gates"}
+    body = {k: v for k, v in report.items() if k not in ("gates", "comparison")}
     for key, val in flatten(body):
         table.add_row(key, val)
     console.print(table)
@@ -113,6 +113,46 @@ def print_gates(console: Any, report: dict[str, Any], fmt: Callable[[Any], str] 
     for g in report.get("gates", []):
         mark = "[green]PASS[/green]" if g["passed"] else "[red]FAIL[/red]"
         console.print(f"{mark} {g['name']} = {fmt(g['value'])} (needs {g['op']} {g['threshold']:g})")
+
+
+def comparison_gates(cmp: Any, max_drops: dict[str, float], significant: bool) -> list[dict[str, Any]]:
+    """The gates of a comparison (``embedcheck compare`` and ``--baseline``): ``drop.<figure> <= X``
+    for each ``--max-drop FIGURE=X``, and with ``significant``, ``significant_drop.<figure> <= noise
+    bound`` for every headline figure (a drop beyond noise fails)."""
+    gates = [max_gate(f"drop.{key}", cmp.figure(key).drop, x) for key, x in max_drops.items()]
+    if significant:
+        gates += [max_gate(f"significant_drop.{f.figure}", f.drop, f.noise_bound)
+                  for f in cmp.figures if f.headline]
+    return gates
+
+
+def render_comparison(comparison: dict[str, Any], console: Any = None, title: Optional[str] = None) -> None:
+    """Side-by-side table of a comparison dict: baseline, current, difference, its interval, noise."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    t = Table(title=title or f"compare: {comparison['command']} ({comparison['compared_schema']})", header_style="bold")
+    for col, just in (("figure", "left"), ("baseline", "right"), ("current", "right"), ("difference", "right"),
+                      ("95% interval of difference", "right"), ("beyond noise", "center")):
+        t.add_column(col, justify=just, style="cyan" if col == "figure" else None,  # type: ignore[arg-type]
+                     overflow="fold")
+    for f in comparison["figures"]:
+        ci = f["difference_ci95"]
+        mark = "yes" if f["beyond_noise"] else "no"
+        if f["beyond_noise"] and f["drop"] > 0:
+            mark = "[red]worse[/red]" if f["headline"] else "worse"
+        elif f["beyond_noise"]:
+            mark = "[green]better[/green]" if f["headline"] else "better"
+        name = f"[bold]{f['figure']}[/bold]" if f["headline"] else f["figure"]
+        t.add_row(name, _fmt(f["baseline"]), _fmt(f["current"]), _fmt(f["difference"]),
+                  f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else f"tol {_fmt(comparison['tolerance'])}", mark)
+    console.print(t)
+    for key in ("only_in_baseline", "only_in_current"):
+        if comparison.get(key):
+            console.print(f"{key.replace('_', ' ')}: {', '.join(comparison[key][:20])}")
+    if comparison.get("significant_drops"):
+        console.print(f"[red]significant drops (headline figures):[/red] {', '.join(comparison['significant_drops'])}")
 
 
 def emit(

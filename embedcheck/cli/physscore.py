@@ -24,6 +24,7 @@ from ..io.jsonio import read_jsonl
 from ..errors import InputError
 from .output import add_gates, min_gate, print_gates
 from ._app import app
+from .common import BaselineOpt, MaxDropOpt, ToleranceOpt  # --baseline: compared in finish()
 from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, hint, in_range, progress, start_command
 
 physscore_app = typer.Typer(
@@ -240,6 +241,9 @@ def score_cmd(
     plots: PlotsOpt = None,
     paper_conversions: PaperConvOpt = False,
     fail_below: FailBelowOpt = None,
+    baseline: BaselineOpt = None,
+    max_drop: MaxDropOpt = None,
+    tolerance: ToleranceOpt = 0.0,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,
@@ -290,6 +294,9 @@ def run_cmd(
     device: Annotated[Optional[str], typer.Option("--device", help="torch device (default: auto).", show_default=False)] = None,
     backend: Annotated[str, typer.Option("--backend", help="auto (default: the torch-free fast path where the model allows it), torch, onnx or onnx-int8, as for embed. --backend torch reproduces the paper's Table 3 to the last digit (the fast path's vectors differ by ~1e-7 and move the probe by 0.01).")] = "auto",
     fail_below: FailBelowOpt = None,
+    baseline: BaselineOpt = None,
+    max_drop: MaxDropOpt = None,
+    tolerance: ToleranceOpt = 0.0,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,

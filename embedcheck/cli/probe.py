@@ -12,6 +12,7 @@ from ..io.labels import load_labels
 from ..errors import InputError
 from .output import add_gates, min_gate
 from ._app import app
+from .common import BaselineOpt, MaxDropOpt, ToleranceOpt  # --baseline: compared in finish()
 from .common import FormatOpt, JsonOpt, LabelFieldOpt, QuietOpt, ReportOpt, SeedOpt, finish, in_range, start_command
 
 _P = typer.Argument
@@ -32,6 +33,9 @@ def probe_cmd(
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals of accuracy and macro-F1 (bootstrap over test rows); 0: none.")] = 1000,
     seed: SeedOpt = 0,
     fail_below: Annotated[Optional[float], typer.Option("--fail-below", callback=in_range(0, 100), help="Gate: exit 1 when accuracy (x100, 0 to 100; few-shot: mean) is below this.")] = None,
+    baseline: BaselineOpt = None,
+    max_drop: MaxDropOpt = None,
+    tolerance: ToleranceOpt = 0.0,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,

@@ -12,6 +12,7 @@ from ..io.labels import load_scores
 from .output import add_gates, min_gate
 from ..geometry.sts import sts_correlation
 from ._app import app
+from .common import BaselineOpt, MaxDropOpt, ToleranceOpt  # --baseline: compared in finish()
 from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, SeedOpt, finish, in_range, start_command
 
 
@@ -24,6 +25,9 @@ def sts_cmd(
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals of Spearman and Pearson (bootstrap over pairs); 0: none.")] = 1000,
     seed: SeedOpt = 0,
     fail_below: Annotated[Optional[float], typer.Option("--fail-below", callback=in_range(-100, 100), help="Gate: exit 1 when Spearman x100 (-100 to 100) is below this.")] = None,
+    baseline: BaselineOpt = None,
+    max_drop: MaxDropOpt = None,
+    tolerance: ToleranceOpt = 0.0,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,

@@ -45,6 +45,21 @@ def read_jsonl(path: str | os.PathLike, what: str = "file") -> list[dict]:
     return rows
 
 
+def load_report(path: str | os.PathLike, what: str = "report") -> dict:
+    """A JSON report file (one object), with one-line errors naming the file."""
+    p = check_file(path, what)
+    try:
+        with open(p, "r", encoding="utf-8-sig") as f:
+            obj = json.load(f)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} {p} is not valid UTF-8 (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{what} {p} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"{what} {p} is not a report (expected one JSON object)")
+    return obj
+
+
 def _json_default(o: Any) -> Any:
     if isinstance(o, np.integer):
         return int(o)

@@ -1,0 +1,64 @@
+"""``embedcheck compare BASELINE.json CURRENT.json``: every shared figure of two reports of the same
+command, its change and whether the change is beyond noise (logic in :mod:`embedcheck.compare`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ._app import app
+from .common import FormatOpt, JsonOpt, MaxDropOpt, QuietOpt, ReportOpt, ToleranceOpt, finish, start_command
+
+_ReportArg = typer.Argument
+
+
+@app.command("compare")
+def compare_cmd(
+    baseline_report: Annotated[Path, _ReportArg(metavar="BASELINE.json", help="The stored report (written with --report).", show_default=False)],
+    current_report: Annotated[Path, _ReportArg(metavar="CURRENT.json", help="The new report of the same command.", show_default=False)],
+    tolerance: ToleranceOpt = 0.0,
+    max_drop: MaxDropOpt = None,
+    fail_on_significant_drop: Annotated[bool, typer.Option("--fail-on-significant-drop", help="Gate: exit 1 when a headline figure of the command worsens beyond noise.")] = False,
+    allow_dim_change: Annotated[bool, typer.Option("--allow-dim-change", help="Accept reports whose embedding dimension differs (two models on the same rows); row counts must still agree.")] = False,
+    as_json: JsonOpt = False,
+    fmt: FormatOpt = None,
+    report_file: ReportOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Compare two reports of the same command: baseline, current, difference, beyond noise?
+
+    Every shared numeric figure (dotted keys such as centred.gap_over_floor_sd). A change is
+    beyond noise when the 95% interval of the difference excludes 0; that interval comes from
+    the figures' own intervals (<figure>_ci95), the runs taken as independent and the two
+    half-widths combined in quadrature (per side); a figure without intervals is beyond noise
+    when |difference| > --tolerance. Exit 2 when the reports come from different commands,
+    schema versions or inputs of another shape.
+
+    Example: embedcheck compare ci/baseline.aag.json aag.json --fail-on-significant-drop --max-drop aag=0.01
+    """
+    from ..compare import check_figures_exist, compare_reports, parse_max_drops
+    from ..io.jsonio import load_report
+    from .output import add_gates, comparison_gates, render_comparison
+
+    start_command(quiet)
+    drops = parse_max_drops(list(max_drop or []))
+    base = load_report(baseline_report, "baseline report")
+    cur = load_report(current_report, "current report")
+    cmp = compare_reports(base, cur, tolerance=tolerance, names=(f"baseline {baseline_report}", f"current {current_report}"),
+                          allow_dim_change=allow_dim_change)
+    check_figures_exist(cmp, list(drops))
+    report: dict[str, Any] = {**cmp.to_dict(), "baseline": str(baseline_report), "current": str(current_report)}
+    add_gates(report, comparison_gates(cmp, drops, significant=fail_on_significant_drop))
+
+    def view(r: dict[str, Any]) -> None:
+        from rich.console import Console
+
+        from .output import print_gates
+
+        console = Console()
+        render_comparison(r, console)
+        print_gates(console, r)
+
+    finish(report, title="compare", as_json=as_json, fmt=fmt, report_file=report_file, renderer=view)

@@ -1,0 +1,289 @@
+"""Compare two reports of the same command: every shared numeric figure, its change, and whether
+the change is beyond noise. Pure: dicts in, a :class:`Comparison` out (the CLI reads the files,
+builds the gates and prints).
+
+**Figures.** A report is flattened into dotted keys (``centred.gap_over_floor_sd``,
+``label_map.map``, ``cells[meter/local_0_10].kendall_tau`` — an item of a list of dicts is named
+by its string fields, else by its index). Numbers are figures; booleans, strings, lists, the
+``schema``, ``gates`` and ``comparison`` keys, anything under a ``seconds`` key, ``seed`` and the
+rates ``*_per_second`` are not. The input-shape keys (:data:`SHAPE_KEYS`) are checked, not compared.
+
+**Intervals.** A figure ``F`` has an interval when the report holds ``F_ci95 = [lo, hi]`` beside
+it (``aag_ci95``, ``raw.gap_ci95`` ...). The 95 % interval of the difference
+``current − baseline`` treats the two runs as independent and combines the two sides' half-widths
+in quadrature, each side of the interval separately (so asymmetric bootstrap intervals keep their
+shape; for symmetric intervals it is ``d ± sqrt(h_b² + h_c²)``)::
+
+    lo = d − sqrt((c − c_lo)² + (b_hi − b)²)
+    hi = d + sqrt((c_hi − c)² + (b − b_lo)²)
+
+A side without an interval counts as exact (width 0). The change is *beyond noise* when that
+interval excludes 0. A figure with no interval on either side is beyond noise when
+``|d| > tolerance`` (absolute, default 0: any change).
+
+**Direction.** Each figure is "higher is better" except those in :data:`LOWER_IS_BETTER`
+(``floor_share``, ``p_value``, ``top1_changed`` ...). ``drop`` is the worsening:
+``baseline − current`` for higher-is-better figures, ``current − baseline`` otherwise (negative
+when the figure improved). A *significant drop* is a headline figure (:data:`HEADLINES`, one
+table per command) whose drop is positive and beyond noise.
+
+>>> b = {"schema": "embedcheck.sts/1", "n": 10, "spearman": 80.0, "spearman_ci95": [78.0, 82.0]}
+>>> c = {"schema": "embedcheck.sts/1", "n": 10, "spearman": 76.0, "spearman_ci95": [74.5, 77.5]}
+>>> f = compare_reports(b, c).figure("spearman")
+>>> round(f.difference, 3), [round(x, 3) for x in f.difference_ci95], f.beyond_noise, f.drop
+(-4.0, [-6.5, -1.5], True, 4.0)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from .errors import InputError
+from .schemas import parse_schema_id
+
+#: headline figures per command (dotted keys) and the direction that is better
+HEADLINES: dict[str, dict[str, str]] = {
+    "aag": {"aag": "higher", "variance_share": "higher", "label_map.map": "higher"},
+    "probe": {"accuracy": "higher", "macro_f1": "higher", "few_shot.accuracy_mean": "higher",
+              "few_shot.macro_f1_mean": "higher"},
+    "sts": {"spearman": "higher", "pearson": "higher"},
+    "anisotropy": {"raw.gap": "higher", "centred.gap": "higher", "raw.gap_over_floor_sd": "higher",
+                   "centred.gap_over_floor_sd": "higher", "centred.matched": "higher",
+                   "raw.partner_ranked_first": "higher", "centred.partner_ranked_first": "higher",
+                   "raw.floor_share": "lower"},
+    "physscore-score": {"table1.kendall_tau": "higher", "table1.pacc": "higher", "table1.avg": "higher",
+                        "table3.probe_tau": "higher"},
+    "physscore-run": {"table1.kendall_tau": "higher", "table1.pacc": "higher", "table1.avg": "higher",
+                      "table3.probe_tau": "higher"},
+    "train-head": {"train_aag.after": "higher", "train_label_map.after": "higher",
+                   "output_variance_share": "higher"},
+    "neighbors": {"overlap": "higher", "top1_changed": "lower", "labels.same_label_b": "higher"},
+}
+
+#: figures (matched on their last dotted part, or the whole key) where a higher value is worse
+LOWER_IS_BETTER = frozenset({
+    "floor", "floor_share", "floor_sd", "gap_se", "min_detectable_gap", "p_value", "top1_changed",
+    "anisotropy.a", "anisotropy.b", "partner_first_by_chance", "null_mean", "null_sd",
+})
+
+#: top-level keys that describe the input (rows, dimension, classes, k): they must agree
+SHAPE_KEYS = ("n", "dim", "n_train", "n_test", "n_rows", "n_phrases", "input_dim", "dim_a", "dim_b",
+              "classes", "k", "queries")
+DIM_KEYS = frozenset({"dim", "input_dim", "dim_a", "dim_b"})
+
+_SKIP_TOP = frozenset({"schema", "gates", "comparison"})
+_SKIP_LEAF = frozenset({"seed", "seconds"})
+
+NOISE_RULE = ("difference interval from the two 95% intervals (<figure>_ci95), runs independent, "
+              "half-widths combined in quadrature per side; beyond noise when it excludes 0; "
+              "without intervals, beyond noise when |difference| > tolerance")
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _item_label(item: dict[str, Any], i: int) -> str:
+    names = [str(v) for k, v in item.items() if isinstance(v, str) and k not in ("text", "reading")]
+    return "/".join(names) if names and len("/".join(names)) <= 60 else str(i)
+
+
+def flatten_figures(report: dict[str, Any]) -> tuple[dict[str, float], dict[str, tuple[float, float]]]:
+    """(figures, intervals): every numeric figure by dotted key, and the ``_ci95`` intervals by the
+    key of the figure they belong to.
+
+    >>> flatten_figures({"raw": {"gap": 0.2, "gap_ci95": [0.1, 0.3], "seed": 0}, "ok": True, "n": 5})
+    ({'raw.gap': 0.2}, {'raw.gap': (0.1, 0.3)})
+    """
+    figures: dict[str, float] = {}
+    intervals: dict[str, tuple[float, float]] = {}
+
+    def walk(obj: Any, prefix: str) -> None:
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                k = str(k)
+                if not prefix and (k in _SKIP_TOP or k in SHAPE_KEYS):
+                    continue
+                if k in _SKIP_LEAF or k.endswith("_per_second"):
+                    continue
+                key = f"{prefix}.{k}" if prefix else k
+                if k.endswith("_ci95"):
+                    if isinstance(v, list) and len(v) == 2 and all(_is_num(x) for x in v):
+                        intervals[key[: -len("_ci95")]] = (float(min(v)), float(max(v)))
+                    continue
+                walk(v, key)
+        elif isinstance(obj, list):
+            if obj and all(isinstance(x, dict) for x in obj):
+                labels = [_item_label(x, i) for i, x in enumerate(obj)]
+                if len(set(labels)) != len(labels):
+                    labels = [str(i) for i in range(len(obj))]
+                for lab, x in zip(labels, obj):
+                    walk(x, f"{prefix}[{lab}]")
+        elif _is_num(obj):
+            figures[prefix] = float(obj)
+
+    walk(report, "")
+    return figures, intervals
+
+
+def direction(command: str, figure: str) -> str:
+    """"higher" or "lower": which way the figure is better."""
+    head = HEADLINES.get(command, {})
+    if figure in head:
+        return head[figure]
+    last = figure.rsplit(".", 1)[-1]
+    return "lower" if (figure in LOWER_IS_BETTER or last in LOWER_IS_BETTER
+                       or ".".join(figure.split(".")[-2:]) in LOWER_IS_BETTER) else "higher"
+
+
+@dataclass
+class FigureChange:
+    figure: str
+    baseline: float
+    current: float
+    difference: float
+    difference_ci95: Optional[list[float]]
+    noise: str  # "intervals" or "tolerance"
+    beyond_noise: bool
+    direction: str
+    drop: float  # worsening (negative: improved)
+    noise_bound: float  # a drop above this is beyond noise
+    headline: bool
+
+    @property
+    def significant_drop(self) -> bool:
+        return self.headline and self.beyond_noise and self.drop > 0
+
+
+@dataclass
+class Comparison:
+    command: str
+    compared_schema: str
+    tolerance: float
+    figures: list[FigureChange] = field(default_factory=list)
+    only_in_baseline: list[str] = field(default_factory=list)
+    only_in_current: list[str] = field(default_factory=list)
+
+    def figure(self, key: str) -> FigureChange:
+        for f in self.figures:
+            if f.figure == key:
+                return f
+        raise KeyError(key)
+
+    @property
+    def significant_drops(self) -> list[str]:
+        return [f.figure for f in self.figures if f.significant_drop]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"command": self.command, "compared_schema": self.compared_schema, "tolerance": self.tolerance,
+                "noise_rule": NOISE_RULE, "figures": [asdict(f) for f in self.figures],
+                "only_in_baseline": self.only_in_baseline, "only_in_current": self.only_in_current,
+                "significant_drops": self.significant_drops}
+
+
+def report_command(report: Any, where: str) -> tuple[str, int]:
+    """(command, version) from a report's ``schema`` key, or an InputError naming ``where``."""
+    if not isinstance(report, dict):
+        raise InputError(f"{where} is not an embedcheck report (expected a JSON object)")
+    parsed = parse_schema_id(report.get("schema"))
+    if parsed is None:
+        raise InputError(f"{where} has no 'schema' key of the form embedcheck.<command>/<version>; "
+                         "not an embedcheck report, or one written before reports carried a schema (rerun it)")
+    return parsed
+
+
+def check_compatible(baseline: dict[str, Any], current: dict[str, Any], *, names: tuple[str, str] = ("baseline", "current"),
+                     allow_dim_change: bool = False) -> tuple[str, int]:
+    """The reports come from the same command, schema version and input shape; else an InputError
+    that says which (exit 2 in the CLI). Returns (command, version)."""
+    cb, vb = report_command(baseline, names[0])
+    cc, vc = report_command(current, names[1])
+    if cb != cc:
+        raise InputError(f"the reports come from different commands: {names[0]} is '{cb}', {names[1]} is '{cc}'")
+    if vb != vc:
+        raise InputError(f"the reports have different schema versions of '{cb}': {names[0]} "
+                         f"{baseline['schema']}, {names[1]} {current['schema']}")
+    diffs = [f"{k} {baseline[k]} vs {current[k]}" for k in SHAPE_KEYS
+             if k in baseline and k in current and baseline[k] != current[k]
+             and not (allow_dim_change and k in DIM_KEYS)]
+    if diffs:
+        raise InputError(f"the reports come from inputs of another shape ({', '.join(diffs)}; {names[0]} vs "
+                         f"{names[1]}); compare runs on the same rows")
+    return cb, vb
+
+
+def _sq(x: float) -> float:
+    return max(0.0, x) ** 2
+
+
+def compare_reports(baseline: dict[str, Any], current: dict[str, Any], *, tolerance: float = 0.0,
+                    names: tuple[str, str] = ("baseline", "current"), allow_dim_change: bool = False) -> Comparison:
+    """Every shared numeric figure: baseline, current, difference, its interval and the noise call."""
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        raise InputError(f"tolerance must be a finite number >= 0, got {tolerance}")
+    command, _ = check_compatible(baseline, current, names=names, allow_dim_change=allow_dim_change)
+    fb, ib = flatten_figures(baseline)
+    fc, ic = flatten_figures(current)
+    heads = HEADLINES.get(command, {})
+    out = Comparison(command=command, compared_schema=str(current["schema"]), tolerance=float(tolerance),
+                     only_in_baseline=[k for k in fb if k not in fc], only_in_current=[k for k in fc if k not in fb])
+    for key, b in fb.items():
+        if key not in fc:
+            continue
+        c = fc[key]
+        d = c - b
+        way = direction(command, key)
+        drop = (b - c) if way == "higher" else (c - b)
+        if key in ib or key in ic:
+            bl, bh = ib.get(key, (b, b))
+            cl, ch = ic.get(key, (c, c))
+            down = math.sqrt(_sq(c - cl) + _sq(bh - b))  # how far the difference may sit below d
+            up = math.sqrt(_sq(ch - c) + _sq(b - bl))
+            lo, hi = d - down, d + up
+            beyond = lo > 0 or hi < 0
+            bound = up if way == "higher" else down
+            ci: Optional[list[float]] = [lo, hi]
+            noise = "intervals"
+        else:
+            beyond = abs(d) > tolerance
+            bound = float(tolerance)
+            ci = None
+            noise = "tolerance"
+        out.figures.append(FigureChange(figure=key, baseline=b, current=c, difference=d, difference_ci95=ci,
+                                        noise=noise, beyond_noise=bool(beyond), direction=way, drop=drop,
+                                        noise_bound=bound, headline=key in heads))
+    return out
+
+
+def parse_max_drops(items: list[str], option: str = "--max-drop") -> dict[str, float]:
+    """``["aag=0.01", "centred.gap_over_floor_sd=0.5"]`` → ``{"aag": 0.01, ...}`` (finite, >= 0)."""
+    out: dict[str, float] = {}
+    for item in items:
+        key, sep, val = item.rpartition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InputError(f"{option} {item!r}: expected FIGURE=X, e.g. {option} centred.gap_over_floor_sd=0.5")
+        try:
+            x = float(val)
+        except ValueError:
+            raise InputError(f"{option} {item!r}: {val!r} is not a number") from None
+        if not math.isfinite(x) or x < 0:
+            raise InputError(f"{option} {item!r}: the allowed drop must be a finite number >= 0")
+        out[key] = x
+    return out
+
+
+def check_figures_exist(cmp: Comparison, keys: list[str], option: str = "--max-drop") -> None:
+    """Every gated figure is a figure both reports share; else an InputError listing some."""
+    shared = [f.figure for f in cmp.figures]
+    for k in keys:
+        if k not in shared:
+            near = [s for s in shared if k.split(".")[-1] in s][:8] or shared[:8]
+            raise InputError(f"{option} {k}: no such figure in both reports; e.g. {', '.join(near)}")
+
+
+__all__ = ["HEADLINES", "LOWER_IS_BETTER", "NOISE_RULE", "SHAPE_KEYS", "Comparison", "FigureChange",
+           "check_compatible", "check_figures_exist", "compare_reports", "direction", "flatten_figures",
+           "parse_max_drops", "report_command"]

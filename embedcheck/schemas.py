@@ -1,0 +1,194 @@
+"""The JSON Schemas (draft 2020-12) of every report, in one module.
+
+Every report carries ``"schema": "embedcheck.<command>/<version>"`` (stamped by
+``cli/common.finish``); ``embedcheck schema COMMAND`` prints the schema below. A schema
+*requires* the headline keys with their types and allows additional properties, so new keys
+(intervals such as ``aag_ci95``, ``ci_method`` ...) can be added freely, while a renamed or
+lost headline key fails the report tests (``tests/test_schemas.py`` validates every command's
+real output).
+
+Bump a command's version in :data:`VERSIONS` when a required key changes meaning or
+disappears; ``embedcheck compare`` refuses to compare reports of different versions.
+
+>>> schema_id("aag")
+'embedcheck.aag/1'
+>>> command_name("physscore score")
+'physscore-score'
+>>> json_schema("sts")["properties"]["spearman"]
+{'type': 'number'}
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Optional
+
+from .errors import InputError
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+#: report schema version per command (the command path with spaces as hyphens)
+VERSIONS: dict[str, int] = {
+    "aag": 1,
+    "probe": 1,
+    "sts": 1,
+    "train-head": 1,
+    "project": 1,
+    "anisotropy": 1,
+    "physscore-phrases": 1,
+    "physscore-score": 1,
+    "physscore-run": 1,
+    "neighbors": 1,
+    "compare": 1,
+}
+
+
+def command_name(command: str) -> str:
+    """``"physscore score"`` / ``"physscore-score"`` → ``"physscore-score"``."""
+    return "-".join(command.split()).strip()
+
+
+def schema_id(command: str) -> str:
+    """``embedcheck.<command>/<version>`` of a command's report."""
+    name = command_name(command)
+    if name not in VERSIONS:
+        raise InputError(f"no report schema for command {command!r}; known: {', '.join(VERSIONS)}")
+    return f"embedcheck.{name}/{VERSIONS[name]}"
+
+
+def parse_schema_id(value: Any) -> Optional[tuple[str, int]]:
+    """``"embedcheck.aag/1"`` → ``("aag", 1)``; None when ``value`` is not a schema id."""
+    if not isinstance(value, str) or not value.startswith("embedcheck.") or "/" not in value:
+        return None
+    name, _, version = value[len("embedcheck."):].rpartition("/")
+    try:
+        return name, int(version)
+    except ValueError:
+        return None
+
+
+# ---- building blocks --------------------------------------------------------------------------
+NUM: dict[str, Any] = {"type": "number"}
+NUM_OR_NULL: dict[str, Any] = {"type": ["number", "null"]}
+INT: dict[str, Any] = {"type": "integer"}
+STR: dict[str, Any] = {"type": "string"}
+BOOL: dict[str, Any] = {"type": "boolean"}
+INTERVAL: dict[str, Any] = {"type": "array", "items": NUM_OR_NULL, "minItems": 2, "maxItems": 2}
+COUNTS: dict[str, Any] = {"type": "object", "additionalProperties": INT}
+
+
+def obj(props: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    """An object requiring every key of ``props`` but ``optional``; other keys allowed."""
+    return {"type": "object", "properties": props, "required": [k for k in props if k not in optional],
+            "additionalProperties": True}
+
+
+GATE = obj({"name": STR, "op": {"enum": [">=", "<="]}, "threshold": NUM, "value": NUM_OR_NULL, "passed": BOOL})
+
+#: one compared figure of ``compare`` (and of a ``--baseline`` comparison)
+FIGURE = obj({
+    "figure": STR, "baseline": NUM, "current": NUM, "difference": NUM,
+    "difference_ci95": {"anyOf": [INTERVAL, {"type": "null"}]},
+    "noise": {"enum": ["intervals", "tolerance"]}, "beyond_noise": BOOL,
+    "direction": {"enum": ["higher", "lower"]}, "drop": NUM, "headline": BOOL,
+})
+
+COMPARISON = obj({
+    "command": STR, "compared_schema": STR, "baseline": STR, "tolerance": NUM, "noise_rule": STR,
+    "figures": {"type": "array", "items": FIGURE},
+    "only_in_baseline": {"type": "array", "items": STR},
+    "only_in_current": {"type": "array", "items": STR},
+    "significant_drops": {"type": "array", "items": STR},
+})
+
+_ANISO_SIDE = obj({
+    "matched": NUM, "floor": NUM, "floor_sd": NUM, "gap": NUM, "gap_se": NUM, "gap_ci95": INTERVAL,
+    "min_detectable_gap": NUM, "gap_over_floor_sd": NUM_OR_NULL, "cohens_d": NUM_OR_NULL,
+    "floor_share": NUM_OR_NULL, "partner_ranked_first": NUM, "partner_ranked_first_count": INT,
+})
+
+_TABLE1 = obj({"kendall_tau": NUM_OR_NULL, "pacc": NUM_OR_NULL, "avg": NUM_OR_NULL})
+_CELL = obj({"unit": STR, "range": STR, "kendall_tau": NUM_OR_NULL, "pacc": NUM_OR_NULL})
+_PHYSSCORE = obj({
+    "model": {"type": ["string", "null"]}, "tables": {"type": "array", "items": INT},
+    "table1": _TABLE1, "cells": {"type": "array", "items": _CELL},
+    "table3": obj({"cosine_tau": NUM_OR_NULL, "cosine_pacc": NUM_OR_NULL, "probe_tau": NUM_OR_NULL,
+                   "probe_pacc": NUM_OR_NULL, "delta_tau": NUM_OR_NULL}),
+    "table4": {"type": "object"},
+    "dim": INT,
+}, optional=("table1", "cells", "table3", "table4"))
+# Table 1 (and its cells) are required whenever table 1 was asked for
+_PHYSSCORE["allOf"] = [
+    {"if": {"properties": {"tables": {"contains": {"const": 1}}}}, "then": {"required": ["table1", "cells"]}},
+    {"if": {"properties": {"tables": {"contains": {"const": 3}}}}, "then": {"required": ["table3"]}},
+    {"if": {"properties": {"tables": {"contains": {"const": 4}}}}, "then": {"required": ["table4"]}},
+]
+
+_BODIES: dict[str, dict[str, Any]] = {
+    "aag": obj({
+        "n": INT, "dim": INT, "classes": INT, "class_counts": COUNTS,
+        "aag": NUM, "mean_same": NUM, "mean_diff": NUM, "n_same_pairs": INT, "n_diff_pairs": INT,
+        "within": {"type": "object", "additionalProperties": NUM_OR_NULL},
+        "variance_share": NUM, "variance_share_dims": INT,
+        "label_map": obj({"map": NUM, "chance": NUM, "queries": INT, "sampled": BOOL}),
+    }, optional=("label_map",)),
+    "probe": obj({
+        "accuracy": NUM, "macro_f1": NUM, "majority_baseline": NUM, "n_train": INT, "n_test": INT,
+        "train_per_class": COUNTS, "test_per_class": COUNTS, "standardized": BOOL, "C": NUM,
+        "max_iter": INT, "converged": BOOL,
+        "few_shot": obj({"shots": INT, "repeats": INT, "seed": INT, "accuracy_mean": NUM, "accuracy_sd": NUM_OR_NULL,
+                         "macro_f1_mean": NUM, "macro_f1_sd": NUM_OR_NULL}),
+    }, optional=("few_shot",)),
+    "sts": obj({"n": INT, "spearman": NUM_OR_NULL, "pearson": NUM_OR_NULL, "mean_cosine": NUM}),
+    "train-head": obj({
+        "output": STR, "kind": {"enum": ["mlp", "lda", "probe-scale"]}, "n": INT, "dim": INT, "output_dim": INT,
+        "classes": INT, "parameters": INT, "architecture": STR,
+        "loss": obj({"first": NUM_OR_NULL, "last": NUM_OR_NULL}),
+        "train_aag": obj({"before": NUM, "after": NUM}),
+        "train_label_map": obj({"before": NUM, "after": NUM, "chance": NUM}),
+        "seconds": NUM,
+    }),
+    "project": obj({"kind": STR, "mode": {"enum": ["compact", "fused"]}, "alpha": NUM_OR_NULL, "n": INT,
+                    "input_dim": INT, "output_dim": INT, "output": STR}),
+    "anisotropy": obj({
+        "n": INT, "dim": INT, "means": {"type": "object"}, "anisotropy": obj({"a": NUM, "b": NUM}),
+        "raw": _ANISO_SIDE, "centred": _ANISO_SIDE, "partner_first_by_chance": NUM, "reading": STR,
+        "warning": {"type": ["string", "null"]}, "note": {"type": ["string", "null"]},
+    }),
+    "physscore-phrases": obj({"output": STR, "rows": INT, "unique_texts": INT, "sets": COUNTS}),
+    "physscore-score": _PHYSSCORE,
+    "physscore-run": _PHYSSCORE,
+    "neighbors": obj({
+        "n": INT, "dim_a": INT, "dim_b": INT, "k": INT, "queries": INT, "sampled": BOOL, "seed": INT,
+        "overlap": NUM, "overlap_ci95": INTERVAL, "ci_method": STR, "overlap_histogram": {"type": "array", "items": INT},
+        "top1_changed": NUM, "top1_changed_ci95": INTERVAL, "tie_rule": STR,
+        "rechecked_rows": obj({"a": INT, "b": INT}),
+        "labels": obj({"same_label_a": NUM, "same_label_b": NUM, "same_label_change": NUM,
+                       "entering": INT, "leaving": INT,
+                       "entering_same_label": NUM_OR_NULL, "leaving_same_label": NUM_OR_NULL}),
+    }, optional=("labels",)),
+    "compare": obj({**COMPARISON["properties"], "current": STR}),
+}
+# the linear heads report the share of their output variance along the class means (the key the
+# lda report once lost): required for them
+_BODIES["train-head"]["allOf"] = [
+    {"if": {"properties": {"kind": {"enum": ["lda", "probe-scale"]}}},
+     "then": {"required": ["output_variance_share", "scale"],
+              "properties": {"output_variance_share": NUM, "scale": NUM}}},
+]
+
+
+def json_schema(command: str) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of ``command``'s report."""
+    sid = schema_id(command)
+    name = command_name(command)
+    body = copy.deepcopy(_BODIES[name])
+    body["properties"] = {"schema": {"const": sid}, **body["properties"],
+                          "gates": {"type": "array", "items": GATE}, "comparison": COMPARISON}
+    body["required"] = ["schema", *body["required"]]
+    return {"$schema": DRAFT, "$id": f"https://embedcheck.invalid/schemas/{name}/{VERSIONS[name]}.json",
+            "title": f"embedcheck {name.replace('-', ' ', 1) if name.startswith('physscore') else name} report",
+            **body}
+
+
+__all__ = ["VERSIONS", "command_name", "json_schema", "parse_schema_id", "schema_id"]
