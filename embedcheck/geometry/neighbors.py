@@ -4,7 +4,9 @@ neighbours of each row in ``A`` and in ``B`` (two embeddings of the same rows), 
 **Neighbours and the tie rule.** The neighbours of row ``q`` are the ``k`` rows ``j != q`` with
 the largest cosine, the cosine taken in float64 between float64 unit rows; equal cosines are
 ordered by the smaller row index first. The result is therefore unique and equals a float64
-brute force that sorts each row by ``(-cosine, index)``.
+brute force that sorts each row by ``(-cosine, index)``. Exact copies of a row tie exactly; rows
+that are only positive multiples of one another tie in exact arithmetic but their float64 unit rows
+may differ in the last bit, and then the float64 values decide.
 
 **How it stays exact and bounded.** Rows are normalised once into a float32 copy (n·d·4 bytes;
 one matrix at a time). Query rows go in blocks of ``block`` rows; each block's cosines against
