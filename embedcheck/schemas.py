@@ -14,7 +14,7 @@ disappears; ``embedcheck compare`` refuses to compare reports of different versi
 'embedcheck.aag/1'
 >>> command_name("physscore score")
 'physscore-score'
->>> json_schema("sts")["properties"]["spearman"]
+>>> json_schema("sts")["properties"]["mean_cosine"]
 {'type': 'number'}
 """
 
