@@ -8,8 +8,8 @@ import math
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURES, assert_one_line_error
+
 from embedcheck.compare import check_compatible, compare_reports, flatten_figures, parse_max_drops
 from embedcheck.errors import InputError
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import assert_one_line_error
+
 from embedcheck.geometry.neighbors import knn, neighbors
 
 

@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURES, assert_one_line_error
+
 from embedcheck.schemas import VERSIONS, json_schema
 
 jsonschema = pytest.importorskip("jsonschema")

@@ -3,6 +3,7 @@ command, its change and whether the change is beyond noise (logic in :mod:`embed
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -57,7 +58,7 @@ def compare_cmd(
 
         from .output import print_gates
 
-        console = Console()
+        console = Console(width=None if sys.stdout.isatty() else 120)  # a CI log is wider than 80
         render_comparison(r, console)
         print_gates(console, r)
 

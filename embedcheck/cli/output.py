@@ -131,12 +131,12 @@ def render_comparison(comparison: dict[str, Any], console: Any = None, title: Op
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    console = console or Console(width=None if sys.stdout.isatty() else 120)  # a log is wider than 80
     t = Table(title=title or f"compare: {comparison['command']} ({comparison['compared_schema']})", header_style="bold")
-    for col, just in (("figure", "left"), ("baseline", "right"), ("current", "right"), ("difference", "right"),
-                      ("95% interval of difference", "right"), ("beyond noise", "center")):
-        t.add_column(col, justify=just, style="cyan" if col == "figure" else None,  # type: ignore[arg-type]
-                     overflow="fold")
+    t.add_column("figure", style="cyan", no_wrap=True)
+    for col, just in (("baseline", "right"), ("current", "right"), ("difference", "right"),
+                      ("95% CI of difference", "right"), ("beyond noise", "center")):
+        t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
     for f in comparison["figures"]:
         ci = f["difference_ci95"]
         mark = "yes" if f["beyond_noise"] else "no"
