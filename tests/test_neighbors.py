@@ -162,3 +162,12 @@ def test_cli_bad_input(cli, tmp_path):
     assert_one_line_error(cli(["neighbors", a, b, "--min-overlap", "1.5"]))
     np.save(tmp_path / "y.npy", np.zeros(5))
     assert_one_line_error(cli(["neighbors", a, b, "--labels", tmp_path / "y.npy"]))
+
+
+def test_knn_near_ties_below_float32_resolution_are_decided_in_float64():
+    """Rows 1e-7 apart: their float32 cosines tie or swap, the float64 ones do not."""
+    rng = np.random.default_rng(9)
+    base = rng.standard_normal((40, 32))
+    X = np.concatenate([base, base + 1e-7 * rng.standard_normal(base.shape), base - 1e-7 * rng.standard_normal(base.shape)])
+    got, _ = knn(X, 5)
+    assert np.array_equal(got, brute_knn(X, 5))

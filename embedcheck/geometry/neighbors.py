@@ -11,8 +11,10 @@ may differ in the last bit, and then the float64 values decide.
 **How it stays exact and bounded.** Rows are normalised once into a float32 copy (n·d·4 bytes;
 one matrix at a time). Query rows go in blocks of ``block`` rows; each block's cosines against
 all n rows are one float32 GEMM (``block × n``, never ``n × n``), and ``argpartition`` keeps the
-``k + extra`` best candidates. Those candidates are re-scored in float64 and ordered by the tie
-rule. A non-candidate's float32 cosine is at most the smallest candidate float32 cosine ``s``,
+``k + extra`` best candidates, sorted by their float32 cosine. When the first k + 1 of them are
+more than ``2·eps`` apart from one another, the float32 order is the float64 order and nothing
+else can enter (the common case: no float64 work). Otherwise that row's candidates are re-scored
+in float64 and ordered by the tie rule. A non-candidate's float32 cosine is at most the smallest candidate float32 cosine ``s``,
 and float32 errs by at most ``eps = (d + 16)·2⁻²⁴`` for unit rows (rounding of the rows and of
 the d-term sum; plus 1e-12 of float64 slack), so when the k-th float64 cosine
 exceeds ``s + eps`` nothing outside the candidates can enter the top k. Rows where it does not
@@ -39,7 +41,7 @@ from ..rows import iter_chunks, unit_rows
 TIE_RULE = ("neighbours of row q: the k rows j != q with the largest cosine (float64, between float64 unit rows); "
             "equal cosines: the smaller row index first")
 #: default work memory of one query block (float32 cosines + argpartition indices)
-BLOCK_BYTES = 256 * 2**20
+BLOCK_BYTES = 128 * 2**20
 _U32 = float(np.finfo(np.float32).eps) / 2
 
 Progress = Optional[Callable[[int, int], None]]
@@ -101,7 +103,7 @@ def knn(X: Any, k: int, queries: Optional[np.ndarray] = None, *, block: Optional
     m = q_all.size
     kp = min(n - 1, k + (extra if extra is not None else max(k, 8)))
     if block is None:
-        block = int(max(1, min(4096, block_bytes // (12 * n))))
+        block = int(max(1, min(1024, block_bytes // (12 * n))))
     U = _u32 if _u32 is not None else _unit32(X)
     eps = (d + 16) * _U32 + 1e-12  # float32 GEMM error bound for unit rows, and float64 slack
     out = np.empty((m, k), dtype=np.int64)
@@ -113,19 +115,30 @@ def knn(X: Any, k: int, queries: Optional[np.ndarray] = None, *, block: Optional
         S = U[q] @ U.T  # (b, n) float32
         S[np.arange(b), q] = -np.inf
         cand = np.argpartition(S, n - kp, axis=1)[:, n - kp:]
-        floor32 = np.take_along_axis(S, cand, axis=1).min(axis=1).astype(np.float64)
+        s32 = np.take_along_axis(S, cand, axis=1)
         del S
-        C = _unit64(X, cand)  # (b, kp, d)
-        Q = _unit64(X, q)  # (b, d)
-        s64 = np.einsum("bkd,bd->bk", C, Q)
-        order = np.lexsort((cand, -s64), axis=1)
-        top = np.take_along_axis(cand, order[:, :k], axis=1)
-        kth = np.take_along_axis(s64, order[:, k - 1:k], axis=1)[:, 0]
-        out[start:start + b] = top
-        if kp < n - 1:
-            bad = ~(kth > floor32 + eps)
-            if bad.any():
-                recheck.append(start + np.flatnonzero(bad))
+        by32 = np.argsort(-s32, axis=1, kind="stable")
+        cand = np.take_along_axis(cand, by32, axis=1)
+        s32 = np.take_along_axis(s32, by32, axis=1).astype(np.float64)
+        out[start:start + b] = cand[:, :k]
+        # fast path: float32 values within eps of the float64 ones, so gaps > 2 eps between the
+        # first k + 1 sorted values make the float32 order and set the exact float64 ones
+        if kp > k:
+            unclear = ~(np.diff(s32[:, :k + 1], axis=1) < -2 * eps).all(axis=1)
+        else:  # every other row is a candidate: only the order needs deciding
+            unclear = ~(np.diff(s32, axis=1) < -2 * eps).all(axis=1)
+        if unclear.any():
+            rows = np.flatnonzero(unclear)
+            C = _unit64(X, cand[rows])  # (r, kp, d): re-score the candidates in float64
+            Q = _unit64(X, q[rows])
+            s64 = np.einsum("bkd,bd->bk", C, Q)
+            order = np.lexsort((cand[rows], -s64), axis=1)
+            out[start + rows] = np.take_along_axis(cand[rows], order[:, :k], axis=1)
+            if kp < n - 1:
+                kth = np.take_along_axis(s64, order[:, k - 1:k], axis=1)[:, 0]
+                bad = ~(kth > s32[rows, -1] + eps)  # a non-candidate could still reach the top k
+                if bad.any():
+                    recheck.append(start + rows[bad])
         done += b
         if progress is not None:
             progress(done, m)
