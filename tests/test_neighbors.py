@@ -165,9 +165,10 @@ def test_cli_bad_input(cli, tmp_path):
 
 
 def test_knn_near_ties_below_float32_resolution_are_decided_in_float64():
-    """Rows 1e-7 apart: their float32 cosines tie or swap, the float64 ones do not."""
+    """Rows 1e-5 apart: their cosines differ by ~1e-10, below float32's resolution (the float32
+    values tie or swap) and far above float64's (the float64 values decide)."""
     rng = np.random.default_rng(9)
     base = rng.standard_normal((40, 32))
-    X = np.concatenate([base, base + 1e-7 * rng.standard_normal(base.shape), base - 1e-7 * rng.standard_normal(base.shape)])
+    X = np.concatenate([base, base + 1e-5 * rng.standard_normal(base.shape), base - 1e-5 * rng.standard_normal(base.shape)])
     got, _ = knn(X, 5)
     assert np.array_equal(got, brute_knn(X, 5))
