@@ -366,6 +366,7 @@ def test_cli_report_equals_core(cli, files):
     res = cli(["anisotropy", files["a"], files["b"], "--fit-a", files["fa"], "--perms", "4", "--json"])
     assert res.exit_code == 0, res
     rep = res.json()
+    assert rep.pop("schema") == "embedcheck.anisotropy/1"  # stamped by cli/common.finish
     want = core.check(np.load(files["a"]), np.load(files["b"]), fit_a=np.load(files["fa"]), perms=4,
                       names={"fit_a": str(files["fa"])})
     assert rep == json.loads(json.dumps(want))
@@ -462,6 +463,7 @@ def test_standalone_script_prints_the_same_numbers(files, extra):
     rc2, out2, err2 = _run([SCRIPT, *args])
     assert rc1 == 0 and rc2 == 0, (err1, err2)
     cmd, script = json.loads(out1), json.loads(out2)
+    assert cmd.pop("schema") == "embedcheck.anisotropy/1"  # the command's reports name their schema
     _assert_same(cmd, script)
     assert 0 < cmd["raw"]["partner_ranked_first"] < 1  # a non-trivial fixture
 

@@ -83,6 +83,7 @@ def test_sts_cli_matches_library(cli):
     ref = sts_correlation(np.load(FIXTURES / "sts_a.npy"), np.load(FIXTURES / "sts_b.npy"), gold, resamples=1000)
     assert res.exit_code == 0
     rep, want = res.json(), ref.to_dict()
+    assert rep.pop("schema") == "embedcheck.sts/1"  # stamped by cli/common.finish
     assert rep.pop("ci_method") == want.pop("ci_method") == "percentile bootstrap over pairs, 1000 resamples, seed 0"
     assert rep == want  # JSON round-trips floats exactly
 
