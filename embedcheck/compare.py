@@ -65,6 +65,7 @@ HEADLINES: dict[str, dict[str, str]] = {
 #: figures (matched on their last dotted part, or the whole key) where a higher value is worse
 LOWER_IS_BETTER = frozenset({
     "floor", "floor_share", "floor_sd", "gap_se", "min_detectable_gap", "p_value", "top1_changed",
+    "floor_exact", "floor_exact_sd", "floor_share_exact",
     "anisotropy.a", "anisotropy.b", "partner_first_by_chance", "null_mean", "null_sd",
 })
 
