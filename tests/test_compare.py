@@ -186,9 +186,13 @@ def test_baseline_passes_against_itself_and_fails_on_a_real_drop(cli, tmp_path):
     assert gates["drop.aag"]["passed"] and not gates["significant_drop.aag"]["passed"]
     b = json.loads(base.read_text())
     assert gates["drop.aag"]["value"] == pytest.approx(b["aag"] - out["aag"])
-    # a tolerance wider than every change: nothing is beyond noise
+    # a tolerance wider than every change: no figure judged by the tolerance (no interval) is beyond noise
     res = cli(["aag", TOPICS, tmp_path / "shuffled.txt", "--baseline", base, "--tolerance", "1000"])
-    assert res.exit_code == 0, res
+    figs = res.json()["comparison"]["figures"]
+    by_tol = [f for f in figs if f["noise"] == "tolerance"]
+    assert by_tol and not any(f["beyond_noise"] for f in by_tol)
+    passed = {g["name"]: g["passed"] for g in res.json()["gates"]}
+    assert all(passed[f"significant_drop.{f['figure']}"] for f in by_tol if f["headline"])
 
 
 def test_baseline_refusals_write_nothing(cli, tmp_path, aniso_reports):
