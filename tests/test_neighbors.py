@@ -172,3 +172,15 @@ def test_knn_near_ties_below_float32_resolution_are_decided_in_float64():
     X = np.concatenate([base, base + 1e-5 * rng.standard_normal(base.shape), base - 1e-5 * rng.standard_normal(base.shape)])
     got, _ = knn(X, 5)
     assert np.array_equal(got, brute_knn(X, 5))
+
+
+@pytest.mark.parametrize("tile", [3, 7, 64])
+def test_knn_column_tiles_merge_exactly(monkeypatch, tile):
+    """Column tiles narrower than the candidate set, of odd widths, with ties across tiles."""
+    import embedcheck.geometry.neighbors as nb
+
+    monkeypatch.setattr(nb, "COLUMN_TILE", tile)
+    X = np.random.default_rng(10).standard_normal((150, 12))
+    assert np.array_equal(nb.knn(X, 5)[0], brute_knn(X, 5))
+    T = sparse_half(120, 8, seed=3)
+    assert np.array_equal(nb.knn(T, 6, np.arange(0, 120, 7))[0], brute_knn(T, 6, np.arange(0, 120, 7)))

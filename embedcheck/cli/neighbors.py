@@ -34,7 +34,7 @@ def neighbors_cmd(
     labels: Annotated[Optional[Path], typer.Option("--labels", help="Labels of the rows (1-D .npy, .jsonl or .txt): share of neighbours with the query's label, before and after.", dir_okay=False, show_default=False)] = None,
     label_field: LabelFieldOpt = "label",
     resamples: Annotated[int, typer.Option("--resamples", min=1, help="Bootstrap resamples (over query rows) of the 95% intervals.")] = 1000,
-    block_mb: Annotated[int, typer.Option("--block-mb", min=1, help="Work memory of one block of query rows, in MB (plus one float32 copy of a matrix).")] = 128,
+    block_mb: Annotated[int, typer.Option("--block-mb", min=1, help="Work memory of one block of query rows against a 4,096-row column tile, in MB (plus one float32 copy of a matrix).")] = 128,
     seed: SeedOpt = 0,
     min_overlap: Annotated[Optional[float], typer.Option("--min-overlap", help="Gate: exit 1 when the mean overlap@k is below this (0 to 1).", show_default=False)] = None,
     baseline: BaselineOpt = None,

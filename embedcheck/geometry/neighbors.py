@@ -9,9 +9,10 @@ that are only positive multiples of one another tie in exact arithmetic but thei
 may differ in the last bit, and then the float64 values decide.
 
 **How it stays exact and bounded.** Rows are normalised once into a float32 copy (n·d·4 bytes;
-one matrix at a time). Query rows go in blocks of ``block`` rows; each block's cosines against
-all n rows are one float32 GEMM (``block × n``, never ``n × n``), and ``argpartition`` keeps the
-``k + extra`` best candidates, sorted by their float32 cosine. When the first k + 1 of them are
+one matrix at a time). Query rows go in blocks of ``block`` rows against column tiles of
+:data:`COLUMN_TILE` rows: one float32 GEMM per tile (``block × tile``, never ``n × n``),
+``argpartition`` in the tile and a merge into a running best set keep the ``k + extra`` best
+candidates, then sorted by their float32 cosine. When the first k + 1 of them are
 more than ``2·eps`` apart from one another, the float32 order is the float64 order and nothing
 else can enter (the common case: no float64 work). Otherwise that row's candidates are re-scored
 in float64 and ordered by the tie rule. A non-candidate's float32 cosine is at most the smallest candidate float32 cosine ``s``,
@@ -42,6 +43,8 @@ TIE_RULE = ("neighbours of row q: the k rows j != q with the largest cosine (flo
             "equal cosines: the smaller row index first")
 #: default work memory of one query block (float32 cosines + argpartition indices)
 BLOCK_BYTES = 128 * 2**20
+#: columns (rows of the matrix) per GEMM tile: a tile of one query row's cosines fits in cache
+COLUMN_TILE = 4096
 _U32 = float(np.finfo(np.float32).eps) / 2
 
 Progress = Optional[Callable[[int, int], None]]
@@ -90,6 +93,39 @@ def _exact_rows(X: Any, q: np.ndarray, k: int, block_bytes: int) -> np.ndarray:
     return out
 
 
+def _top_candidates(U: np.ndarray, q: np.ndarray, kp: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``kp`` largest float32 cosines (self excluded) of query rows ``q`` against all rows, and
+    their indices (unordered): ``U[q] @ U[tile].T`` over column tiles of ``cols`` rows (a tile's
+    cosines stay in cache for argpartition), merged into a running ``(b, kp)`` best set."""
+    n = U.shape[0]
+    Q = U[q]
+    best_i: Optional[np.ndarray] = None
+    best_v: Optional[np.ndarray] = None
+    for sl in iter_chunks(n, cols):
+        S = Q @ U[sl].T  # (b, tile) float32
+        own = np.flatnonzero((q >= sl.start) & (q < sl.stop))
+        S[own, q[own] - sl.start] = -np.inf
+        w = S.shape[1]
+        if w > kp:
+            idx = np.argpartition(S, w - kp, axis=1)[:, w - kp:]
+            val = np.take_along_axis(S, idx, axis=1)
+        else:
+            idx = np.broadcast_to(np.arange(w), S.shape).copy()
+            val = S
+        idx = idx + sl.start
+        if best_i is None or best_v is None:
+            best_i, best_v = idx, val
+            continue
+        vi = np.concatenate([best_v, val], axis=1)
+        ii = np.concatenate([best_i, idx], axis=1)
+        if vi.shape[1] > kp:
+            keep = np.argpartition(vi, vi.shape[1] - kp, axis=1)[:, vi.shape[1] - kp:]
+            vi, ii = np.take_along_axis(vi, keep, axis=1), np.take_along_axis(ii, keep, axis=1)
+        best_i, best_v = ii, vi
+    assert best_i is not None and best_v is not None
+    return best_i, best_v
+
+
 def knn(X: Any, k: int, queries: Optional[np.ndarray] = None, *, block: Optional[int] = None,
         extra: Optional[int] = None, block_bytes: int = BLOCK_BYTES, progress: Progress = None,
         _u32: Optional[np.ndarray] = None) -> tuple[np.ndarray, int]:
@@ -102,8 +138,9 @@ def knn(X: Any, k: int, queries: Optional[np.ndarray] = None, *, block: Optional
     q_all = np.arange(n, dtype=np.int64) if queries is None else np.asarray(queries, dtype=np.int64)
     m = q_all.size
     kp = min(n - 1, k + (extra if extra is not None else max(k, 8)))
+    cols = int(min(n, COLUMN_TILE))
     if block is None:
-        block = int(max(1, min(1024, block_bytes // (12 * n))))
+        block = int(max(1, min(1024, block_bytes // (12 * cols))))
     U = _u32 if _u32 is not None else _unit32(X)
     eps = (d + 16) * _U32 + 1e-12  # float32 GEMM error bound for unit rows, and float64 slack
     out = np.empty((m, k), dtype=np.int64)
@@ -112,11 +149,7 @@ def knn(X: Any, k: int, queries: Optional[np.ndarray] = None, *, block: Optional
     for start in range(0, m, block):
         q = q_all[start:start + block]
         b = q.size
-        S = U[q] @ U.T  # (b, n) float32
-        S[np.arange(b), q] = -np.inf
-        cand = np.argpartition(S, n - kp, axis=1)[:, n - kp:]
-        s32 = np.take_along_axis(S, cand, axis=1)
-        del S
+        cand, s32 = _top_candidates(U, q, kp, cols)
         by32 = np.argsort(-s32, axis=1, kind="stable")
         cand = np.take_along_axis(cand, by32, axis=1)
         s32 = np.take_along_axis(s32, by32, axis=1).astype(np.float64)
