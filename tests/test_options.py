@@ -49,7 +49,7 @@ def float_options() -> list[tuple[tuple[str, ...], str, bool]]:
 
 #: an out-of-range value for each float option (None: every finite value has a meaning)
 OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
-    (("aag",), "--ci"): "1.5",
+    (("aag",), "--ci-level"): "1.5",
     (("aag",), "--fail-below"): "2.5",  # AAG lies in [-2, 2]
     (("aag",), "--fail-map-below"): "101",  # MAP x100 lies in [0, 100]
     (("anisotropy",), "--min-gap-sd"): None,
@@ -65,6 +65,10 @@ OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
     (("sts",), "--fail-below"): "-101",  # Spearman x100
     (("physscore", "score"), "--fail-below"): "101",  # Table 1 AVG x100
     (("physscore", "run"), "--fail-below"): "101",
+    # --baseline's noise tolerance (h-c2): a non-negative absolute difference
+    **{(c, "--tolerance"): "-1" for c in (("aag",), ("anisotropy",), ("probe",), ("sts",), ("physscore", "score"),
+                                         ("physscore", "run"), ("neighbors",), ("compare",))},
+    (("neighbors",), "--min-overlap"): "1.5",  # a share of k
 }
 
 FLOATS = float_options()
@@ -76,7 +80,8 @@ def test_every_float_option_is_listed():
     assert gates == {(("aag",), "--fail-below"), (("aag",), "--fail-map-below"), (("anisotropy",), "--min-gap-sd"),
                      (("anisotropy",), "--max-floor-share"), (("anisotropy",), "--min-partner-first"),
                      (("probe",), "--fail-below"), (("sts",), "--fail-below"),
-                     (("physscore", "score"), "--fail-below"), (("physscore", "run"), "--fail-below")}
+                     (("physscore", "score"), "--fail-below"), (("physscore", "run"), "--fail-below"),
+                     (("neighbors",), "--min-overlap")}
 
 
 @pytest.fixture
@@ -95,6 +100,7 @@ def work(tmp_path: Path) -> Path:
     (tmp_path / "head.safetensors").write_bytes(head_to_bytes(head))
     (tmp_path / "phrases.jsonl").write_text('{"text": "1 meter"}\n')
     np.save(tmp_path / "phrases_emb.npy", np.ones((1, 4), np.float32))
+    (tmp_path / "report.json").write_text('{"schema": "embedcheck.sts/1", "n": 3, "spearman": 50.0}\n')
     return tmp_path
 
 
@@ -111,6 +117,8 @@ def _base(path: tuple[str, ...], w: Path) -> list[Any]:
         ("sts",): ["sts", w / "sts_a.npy", w / "sts_b.npy", w / "sts_scores.jsonl"],
         ("physscore", "score"): ["physscore", "score", w / "phrases_emb.npy", w / "phrases.jsonl", "--tables", "1"],
         ("physscore", "run"): ["physscore", "run", "--tables", "1", "--model", w / "no-such-model"],
+        ("neighbors",): ["neighbors", w / "topics_test.npy", w / "topics_test.npy", "--k", "3"],
+        ("compare",): ["compare", w / "report.json", w / "report.json"],
     }[path]
 
 

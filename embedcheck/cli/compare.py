@@ -3,7 +3,6 @@ command, its change and whether the change is beyond noise (logic in :mod:`embed
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -58,7 +57,7 @@ def compare_cmd(
 
         from .output import print_gates
 
-        console = Console(width=None if sys.stdout.isatty() else 120)  # a CI log is wider than 80
+        console = Console()
         render_comparison(r, console)
         print_gates(console, r)
 

@@ -20,6 +20,7 @@ from .common import (
     SeedOpt,
     ToleranceOpt,
     finish,
+    in_range,
     progress,
     start_command,
 )
@@ -36,7 +37,7 @@ def neighbors_cmd(
     resamples: Annotated[int, typer.Option("--resamples", min=1, help="Bootstrap resamples (over query rows) of the 95% intervals.")] = 1000,
     block_mb: Annotated[int, typer.Option("--block-mb", min=1, help="Work memory of one block of query rows against a 4,096-row column tile, in MB (plus one float32 copy of a matrix).")] = 128,
     seed: SeedOpt = 0,
-    min_overlap: Annotated[Optional[float], typer.Option("--min-overlap", help="Gate: exit 1 when the mean overlap@k is below this (0 to 1).", show_default=False)] = None,
+    min_overlap: Annotated[Optional[float], typer.Option("--min-overlap", callback=in_range(0, 1), help="Gate: exit 1 when the mean overlap@k is below this (0 to 1).", show_default=False)] = None,
     baseline: BaselineOpt = None,
     max_drop: MaxDropOpt = None,
     tolerance: ToleranceOpt = 0.0,
@@ -57,7 +58,7 @@ def neighbors_cmd(
     from ..errors import InputError
     from ..geometry.neighbors import neighbors
     from ..io.labels import load_labels
-    from ..io.npy import check_same_rows, load_matrix
+    from ..io.npy import load_matrix
     from .output import add_gates, min_gate
 
     start_command(quiet)
@@ -65,7 +66,8 @@ def neighbors_cmd(
         raise InputError(f"--min-overlap must be in [0, 1], got {min_overlap}")
     A = load_matrix(a, what="A")
     B = load_matrix(b, what="B")
-    check_same_rows(A, B, f"A {a}", f"B {b}")
+    if A.shape[0] != B.shape[0]:
+        raise InputError(f"A {a} has {A.shape[0]} rows but B {b} has {B.shape[0]}; neighbors compares two embeddings of the same rows")
     n = A.shape[0]
     if n < 2:
         raise InputError(f"A {a} has {n} row; neighbors needs at least 2")

@@ -131,9 +131,9 @@ def render_comparison(comparison: dict[str, Any], console: Any = None, title: Op
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console(width=None if sys.stdout.isatty() else 120)  # a log is wider than 80
+    console = console or Console()
     t = Table(title=title or f"compare: {comparison['command']} ({comparison['compared_schema']})", header_style="bold")
-    t.add_column("figure", style="cyan", no_wrap=True)
+    t.add_column("figure", style="cyan", overflow="fold")
     for col, just in (("baseline", "right"), ("current", "right"), ("difference", "right"),
                       ("95% CI of difference", "right"), ("beyond noise", "center")):
         t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
