@@ -127,7 +127,7 @@ def test_cli_run_in_process(cli, minilm, minilm_report, tmp_path, monkeypatch):
     from embedcheck import encode
 
     # reuse the session's loaded model (loading is covered by the subprocess test and the benchmark)
-    monkeypatch.setattr(encode, "load_model", lambda name, device=None: (minilm, encode.resolve_model(name)))
+    monkeypatch.setattr(encode, "load_model", lambda name, device=None, **kw: (minilm, encode.resolve_model(name)))
     res = cli(["physscore", "run", "--tables", "1,4", "--json", "--report", tmp_path / "r.json"])
     assert res.exit_code == 0, res
     rep = res.json()
