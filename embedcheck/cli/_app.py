@@ -53,7 +53,7 @@ def _show_warning(message: Any, category: type, filename: str, lineno: int, file
 class EmbedcheckGroup(TyperGroup):
     """Runs click in non-standalone mode and maps every exception to one line + exit code."""
 
-    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,
+    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,  # type: ignore[override]
              standalone_mode: bool = True, **extra: Any) -> Any:
         code = self._run(args, prog_name, complete_var, **extra)
         if standalone_mode:

@@ -307,7 +307,9 @@ def partner_ranked_first(
             # undo the fast decision for these rows; they are re-decided exactly below
             count_raw -= int(np.count_nonzero(m_raw[k] > g_raw))
             count_cen -= int(np.count_nonzero(m_cen[k] > g_cen[k]))
-            recheck.append(i0 + k), recheck_dr.append(d_raw[k]), recheck_dc.append(d_cen[k])
+            recheck.append(i0 + k)
+            recheck_dr.append(d_raw[k])
+            recheck_dc.append(d_cen[k])
         if progress:
             progress(i1, n)
 

@@ -89,12 +89,10 @@ def train_mlp(X: np.ndarray, labels: np.ndarray, params: MLPParams = MLPParams()
             losses.append(total / anchors)
             if on_epoch is not None:
                 on_epoch(epoch, losses[-1])
-        tensors = {
-            "fc1.weight": model[0].weight.detach().numpy().astype(np.float32).copy(),
-            "fc1.bias": model[0].bias.detach().numpy().astype(np.float32).copy(),
-            "fc2.weight": model[2].weight.detach().numpy().astype(np.float32).copy(),
-            "fc2.bias": model[2].bias.detach().numpy().astype(np.float32).copy(),
-        }
+        weights = dict(model.named_parameters())  # "0.weight", "0.bias", "2.weight", "2.bias"
+        tensors = {name: weights[key].detach().numpy().astype(np.float32).copy()
+                   for name, key in (("fc1.weight", "0.weight"), ("fc1.bias", "0.bias"),
+                                     ("fc2.weight", "2.weight"), ("fc2.bias", "2.bias"))}
     finally:
         torch.set_num_threads(old_threads)
     seconds = time.perf_counter() - t0

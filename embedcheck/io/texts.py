@@ -292,7 +292,8 @@ def read_records(source: str, *, text_field: str | None = None, label_field: str
         for opt, val in (("--text-field", text_field), ("--label-field", label_field), ("--id-field", id_field)):
             if val is not None:
                 raise InputError(f"{opt} does not apply to {where}: a text file has one text per line and no fields")
-        tf, lf, idf = "text", None, None
+        tf: str | None = "text"
+        lf, idf = None, None
     else:
         tf = text_field or next((f for f in TEXT_FIELD_AUTO if f in rows[0]), None)
         if tf is None:
@@ -388,7 +389,7 @@ def stratified_sample(labels: Sequence[Any] | None, n_sample: int, *, seed: int 
         return sorted(int(i) for i in rng.choice(n, size=n_sample, replace=False))
     keys = [(type(v).__name__, v) for v in labels]
     classes = sorted(set(keys))
-    members = {c: [] for c in classes}
+    members: dict[tuple[str, Any], list[int]] = {c: [] for c in classes}
     for i, k in enumerate(keys):
         members[k].append(i)
     counts = np.array([len(members[c]) for c in classes], dtype=np.float64)
@@ -419,6 +420,7 @@ def select_rows(labels: Sequence[Any] | None, n_total: int, sample: int | None, 
         raise InputError("--complement needs --sample N --seed S (the sample whose left-out rows to embed)")
     if complement_sample is not None and not complement:
         raise InputError("--complement-sample needs --complement")
+    assert sample is not None  # checked above: --complement needs --sample
     keep = stratified_sample(labels, sample, seed=seed, n_total=n_total)
     if not complement:
         return keep
