@@ -7,18 +7,37 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..errors import InputError
 from ..geometry import aag as aag_mod
 from ..geometry import label_map as map_mod
-from ..errors import InputError
 from ..io.labels import load_labels
 from ..io.npy import load_matrix
-from .output import add_gates, min_gate
 from ._app import app
-from .common import AddressOpt, EngineName, EngineOpt, check_engine
-from .common import BaselineOpt, MaxDropOpt, ToleranceOpt  # --baseline: compared in finish()
-from .common import (EmbArg, FormatOpt, JsonOpt, LabelFieldOpt, LabelsArg, QuietOpt, ReportOpt,
-                     PlotOpt, SeedOpt, check_plot, finish, hint, in_range, start_command,
-                     write_plot)
+from .common import (  # --baseline: compared in finish()
+    AddressOpt,
+    BaselineOpt,
+    EmbArg,
+    EngineName,
+    EngineOpt,
+    FormatOpt,
+    JsonOpt,
+    LabelFieldOpt,
+    LabelsArg,
+    MaxDropOpt,
+    PlotOpt,
+    QuietOpt,
+    ReportOpt,
+    SeedOpt,
+    ToleranceOpt,
+    check_engine,
+    check_plot,
+    finish,
+    hint,
+    in_range,
+    start_command,
+    write_plot,
+)
+from .output import add_gates, min_gate
 
 
 @app.command("aag")

@@ -9,9 +9,11 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ._app import app
-from .common import AddressOpt, EngineName, EngineOpt, check_engine
 from .common import (
+    AddressOpt,
     BaselineOpt,
+    EngineName,
+    EngineOpt,
     FormatOpt,
     JsonOpt,
     MaxDropOpt,
@@ -20,6 +22,7 @@ from .common import (
     ReportOpt,
     SeedOpt,
     ToleranceOpt,
+    check_engine,
     check_plot,
     finish,
     in_range,

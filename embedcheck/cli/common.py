@@ -306,8 +306,7 @@ def stderr_is_terminal() -> bool:
 def progress() -> Any:
     """A rich progress bar on stderr when it is a terminal; a no-op otherwise."""
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     console = Console(stderr=True)
     return Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),

@@ -20,7 +20,7 @@ from ..io.atomic import AtomicBatch, check_not_input
 from ..io.jsonio import dumps
 from ..io.provenance import provenance
 from ._app import app
-from .common import AddressOpt, EngineName, EngineOpt, check_engine, QuietOpt, hint, progress, start_command, warn
+from .common import AddressOpt, EngineName, EngineOpt, QuietOpt, check_engine, hint, progress, start_command, warn
 
 _EPILOG = (
     "Inputs: .jsonl, .json (list of objects or strings), .csv (RFC 4180), .tsv (tab-separated, no quoting), "

@@ -19,18 +19,33 @@ import numpy as np
 import typer
 
 from .. import heads as H
+from ..errors import InputError
 from ..io import atomic, npy, provenance
+from ..io import labels as labels_io
 from ..io.headfile import read_head
 from ..io.npy import stream_rows
-from ..io.shards import (ShardedMatrix, is_shard_set, manifest_path, new_shard_folder, open_shard_set, write_manifest,
-                         write_shard)
-from ..io import labels as labels_io
-from ..errors import InputError
+from ..io.shards import ShardedMatrix, is_shard_set, manifest_path, new_shard_folder, open_shard_set, write_manifest, write_shard
 from ._app import app
-from .common import AddressOpt, EngineName, EngineOpt, check_engine
-from .common import (EmbArg, FormatOpt, JsonOpt, LabelFieldOpt, LabelsArg, OutOpt, QuietOpt, ReportOpt,
-                     SeedOpt, finish, hint, option_errors, progress, start_command)
-
+from .common import (
+    AddressOpt,
+    EmbArg,
+    EngineName,
+    EngineOpt,
+    FormatOpt,
+    JsonOpt,
+    LabelFieldOpt,
+    LabelsArg,
+    OutOpt,
+    QuietOpt,
+    ReportOpt,
+    SeedOpt,
+    check_engine,
+    finish,
+    hint,
+    option_errors,
+    progress,
+    start_command,
+)
 
 
 class Kind(str, Enum):
