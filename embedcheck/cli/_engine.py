@@ -77,7 +77,7 @@ def anisotropy_sharded(a: Path, b: Path, *, fit_a: Path | None, fit_b: Path | No
 
 
 def embed_sharded(*, input: str, output: Path, engine: Any, address: str | None, shard_rows: int | None,
-                  workers: int | None, gpus_per_worker: float, resume: bool, as_json: bool, threads: int | None,
+                  workers: int | None, gpus_per_worker: int, resume: bool, as_json: bool, threads: int | None,
                   **o: Any) -> None:
     """``embed`` into a shard-set folder (``-o DIR``): a folder/glob of .jsonl/.parquet files (one
     shard each) or one file cut by ``--shard-rows``, in-process or on Ray (:mod:`embedcheck.engine.embed`)."""

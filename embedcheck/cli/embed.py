@@ -98,7 +98,7 @@ def embed_cmd(
     address: AddressOpt = None,
     shard_rows: Annotated[Optional[int], typer.Option("--shard-rows", min=1, help="Cut one input file into output shards of N rows (-o is then a shard-set folder).")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="With --engine ray: actors in the pool, each loading the model once (default: the cluster's CPUs).")] = None,
-    gpus_per_worker: Annotated[float, typer.Option("--gpus-per-worker", min=0.0, help="With --engine ray: GPUs per actor (0: CPU).")] = 0.0,
+    gpus_per_worker: Annotated[int, typer.Option("--gpus-per-worker", min=0, help="With --engine ray: GPUs per actor (0: CPU).")] = 0,
     resume: Annotated[bool, typer.Option("--resume", help="Sharded output: keep the shards of an earlier (killed) run that are present and hash right; embed the rest.")] = False,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="Sharded output: torch threads per worker (default: all cores in-process, 1 per Ray actor). Runs with the same --threads write the same bytes.")] = None,
 ) -> None:
