@@ -143,3 +143,20 @@ def assert_one_line_error(res: CliResult) -> None:
     assert len(lines) == 1 and lines[0].startswith("error: "), res
     assert "Traceback" not in res.stderr
     assert res.stdout == ""
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray (2 CPUs) for the whole test session, never one per test; ``--engine ray``
+    run in-process (the ``cli`` fixture) uses it instead of starting its own. Skips without Ray."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'embedcheck[ray]')")
+    from embedcheck.engine.runner import worker_env
+
+    started = False
+    if not ray.is_initialized():
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": worker_env()})
+        started = True
+    yield ray
+    if started:
+        ray.shutdown()

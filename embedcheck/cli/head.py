@@ -19,17 +19,33 @@ import numpy as np
 import typer
 
 from .. import heads as H
+from ..errors import InputError
 from ..io import atomic, npy, provenance
+from ..io import labels as labels_io
 from ..io.headfile import read_head
 from ..io.npy import stream_rows
-from ..io.shards import (ShardedMatrix, is_shard_set, manifest_path, new_shard_folder, open_shard_set, write_manifest,
-                         write_shard)
-from ..io import labels as labels_io
-from ..errors import InputError
+from ..io.shards import ShardedMatrix, is_shard_set, manifest_path, new_shard_folder, open_shard_set, write_manifest, write_shard
 from ._app import app
-from .common import (EmbArg, FormatOpt, JsonOpt, LabelFieldOpt, LabelsArg, OutOpt, QuietOpt, ReportOpt,
-                     SeedOpt, finish, hint, option_errors, progress, start_command)
-
+from .common import (
+    AddressOpt,
+    EmbArg,
+    EngineName,
+    EngineOpt,
+    FormatOpt,
+    JsonOpt,
+    LabelFieldOpt,
+    LabelsArg,
+    OutOpt,
+    QuietOpt,
+    ReportOpt,
+    SeedOpt,
+    check_engine,
+    finish,
+    hint,
+    option_errors,
+    progress,
+    start_command,
+)
 
 
 class Kind(str, Enum):
@@ -146,16 +162,26 @@ def project(
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,
     quiet: QuietOpt = False,
+    engine: EngineOpt = EngineName.local,
+    address: AddressOpt = None,
 ) -> None:
     """Apply a head to stored vectors without re-embedding; streams the input, writes float32 unit rows.
 
     Example: embedcheck project index.npy --head sst2.safetensors -o index.fused.npy --mode fused
     """
     start_command(quiet)
+    check_engine(engine, address)
     if not 0.0 <= alpha <= 1.0:
         raise InputError(f"--alpha must be in [0, 1], got {alpha}")
     if chunk < 1:
         raise InputError(f"--chunk must be a positive integer, got {chunk}")
+    if engine is EngineName.ray:  # per-shard tasks over the same global blocks as the local run → a shard set
+        from ._engine import project_sharded
+
+        report = project_sharded(emb, head_path, out, mode=mode.value, alpha=alpha, chunk=chunk,
+                                 engine=engine.value, address=address)
+        finish(report, title="project", as_json=as_json, fmt=fmt, report_file=report_file)
+        return
     sharded = is_shard_set(emb)
     if sharded and out.suffix.lower() != ".npy":
         _project_shards(emb, head_path, out, mode.value, alpha, chunk, as_json=as_json, fmt=fmt,

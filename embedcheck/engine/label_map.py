@@ -1,0 +1,151 @@
+"""Label-retrieval MAP over parts: sampled queries against all candidates, exact; and MAP@K.
+
+Queries are chosen on the driver over the global row index exactly as
+:func:`embedcheck.geometry.label_map.label_map` chooses them (``np.random.default_rng(seed)``,
+``rng.choice(eligible, queries, replace=False)``, sorted). Candidates are ranked by float32 cosine
+of float32 unit rows, descending, ties broken by global row order; the query itself is never a
+candidate.
+
+* **MAP** (all ranks) in two rounds of (query block × candidate part) tasks: round 1 returns, per
+  query, the (score, row) of the relevant candidates in the part; the driver merges them in
+  (−score, row) order; round 2 counts, for each relevant candidate, the part's candidates ranked
+  above it; the driver adds the counts over parts, so rank_j = 1 + Σ counts and
+  AP = mean_j (position of j among the relevant) / rank_j — exact.
+* **MAP@K** (``--map-at K``) in one round: each task returns its part's top-K (score, row,
+  relevant) per query; the merge of per-part top-K lists in (−score, row) order is the global top
+  K, exactly. AP@K = (1 / min(R, K)) Σ_{k ≤ K} P@k · rel_k with R the query's relevant rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..geometry.aag import _check_labels
+from ..geometry.label_map import MapResult, expected_random_ap
+from ..rows import unit_rows
+from .parts import GlobalRows, Part, Source
+from .runner import Engine
+
+QUERY_BLOCK = 256
+
+
+def _scores(parts: tuple[Part, ...], q_idx: np.ndarray, cpart: Part) -> np.ndarray:
+    Q = unit_rows(GlobalRows(parts).get(q_idx)).astype(np.float32)
+    C = unit_rows(cpart.read()).astype(np.float32)
+    S = Q @ C.T
+    own = (q_idx >= cpart.offset) & (q_idx < cpart.offset + cpart.rows)
+    k = np.flatnonzero(own)
+    S[k, q_idx[k] - cpart.offset] = -np.inf  # the query itself ranks last
+    return S
+
+
+def relevant_part(parts: tuple[Part, ...], q_idx: np.ndarray, q_codes: np.ndarray, cpart: Part,
+                  c_codes: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Round 1: per query, (scores, global rows) of the part's relevant candidates (not itself)."""
+    S = _scores(parts, q_idx, cpart)
+    out = []
+    for i in range(len(q_idx)):
+        rel = np.flatnonzero((c_codes == q_codes[i]) & (np.arange(cpart.rows) + cpart.offset != q_idx[i]))
+        out.append((S[i, rel], rel + cpart.offset))
+    return out
+
+
+def above_part(parts: tuple[Part, ...], q_idx: np.ndarray, cpart: Part,
+               rel: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+    """Round 2: per query, for each relevant (score, row), how many of the part's candidates rank
+    above it (higher score, or equal score and a lower row)."""
+    S = _scores(parts, q_idx, cpart)
+    rows = np.arange(cpart.offset, cpart.offset + cpart.rows)
+    out = []
+    for i in range(len(q_idx)):
+        s_rel, r_rel = rel[i]
+        order = np.lexsort((rows, S[i]))  # by score ascending, then row
+        s_sorted = S[i][order]
+        r_sorted = rows[order]
+        lo = np.searchsorted(s_sorted, s_rel, side="left")
+        hi = np.searchsorted(s_sorted, s_rel, side="right")
+        counts = (cpart.rows - hi).astype(np.int64)
+        for t in np.flatnonzero(hi > lo):  # ties: lower rows rank above
+            counts[t] += int(np.searchsorted(r_sorted[lo[t]:hi[t]], r_rel[t], side="left"))
+        # the query's own -inf entry never ranks above a finite score
+        out.append(counts)
+    return out
+
+
+def topk_part(parts: tuple[Part, ...], q_idx: np.ndarray, q_codes: np.ndarray, cpart: Part,
+              c_codes: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per query, the part's top-k candidates as (scores, global rows, relevant) in rank order."""
+    S = _scores(parts, q_idx, cpart)
+    rows = np.arange(cpart.offset, cpart.offset + cpart.rows)
+    out = []
+    for i in range(len(q_idx)):
+        order = np.lexsort((rows, -S[i]))[:k]
+        order = order[np.isfinite(S[i][order])]
+        out.append((S[i][order], rows[order], c_codes[order] == q_codes[i]))
+    return out
+
+
+def _queries(n: int, codes: np.ndarray, counts: np.ndarray, queries: int | None, seed: int) -> tuple[np.ndarray, bool]:
+    eligible = np.flatnonzero(counts[codes] >= 2)
+    sampled = queries is not None and 0 < queries < len(eligible)
+    if sampled:
+        rng = np.random.default_rng(seed)
+        return np.sort(rng.choice(eligible, size=queries, replace=False)), True
+    return eligible, False
+
+
+def label_map(engine: Engine, src: Source, labels: np.ndarray, *, queries: int | None = None, seed: int = 0,
+              at: int | None = None) -> dict[str, Any]:
+    """MAP x100 (or MAP@K with ``at``) over parts; the report dict of ``aag``'s ``label_map``."""
+    n = src.n
+    _, codes, counts = _check_labels(n, labels)
+    q_idx, sampled = _queries(n, codes, counts, queries, seed)
+    blocks = [q_idx[s:s + QUERY_BLOCK] for s in range(0, len(q_idx), QUERY_BLOCK)]
+    parts = src.parts
+    aps = np.empty(len(q_idx))
+    if at is not None:
+        tasks = [(parts, qb, codes[qb], cp, codes[cp.global_slice], at) for qb in blocks for cp in parts]
+        res = engine.map(topk_part, tasks)
+        pos = 0
+        for b, qb in enumerate(blocks):
+            for i in range(len(qb)):
+                lists = [res[b * len(parts) + j][i] for j in range(len(parts))]
+                s = np.concatenate([x[0] for x in lists])
+                r = np.concatenate([x[1] for x in lists])
+                rel = np.concatenate([x[2] for x in lists])
+                top = np.lexsort((r, -s))[:at]
+                hit = rel[top]
+                R = int(counts[codes[qb[i]]] - 1)
+                prec = np.cumsum(hit) / np.arange(1, len(hit) + 1)
+                aps[pos] = float((prec * hit).sum() / min(R, at))
+                pos += 1
+        return {"map": float(100 * aps.mean()), "at": int(at), "chance": None, "queries": len(q_idx),
+                "sampled": bool(sampled)}
+    tasks1 = [(parts, qb, codes[qb], cp, codes[cp.global_slice]) for qb in blocks for cp in parts]
+    res1 = engine.map(relevant_part, tasks1)
+    merged: list[list[tuple[np.ndarray, np.ndarray]]] = []
+    for b, qb in enumerate(blocks):
+        per_q = []
+        for i in range(len(qb)):
+            s = np.concatenate([res1[b * len(parts) + j][i][0] for j in range(len(parts))])
+            r = np.concatenate([res1[b * len(parts) + j][i][1] for j in range(len(parts))])
+            o = np.lexsort((r, -s))
+            per_q.append((s[o], r[o]))
+        merged.append(per_q)
+    del res1
+    tasks2 = [(parts, qb, cp, merged[b]) for b, qb in enumerate(blocks) for cp in parts]
+    res2 = engine.map(above_part, tasks2)
+    pos = 0
+    for b, qb in enumerate(blocks):
+        for i in range(len(qb)):
+            above = np.sum([res2[b * len(parts) + j][i] for j in range(len(parts))], axis=0)
+            rank = 1 + above
+            # the in-memory sum, term for term (geometry.label_map._aps): j / rank_j added in rank order
+            w = np.arange(1, len(rank) + 1, dtype=np.float64) / (rank - 1 + 1.0)
+            aps[pos] = np.bincount(np.zeros(len(rank), dtype=np.int64), weights=w, minlength=1)[0] / len(rank)
+            pos += 1
+    chance = expected_random_ap(np.full(len(q_idx), n - 1), counts[codes[q_idx]] - 1)
+    return MapResult(map=float(100 * aps.mean()), chance=float(100 * chance.mean()),
+                     queries=len(q_idx), sampled=bool(sampled), ap=aps).to_dict()

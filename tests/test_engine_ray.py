@@ -1,0 +1,183 @@
+"""``--engine ray`` equals ``--engine local`` byte for byte (aag, anisotropy, project, embed), a worker
+killed during ``embed``, and a real two-node cluster reached with ``--address`` (token auth).
+
+One local Ray per test session (the ``ray_local`` fixture, 2 CPUs); the two-node cluster is a
+separate set of processes on another port, driven through CLI subprocesses and stopped by its
+process group in teardown."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, assert_one_line_error
+from test_engine import SPLITS, _free_port, cut, shard_bytes
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def topics7(tmp_path_factory) -> Path:
+    return cut(np.load(FIXTURES / "topics.npy"), tmp_path_factory.mktemp("t7") / "topics", SPLITS[7])
+
+
+def test_aag_ray_equals_local_byte_for_byte(cli, ray_local, topics7):
+    args = ["aag", "--resamples", "0", topics7, FIXTURES / "topics.labels.jsonl", "--permutations", "3", "--bootstrap", "2",
+            "--map-queries", "100", "--json"]
+    local = cli(args)
+    ray = cli([*args, "--engine", "ray"])
+    assert local.exit_code == 0 and ray.exit_code == 0, ray
+    assert ray.stdout == local.stdout
+    at = cli(["aag", "--resamples", "0", topics7, FIXTURES / "topics.labels.jsonl", "--map-at", "5", "--no-map", "--json", "--engine", "ray"])
+    assert at.exit_code == 0 and "label_map" not in at.json()
+    at = cli(["aag", "--resamples", "0", topics7, FIXTURES / "topics.labels.jsonl", "--map-at", "5", "--json", "--engine", "ray"])
+    assert at.stdout == cli(["aag", "--resamples", "0", topics7, FIXTURES / "topics.labels.jsonl", "--map-at", "5", "--json"]).stdout
+
+
+def test_anisotropy_ray_equals_local_byte_for_byte(cli, ray_local, tmp_path):
+    A, B = np.load(FIXTURES / "pairs_a.npy"), np.load(FIXTURES / "pairs_b.npy")
+    sa, sb = cut(A, tmp_path / "a", SPLITS[7]), cut(B, tmp_path / "b", SPLITS[2])
+    args = ["anisotropy", sa, sb, "--fit-a", FIXTURES / "pairs_fit_a.npy", "--fit-b", FIXTURES / "pairs_fit_b.npy",
+            "--perms", "5", "--block", "50", "--json"]
+    local = cli(args)
+    ray = cli([*args, "--engine", "ray"])
+    assert local.exit_code == 0 and ray.exit_code == 0, ray
+    assert ray.stdout == local.stdout
+    # a plain .npy under --engine ray (row-range tasks) gives the in-memory report, byte for byte
+    plain = cli(["anisotropy", FIXTURES / "pairs_a.npy", FIXTURES / "pairs_b.npy", "--perms", "5", "--json", "--engine", "ray"])
+    mono = cli(["anisotropy", FIXTURES / "pairs_a.npy", FIXTURES / "pairs_b.npy", "--perms", "5", "--json"])
+    assert plain.exit_code == 0 and plain.stdout == mono.stdout
+
+
+def test_project_ray_equals_local_byte_for_byte(cli, ray_local, topics7, tmp_path):
+    head = tmp_path / "head.safetensors"
+    assert cli(["train-head", FIXTURES / "topics.npy", FIXTURES / "topics.labels.jsonl", "-o", head, "--epochs", "2",
+                "--quiet"]).exit_code == 0
+    for engine, out in (("local", tmp_path / "pl"), ("ray", tmp_path / "pr")):
+        r = cli(["project", topics7, "--head", head, "-o", out, "--mode", "fused", "--engine", engine, "--quiet"])
+        assert r.exit_code == 0, r
+    assert shard_bytes(tmp_path / "pl") == shard_bytes(tmp_path / "pr")
+    mono = tmp_path / "mono.npy"
+    assert cli(["project", FIXTURES / "topics.npy", "--head", head, "-o", mono, "--mode", "fused", "--quiet",
+                "--chunk", "64"]).exit_code == 0
+    r = cli(["project", topics7, "--head", head, "-o", tmp_path / "p64", "--mode", "fused", "--engine", "ray",
+             "--chunk", "64", "--quiet"])
+    assert r.exit_code == 0, r
+    manifest = json.loads((tmp_path / "p64" / "manifest.json").read_text())
+    Y = np.concatenate([np.load(tmp_path / "p64" / s["path"]) for s in manifest["shards"]])
+    # blocks of 64 rows straddle the shards: projected whole, cut, the one-file bytes
+    assert Y.tobytes() == np.load(mono).tobytes()
+    # the input shards' sidecars travel with the projected shards
+    assert (tmp_path / "pr" / "shard-00003.jsonl").read_bytes() == (topics7 / "shard-00003.jsonl").read_bytes()
+
+
+@pytest.mark.model
+@pytest.mark.data
+def test_embed_on_ray_survives_a_killed_worker_and_equals_local(cli, ray_local, shared_data, minilm_path, tmp_path,
+                                                                monkeypatch):
+    src = tmp_path / "sst60.jsonl"
+    src.write_text("\n".join((shared_data / "sst2" / "validation.jsonl").read_text().splitlines()[:60]) + "\n")
+    # one torch thread, as each Ray actor (1 CPU) uses: the same float32 sums, the same bytes
+    local = cli(["embed", src, "-o", tmp_path / "local", "--shard-rows", "20", "--threads", "1", "--quiet"])
+    assert local.exit_code == 0, local
+    marker = tmp_path / "killed-once"
+    monkeypatch.setenv("EMBEDCHECK_FAULT_EXIT_ONCE", str(marker))  # the first job's actor os._exit()s
+    ray = cli(["embed", src, "-o", tmp_path / "ray", "--shard-rows", "20", "--engine", "ray", "--workers", "2"])
+    assert ray.exit_code == 0, ray
+    assert marker.is_file(), "no worker was killed"
+    assert shard_bytes(tmp_path / "ray") == shard_bytes(tmp_path / "local")
+    assert sorted(shard_bytes(tmp_path / "ray")) == ["manifest.json"] + [f"shard-0000{i}.{e}" for i in range(3)
+                                                                         for e in ("jsonl", "npy")]
+    assert "3/3 shards" in ray.stderr and "rows/s" in ray.stderr and "ETA" in ray.stderr
+
+
+# ---- a real two-node cluster -----------------------------------------------------------------
+
+
+def _ray_exe() -> str:
+    exe = Path(sys.executable).with_name("ray")
+    if not exe.exists():
+        pytest.skip("the ray command-line tool is not installed")
+    return str(exe)
+
+
+@pytest.fixture
+def two_node_cluster(tmp_path):
+    """``ray start --head --num-cpus=1 --port=P`` and a second node ``ray start --address``, each with
+    ``--block`` in its own process group (stopped by that group in teardown, never ``ray stop``,
+    which would stop every Ray on the machine). Token auth is on, as ``ray start`` makes it."""
+    ray_cmd = _ray_exe()
+    port = _free_port()
+    env = {**os.environ, "RAY_AUTH_MODE": "token"}
+    procs = []
+    try:
+        procs.append(subprocess.Popen([ray_cmd, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
+                                       "--disable-usage-stats", "--block"], env=env, start_new_session=True,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        _wait_port(port, 60)
+        procs.append(subprocess.Popen([ray_cmd, "start", f"--address=127.0.0.1:{port}", "--num-cpus=1", "--block"],
+                                      env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL))
+        yield f"127.0.0.1:{port}", env
+    finally:
+        for p in reversed(procs):  # raylet, gcs and workers are in the group of their `ray start`
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+        for p in procs:
+            try:
+                p.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # whatever is left of the group
+            except ProcessLookupError:
+                pass
+
+
+def _wait_port(port: int, seconds: float) -> None:
+    import socket
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.3)
+    pytest.fail(f"the Ray head did not listen on {port} within {seconds}s")
+
+
+def test_a_two_node_cluster_by_address_gives_the_local_bytes(cli_subprocess, two_node_cluster, topics7):
+    address, env = two_node_cluster
+    script = ("import ray, sys, time\n"
+              f"ray.init(address='{address}', logging_level='ERROR', log_to_driver=False)\n"
+              "t = time.monotonic()\n"
+              "while len(ray.nodes()) < 2 and time.monotonic() - t < 60: time.sleep(0.5)\n"
+              "print(sum(1 for n in ray.nodes() if n['Alive']), int(ray.cluster_resources().get('CPU', 0)))\n")
+    p = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert p.stdout.split() == ["2", "2"], p.stderr[-2000:]
+    args = ["aag", "--resamples", "0", topics7, FIXTURES / "topics.labels.jsonl", "--map-queries", "50", "--json"]
+    local = cli_subprocess(args)
+    # without RAY_AUTH_MODE: the engine finds the token (~/.ray/auth_token) and sets token mode itself
+    # a relative path works although the workers' working folder is not ours
+    rel = ["aag", "--resamples", "0", topics7.name, *[str(a) for a in args[4:]]]
+    remote = subprocess.run([sys.executable, "-m", "embedcheck", *rel, "--engine", "ray", "--address", address],
+                            env={k: v for k, v in env.items() if k != "RAY_AUTH_MODE"}, cwd=topics7.parent,
+                            capture_output=True, text=True, timeout=300)
+    assert remote.returncode == 0, remote.stderr[-3000:]
+    assert remote.stdout == local.stdout
+
+
+def test_a_bad_address_string_is_one_line(cli):
+    res = cli(["aag", "--resamples", "0", FIXTURES / "topics.npy", FIXTURES / "topics.labels.jsonl", "--engine", "ray", "--address", "nowhere"])
+    assert_one_line_error(res)
+    assert "HOST:PORT" in res.stderr
