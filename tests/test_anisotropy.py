@@ -14,7 +14,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, assert_one_line_error
 
 import embedcheck.geometry.anisotropy as core

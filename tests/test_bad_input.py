@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURES, assert_one_line_error
 
 GOOD = FIXTURES / "topics.npy"

@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURES, assert_one_line_error
 
 TOPICS = FIXTURES / "topics.npy"
@@ -15,7 +14,6 @@ TOPIC_LABELS = FIXTURES / "topics.labels.jsonl"
 
 def test_aag_json_report_keys_and_values(cli):
     from embedcheck.geometry import aag as geometry
-    from embedcheck.geometry import label_map as geometry_map
 
     res = cli(["aag", TOPICS, TOPIC_LABELS, "--permutations", "20", "--bootstrap", "20"])
     assert res.exit_code == 0, res

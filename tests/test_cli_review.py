@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import assert_one_line_error
 
 N, D = 60, 8
@@ -223,8 +222,6 @@ def test_library_warnings_are_one_line_and_quiet_silences_them(cli, data, monkey
     import warnings
 
     from embedcheck.geometry import aag as geometry
-
-    from embedcheck.geometry import label_map as geometry_map
 
     original = geometry.variance_share
 

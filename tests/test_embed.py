@@ -15,12 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import assert_one_line_error, read_jsonl
 
 from embedcheck import encode as enc
-from embedcheck.io import texts
 from embedcheck.errors import InputError
+from embedcheck.io import texts
 
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
 

@@ -9,7 +9,6 @@ import pytest
 from sklearn.metrics import average_precision_score
 
 from embedcheck.geometry import aag as geometry
-
 from embedcheck.geometry import label_map as geometry_map
 from embedcheck.io.npy import load_matrix
 

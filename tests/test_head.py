@@ -12,8 +12,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import assert_one_line_error
+
 from embedcheck import heads as H
 from embedcheck.errors import InputError
 

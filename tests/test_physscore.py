@@ -11,15 +11,15 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import assert_one_line_error
 from scipy.stats import kendalltau
 
-from conftest import assert_one_line_error
+from embedcheck.errors import InputError
+from embedcheck.physscore import lexical as lex
 from embedcheck.physscore import phrases as ps_phrases
+from embedcheck.physscore import probe
 from embedcheck.physscore import protocol as ps
 from embedcheck.physscore import tables as ps_tables
-from embedcheck.physscore import lexical as lex
-from embedcheck.physscore import probe
-from embedcheck.errors import InputError
 
 # --------------------------------------------------------------------------------------------
 # phrases (spec §1)

@@ -11,7 +11,6 @@ import json
 import numpy as np
 import pytest
 
-from embedcheck.physscore import phrases as ps_phrases
 from embedcheck.physscore import protocol as ps
 from embedcheck.physscore import tables as ps_tables
 

@@ -165,7 +165,7 @@ def _current_context() -> Any:
     try:  # typer >= 0.20 vendors click (the same import as ``_app``)
         from typer._click.globals import get_current_context  # type: ignore[import-not-found]
     except ImportError:  # pragma: no cover
-        from click import get_current_context
+        from click import get_current_context  # type: ignore[no-redef]
     return get_current_context(silent=True)
 
 

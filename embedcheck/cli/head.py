@@ -211,7 +211,7 @@ def project(
                 f, {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False, "shape": (n, k)})
             for sl, block in stream_rows(emb, chunk, sha):
                 Y = H.project_rows(head, block, mode.value, alpha)
-                f.write(memoryview(np.ascontiguousarray(Y, dtype="<f4")).cast("B"))  # no extra copy
+                f.write(np.ascontiguousarray(Y, dtype="<f4").data.cast("B"))  # no extra copy
                 prog.update(task, advance=sl.stop - sl.start)
         seconds = time.perf_counter() - t0
         meta = provenance.provenance("project", {"head": head_path},

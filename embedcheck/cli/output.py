@@ -16,9 +16,8 @@ import math
 import sys
 from typing import Any, Callable, Iterable, Optional
 
-from ..io.jsonio import dumps
-
 from ..io.atomic import save_json
+from ..io.jsonio import dumps
 
 EXIT_OK = 0
 EXIT_GATE = 1

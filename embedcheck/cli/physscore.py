@@ -15,17 +15,29 @@ from typing import Annotated, Any, Callable, Optional, Sequence
 import numpy as np
 import typer
 
-from ..physscore import phrases, protocol
-from ..physscore import tables as ps_tables
+from ..errors import InputError
 from ..io.atomic import AtomicBatch
+from ..io.jsonio import read_jsonl
 from ..io.npy import load_matrix
 from ..io.provenance import meta_path, provenance
-from ..io.jsonio import read_jsonl
-from ..errors import InputError
-from .output import add_gates, min_gate, print_gates
+from ..physscore import phrases, protocol
+from ..physscore import tables as ps_tables
 from ._app import app
-from .common import BaselineOpt, MaxDropOpt, ToleranceOpt  # --baseline: compared in finish()
-from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, hint, in_range, progress, start_command
+from .common import (  # --baseline: compared in finish()
+    BaselineOpt,
+    FormatOpt,
+    JsonOpt,
+    MaxDropOpt,
+    QuietOpt,
+    ReportOpt,
+    ToleranceOpt,
+    finish,
+    hint,
+    in_range,
+    progress,
+    start_command,
+)
+from .output import add_gates, min_gate, print_gates
 
 physscore_app = typer.Typer(
     name="physscore",

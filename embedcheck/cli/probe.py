@@ -6,14 +6,26 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..geometry import probe as _probe
-from ..io.npy import check_same_dim, load_matrix
-from ..io.labels import load_labels
 from ..errors import InputError
-from .output import add_gates, min_gate
+from ..geometry import probe as _probe
+from ..io.labels import load_labels
+from ..io.npy import check_same_dim, load_matrix
 from ._app import app
-from .common import BaselineOpt, MaxDropOpt, ToleranceOpt  # --baseline: compared in finish()
-from .common import FormatOpt, JsonOpt, LabelFieldOpt, QuietOpt, ReportOpt, SeedOpt, finish, in_range, start_command
+from .common import (  # --baseline: compared in finish()
+    BaselineOpt,
+    FormatOpt,
+    JsonOpt,
+    LabelFieldOpt,
+    MaxDropOpt,
+    QuietOpt,
+    ReportOpt,
+    SeedOpt,
+    ToleranceOpt,
+    finish,
+    in_range,
+    start_command,
+)
+from .output import add_gates, min_gate
 
 _P = typer.Argument
 

@@ -6,14 +6,24 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..io.npy import load_matrix
-
-from ..io.labels import load_scores
-from .output import add_gates, min_gate
 from ..geometry.sts import sts_correlation
+from ..io.labels import load_scores
+from ..io.npy import load_matrix
 from ._app import app
-from .common import BaselineOpt, MaxDropOpt, ToleranceOpt  # --baseline: compared in finish()
-from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, SeedOpt, finish, in_range, start_command
+from .common import (  # --baseline: compared in finish()
+    BaselineOpt,
+    FormatOpt,
+    JsonOpt,
+    MaxDropOpt,
+    QuietOpt,
+    ReportOpt,
+    SeedOpt,
+    ToleranceOpt,
+    finish,
+    in_range,
+    start_command,
+)
+from .output import add_gates, min_gate
 
 
 @app.command("sts")

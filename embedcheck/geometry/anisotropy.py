@@ -274,7 +274,9 @@ def partner_ranked_first(
         d_cen = np.einsum("ij,ij->i", CA, CB)
         if exact:
             rows = np.arange(i0, i1)
-            recheck.append(rows), recheck_dr.append(d_raw), recheck_dc.append(d_cen)
+            recheck.append(rows)
+            recheck_dr.append(d_raw)
+            recheck_dc.append(d_cen)
             if progress:
                 progress(i1, n)
             continue

@@ -25,7 +25,6 @@ from .project import project_dim, project_rows
 from .supcon import supcon_loss
 
 
-
 def train(kind: str, X: np.ndarray, labels: np.ndarray, params: MLPParams | LinearParams | None = None,
           **options: Any) -> TrainResult:
     """Dispatch to :func:`train_mlp`, :func:`train_lda` or :func:`train_probe_scale`."""

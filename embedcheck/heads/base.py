@@ -2,13 +2,13 @@
 """
 
 from __future__ import annotations
+
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
+
 import numpy as np
+
 from ..rows import encode_labels, label_key, unit_rows
-
-
-
 
 KINDS = ("mlp", "lda", "probe-scale")
 MODES = ("compact", "fused")

@@ -3,13 +3,14 @@ and version and refuses pickles, foreign and truncated files; it never executes 
 """
 
 from __future__ import annotations
+
 import json
 from typing import Any, Optional
+
 import numpy as np
+
 from ..errors import InputError
 from .base import KINDS, Head
-
-
 
 FORMAT = "embedcheck-head"
 

@@ -21,10 +21,13 @@ after the SISE head, against 2.4–6.7 % before, so the baselines are compared a
 """
 
 from __future__ import annotations
+
 import math
 import time
 from typing import Any, Callable
+
 import numpy as np
+
 from ..errors import InputError
 from ..rows import unit_rows
 from .base import Head, TrainResult, _base_config, _summary, head_codes

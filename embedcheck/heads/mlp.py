@@ -11,15 +11,17 @@ imported inside :func:`train_mlp` only.
 """
 
 from __future__ import annotations
+
 import time
 from typing import Any, Optional
+
 import numpy as np
+
 from ..errors import InputError
 from ..rows import unit_rows
 from .base import EpochCallback, Head, TrainResult, _base_config, _summary, head_codes
 from .params import MLPParams
 from .supcon import supcon_loss
-
 
 
 def mlp_param_count(d: int, hidden: int = 256, out: int = 128) -> int:

@@ -6,11 +6,13 @@ concatenation of unit vectors, renormalised).
 """
 
 from __future__ import annotations
+
 import math
+
 import numpy as np
+
 from ..errors import InputError
 from .base import MODES, Head
-
 
 
 def _unit32(X: np.ndarray) -> np.ndarray:

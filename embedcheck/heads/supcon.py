@@ -2,8 +2,8 @@
 """
 
 from __future__ import annotations
-from typing import Any
 
+from typing import Any
 
 
 def supcon_loss(z: Any, labels: Any, temperature: float = 0.07) -> tuple[Any, int]:

@@ -7,16 +7,18 @@ temp whose writer process is gone (:func:`remove_stale_temps`), never one of a l
 """
 
 from __future__ import annotations
+
 import contextlib
 import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Sequence
-import numpy as np
-from .jsonio import dumps
-from ..errors import InputError
 
+import numpy as np
+
+from ..errors import InputError
+from .jsonio import dumps
 
 
 @contextlib.contextmanager

@@ -2,14 +2,16 @@
 """
 
 from __future__ import annotations
+
 import json
 import os
 from pathlib import Path
 from typing import Any, Iterable
-import numpy as np
-from .paths import check_file
-from ..errors import InputError
 
+import numpy as np
+
+from ..errors import InputError
+from .paths import check_file
 
 
 def parse_jsonl(lines: Iterable[str], where: str) -> list[dict]:

@@ -8,16 +8,18 @@ lines, string ``.npy`` arrays and ``embed``'s ``--label-field``.
 """
 
 from __future__ import annotations
+
 import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
+
 import numpy as np
+
+from ..errors import InputError
 from .jsonio import read_jsonl
 from .npy import open_npy
 from .paths import check_file
 from .shards import is_shard_set, sidecar_field
-from ..errors import InputError
-
 
 
 def _is_integer_label(v: Any) -> bool:

@@ -16,12 +16,15 @@ unpickles.
 """
 
 from __future__ import annotations
+
 import os
-from typing import Any, Iterator, cast
 from pathlib import Path
+from typing import Any, Iterator, cast
+
 import numpy as np
-from ..rows import iter_chunks
+
 from ..errors import InputError
+from ..rows import iter_chunks
 from .npyfile import _npy_header, check_matrix_shape, check_rows, open_npy
 from .shards import ShardedMatrix, is_shard_set, load_shard_matrix, open_shard_set
 

@@ -25,10 +25,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .jsonio import parse_jsonl
-from .labels import check_label_kinds
 from ..encode import hf_offline_env, hub_reachable
 from ..errors import InputError
+from .jsonio import parse_jsonl
+from .labels import check_label_kinds
 
 # ============================================================================================
 # input records

@@ -20,9 +20,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .protocol import kendall_tau_b
-
 from ..rows import unit_rows
+from .protocol import kendall_tau_b
 
 SEED = 12345
 N_FLOATS = 50

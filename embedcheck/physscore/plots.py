@@ -18,8 +18,20 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..geometry import plots as geometry_plots
-from .protocol import CONVERSION_PANELS, DIGITS, RANGE_TITLES, RANGES, UNITS, WORDS, benchmark_cells, conversion_curves, cosine_matrix, digits_words
 from ..rows import unit_rows
+from .protocol import (
+    CONVERSION_PANELS,
+    DIGITS,
+    RANGE_TITLES,
+    RANGES,
+    UNITS,
+    WORDS,
+    benchmark_cells,
+    conversion_curves,
+    cosine_matrix,
+    digits_words,
+)
+
 
 def require_matplotlib() -> Any:
     """``matplotlib.pyplot`` on the Agg backend, or a one-line InputError naming ``--plots``."""

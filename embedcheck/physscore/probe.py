@@ -27,9 +27,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .protocol import RANGES, UNITS, Cell, kendall_tau_b
-
 from ..rows import unit_rows
+from .protocol import RANGES, UNITS, Cell, kendall_tau_b
 
 TEST_FRACTION = 0.35
 MIN_TEST = 4

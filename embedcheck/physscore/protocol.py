@@ -23,12 +23,13 @@ A cell is scored from its first (smallest) phrase as the anchor, self pair inclu
 """
 
 from __future__ import annotations
+
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
+
 import numpy as np
+
 from ..rows import unit_rows
-
-
 
 #: the four benchmark units, in the paper's order
 UNITS: tuple[str, ...] = ("meter", "kilogram", "liter", "second")

@@ -6,12 +6,13 @@ protocol, above :mod:`.protocol` (Table 1), :mod:`.probe` (Table 3) and :mod:`.l
 """
 
 from __future__ import annotations
+
 from typing import Any, Callable, Iterable, Optional, Sequence
+
 import numpy as np
+
 from .phrases import PHRASE_SETS, phrase_rows
 from .protocol import benchmark, benchmark_cells
-
-
 
 TABLES: tuple[int, ...] = (1, 3, 4)
 

@@ -7,7 +7,6 @@ import time
 import numpy as np
 
 from embedcheck.geometry import aag as geometry
-
 from embedcheck.geometry import label_map as geometry_map
 
 

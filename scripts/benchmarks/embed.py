@@ -109,8 +109,8 @@ def run(quick: bool = False) -> list[dict]:
             f"ratio = median over {repeats} adjacent pairs; min cosine {cos2:.6f}"))
 
         try:
-            import onnxruntime  # noqa: F401
             import onnx  # noqa: F401 - torch.onnx.export needs it
+            import onnxruntime  # noqa: F401
         except ImportError as exc:
             out_rows.append(_row("onnx backend vs torch", "not measured", None, None, "> 1x and cosine >= 0.999", None,
                                  f"{exc.name} is not installed: pip install 'embedcheck[onnx]'"))
