@@ -102,3 +102,23 @@ def test_make_is_incremental(pipelines):
                           "EPOCHS=5", "SEEDS=0", "REPEATS=3", "TEST_N=400"], capture_output=True, text=True, cwd=ROOT)
     assert dry.returncode == 0
     assert "embedcheck embed" not in dry.stdout and "train-head" not in dry.stdout, dry.stdout
+
+
+def test_scale_pipeline_on_ray(shared_data, minilm_path, tmp_path):
+    """`make scale` end to end at reduced size on a real local Ray: texts → embed on Ray into a shard
+    set → aag and anisotropy on the shard set → train-head → project shard set → shard set → aag."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    pytest.importorskip("ray", reason="embedcheck[ray] is not installed")
+    res = _make(["scale"], tmp_path, shared_data, SCALE_N="120", SCALE_SHARD="50", WORKERS="1", EPOCHS="3")
+    assert res.returncode == 0, res.stderr[-3000:]
+    line = [ln for ln in res.stdout.splitlines() if ln.startswith("scale (ray): n 120")]
+    assert line, res.stdout[-2000:]
+    manifest = json.loads((tmp_path / "scale" / "emb" / "manifest.json").read_text())
+    assert manifest["format"] == "embedcheck-shards/1" and manifest["rows"] == 120
+    assert [s["rows"] for s in manifest["shards"]] == [50, 50, 20]
+    fused = json.loads((tmp_path / "scale" / "fused" / "manifest.json").read_text())
+    assert fused["rows"] == 120 and fused["dim"] == 384 + 128
+    aag = json.loads((tmp_path / "scale" / "aag.json").read_text())
+    aag_fused = json.loads((tmp_path / "scale" / "aag_fused.json").read_text())
+    assert aag["n"] == 120 and -1 < aag["aag"] < 1 and aag_fused["aag"] > aag["aag"]
