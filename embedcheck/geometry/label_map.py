@@ -1,20 +1,24 @@
 """Leave-one-out label-retrieval MAP with its exact chance level (SISE paper), blocked.
 
 Each query ranks every other row by cosine (descending, ties broken by row order). No row is
-sorted with its indices: the negated float32 scores of a block of queries are widened to float64
-(exact: 29 spare mantissa bits) and every irrelevant score gets its lowest mantissa bit set, so one
-values-only sort per row (numpy's vectorised sort) ranks the candidates while the bit still tells
-relevant from irrelevant, and no two distinct float32 scores change order. A relevant row at
-ranked position ``p`` (0-based) that is the ``j``-th relevant one (0-based) adds
-``(j + 1) / (p + 1)`` to its query's AP. Runs of exactly equal scores that mix relevant and
+sorted with its indices and nothing is widened: cosines of unit rows lie in (-2, 2), so bit 30 of
+their float32 pattern is always 0, and the pattern maps to an int32 key that orders like the
+cosine with one bit to spare. That bit holds the candidate's relevance: ``key = ~((i << 1) ^ ((i
+>> 30) | irrelevant))`` for the float32 bits ``i`` (``-0.0`` made ``+0.0`` first), smaller key =
+higher cosine, lowest bit set = relevant. One SIMD int32 values-only sort per row (numpy's
+``ndarray.sort``) then ranks the candidates while the bit still tells relevant from irrelevant,
+and a relevant row at ranked position ``p`` (0-based) that is the ``j``-th relevant one (0-based)
+adds ``(j + 1) / (p + 1)`` to its query's AP. Runs of exactly equal cosines that mix relevant and
 irrelevant rows (common in float32) are then put in row order, the tie rule, from the few columns
-that hold that score.
+that hold that cosine. Queries are taken class by class (every query of a class has the same
+candidates' relevance row and the same number of relevant rows), a few rows at a time so the
+work stays in the core's cache.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 
@@ -22,6 +26,12 @@ from ..result import Result, hidden, optional
 from ..rows import iter_chunks, unit_rows
 from . import intervals
 from .aag import _check_labels, _maybe_in_memory
+
+#: the key of the query itself: larger than any cosine's key, so it sorts last and is dropped
+_SELF = np.int32(np.iinfo(np.int32).max)
+#: bytes of int32 keys ranked at once (a few rows: the passes over them stay in the L2 cache)
+_CHUNK_BYTES = 1 << 20
+_LITTLE = np.little_endian
 
 
 @dataclass
@@ -61,53 +71,97 @@ def expected_random_ap(n_items: np.ndarray, n_relevant: np.ndarray) -> np.ndarra
     """
     N = np.asarray(n_items, dtype=np.float64)
     R = np.asarray(n_relevant, dtype=np.float64)
-    H = np.array([np.sum(1.0 / np.arange(1, int(m) + 1)) for m in N])
+    uniq, inv = np.unique(N, return_inverse=True)  # one harmonic number per distinct N
+    H = np.array([np.sum(1.0 / np.arange(1, int(m) + 1)) for m in uniq])[inv.reshape(N.shape)]
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(N > 1, (R - 1) / (N - 1) + H * (N - R) / (N * (N - 1)), 1.0)
     return out
 
 
-def _block_order(S: np.ndarray, qi: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """Per query row of ``S`` (b x n float32 cosines, query ``qi[i]`` is row i): the irrelevance
-    flags of its n - 1 candidates in ranked order (descending score, ties by row order)."""
-    b = len(qi)
-    W = np.subtract(0.0, S, dtype=np.float64)  # negated, widened, and -0.0 -> +0.0
-    W[np.arange(b), qi] = np.inf  # the query itself sorts last and is dropped
-    bits = W.view(np.int64)
+def _key_cosines(even: np.ndarray) -> np.ndarray:
+    """The float32 cosines of ranking keys (the relevance bit ignored): the inverse of the key map."""
+    half = np.right_shift(np.invert(even.astype(np.int64)), 1)  # the ascending key, no relevance bit
+    bits = np.where(half >= 0, half, (-half - 1) | 0x80000000).astype(np.uint32)
+    return bits.view(np.float32)
+
+
+def _rank_chunk(S: np.ndarray, self_col: np.ndarray, xor_row: np.ndarray, rel_row: np.ndarray,
+                keys: np.ndarray, tmp: np.ndarray) -> np.ndarray:
+    """AP of each query row of ``S`` (r x n float32 cosines, all queries of one class; query ``t``
+    is column ``self_col[t]``). ``xor_row`` is -1 on relevant columns and -2 on irrelevant ones,
+    ``rel_row`` the same as booleans; ``keys`` and ``tmp`` are r x n int32 work buffers."""
+    r, n = S.shape
+    np.add(S, np.float32(0.0), out=keys.view(np.float32))  # a copy with -0.0 made +0.0
+    np.right_shift(keys, 30, out=tmp)  # 0 or -2 (bit 30 is 0 for |cosine| < 2)
+    np.bitwise_xor(tmp, xor_row, out=tmp)
+    np.left_shift(keys, 1, out=keys)
+    np.bitwise_xor(keys, tmp, out=keys)  # = ~(ascending key | irrelevant): descending, relevant odd
+    keys[np.arange(r), self_col] = _SELF
+    keys.sort(axis=1)
+    ranked = keys[:, :-1]  # the query itself, last, dropped
+    # a relevant and an irrelevant candidate with the same cosine sit side by side, keys 1 apart
+    mixed = np.flatnonzero(np.bitwise_xor(ranked[:, 1:], ranked[:, :-1], out=tmp[:, :n - 2]) == 1)
+    if len(mixed):
+        _ties_in_row_order(ranked, mixed // (n - 2), mixed % (n - 2), S, self_col, rel_row)
+    low = keys.view(np.uint8)[:, 0:4 * (n - 1):4] if _LITTLE else keys.view(np.uint8)[:, 3:4 * (n - 1):4]
+    relevant = np.bitwise_and(low, 1, out=tmp.view(np.uint8)[:, :n - 1]).view(bool)  # lowest bit
+    flat = np.flatnonzero(relevant)
+    n_rel = len(flat) // r
+    pos1 = flat.reshape(r, n_rel) - (np.arange(r) * (n - 1) - 1)[:, None]  # 1-based ranks
+    return np.divide(np.arange(1, n_rel + 1, dtype=np.float64), pos1).sum(axis=1) / n_rel
+
+
+#: a row with more mixed ties than this is re-ranked by one stable argsort instead
+_MAX_TIES = 16
+
+
+def _ties_in_row_order(ranked: np.ndarray, rows: np.ndarray, pos: np.ndarray, S: np.ndarray,
+                       self_col: np.ndarray, rel_row: np.ndarray) -> None:
+    """The tie rule, in place on the sorted keys ``ranked`` (relevance in the lowest bit): the run
+    of equal cosines whose last irrelevant key is ``ranked[rows[i], pos[i]]`` gets the relevance
+    of the columns holding that cosine, in row order. Only the relevance bits stay meaningful."""
+    n = S.shape[1]
+    per_row = np.bincount(rows, minlength=len(ranked))
+    for t in np.flatnonzero(per_row > _MAX_TIES).tolist():  # many ties: one stable argsort
+        neg = np.subtract(np.float32(0.0), S[t])  # -0.0 -> +0.0
+        neg[self_col[t]] = np.inf
+        ranked[t] = rel_row[np.argsort(neg, kind="stable")[:-1]]
+    few = per_row[rows] <= _MAX_TIES
+    rows, pos = rows[few], pos[few]
+    step = max(1, (8 << 20) // n)  # pairs compared at once: memory stays bounded
+    for s in range(0, len(rows), step):
+        t, p = rows[s:s + step], pos[s:s + step]
+        even = ranked[t, p]
+        hit = S[t] == _key_cosines(even)[:, None]  # (pairs, n): the columns holding each cosine
+        hit[np.arange(len(t)), self_col[t]] = False
+        pair, cols = np.divmod(np.flatnonzero(hit), n)  # by pair, then row order
+        rel = rel_row[cols]
+        size = np.bincount(pair, minlength=len(t))
+        n_irr = size - np.bincount(pair, weights=rel, minlength=len(t)).astype(np.int64)
+        first = np.concatenate(([0], np.cumsum(size)[:-1]))
+        at = (p + 1 - n_irr)[pair] + np.arange(len(pair)) - first[pair]
+        if not np.array_equal(ranked[t[pair], at] & ~1, even[pair]):  # pragma: no cover
+            raise AssertionError("label MAP: a tied run does not match its columns")
+        ranked[t[pair], at] = even[pair] + rel
+
+
+def _rank_block(S: np.ndarray, qi: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """AP of each query row of ``S`` (b x n float32 cosines, query ``qi[t]`` is row t, the rows
+    grouped by class)."""
+    b, n = S.shape
+    rows = max(1, min(b, _CHUNK_BYTES // (4 * n)))
+    keys = np.empty((rows, n), dtype=np.int32)
+    tmp = np.empty((rows, n), dtype=np.int32)
+    out = np.empty(b)
     qcodes = codes[qi]
-    for c in np.unique(qcodes):  # irrelevant: lowest mantissa bit set (one 0/1 row per class)
-        irr = (codes != c).astype(np.int64)
-        for t in np.flatnonzero(qcodes == c):
-            np.bitwise_or(bits[t], irr, out=bits[t])
-    W.sort(axis=1)
-    bits = W[:, :-1].view(np.int64)
-    flag = (bits & 1).astype(bool)  # True = irrelevant
-    # a relevant and an irrelevant row with the same float32 score sit side by side, bits 1 apart
-    mixed = (bits[:, 1:] ^ bits[:, :-1]) == 1
-    for t in np.flatnonzero(mixed.any(axis=1)):
-        ranked = W[t, :-1].astype(np.float32)  # an irrelevant score rounds back to its float32 value
-        _fix_ties(flag[t], ranked, np.unique(ranked[1:][mixed[t]]), S[t], int(qi[t]), codes == codes[qi[t]])
-    return flag
-
-
-def _fix_ties(flag_row: np.ndarray, ranked: np.ndarray, values: np.ndarray, srow: np.ndarray, q: int,
-              rel_row: np.ndarray) -> None:
-    """The tie rule, in place: the run of each negated score in ``values`` (within the sorted
-    ``ranked``) is given the relevance of the columns holding that score, in row order."""
-    neg = np.subtract(np.float32(0.0), srow, dtype=np.float32)
-    neg[q] = np.nan  # the query itself is not a candidate
-    for v in values:
-        start, end = np.searchsorted(ranked, v, side="left"), np.searchsorted(ranked, v, side="right")
-        flag_row[start:end] = ~rel_row[np.flatnonzero(neg == v)]
-
-
-def _aps(flag: np.ndarray) -> np.ndarray:
-    """Average precision of each row of ranked irrelevance flags."""
-    rows, pos = np.nonzero(~flag)
-    counts = np.bincount(rows, minlength=flag.shape[0])
-    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    j1 = np.arange(1, len(rows) + 1, dtype=np.float64) - first[rows]
-    return np.bincount(rows, weights=j1 / (pos + 1.0), minlength=flag.shape[0]) / counts
+    bounds = np.flatnonzero(np.diff(qcodes)) + 1
+    for lo, hi in zip(np.concatenate(([0], bounds)).tolist(), np.concatenate((bounds, [b])).tolist()):
+        rel_row = codes == qcodes[lo]
+        xor_row = np.where(rel_row, np.int32(-1), np.int32(-2))
+        for s in range(lo, hi, rows):
+            e = min(hi, s + rows)
+            out[s:e] = _rank_chunk(S[s:e], qi[s:e], xor_row, rel_row, keys[:e - s], tmp[:e - s])
+    return out
 
 
 def label_map(X: np.ndarray, labels: np.ndarray, *, queries: int | None = None, seed: int = 0,
@@ -118,7 +172,7 @@ def label_map(X: np.ndarray, labels: np.ndarray, *, queries: int | None = None, 
     Queries whose class has no other row are skipped (their AP is undefined). ``queries``
     samples that many query rows (seeded) for very large ``n``; memory is ``block x n``.
     ``MapResult.ap`` holds the per-query APs (fractions) in query order. ``threads`` (default:
-    the free cores, at most 4, one for small inputs) changes nothing but the speed.
+    the free cores, at most 4, one for small inputs) and ``block`` change nothing but the speed.
     """
     from ..threads import choose_threads
 
@@ -133,24 +187,35 @@ def label_map(X: np.ndarray, labels: np.ndarray, *, queries: int | None = None, 
     else:
         q_idx = eligible
     threads = threads or choose_threads(4, work=len(q_idx), min_work_per_thread=2 * block)
-    aps = np.empty(len(q_idx))
+    scores: Callable[[np.ndarray], np.ndarray]
     if U is X:  # too large to hold unit rows: stream candidates in chunks, scaled by 1/|x_j|
-        inv_norm = np.concatenate([1.0 / np.linalg.norm(np.asarray(X[sl], dtype=np.float64), axis=1)
-                                   for sl in iter_chunks(n)]).astype(np.float32)
+        sq = np.concatenate([np.einsum("ij,ij->i", *(2 * (np.asarray(X[sl], dtype=np.float64),)))
+                             for sl in iter_chunks(n)])
+        inv_norm = np.divide(1.0, np.sqrt(sq), out=np.zeros_like(sq), where=sq > 0).astype(np.float32)
 
         def scores(qi: np.ndarray) -> np.ndarray:
             Q = unit_rows(X[qi]).astype(np.float32)
             S = np.empty((len(qi), n), dtype=np.float32)
             for sl in iter_chunks(n):
                 S[:, sl] = (Q @ np.asarray(X[sl], dtype=np.float32).T) * inv_norm[sl]
+            if not np.isfinite(S).all():
+                raise ValueError("embeddings hold non-finite values")
             return S
     else:
+        if not np.isfinite(U).all():  # unit rows: then every cosine is in [-1, 1] up to rounding
+            raise ValueError("embeddings hold non-finite values")
+
         def scores(qi: np.ndarray) -> np.ndarray:
             return U[qi] @ U.T  # (b, n) float32 cosines; X @ Y.T, not the symmetric path
 
+    # class by class (stable: row order within a class), so a block holds few relevance rows
+    order = np.argsort(codes[q_idx], kind="stable")
+    q_sorted = q_idx[order]
+    aps_sorted = np.empty(len(q_idx))
+
     def one_block(start: int) -> None:
-        qi = q_idx[start:start + block]
-        aps[start:start + len(qi)] = _aps(_block_order(scores(qi), qi, codes))
+        qi = q_sorted[start:start + block]
+        aps_sorted[start:start + len(qi)] = _rank_block(scores(qi), qi, codes)
 
     starts = range(0, len(q_idx), block)
     if threads > 1 and len(q_idx) > block:
@@ -161,6 +226,8 @@ def label_map(X: np.ndarray, labels: np.ndarray, *, queries: int | None = None, 
     else:
         for start in starts:
             one_block(start)
+    aps = np.empty(len(q_idx))
+    aps[order] = aps_sorted
     chance = expected_random_ap(np.full(len(q_idx), n - 1), counts[codes[q_idx]] - 1)
     return MapResult(map=float(100 * aps.mean()), chance=float(100 * chance.mean()),
                      queries=int(len(q_idx)), sampled=bool(sampled), ap=aps)
