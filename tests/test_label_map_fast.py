@@ -85,3 +85,67 @@ def test_ap_field_is_not_in_the_report_dict():
     res = geometry_map.label_map(X, y)
     assert set(res.to_dict()) == {"map", "chance", "queries", "sampled"}
     assert res.ap.shape == (60,) and np.all((res.ap > 0) & (res.ap <= 1))
+
+
+def _reference_from_scores(S: np.ndarray, qi: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Brute force on given cosines: stable argsort of each negated row (query excluded)."""
+    n = S.shape[1]
+    aps = []
+    for t, q in enumerate(qi):
+        s = S[t].astype(np.float64)
+        s[q] = -np.inf
+        order = np.argsort(-s, kind="stable")[: n - 1]  # -0.0 == +0.0 in float64 too
+        rel = codes[order] == codes[q]
+        prec = np.cumsum(rel) / np.arange(1, n, dtype=np.float64)
+        aps.append((prec * rel).sum() / rel.sum())
+    return np.array(aps)
+
+
+@pytest.mark.parametrize("max_ties", [16, 0])
+def test_rank_block_on_given_cosines_with_signed_zeros_and_ties(monkeypatch, max_ties):
+    """The key map on hand-made cosines: -0.0 and +0.0 tie, ±1, tiny and subnormal values, exact
+    ties of relevant and irrelevant columns; with the argsort fallback forced too."""
+    monkeypatch.setattr(geometry_map, "_MAX_TIES", max_ties)
+    rng = np.random.default_rng(2)
+    n, b = 64, 12
+    pool = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1e-30, -1e-30, 1e-40, -1e-40, 0.25, 1.0000001],
+                    dtype=np.float32)
+    S = rng.choice(pool, size=(b, n)).astype(np.float32)
+    S[:, ::5] = rng.uniform(-1, 1, size=S[:, ::5].shape).astype(np.float32)
+    codes = rng.integers(0, 3, n)
+    qi = np.sort(rng.choice(n, size=b, replace=False))
+    order = np.argsort(codes[qi], kind="stable")  # _rank_block takes rows grouped by class
+    qi, S = qi[order], S[order]
+    got = geometry_map._rank_block(S, qi, codes)
+    np.testing.assert_allclose(got, _reference_from_scores(S, qi, codes), rtol=0, atol=1e-12)
+    assert (np.signbit(S) & (S == 0)).any()  # the data does hold -0.0
+
+
+@pytest.mark.parametrize("k,max_ties", [(2, 16), (3, 16), (7, 16), (2, 4), (7, 4)])
+def test_label_map_quantised_rows_many_tie_values_per_row(monkeypatch, k, max_ties):
+    """Rows with 16 entries ±1 among 32 (unit entries ±1/4, so cosines are exact multiples of
+    1/16 in any summation order): each row has many distinct tied cosines, beyond the vectorised
+    tie fix's per-row limit (up to 15 here; with the limit at 4, rows of one chunk take both
+    paths), plus one singleton class whose row is skipped as a query."""
+    monkeypatch.setattr(geometry_map, "_MAX_TIES", max_ties)
+    rng = np.random.default_rng(k)
+    n = 240
+    X = np.zeros((n, 32), dtype=np.float32)
+    for i in range(n):
+        X[i, rng.choice(32, size=16, replace=False)] = rng.choice([-1.0, 1.0], size=16)
+    y = rng.integers(0, k, n)
+    y[5] = k  # a class with one row
+    res = geometry_map.label_map(X, y, block=50, threads=1)
+    q = np.flatnonzero(np.bincount(y)[y] >= 2)
+    assert 5 not in q and res.queries == len(q) == n - 1
+    np.testing.assert_allclose(res.ap, reference_aps(X, y, q), rtol=0, atol=1e-12)
+    sampled = geometry_map.label_map(X, y, queries=30, seed=1, block=7, threads=2)
+    qs = np.sort(np.random.default_rng(1).choice(q, size=30, replace=False))
+    np.testing.assert_allclose(sampled.ap, reference_aps(X, y, qs), rtol=0, atol=1e-12)
+
+
+def test_label_map_refuses_non_finite_embeddings():
+    X, y = _tied_data(50, 4, 2, seed=2)
+    X[3, 1] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        geometry_map.label_map(X, y)
