@@ -85,11 +85,32 @@ def _key_cosines(even: np.ndarray) -> np.ndarray:
     return bits.view(np.float32)
 
 
+#: a row with more mixed ties than this is re-ranked by one stable argsort instead
+_MAX_TIES = 16
+
+
+class _Ties:
+    """Mixed ties left for the block: block row, position of the run's last irrelevant key in the
+    sorted row, that key, and the number of relevant candidates ranked before the run."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[np.ndarray, ...]] = []
+
+    def add(self, rows: np.ndarray, pos: np.ndarray, even: np.ndarray, before: np.ndarray) -> None:
+        self.parts.append((rows, pos, even, before))
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        return tuple(np.concatenate(a) for a in zip(*self.parts))
+
+
 def _rank_chunk(S: np.ndarray, self_col: np.ndarray, xor_row: np.ndarray, rel_row: np.ndarray,
-                keys: np.ndarray, tmp: np.ndarray) -> np.ndarray:
-    """AP of each query row of ``S`` (r x n float32 cosines, all queries of one class; query ``t``
-    is column ``self_col[t]``). ``xor_row`` is -1 on relevant columns and -2 on irrelevant ones,
-    ``rel_row`` the same as booleans; ``keys`` and ``tmp`` are r x n int32 work buffers."""
+                keys: np.ndarray, tmp: np.ndarray, ties: _Ties, row0: int) -> tuple[np.ndarray, int]:
+    """Sum of ``(j + 1) / (p + 1)`` over the relevant candidates of each query row of ``S`` (r x n
+    float32 cosines, all queries of one class; query ``t`` is column ``self_col[t]``) and the number
+    of relevant candidates, with each mixed tie ranked irrelevant-first: those runs are recorded
+    in ``ties`` (rows offset by ``row0``) for :func:`_tie_corrections`. ``xor_row`` is -1 on relevant
+    columns and -2 on irrelevant ones, ``rel_row`` the same as booleans; ``keys`` and ``tmp`` are
+    r x n int32 work buffers."""
     r, n = S.shape
     np.add(S, np.float32(0.0), out=keys.view(np.float32))  # a copy with -0.0 made +0.0
     np.right_shift(keys, 30, out=tmp)  # 0 or -2 (bit 30 is 0 for |cosine| < 2)
@@ -101,48 +122,56 @@ def _rank_chunk(S: np.ndarray, self_col: np.ndarray, xor_row: np.ndarray, rel_ro
     ranked = keys[:, :-1]  # the query itself, last, dropped
     # a relevant and an irrelevant candidate with the same cosine sit side by side, keys 1 apart
     mixed = np.flatnonzero(np.bitwise_xor(ranked[:, 1:], ranked[:, :-1], out=tmp[:, :n - 2]) == 1)
+    rows, pos = mixed // (n - 2), mixed % (n - 2)
     if len(mixed):
-        _ties_in_row_order(ranked, mixed // (n - 2), mixed % (n - 2), S, self_col, rel_row)
+        per_row = np.bincount(rows, minlength=r)
+        for t in np.flatnonzero(per_row > _MAX_TIES).tolist():  # many ties: one stable argsort
+            neg = np.subtract(np.float32(0.0), S[t])  # -0.0 -> +0.0
+            neg[self_col[t]] = np.inf
+            ranked[t] = rel_row[np.argsort(neg, kind="stable")[:-1]]  # only the lowest bit counts
+        few = per_row[rows] <= _MAX_TIES
+        rows, pos = rows[few], pos[few]
+        even = ranked[rows, pos]
     low = keys.view(np.uint8)[:, 0:4 * (n - 1):4] if _LITTLE else keys.view(np.uint8)[:, 3:4 * (n - 1):4]
     relevant = np.bitwise_and(low, 1, out=tmp.view(np.uint8)[:, :n - 1]).view(bool)  # lowest bit
     flat = np.flatnonzero(relevant)
     n_rel = len(flat) // r
+    if len(rows):
+        before = np.searchsorted(flat, rows * (n - 1) + pos + 1) - rows * n_rel
+        ties.add(rows + row0, pos, even, before)
     pos1 = flat.reshape(r, n_rel) - (np.arange(r) * (n - 1) - 1)[:, None]  # 1-based ranks
-    return np.divide(np.arange(1, n_rel + 1, dtype=np.float64), pos1).sum(axis=1) / n_rel
+    return np.divide(np.arange(1, n_rel + 1, dtype=np.float64), pos1).sum(axis=1), n_rel
 
 
-#: a row with more mixed ties than this is re-ranked by one stable argsort instead
-_MAX_TIES = 16
-
-
-def _ties_in_row_order(ranked: np.ndarray, rows: np.ndarray, pos: np.ndarray, S: np.ndarray,
-                       self_col: np.ndarray, rel_row: np.ndarray) -> None:
-    """The tie rule, in place on the sorted keys ``ranked`` (relevance in the lowest bit): the run
-    of equal cosines whose last irrelevant key is ``ranked[rows[i], pos[i]]`` gets the relevance
-    of the columns holding that cosine, in row order. Only the relevance bits stay meaningful."""
-    n = S.shape[1]
-    per_row = np.bincount(rows, minlength=len(ranked))
-    for t in np.flatnonzero(per_row > _MAX_TIES).tolist():  # many ties: one stable argsort
-        neg = np.subtract(np.float32(0.0), S[t])  # -0.0 -> +0.0
-        neg[self_col[t]] = np.inf
-        ranked[t] = rel_row[np.argsort(neg, kind="stable")[:-1]]
-    few = per_row[rows] <= _MAX_TIES
-    rows, pos = rows[few], pos[few]
-    step = max(1, (8 << 20) // n)  # pairs compared at once: memory stays bounded
+def _tie_corrections(S: np.ndarray, qi: np.ndarray, codes: np.ndarray, ties: _Ties) -> np.ndarray:
+    """The tie rule, as a correction to each row's AP sum: the run of equal cosines recorded in
+    ``ties`` (ranked irrelevant-first) takes the relevance of the columns holding that cosine in
+    row order. Exact, from the run's columns; memory bounded by comparing a few runs at once."""
+    b, n = S.shape
+    delta = np.zeros(b)
+    if not ties.parts:
+        return delta
+    rows, pos, even, before = ties.arrays()
+    step = max(1, (8 << 20) // n)  # runs compared at once
     for s in range(0, len(rows), step):
-        t, p = rows[s:s + step], pos[s:s + step]
-        even = ranked[t, p]
-        hit = S[t] == _key_cosines(even)[:, None]  # (pairs, n): the columns holding each cosine
-        hit[np.arange(len(t)), self_col[t]] = False
-        pair, cols = np.divmod(np.flatnonzero(hit), n)  # by pair, then row order
-        rel = rel_row[cols]
-        size = np.bincount(pair, minlength=len(t))
-        n_irr = size - np.bincount(pair, weights=rel, minlength=len(t)).astype(np.int64)
-        first = np.concatenate(([0], np.cumsum(size)[:-1]))
-        at = (p + 1 - n_irr)[pair] + np.arange(len(pair)) - first[pair]
-        if not np.array_equal(ranked[t[pair], at] & ~1, even[pair]):  # pragma: no cover
+        t, p, c0 = rows[s:s + step], pos[s:s + step], before[s:s + step]
+        hit = S[t] == _key_cosines(even[s:s + step])[:, None]  # (runs, n): the columns of each cosine
+        hit[np.arange(len(t)), qi[t]] = False
+        run, cols = np.divmod(np.flatnonzero(hit), n)  # by run, then row order
+        rel = codes[cols] == codes[qi[t[run]]]
+        size = np.bincount(run, minlength=len(t))
+        n_rel = np.bincount(run, weights=rel, minlength=len(t)).astype(np.int64)
+        if np.any(n_rel == 0) or np.any(n_rel == size):  # pragma: no cover - broken key invariant
             raise AssertionError("label MAP: a tied run does not match its columns")
-        ranked[t[pair], at] = even[pair] + rel
+        first = np.concatenate(([0], np.cumsum(size)[:-1]))
+        at1 = (p + 2 - (size - n_rel))[run] + np.arange(len(run)) - first[run]  # 1-based, row order
+        cum = np.cumsum(rel)
+        j = cum - (cum - rel)[first][run]  # 1-based index of a relevant member within its run
+        hit_rank = (c0[run] + j).astype(np.float64)
+        # row order minus irrelevant-first (relevant members at p + 2, p + 3, ... in the sort)
+        term = np.where(rel, hit_rank / at1 - hit_rank / (p[run] + 1 + j), 0.0)
+        np.add.at(delta, t[run], term)
+    return delta
 
 
 def _rank_block(S: np.ndarray, qi: np.ndarray, codes: np.ndarray) -> np.ndarray:
@@ -152,7 +181,9 @@ def _rank_block(S: np.ndarray, qi: np.ndarray, codes: np.ndarray) -> np.ndarray:
     rows = max(1, min(b, _CHUNK_BYTES // (4 * n)))
     keys = np.empty((rows, n), dtype=np.int32)
     tmp = np.empty((rows, n), dtype=np.int32)
-    out = np.empty(b)
+    sums = np.empty(b)
+    n_rel = np.empty(b)
+    ties = _Ties()
     qcodes = codes[qi]
     bounds = np.flatnonzero(np.diff(qcodes)) + 1
     for lo, hi in zip(np.concatenate(([0], bounds)).tolist(), np.concatenate((bounds, [b])).tolist()):
@@ -160,8 +191,9 @@ def _rank_block(S: np.ndarray, qi: np.ndarray, codes: np.ndarray) -> np.ndarray:
         xor_row = np.where(rel_row, np.int32(-1), np.int32(-2))
         for s in range(lo, hi, rows):
             e = min(hi, s + rows)
-            out[s:e] = _rank_chunk(S[s:e], qi[s:e], xor_row, rel_row, keys[:e - s], tmp[:e - s])
-    return out
+            sums[s:e], n_rel[s:e] = _rank_chunk(S[s:e], qi[s:e], xor_row, rel_row, keys[:e - s],
+                                                tmp[:e - s], ties, s)
+    return (sums + _tie_corrections(S, qi, codes, ties)) / n_rel
 
 
 def label_map(X: np.ndarray, labels: np.ndarray, *, queries: int | None = None, seed: int = 0,
