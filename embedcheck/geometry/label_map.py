@@ -170,7 +170,7 @@ def _tie_corrections(S: np.ndarray, qi: np.ndarray, codes: np.ndarray, ties: _Ti
         hit_rank = (c0[run] + j).astype(np.float64)
         # row order minus irrelevant-first (relevant members at p + 2, p + 3, ... in the sort)
         term = np.where(rel, hit_rank / at1 - hit_rank / (p[run] + 1 + j), 0.0)
-        np.add.at(delta, t[run], term)
+        delta += np.bincount(t[run], weights=term, minlength=b)
     return delta
 
 
