@@ -245,9 +245,15 @@ def label_map(X: np.ndarray, labels: np.ndarray, *, queries: int | None = None, 
     q_sorted = q_idx[order]
     aps_sorted = np.empty(len(q_idx))
 
+    import threading
+
+    blas = threading.Lock()  # one Gram block at a time: BLAS threads itself; ranking overlaps it
+
     def one_block(start: int) -> None:
         qi = q_sorted[start:start + block]
-        aps_sorted[start:start + len(qi)] = _rank_block(scores(qi), qi, codes)
+        with blas:
+            S = scores(qi)
+        aps_sorted[start:start + len(qi)] = _rank_block(S, qi, codes)
 
     starts = range(0, len(q_idx), block)
     if threads > 1 and len(q_idx) > block:
