@@ -8,11 +8,13 @@ cosine with one bit to spare. That bit holds the candidate's relevance: ``key = 
 higher cosine, lowest bit set = relevant. One SIMD int32 values-only sort per row (numpy's
 ``ndarray.sort``) then ranks the candidates while the bit still tells relevant from irrelevant,
 and a relevant row at ranked position ``p`` (0-based) that is the ``j``-th relevant one (0-based)
-adds ``(j + 1) / (p + 1)`` to its query's AP. Runs of exactly equal cosines that mix relevant and
-irrelevant rows (common in float32) are then put in row order, the tie rule, from the few columns
-that hold that cosine. Queries are taken class by class (every query of a class has the same
+adds ``(j + 1) / (p + 1)`` to its query's AP. A run of exactly equal cosines that mixes relevant
+and irrelevant rows (common in float32) sorts irrelevant-first; once per block of queries, the
+tie rule (row order) is applied as an exact correction of that query's AP sum, from the few
+columns that hold that cosine (a row with more than ``_MAX_TIES`` such runs is re-ranked by one
+stable argsort instead). Queries are taken class by class (every query of a class has the same
 candidates' relevance row and the same number of relevant rows), a few rows at a time so the
-work stays in the core's cache.
+passes over them stay in the core's L2 cache.
 """
 
 from __future__ import annotations
