@@ -19,8 +19,8 @@ passes over them stay in the core's L2 cache.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 import numpy as np
 
