@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pipelines")]  # one worker builds the pipelines once
 
 MAKEFILE = ROOT / "scripts" / "Makefile"
 
