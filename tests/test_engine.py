@@ -65,6 +65,81 @@ def test_aag_over_shards_equals_the_monolithic_file(cli, tmp_path, k):
     assert sharded.json()["label_map"]["sampled"] is True
 
 
+def engine_aag(emb: Path, labels: Path, **kw) -> str:
+    """The engine's aag report (per-part partials on the local engine) as the CLI prints it with --json."""
+    from embedcheck.cli._engine import aag_sharded
+    from embedcheck.io.jsonio import dumps
+
+    o = dict(label_field="label", engine="local", address=None, label_map=True, map_queries=None, map_at=None,
+             permutations=0, bootstrap=0, ci_level=0.95, seed=0, resamples=1000, ci=False)
+    o.update(kw)
+    return json.dumps(json.loads(dumps(aag_sharded(Path(emb), Path(labels), **o))))
+
+
+def canonical(stdout: str) -> str:
+    """The CLI's JSON without the ``schema`` tag that finish() adds."""
+    rep = json.loads(stdout)
+    rep.pop("schema", None)
+    return json.dumps(rep)
+
+
+@pytest.mark.parametrize("k", [1, 2, 7])
+def test_aag_default_intervals_on_the_engine_equal_the_monolithic_file(cli, tmp_path, k):
+    """aag_ci95, label_map.map_ci95 (and variance_share_ci95 with --ci) from per-chunk per-group class
+    sums and merged per-query APs: the one-file bytes, for the shard set and for the engine code."""
+    X = np.load(FIXTURES / "topics.npy")
+    labels = FIXTURES / "topics.labels.jsonl"
+    folder = cut(X, tmp_path / "s", SPLITS[k])
+    for extra, kw in (([], {}), (["--ci", "--map-queries", "150", "--seed", "3"],
+                                 dict(ci=True, map_queries=150, seed=3))):
+        mono = cli(["aag", FIXTURES / "topics.npy", labels, *extra, "--json"])
+        assert mono.exit_code == 0, mono
+        rep = mono.json()
+        assert len(rep["aag_ci95"]) == 2 and rep["aag_ci95"][0] < rep["aag"] < rep["aag_ci95"][1]
+        assert "map_ci95" in rep["label_map"] and ("variance_share_ci95" in rep) == bool(kw)
+        sharded = cli(["aag", folder, labels, *extra, "--json"])
+        assert sharded.stdout == mono.stdout
+        assert engine_aag(folder, labels, **kw) == canonical(mono.stdout)
+        assert engine_aag(FIXTURES / "topics.npy", labels, **kw) == canonical(mono.stdout)
+
+
+def test_aag_intervals_over_many_chunks_and_uneven_shards_equal_the_one_file_run(cli, tmp_path):
+    """n = 20,000 (3 chunks of rows, shards cutting across chunk borders), 5 classes: the per-group sums
+    of each chunk are added in row order; a resample's AAG is also checked against a weighted brute force."""
+    from embedcheck.engine import LocalEngine, open_source
+    from embedcheck.engine import aag as eaag
+    from embedcheck.rows import unit_rows
+
+    rng = np.random.default_rng(11)
+    n, d = 20_000, 12
+    y = rng.integers(0, 5, n)
+    X = (rng.normal(size=(n, d)) + 0.4 * np.eye(d)[y]).astype(np.float32)
+    np.save(tmp_path / "x.npy", X)
+    (tmp_path / "y.txt").write_text("\n".join(str(v) for v in y) + "\n")
+    folder = cut(X, tmp_path / "s", SPLITS[7])
+    args = [tmp_path / "y.txt", "--no-map", "--ci", "--resamples", "200", "--seed", "9", "--json"]
+    mono = cli(["aag", tmp_path / "x.npy", *args])
+    assert mono.exit_code == 0, mono
+    kw = dict(label_map=False, ci=True, resamples=200, seed=9)
+    assert engine_aag(folder, tmp_path / "y.txt", **kw) == canonical(mono.stdout)
+    assert engine_aag(tmp_path / "x.npy", tmp_path / "y.txt", **kw) == canonical(mono.stdout)
+    # one resample against the weighted pair sums of its rows (group weights spread to the rows)
+    res, _ = eaag.aag_report(LocalEngine(), open_source(folder), y, resamples=3, seed=9)
+    boot = res.boot
+    assert boot is not None and boot.groups == 256
+    w = boot.W[1][boot.group_of]
+    U = unit_rows(X)
+    S = np.stack([(w[y == c, None] * U[y == c]).sum(0) for c in range(5)])
+    q = (w * w * (U * U).sum(1))
+    wc = np.array([w[y == c].sum() for c in range(5)])
+    w2c = np.array([(w[y == c] ** 2).sum() for c in range(5)])
+    same = (S * S).sum() - q.sum()
+    alls = S.sum(0) @ S.sum(0) - q.sum()
+    same_n, all_n = (wc ** 2 - w2c).sum(), w.sum() ** 2 - (w * w).sum()
+    from embedcheck.geometry.aag import group_boot_aag
+    assert group_boot_aag(boot)[1] == pytest.approx(same / same_n - (alls - same) / (all_n - same_n), abs=1e-10)
+
+
 def test_aag_labels_from_the_shard_sidecars(cli, tmp_path):
     X = np.load(FIXTURES / "topics.npy")
     side = [json.loads(x) for x in (FIXTURES / "topics.labels.jsonl").read_text().splitlines() if x.strip()]
@@ -110,6 +185,11 @@ def test_anisotropy_partner_first_with_near_ties_is_exact(cli, tmp_path):
 
 
 def brute_map_at(X: np.ndarray, y: np.ndarray, K: int) -> float:
+    return 100 * float(np.mean(brute_aps_at(X, y, K)))
+
+
+def brute_aps_at(X: np.ndarray, y: np.ndarray, K: int) -> np.ndarray:
+    """AP@K of every query with a relevant row, in row order (brute force over all pairs)."""
     U = (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
     S = (U @ U.T).astype(np.float64)
     n = len(y)
@@ -123,7 +203,7 @@ def brute_map_at(X: np.ndarray, y: np.ndarray, K: int) -> float:
         hit = (y[order] == y[i]).astype(float)
         prec = np.cumsum(hit) / np.arange(1, len(hit) + 1)
         aps.append((prec * hit).sum() / min(R, K))
-    return 100 * float(np.mean(aps))
+    return np.array(aps)
 
 
 def test_map_at_k_merges_per_shard_top_k_exactly(cli, tmp_path):
@@ -134,8 +214,26 @@ def test_map_at_k_merges_per_shard_top_k_exactly(cli, tmp_path):
     res = cli(["aag", "--resamples", "0", cut(X, tmp_path / "s", SPLITS[7]), tmp_path / "y.txt", "--map-at", "10", "--json"])
     assert res.exit_code == 0, res
     m = res.json()["label_map"]
-    assert m["at"] == 10 and m["queries"] == 240
+    assert m["at"] == 10 and m["queries"] == 240 and "map_ci95" not in m
     assert m["map"] == pytest.approx(brute_map_at(X, y, 10), abs=1e-9)
+
+
+def test_map_at_k_interval_is_the_bootstrap_over_its_per_query_aps(cli, tmp_path):
+    from embedcheck.geometry import intervals
+
+    X = np.load(FIXTURES / "topics.npy")[:240]
+    y_all = [json.loads(x)["label"] for x in (FIXTURES / "topics.labels.jsonl").read_text().splitlines() if x.strip()]
+    y = np.array(y_all[:240])
+    (tmp_path / "y.txt").write_text("\n".join(y) + "\n")
+    res = cli(["aag", cut(X, tmp_path / "s", SPLITS[2]), tmp_path / "y.txt", "--map-at", "10", "--seed", "4", "--json"])
+    assert res.exit_code == 0, res
+    m = res.json()["label_map"]
+    aps = brute_aps_at(X, y, 10)
+    assert len(aps) == 240
+    lo, hi = intervals.percentile_ci(intervals.bootstrap_means(aps, 1000, 4))
+    assert m["map_ci95"] == pytest.approx([100 * lo, 100 * hi], abs=1e-9)
+    assert m["map_ci95"][0] < m["map"] < m["map_ci95"][1]
+    assert m["ci_method"] == "percentile bootstrap over queries, 1000 resamples, seed 4"
 
 
 def test_a_bad_row_in_a_shard_is_one_line_naming_the_shard(cli, tmp_path):

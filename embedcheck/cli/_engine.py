@@ -35,7 +35,9 @@ def load_labels_any(path: Path, n: int, field: str) -> np.ndarray:
 
 def aag_sharded(embeddings: Path, labels: Path, *, label_field: str, engine: str, address: str | None,
                 label_map: bool, map_queries: int | None, map_at: int | None, permutations: int,
-                bootstrap: int, ci: float, seed: int) -> dict[str, Any]:
+                bootstrap: int, ci_level: float, seed: int, resamples: int = 0, ci: bool = False) -> dict[str, Any]:
+    """The ``aag`` report over parts, key for key as the one-file run builds it (default intervals
+    included: ``aag_ci95``, ``label_map.map_ci95``, ``variance_share_ci95`` with ``ci``)."""
     from ..engine import aag as eaag
     from ..engine import label_map as emap
     from ..engine import open_source
@@ -44,16 +46,21 @@ def aag_sharded(embeddings: Path, labels: Path, *, label_field: str, engine: str
     src = open_source(embeddings)
     y = load_labels_any(labels, src.n, label_field)
     with engine_for(engine, address) as eng:
-        res, vs = eaag.aag_report(eng, src, y)
+        res, vs = eaag.aag_report(eng, src, y, resamples=resamples, seed=seed, ci=ci)
         report: dict[str, Any] = {**res.to_dict(), **vs.to_dict()}
         if label_map:
             if map_queries is None and src.n > 50_000:
                 hint(f"label MAP over all {src.n} queries is O(n²); --map-queries N samples queries")
-            report["label_map"] = emap.label_map(eng, src, y, queries=map_queries, seed=seed, at=map_at)
+            report["label_map"] = emap.label_map(eng, src, y, queries=map_queries, seed=seed, at=map_at,
+                                                 resamples=resamples)
         if permutations:
             report["permutation"] = eaag.permutation_null(eng, src, y, permutations, seed, observed=res.aag)
         if bootstrap:
-            report["bootstrap"] = eaag.bootstrap(eng, src, y, bootstrap, seed, level=ci)
+            report["bootstrap"] = eaag.bootstrap(eng, src, y, bootstrap, seed, level=ci_level)
+    if res.ci_method:  # as cli/aag.py's one-file path
+        report["ci_method"] = res.ci_method + ("; variance_share_ci95: the same resamples" if ci else "")
+        if not ci:
+            report["ci_on_request"] = ["variance_share"]
     return report
 
 

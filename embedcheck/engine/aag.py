@@ -12,7 +12,16 @@ local run and to a Ray run, whatever the sharding or the scheduling:
 * the label-shuffle null draws ``codes[rng.permutation(n)]`` and the bootstrap
   ``bincount(rng.integers(0, n, n))`` on the driver over the **global** row index, with
   ``np.random.default_rng(seed)`` in the same order as the in-memory functions, and ships each task
-  its slice; like them, these passes use float32 unit rows.
+  its slice; like them, these passes use float32 unit rows;
+* the default interval ``aag_ci95`` (h-b3): the row groups ``rng.permutation(n) % G`` are drawn on
+  the driver over the global row index exactly as :func:`embedcheck.geometry.aag.aag` draws them;
+  pass 1 then also returns, per chunk, the per-group class sums (G × k × d, G × k) of
+  ``geometry.aag._sums_with_groups``, added in row order, one task's result at a time
+  (:meth:`Engine.imap`); the multinomial group weights follow from the same generator, and the
+  resampled AAGs come from :func:`embedcheck.geometry.aag.group_boot_aag` — the one-file bytes;
+* ``--ci`` (``variance_share_ci95``): per batch of 64 resamples the driver builds each resample's
+  class-mean basis from the group sums; a pass returns per chunk the per-group sums of the squared
+  projections (G × r), added in row order, as ``geometry.aag._boot_variance_share`` does.
 """
 
 from __future__ import annotations
@@ -22,12 +31,17 @@ from typing import Any
 import numpy as np
 
 from ..geometry import aag as geo
+from ..geometry.intervals import percentile_ci
 from ..rows import CHUNK_ROWS, iter_chunks, label_key, unit_rows
 from .parts import Part, Source, ranges, read_range
 from .runner import Engine
 
 #: rows per task (whole chunks)
 TASK_ROWS = 16 * CHUNK_ROWS
+#: at most this many bytes of per-chunk partials per task (the per-group class sums are G × k × d)
+TASK_PARTIAL_BYTES = 64 << 20
+#: resamples per pass of the --ci variance-share interval (as geometry.aag._boot_variance_share)
+VS_BATCH = 64
 
 
 def class_sums_range(parts: tuple[Part, ...], start: int, stop: int, codes: np.ndarray, k: int,
@@ -46,6 +60,47 @@ def class_sums_range(parts: tuple[Part, ...], start: int, stop: int, codes: np.n
             X = U
         out.append(geo.class_sums(X, codes[sl], k, weights=None if weights is None else weights[sl], chunk=CHUNK_ROWS))
     return out
+
+
+def group_sums_range(parts: tuple[Part, ...], start: int, stop: int, codes: np.ndarray, k: int,
+                     group_of: np.ndarray, G: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per chunk of rows ``[start, stop)`` (rows checked): class sums, Σ‖u‖² per class, and the
+    per-(group, class) sums (G × k × d) and Σ‖u‖² (G × k) — ``geometry.aag._sums_with_groups`` on
+    the chunk. ``codes``/``group_of`` are the range's slices."""
+    out = []
+    for sl in iter_chunks(stop - start, CHUNK_ROWS):
+        X = read_range(parts, start + sl.start, start + sl.stop, check=True)
+        out.append(geo._sums_with_groups(X, codes[sl], k, group_of[sl], G, CHUNK_ROWS))
+    return out
+
+
+def _unit32_fits(n: int, d: int) -> bool:
+    """Whether the in-memory functions hold float32 unit rows (``geometry.aag._maybe_in_memory``)."""
+    return n * d * 4 <= 2 << 30
+
+
+def boot_z2_range(parts: tuple[Part, ...], start: int, stop: int, group_of: np.ndarray, G: int, Qs: np.ndarray,
+                  unit32: bool) -> list[np.ndarray]:
+    """Per chunk: Σ over each group's rows of (u · q)² for every basis row q of ``Qs`` (G × r)."""
+    from scipy.sparse import csr_matrix
+
+    out = []
+    for sl in iter_chunks(stop - start, CHUNK_ROWS):
+        X = read_range(parts, start + sl.start, start + sl.stop)
+        if unit32:
+            U = np.empty(X.shape, dtype=np.float32)
+            U[:] = unit_rows(X)
+        else:
+            U = unit_rows(X)
+        Z = np.asarray(U, dtype=np.float64) @ Qs.T
+        b = sl.stop - sl.start
+        onehot = csr_matrix((np.ones(b), (group_of[sl], np.arange(b))), shape=(G, b))
+        out.append(onehot @ (Z * Z))
+    return out
+
+
+def _task_rows(per_chunk_bytes: int) -> int:
+    return CHUNK_ROWS * int(min(16, max(1, TASK_PARTIAL_BYTES // max(1, per_chunk_bytes))))
 
 
 def along_range(parts: tuple[Part, ...], start: int, stop: int, mu: np.ndarray, Q: np.ndarray) -> list[float]:
@@ -70,13 +125,37 @@ def _sums(engine: Engine, src: Source, codes: np.ndarray, k: int, *, weights: np
     return sums, sq
 
 
-def aag_report(engine: Engine, src: Source, labels: np.ndarray) -> tuple[geo.AAGResult, geo.VarianceShare]:
-    """(AAG result, variance share) over all rows, as :func:`embedcheck.geometry.aag.aag` and
-    ``variance_share`` build them without intervals; rows are checked (NaN/inf, zero) in pass 1."""
+def aag_report(engine: Engine, src: Source, labels: np.ndarray, *, resamples: int = 0, seed: int = 0,
+               ci: bool = False, level: float = 0.95) -> tuple[geo.AAGResult, geo.VarianceShare]:
+    """(AAG result, variance share) over all rows, as :func:`embedcheck.geometry.aag.aag` (with
+    ``resamples`` and ``seed``) and ``variance_share`` (with its interval when ``ci``) build them;
+    rows are checked (NaN/inf, zero) in pass 1."""
     n, d = src.n, src.dim
     classes, codes, counts = geo._check_labels(n, labels)
     k = len(classes)
-    sums, sq = _sums(engine, src, codes, k, check=True)
+    boot = None
+    if resamples > 0:
+        G = geo._group_count(n, k, d, geo.BOOT_GROUPS)
+        rng = np.random.default_rng(seed)
+        group_of = rng.permutation(n) % G
+        step = _task_rows(8 * (G * k * d + G * k + k * d + k))
+        sums = np.zeros((k, d), dtype=np.float64)
+        sq = np.zeros(k, dtype=np.float64)
+        gsums = np.zeros((G, k, d), dtype=np.float64)
+        gsq = np.zeros((G, k), dtype=np.float64)
+        tasks = [(src.parts, a, b, codes[a:b], k, group_of[a:b], G) for a, b in ranges(n, step)]
+        for chunks in engine.imap(group_sums_range, tasks):  # global row order, one task at a time
+            for s_, q_, gs, gq in chunks:
+                sums += s_
+                sq += q_
+                gsums += gs
+                gsq += gq
+        gcounts = np.bincount(group_of * k + codes, minlength=G * k).reshape(G, k).astype(np.float64)
+        draws = rng.integers(0, G, size=(resamples, G)) + (np.arange(resamples) * G)[:, None]
+        W = np.bincount(draws.ravel(), minlength=resamples * G).reshape(resamples, G).astype(np.float64)
+        boot = geo.GroupBoot(groups=G, group_of=group_of, sums=gsums, sq=gsq, counts=gcounts, W=W, seed=int(seed))
+    else:
+        sums, sq = _sums(engine, src, codes, k, check=True)
     same_pairs = float((counts * (counts - 1)).sum())
     all_pairs = float(n) * (n - 1)
     a, ms, md, per_class = geo._aag_from_sums(sums, sq, same_pairs, all_pairs)
@@ -86,7 +165,11 @@ def aag_report(engine: Engine, src: Source, labels: np.ndarray) -> tuple[geo.AAG
                         class_counts={label_key(c): int(counts[i]) for i, c in enumerate(classes)},
                         aag=float(a), mean_same=float(ms), mean_diff=float(md),
                         n_same_pairs=int(same_pairs // 2), n_diff_pairs=int((all_pairs - same_pairs) // 2),
-                        within=within, boot=None)
+                        within=within, boot=boot)
+    if boot is not None:
+        res.aag_ci95 = percentile_ci(geo.group_boot_aag(boot), level)
+        res.ci_method = boot.method()
+    # variance_share recomputes the class sums (same bits as pass 1 either way: class_sums)
     mu, total, Q, rank = geo._share(sums, counts.astype(np.float64), float(sq.sum()))
     along = 0.0
     for chunks in engine.map(along_range, [(src.parts, a0, b0, mu, Q) for a0, b0 in ranges(n, TASK_ROWS)]):
@@ -95,7 +178,43 @@ def aag_report(engine: Engine, src: Source, labels: np.ndarray) -> tuple[geo.AAG
     along /= n
     vs = geo.VarianceShare(variance_share=along / total if total > 0 else None, variance_share_dims=rank,
                            total_variance=total, along_variance=along)
+    if ci and boot is not None:
+        vs.variance_share_ci95 = percentile_ci(boot_variance_share(engine, src, boot), level)
     return res, vs
+
+
+def boot_variance_share(engine: Engine, src: Source, boot: geo.GroupBoot) -> np.ndarray:
+    """The resampled variance shares of ``geometry.aag._boot_variance_share``, one engine pass per
+    batch of :data:`VS_BATCH` resamples (same arithmetic, same order: the same bytes)."""
+    n, G = src.n, boot.groups
+    unit32 = _unit32_fits(n, src.dim)
+    q_g = boot.sq.sum(axis=1)
+    out = np.full(boot.resamples, np.nan)
+    for s in range(0, boot.resamples, VS_BATCH):
+        Ws = boot.W[s:s + VS_BATCH]
+        batch = []
+        for W in Ws:
+            S = np.einsum("g,gkd->kd", W, boot.sums)
+            C = W @ boot.counts
+            mu, total, Q, _ = geo._share(S, C, float(W @ q_g))
+            batch.append((W, C.sum(), mu, total, Q))
+        Qs = np.concatenate([p[4] for p in batch], axis=0)
+        if Qs.shape[0] == 0:
+            continue
+        Z2 = np.zeros((G, Qs.shape[0]))
+        step = _task_rows(8 * G * Qs.shape[0])
+        tasks = [(src.parts, a, b, boot.group_of[a:b], G, Qs, unit32) for a, b in ranges(n, step)]
+        for chunks in engine.imap(boot_z2_range, tasks):
+            for z in chunks:
+                Z2 += z
+        col = 0
+        for j, (W, N, mu, total, Q) in enumerate(batch):
+            r = Q.shape[0]
+            along = (float(W @ Z2[:, col:col + r].sum(axis=1)) - N * float((Q @ mu) @ (Q @ mu))) / N
+            col += r
+            if total > 0:
+                out[s + j] = along / total
+    return out
 
 
 def permutation_null(engine: Engine, src: Source, labels: np.ndarray, permutations: int, seed: int,

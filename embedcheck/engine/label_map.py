@@ -14,6 +14,9 @@ candidate.
 * **MAP@K** (``--map-at K``) in one round: each task returns its part's top-K (score, row,
   relevant) per query; the merge of per-part top-K lists in (−score, row) order is the global top
   K, exactly. AP@K = (1 / min(R, K)) Σ_{k ≤ K} P@k · rel_k with R the query's relevant rows.
+
+With ``resamples`` > 0 both get ``map_ci95``: the percentile bootstrap over the merged per-query
+APs of :func:`embedcheck.geometry.label_map.with_interval` (seeded by ``seed``; the one-file bytes).
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from ..geometry import intervals
 from ..geometry.aag import _check_labels
-from ..geometry.label_map import MapResult, expected_random_ap
+from ..geometry.label_map import MapResult, expected_random_ap, with_interval
 from ..rows import unit_rows
 from .parts import GlobalRows, Part, Source
 from .runner import Engine
@@ -97,8 +101,9 @@ def _queries(n: int, codes: np.ndarray, counts: np.ndarray, queries: int | None,
 
 
 def label_map(engine: Engine, src: Source, labels: np.ndarray, *, queries: int | None = None, seed: int = 0,
-              at: int | None = None) -> dict[str, Any]:
-    """MAP x100 (or MAP@K with ``at``) over parts; the report dict of ``aag``'s ``label_map``."""
+              at: int | None = None, resamples: int = 0) -> dict[str, Any]:
+    """MAP x100 (or MAP@K with ``at``) over parts; the report dict of ``aag``'s ``label_map``, with
+    ``map_ci95`` over the per-query APs when ``resamples`` > 0."""
     n = src.n
     _, codes, counts = _check_labels(n, labels)
     q_idx, sampled = _queries(n, codes, counts, queries, seed)
@@ -121,8 +126,13 @@ def label_map(engine: Engine, src: Source, labels: np.ndarray, *, queries: int |
                 prec = np.cumsum(hit) / np.arange(1, len(hit) + 1)
                 aps[pos] = float((prec * hit).sum() / min(R, at))
                 pos += 1
-        return {"map": float(100 * aps.mean()), "at": int(at), "chance": None, "queries": len(q_idx),
-                "sampled": bool(sampled)}
+        out: dict[str, Any] = {"map": float(100 * aps.mean()), "at": int(at), "chance": None,
+                               "queries": len(q_idx), "sampled": bool(sampled)}
+        if resamples > 0 and len(aps):
+            ci = intervals.percentile_ci(intervals.bootstrap_means(aps, resamples, seed))
+            out["map_ci95"] = None if ci is None else [100 * ci[0], 100 * ci[1]]
+            out["ci_method"] = intervals.method("queries", resamples, seed)
+        return out
     tasks1 = [(parts, qb, codes[qb], cp, codes[cp.global_slice]) for qb in blocks for cp in parts]
     res1 = engine.map(relevant_part, tasks1)
     merged: list[list[tuple[np.ndarray, np.ndarray]]] = []
@@ -147,5 +157,6 @@ def label_map(engine: Engine, src: Source, labels: np.ndarray, *, queries: int |
             aps[pos] = np.bincount(np.zeros(len(rank), dtype=np.int64), weights=w, minlength=1)[0] / len(rank)
             pos += 1
     chance = expected_random_ap(np.full(len(q_idx), n - 1), counts[codes[q_idx]] - 1)
-    return MapResult(map=float(100 * aps.mean()), chance=float(100 * chance.mean()),
-                     queries=len(q_idx), sampled=bool(sampled), ap=aps).to_dict()
+    m = MapResult(map=float(100 * aps.mean()), chance=float(100 * chance.mean()),
+                  queries=len(q_idx), sampled=bool(sampled), ap=aps)
+    return with_interval(m, resamples, seed).to_dict()

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,10 @@ class Engine:
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]]) -> list[Any]:
         raise NotImplementedError
 
+    def imap(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]]) -> Iterator[Any]:
+        """Results one at a time, in task order (a merge then holds one task's result at a time)."""
+        yield from self.map(fn, tasks)
+
     @property
     def workers(self) -> int:
         return 1
@@ -68,6 +73,10 @@ class LocalEngine(Engine):
 
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]]) -> list[Any]:
         return [fn(*t) for t in tasks]
+
+    def imap(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]]) -> Iterator[Any]:
+        for t in tasks:
+            yield fn(*t)
 
 
 def worker_env() -> dict[str, str]:
@@ -154,6 +163,20 @@ class RayEngine(Engine):
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]]) -> list[Any]:
         rf = self.remote(fn)
         return self.get([rf.remote(*t) for t in tasks])
+
+    def imap(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]]) -> Iterator[Any]:
+        """Results in task order with a bounded window of tasks in flight (2 per CPU + 2): the
+        driver fetches one result at a time, so per-task partials that are large (the bootstrap's
+        per-group class sums) never pile up in its memory."""
+        rf = self.remote(fn)
+        window = 2 * self.workers + 2
+        pending: deque[Any] = deque()
+        for t in tasks:
+            pending.append(rf.remote(*t))
+            if len(pending) >= window:
+                yield self.get(pending.popleft())
+        while pending:
+            yield self.get(pending.popleft())
 
     def get(self, refs: Any) -> Any:
         """``ray.get``; a task's :class:`InputError` (a bad row in a shard ...) comes back as itself."""
