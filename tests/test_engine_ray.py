@@ -29,16 +29,54 @@ def topics7(tmp_path_factory) -> Path:
 
 
 def test_aag_ray_equals_local_byte_for_byte(cli, ray_local, topics7):
-    args = ["aag", "--resamples", "0", topics7, FIXTURES / "topics.labels.jsonl", "--permutations", "3", "--bootstrap", "2",
+    args = ["aag", topics7, FIXTURES / "topics.labels.jsonl", "--permutations", "3", "--bootstrap", "2",
             "--map-queries", "100", "--json"]
     local = cli(args)
     ray = cli([*args, "--engine", "ray"])
     assert local.exit_code == 0 and ray.exit_code == 0, ray
     assert ray.stdout == local.stdout
-    at = cli(["aag", "--resamples", "0", topics7, FIXTURES / "topics.labels.jsonl", "--map-at", "5", "--no-map", "--json", "--engine", "ray"])
+    assert "aag_ci95" in ray.json() and "map_ci95" in ray.json()["label_map"]
+    at = cli(["aag", topics7, FIXTURES / "topics.labels.jsonl", "--map-at", "5", "--no-map", "--json", "--engine", "ray"])
     assert at.exit_code == 0 and "label_map" not in at.json()
-    at = cli(["aag", "--resamples", "0", topics7, FIXTURES / "topics.labels.jsonl", "--map-at", "5", "--json", "--engine", "ray"])
-    assert at.stdout == cli(["aag", "--resamples", "0", topics7, FIXTURES / "topics.labels.jsonl", "--map-at", "5", "--json"]).stdout
+    at = cli(["aag", topics7, FIXTURES / "topics.labels.jsonl", "--map-at", "5", "--json", "--engine", "ray"])
+    assert at.exit_code == 0, at
+    assert at.stdout == cli(["aag", topics7, FIXTURES / "topics.labels.jsonl", "--map-at", "5", "--json"]).stdout
+    m = at.json()["label_map"]
+    assert m["at"] == 5 and m["map_ci95"][0] < m["map"] < m["map_ci95"][1]
+
+
+@pytest.mark.parametrize("k", [1, 2, 7])
+def test_aag_ray_with_default_intervals_equals_the_one_file_run(cli, ray_local, tmp_path, k):
+    """aag_ci95 (per-group class sums per chunk, merged in row order on the driver), label_map.map_ci95
+    and, with --ci, variance_share_ci95: the one-file bytes on 1, 2 and 7 uneven shards."""
+    folder = cut(np.load(FIXTURES / "topics.npy"), tmp_path / "s", SPLITS[k])
+    labels = FIXTURES / "topics.labels.jsonl"
+    for extra in ([], ["--ci", "--map-queries", "120", "--seed", "2"]):
+        mono = cli(["aag", FIXTURES / "topics.npy", labels, *extra, "--json"])
+        ray = cli(["aag", folder, labels, *extra, "--json", "--engine", "ray"])
+        assert mono.exit_code == 0 and ray.exit_code == 0, ray
+        assert ray.stdout == mono.stdout
+        assert ("variance_share_ci95" in ray.json()) == bool(extra)
+        assert ray.json()["ci_method"].startswith("percentile bootstrap over 256 seeded random groups of rows")
+    if k == 1:  # a plain .npy under --engine ray (row-range tasks): the same bytes
+        plain = cli(["aag", FIXTURES / "topics.npy", labels, *extra, "--json", "--engine", "ray"])
+        assert plain.exit_code == 0 and plain.stdout == mono.stdout
+
+
+def test_aag_ray_intervals_over_many_chunks(cli, ray_local, tmp_path):
+    """n = 20,000 in 7 uneven shards (chunk borders inside shards): Ray's aag_ci95 and --ci interval
+    equal the one-file run's bytes."""
+    rng = np.random.default_rng(3)
+    n, d = 20_000, 8
+    y = rng.integers(0, 3, n)
+    X = (rng.normal(size=(n, d)) + 0.5 * np.eye(d)[y]).astype(np.float32)
+    np.save(tmp_path / "x.npy", X)
+    (tmp_path / "y.txt").write_text("\n".join(str(v) for v in y) + "\n")
+    args = [tmp_path / "y.txt", "--no-map", "--ci", "--resamples", "100", "--json"]
+    mono = cli(["aag", tmp_path / "x.npy", *args])
+    ray = cli(["aag", cut(X, tmp_path / "s", SPLITS[7]), *args, "--engine", "ray"])
+    assert mono.exit_code == 0 and ray.exit_code == 0, ray
+    assert ray.stdout == mono.stdout
 
 
 def test_anisotropy_ray_equals_local_byte_for_byte(cli, ray_local, tmp_path):
@@ -165,11 +203,11 @@ def test_a_two_node_cluster_by_address_gives_the_local_bytes(cli_subprocess, two
               "print(sum(1 for n in ray.nodes() if n['Alive']), int(ray.cluster_resources().get('CPU', 0)))\n")
     p = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert p.stdout.split() == ["2", "2"], p.stderr[-2000:]
-    args = ["aag", "--resamples", "0", topics7, FIXTURES / "topics.labels.jsonl", "--map-queries", "50", "--json"]
+    args = ["aag", topics7, FIXTURES / "topics.labels.jsonl", "--map-queries", "50", "--json"]  # default intervals
     local = cli_subprocess(args)
     # without RAY_AUTH_MODE: the engine finds the token (~/.ray/auth_token) and sets token mode itself
     # a relative path works although the workers' working folder is not ours
-    rel = ["aag", "--resamples", "0", topics7.name, *[str(a) for a in args[4:]]]
+    rel = ["aag", topics7.name, *[str(a) for a in args[2:]]]
     remote = subprocess.run([sys.executable, "-m", "embedcheck", *rel, "--engine", "ray", "--address", address],
                             env={k: v for k, v in env.items() if k != "RAY_AUTH_MODE"}, cwd=topics7.parent,
                             capture_output=True, text=True, timeout=300)
