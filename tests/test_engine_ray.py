@@ -63,6 +63,33 @@ def test_aag_ray_with_default_intervals_equals_the_one_file_run(cli, ray_local, 
         assert plain.exit_code == 0 and plain.stdout == mono.stdout
 
 
+def test_aag_plot_on_ray_is_the_one_file_figure(cli, ray_local, topics7, tmp_path):
+    """--plot on the engine: the same seeded pairs, their rows read by global index: the same cosines
+    (the PNGs differ only in the title, which names the input)."""
+    pytest.importorskip("matplotlib")
+    labels = FIXTURES / "topics.labels.jsonl"
+    opts = ["--no-map", "--resamples", "50", "--plot-pairs", "300", "--seed", "5", "--json"]
+    mono = cli(["aag", FIXTURES / "topics.npy", labels, *opts, "--plot", tmp_path / "mono.png"])
+    ray = cli(["aag", topics7, labels, *opts, "--plot", tmp_path / "ray.png", "--engine", "ray"])
+    assert mono.exit_code == 0 and ray.exit_code == 0, ray
+    a, b = mono.json(), ray.json()
+    assert (a.pop("plot"), b.pop("plot")) == (str(tmp_path / "mono.png"), str(tmp_path / "ray.png"))
+    assert a == b
+    assert (tmp_path / "ray.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from embedcheck.cli._engine import _RowsView
+    from embedcheck.engine import open_source
+    from embedcheck.geometry.aag import sample_pair_cosines
+    from embedcheck.io.labels import load_labels
+
+    y = load_labels(labels, 600)
+    one = sample_pair_cosines(np.load(FIXTURES / "topics.npy"), y, pairs=300, seed=5)
+    parts = sample_pair_cosines(_RowsView(open_source(topics7)), y, pairs=300, seed=5)
+    assert one.keys() == parts.keys() and len(one) == 3
+    for c in one:
+        for kind in ("within", "between"):
+            assert len(parts[c][kind]) == 300 and np.array_equal(parts[c][kind], one[c][kind])
+
+
 def test_aag_ray_intervals_over_many_chunks(cli, ray_local, tmp_path):
     """n = 20,000 in 7 uneven shards (chunk borders inside shards): Ray's aag_ci95 and --ci interval
     equal the one-file run's bytes."""

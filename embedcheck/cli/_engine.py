@@ -35,9 +35,11 @@ def load_labels_any(path: Path, n: int, field: str) -> np.ndarray:
 
 def aag_sharded(embeddings: Path, labels: Path, *, label_field: str, engine: str, address: str | None,
                 label_map: bool, map_queries: int | None, map_at: int | None, permutations: int,
-                bootstrap: int, ci_level: float, seed: int, resamples: int = 0, ci: bool = False) -> dict[str, Any]:
+                bootstrap: int, ci_level: float, seed: int, resamples: int = 0, ci: bool = False,
+                plot: Path | None = None, plot_pairs: int = 2000) -> dict[str, Any]:
     """The ``aag`` report over parts, key for key as the one-file run builds it (default intervals
-    included: ``aag_ci95``, ``label_map.map_ci95``, ``variance_share_ci95`` with ``ci``)."""
+    included: ``aag_ci95``, ``label_map.map_ci95``, ``variance_share_ci95`` with ``ci``; ``plot``:
+    the figure from the same seeded sampled pairs, their rows read by global index on the driver)."""
     from ..engine import aag as eaag
     from ..engine import label_map as emap
     from ..engine import open_source
@@ -61,7 +63,29 @@ def aag_sharded(embeddings: Path, labels: Path, *, label_field: str, engine: str
         report["ci_method"] = res.ci_method + ("; variance_share_ci95: the same resamples" if ci else "")
         if not ci:
             report["ci_on_request"] = ["variance_share"]
+    if plot is not None:
+        from ..geometry import aag as geo
+        from ..geometry import plots
+        from .common import write_plot
+
+        samples = geo.sample_pair_cosines(_RowsView(src), y, pairs=plot_pairs, seed=seed)  # type: ignore[arg-type]
+        report["plot"] = write_plot(plot, plots.aag_png(
+            samples, res.class_counts, res.aag,
+            title=f"{Path(embeddings).name}: within- vs between-class cosine ({plot_pairs:,} sampled pairs each)"))
     return report
+
+
+class _RowsView:
+    """Rows of a source by global index (``X[idx]``, ``X.shape``): what ``sample_pair_cosines`` reads."""
+
+    def __init__(self, src: Any) -> None:
+        from ..engine.parts import GlobalRows
+
+        self.shape = (src.n, src.dim)
+        self._rows = GlobalRows(src.parts)
+
+    def __getitem__(self, idx: Any) -> np.ndarray:
+        return self._rows.get(np.asarray(idx))
 
 
 def anisotropy_sharded(a: Path, b: Path, *, fit_a: Path | None, fit_b: Path | None, shared: bool, perms: int,

@@ -7,7 +7,6 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..errors import InputError
 from ..geometry import aag as aag_mod
 from ..geometry import label_map as map_mod
 from ..io.labels import load_labels
@@ -85,13 +84,10 @@ def aag_cmd(
     if engine is EngineName.ray or map_at is not None:  # per-chunk partials on the engine (local or Ray)
         from ._engine import aag_sharded
 
-        if plot is not None:
-            raise InputError("--plot is not available on the engine (--engine ray, --map-at) yet: drop --plot, or run "
-                             "aag on the files without --engine ray and --map-at")
         rep = aag_sharded(embeddings, labels, label_field=label_field, engine=engine.value, address=address,
                           label_map=label_map, map_queries=map_queries, map_at=map_at,
                           permutations=permutations, bootstrap=bootstrap, ci_level=ci_level, seed=seed,
-                          resamples=resamples, ci=ci)
+                          resamples=resamples, ci=ci, plot=plot, plot_pairs=plot_pairs)
         add_gates(rep, [
             min_gate("aag", rep["aag"], fail_below) if fail_below is not None else None,
             min_gate("label_map", rep.get("label_map", {}).get("map"), fail_map_below) if fail_map_below is not None else None,
