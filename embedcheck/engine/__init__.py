@@ -19,7 +19,8 @@ give byte-identical JSON. What each figure needs:
 **Random draws use the global row index.** The label-shuffle permutations
 (``codes[rng.permutation(n)]``), bootstrap weights (``bincount(rng.integers(0, n, n))``), MAP
 query samples (``rng.choice(eligible, q)``) and the anisotropy derangements
-(``rng.permutation(n)`` redrawn until fixed-point free) are drawn on the driver with
+(``rng.permutation(n)`` redrawn until fixed-point free) and the row groups of ``aag_ci95``
+(``rng.permutation(n) % G``, then the multinomial group weights) are drawn on the driver with
 ``np.random.default_rng(seed)`` over rows ``0 … n−1`` in manifest order — the same calls, in the
 same order, as the in-memory functions — and each part receives its slice. Re-cutting the rows
 into other shards changes none of them.
