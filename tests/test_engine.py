@@ -140,6 +140,27 @@ def test_aag_intervals_over_many_chunks_and_uneven_shards_equal_the_one_file_run
     assert group_boot_aag(boot)[1] == pytest.approx(same / same_n - (alls - same) / (all_n - same_n), abs=1e-10)
 
 
+@pytest.mark.parametrize("n,d,levels", [(300, 3, 3), (700, 2, 2), (500, 3, 6)])
+def test_engine_label_map_with_tied_cosines_gives_the_one_file_aps(tmp_path, n, d, levels):
+    """Small-integer rows: many exactly tied cosines mixing relevant and irrelevant candidates (up to
+    82 such runs in a row, so both the tie-correction route and the re-ranking route of the one-file
+    ranking are taken); the engine's per-query APs, MAP and map_ci95 are the one-file bytes."""
+    from embedcheck.engine import LocalEngine
+    from embedcheck.engine import label_map as emap
+    from embedcheck.engine.parts import open_source
+    from embedcheck.geometry import label_map as gm
+
+    rng = np.random.default_rng(n)
+    y = rng.integers(0, 3, n)
+    X = rng.integers(0, levels, (n, d)).astype(np.float32)
+    X[(X == 0).all(axis=1), 0] = 1
+    np.save(tmp_path / "x.npy", X)
+    ref = gm.with_interval(gm.label_map(X, y), 1000, 2).to_dict()
+    assert ref["map_ci95"][0] < ref["map"] < ref["map_ci95"][1]
+    for src in (open_source(tmp_path / "x.npy", part_rows=97), open_source(cut(X, tmp_path / "s", SPLITS[7]))):
+        assert emap.label_map(LocalEngine(), src, y, seed=2, resamples=1000) == ref
+
+
 def test_aag_labels_from_the_shard_sidecars(cli, tmp_path):
     X = np.load(FIXTURES / "topics.npy")
     side = [json.loads(x) for x in (FIXTURES / "topics.labels.jsonl").read_text().splitlines() if x.strip()]

@@ -10,7 +10,11 @@ candidate.
   query, the (score, row) of the relevant candidates in the part; the driver merges them in
   (−score, row) order; round 2 counts, for each relevant candidate, the part's candidates ranked
   above it; the driver adds the counts over parts, so rank_j = 1 + Σ counts and
-  AP = mean_j (position of j among the relevant) / rank_j — exact.
+  AP = mean_j (position of j among the relevant) / rank_j — exact. To give the one-file run's
+  per-query APs bit for bit (its MAP and ``map_ci95`` bootstrap over them), round 2 also returns
+  the strictly-higher count and the irrelevant candidates of equal score, and the driver sums an AP
+  as ``geometry.label_map`` does: the pairwise sum over the irrelevant-first ranking of tied
+  scores plus its tie-rule corrections, batched as there (:func:`_ap_parts`, :func:`_tie_deltas`).
 * **MAP@K** (``--map-at K``) in one round: each task returns its part's top-K (score, row,
   relevant) per query; the merge of per-part top-K lists in (−score, row) order is the global top
   K, exactly. AP@K = (1 / min(R, K)) Σ_{k ≤ K} P@k · rel_k with R the query's relevant rows.
@@ -27,12 +31,15 @@ import numpy as np
 
 from ..geometry import intervals
 from ..geometry.aag import _check_labels
-from ..geometry.label_map import MapResult, expected_random_ap, with_interval
+from ..geometry.label_map import _MAX_TIES, MapResult, expected_random_ap, with_interval
 from ..rows import unit_rows
 from .parts import GlobalRows, Part, Source
 from .runner import Engine
 
 QUERY_BLOCK = 256
+#: the query block of ``geometry.label_map.label_map`` (its default ``block``): tie corrections are
+#: batched per block of queries there, and the bytes of an AP depend on that batching
+MEM_BLOCK = 256
 
 
 def _scores(parts: tuple[Part, ...], q_idx: np.ndarray, cpart: Part) -> np.ndarray:
@@ -56,10 +63,12 @@ def relevant_part(parts: tuple[Part, ...], q_idx: np.ndarray, q_codes: np.ndarra
     return out
 
 
-def above_part(parts: tuple[Part, ...], q_idx: np.ndarray, cpart: Part,
-               rel: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
-    """Round 2: per query, for each relevant (score, row), how many of the part's candidates rank
-    above it (higher score, or equal score and a lower row)."""
+def above_part(parts: tuple[Part, ...], q_idx: np.ndarray, q_codes: np.ndarray, cpart: Part, c_codes: np.ndarray,
+               rel: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Round 2: per query, for each relevant (score, row): how many of the part's candidates rank
+    above it (higher score, or equal score and a lower row), how many have a strictly higher
+    score, and how many irrelevant ones have the same score (the in-memory ranking puts those
+    first and corrects for the tie rule afterwards: :func:`_ap`)."""
     S = _scores(parts, q_idx, cpart)
     rows = np.arange(cpart.offset, cpart.offset + cpart.rows)
     out = []
@@ -68,14 +77,63 @@ def above_part(parts: tuple[Part, ...], q_idx: np.ndarray, cpart: Part,
         order = np.lexsort((rows, S[i]))  # by score ascending, then row
         s_sorted = S[i][order]
         r_sorted = rows[order]
+        irr = np.concatenate(([0], np.cumsum(c_codes[order] != q_codes[i])))
         lo = np.searchsorted(s_sorted, s_rel, side="left")
         hi = np.searchsorted(s_sorted, s_rel, side="right")
-        counts = (cpart.rows - hi).astype(np.int64)
+        strict = (cpart.rows - hi).astype(np.int64)
+        counts = strict.copy()
         for t in np.flatnonzero(hi > lo):  # ties: lower rows rank above
             counts[t] += int(np.searchsorted(r_sorted[lo[t]:hi[t]], r_rel[t], side="left"))
-        # the query's own -inf entry never ranks above a finite score
-        out.append(counts)
+        # the query's own -inf entry never ranks above a finite score nor equals one
+        out.append((counts, strict, (irr[hi] - irr[lo]).astype(np.int64)))
     return out
+
+
+def _ap_parts(scores: np.ndarray, true_rank: np.ndarray, strict: np.ndarray,
+              eq_irr: np.ndarray) -> tuple[float, list[list[float]] | None]:
+    """A query's AP as :func:`embedcheck.geometry.label_map._rank_block` sums it, in two parts:
+    the pairwise sum of ``j / rank_j`` over the ranking that puts the irrelevant candidates of a
+    tied score first, and the per-run tie-rule corrections (None when the row has more than
+    ``_MAX_TIES`` mixed runs: it is then ranked with the tie rule directly, no correction)."""
+    R = len(true_rank)
+    hit = np.arange(1, R + 1, dtype=np.float64)
+    new_run = np.concatenate(([True], scores[1:] != scores[:-1])) if R else np.zeros(0, dtype=bool)
+    starts = np.flatnonzero(new_run)
+    j_in_run = np.arange(R) - np.repeat(starts, np.diff(np.append(starts, R)))
+    if_rank = strict + eq_irr + 1 + j_in_run
+    mixed = [int(a) for a in starts if eq_irr[a] > 0]
+    if len(mixed) > _MAX_TIES:
+        return float(np.divide(hit, true_rank[None, :]).sum(axis=1)[0]), None
+    total = float(np.divide(hit, if_rank[None, :]).sum(axis=1)[0])
+    runs = []
+    for a in mixed:  # one correction per mixed run: its relevant members, in row order
+        b = a + 1
+        while b < R and not new_run[b]:
+            b += 1
+        runs.append([float(hit[m] / true_rank[m] - hit[m] / if_rank[m]) for m in range(a, b)])
+    return total, runs
+
+
+def _tie_deltas(n: int, q_codes: np.ndarray, runs: list[list[list[float]] | None]) -> np.ndarray:
+    """The per-query tie corrections added as ``geometry.label_map._tie_corrections`` adds them:
+    queries by class (stable) in blocks of :data:`MEM_BLOCK`, each block's runs (query, then rank
+    order) in batches of ``max(1, 8 MiB // n)`` runs, each batch's terms summed in order from 0
+    (``np.bincount``) and then added to the query's correction."""
+    delta = np.zeros(len(runs))
+    order = np.argsort(q_codes, kind="stable")
+    step = max(1, (8 << 20) // n)
+    for b0 in range(0, len(order), MEM_BLOCK):
+        flat = [(int(q), t) for q in order[b0:b0 + MEM_BLOCK] for t in (runs[int(q)] or [])]
+        for s0 in range(0, len(flat), step):
+            part: dict[int, float] = {}
+            for q, terms in flat[s0:s0 + step]:
+                acc = part.get(q, 0.0)
+                for x in terms:
+                    acc = acc + x
+                part[q] = acc
+            for q, acc in part.items():
+                delta[q] += acc
+    return delta
 
 
 def topk_part(parts: tuple[Part, ...], q_idx: np.ndarray, q_codes: np.ndarray, cpart: Part,
@@ -145,17 +203,21 @@ def label_map(engine: Engine, src: Source, labels: np.ndarray, *, queries: int |
             per_q.append((s[o], r[o]))
         merged.append(per_q)
     del res1
-    tasks2 = [(parts, qb, cp, merged[b]) for b, qb in enumerate(blocks) for cp in parts]
+    tasks2 = [(parts, qb, codes[qb], cp, codes[cp.global_slice], merged[b]) for b, qb in enumerate(blocks) for cp in parts]
     res2 = engine.map(above_part, tasks2)
+    sums = np.empty(len(q_idx))
+    runs: list[list[list[float]] | None] = []
     pos = 0
     for b, qb in enumerate(blocks):
         for i in range(len(qb)):
-            above = np.sum([res2[b * len(parts) + j][i] for j in range(len(parts))], axis=0)
-            rank = 1 + above
-            # the in-memory sum, term for term (geometry.label_map._aps): j / rank_j added in rank order
-            w = np.arange(1, len(rank) + 1, dtype=np.float64) / (rank - 1 + 1.0)
-            aps[pos] = np.bincount(np.zeros(len(rank), dtype=np.int64), weights=w, minlength=1)[0] / len(rank)
+            got = [res2[b * len(parts) + j][i] for j in range(len(parts))]
+            above, strict, eq_irr = (np.sum([g[x] for g in got], axis=0) for x in range(3))
+            total, run_terms = _ap_parts(merged[b][i][0], 1 + above, strict, eq_irr)
+            sums[pos] = total
+            runs.append(run_terms)
             pos += 1
+    n_rel = (counts[codes[q_idx]] - 1).astype(np.float64)
+    aps = (sums + _tie_deltas(n, codes[q_idx], runs)) / n_rel  # as geometry.label_map._rank_block
     chance = expected_random_ap(np.full(len(q_idx), n - 1), counts[codes[q_idx]] - 1)
     m = MapResult(map=float(100 * aps.mean()), chance=float(100 * chance.mean()),
                   queries=len(q_idx), sampled=bool(sampled), ap=aps)
