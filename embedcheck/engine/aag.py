@@ -188,33 +188,17 @@ def boot_variance_share(engine: Engine, src: Source, boot: geo.GroupBoot) -> np.
     batch of :data:`VS_BATCH` resamples (same arithmetic, same order: the same bytes)."""
     n, G = src.n, boot.groups
     unit32 = _unit32_fits(n, src.dim)
-    q_g = boot.sq.sum(axis=1)
-    out = np.full(boot.resamples, np.nan)
-    for s in range(0, boot.resamples, VS_BATCH):
-        Ws = boot.W[s:s + VS_BATCH]
-        batch = []
-        for W in Ws:
-            S = np.einsum("g,gkd->kd", W, boot.sums)
-            C = W @ boot.counts
-            mu, total, Q, _ = geo._share(S, C, float(W @ q_g))
-            batch.append((W, C.sum(), mu, total, Q))
-        Qs = np.concatenate([p[4] for p in batch], axis=0)
-        if Qs.shape[0] == 0:
-            continue
+
+    def z2(Qs: np.ndarray) -> np.ndarray:
         Z2 = np.zeros((G, Qs.shape[0]))
         step = _task_rows(8 * G * Qs.shape[0])
         tasks = [(src.parts, a, b, boot.group_of[a:b], G, Qs, unit32) for a, b in ranges(n, step)]
         for chunks in engine.imap(boot_z2_range, tasks):
             for z in chunks:
                 Z2 += z
-        col = 0
-        for j, (W, N, mu, total, Q) in enumerate(batch):
-            r = Q.shape[0]
-            along = (float(W @ Z2[:, col:col + r].sum(axis=1)) - N * float((Q @ mu) @ (Q @ mu))) / N
-            col += r
-            if total > 0:
-                out[s + j] = along / total
-    return out
+        return Z2
+
+    return geo.boot_variance_shares(boot, VS_BATCH, z2)
 
 
 def permutation_null(engine: Engine, src: Source, labels: np.ndarray, permutations: int, seed: int,

@@ -286,17 +286,7 @@ def check(engine: Engine, A: Source, B: Source, *, fit_a: Source | None = None, 
             label = names.get(f"fit_{side}") or f"--fit-{side}"
             fs, _, fn = unit_sum(engine, F, label, W if side == "a" else None)
             fits[side] = (fs, fn, label)
-    if shared:
-        total = fits["a"][0] + fits["b"][0]
-        rows = fits["a"][1] + fits["b"][1]
-        mu_a = mu_b = total / rows
-        src = f"{fits['a'][2]} + {fits['b'][2]}"
-        means = {k: {"source": src, "rows": int(rows), "shared": True} for k in ("a", "b")}
-    else:
-        mu_a, mu_b = fits["a"][0] / fits["a"][1], fits["b"][0] / fits["b"][1]
-        means = {k: {"source": fits[k][2], "rows": int(fits[k][1]), "shared": False} for k in ("a", "b")}
-    if W is not None:
-        means["a"]["mapped_into_b"] = True
+    mu_a, mu_b, means = core.side_means(fits, shared, W is not None)
 
     # per-row cosines, computed in the in-memory check's blocks and gathered in row order, so the
     # figures are the in-memory ones, byte for byte

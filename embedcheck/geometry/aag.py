@@ -18,7 +18,7 @@ different-label pairs (unordered pairs ``i != j``, unit rows). It is exact in O(
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -364,13 +364,12 @@ def variance_share(X: np.ndarray, labels: np.ndarray, *, boot: Optional[GroupBoo
     return out
 
 
-def _boot_variance_share(X: np.ndarray, boot: GroupBoot, chunk: int, batch: int = 64) -> np.ndarray:
-    from scipy.sparse import csr_matrix
-
-    n = X.shape[0]
-    U = _maybe_in_memory(X)
-    G = boot.groups
-    onehot = csr_matrix((np.ones(n), (boot.group_of, np.arange(n))), shape=(G, n))
+def boot_variance_shares(boot: GroupBoot, batch: int,
+                         z2: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """The resampled variance shares, ``batch`` resamples at a time: each resample's class means and
+    their span ``Q`` come from the weighted group sums; ``z2(Qs)`` returns, per group, the sums of
+    the squared projections of its unit rows on the stacked spans ``Qs`` (G × Σr) — one pass over
+    the rows per batch, in process (:func:`_boot_variance_share`) or on the engine."""
     q_g = boot.sq.sum(axis=1)
     out = np.full(boot.resamples, np.nan)
     for s in range(0, boot.resamples, batch):
@@ -384,12 +383,7 @@ def _boot_variance_share(X: np.ndarray, boot: GroupBoot, chunk: int, batch: int 
         Qs = np.concatenate([p[4] for p in parts], axis=0)
         if Qs.shape[0] == 0:
             continue
-        Z2 = np.empty((G, Qs.shape[0]))
-        Z2[:] = 0.0
-        for sl in iter_chunks(n, chunk):
-            Uc = U[sl] if U is not X else unit_rows(X[sl])
-            Z = np.asarray(Uc, dtype=np.float64) @ Qs.T
-            Z2 += onehot[:, sl] @ (Z * Z)
+        Z2 = z2(Qs)
         col = 0
         for j, (W, N, mu, total, Q) in enumerate(parts):
             r = Q.shape[0]
@@ -398,6 +392,25 @@ def _boot_variance_share(X: np.ndarray, boot: GroupBoot, chunk: int, batch: int 
             if total > 0:
                 out[s + j] = along / total
     return out
+
+
+def _boot_variance_share(X: np.ndarray, boot: GroupBoot, chunk: int, batch: int = 64) -> np.ndarray:
+    from scipy.sparse import csr_matrix
+
+    n = X.shape[0]
+    U = _maybe_in_memory(X)
+    G = boot.groups
+    onehot = csr_matrix((np.ones(n), (boot.group_of, np.arange(n))), shape=(G, n))
+
+    def z2(Qs: np.ndarray) -> np.ndarray:
+        Z2 = np.zeros((G, Qs.shape[0]))
+        for sl in iter_chunks(n, chunk):
+            Uc = U[sl] if U is not X else unit_rows(X[sl])
+            Z = np.asarray(Uc, dtype=np.float64) @ Qs.T
+            Z2 += onehot[:, sl] @ (Z * Z)
+        return Z2
+
+    return boot_variance_shares(boot, batch, z2)
 
 
 def sample_pair_cosines(X: np.ndarray, labels: np.ndarray, pairs: int = 2000,

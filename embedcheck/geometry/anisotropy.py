@@ -579,6 +579,24 @@ def _note(means: dict[str, dict[str, Any]]) -> Optional[str]:
             "a larger train split from the same domain, model and modality (--fit-a/--fit-b)")
 
 
+def side_means(fits: dict[str, tuple[np.ndarray, int, str]], shared: bool,
+               mapped: bool) -> tuple[np.ndarray, np.ndarray, dict[str, dict[str, Any]]]:
+    """Each side's mean from its fitted unit-row sum ``fits[side] = (sum, rows, source)`` — or, with
+    ``shared``, one mean of both sides' fit rows — and the report's ``means`` section."""
+    if shared:
+        total = fits["a"][0] + fits["b"][0]
+        rows = fits["a"][1] + fits["b"][1]
+        mu_a = mu_b = total / rows
+        src = f"{fits['a'][2]} + {fits['b'][2]}"
+        means = {k: {"source": src, "rows": int(rows), "shared": True} for k in ("a", "b")}
+    else:
+        mu_a, mu_b = fits["a"][0] / fits["a"][1], fits["b"][0] / fits["b"][1]
+        means = {k: {"source": fits[k][2], "rows": int(fits[k][1]), "shared": False} for k in ("a", "b")}
+    if mapped:
+        means["a"]["mapped_into_b"] = True
+    return mu_a, mu_b, means
+
+
 def check(A: Any, B: Any, **kwargs: Any) -> dict[str, Any]:
     """:func:`check_result` as its report dict (``check_result(...).to_dict()``)."""
     return check_result(A, B, **kwargs).to_dict()
@@ -659,17 +677,7 @@ def check_result(
             label = names.get(f"fit_{side}") or f"--fit-{side}"
             fs, _, fn = unit_sum(UnitRows(F, label, W if side == "a" else None))
             fits[side] = (fs, fn, label)
-    if shared:
-        total = fits["a"][0] + fits["b"][0]
-        rows = fits["a"][1] + fits["b"][1]
-        mu_a = mu_b = total / rows
-        src = f"{fits['a'][2]} + {fits['b'][2]}"
-        means = {k: {"source": src, "rows": int(rows), "shared": True} for k in ("a", "b")}
-    else:
-        mu_a, mu_b = fits["a"][0] / fits["a"][1], fits["b"][0] / fits["b"][1]
-        means = {k: {"source": fits[k][2], "rows": int(fits[k][1]), "shared": False} for k in ("a", "b")}
-    if W is not None:
-        means["a"]["mapped_into_b"] = True
+    mu_a, mu_b, means = side_means(fits, shared, W is not None)
 
     # matched and unrelated pairs, raw and centred, with the same derangements. Centred
     # unrelated cosines follow from the raw ones (float64) by the rank-one identity
