@@ -32,7 +32,7 @@ def _make(targets, out: Path, data: Path, **vars) -> subprocess.CompletedProcess
     return subprocess.run(args, capture_output=True, text=True, env=env, timeout=1800, cwd=ROOT)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # built once per worker, whatever modules run between its tests
 def pipelines(shared_data, minilm_path, tmp_path_factory):
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
