@@ -13,7 +13,7 @@ local run and to a Ray run, whatever the sharding or the scheduling:
   ``bincount(rng.integers(0, n, n))`` on the driver over the **global** row index, with
   ``np.random.default_rng(seed)`` in the same order as the in-memory functions, and ships each task
   its slice; like them, these passes use float32 unit rows;
-* the default interval ``aag_ci95`` (h-b3): the row groups ``rng.permutation(n) % G`` are drawn on
+* the default interval ``aag_ci95``: the row groups ``rng.permutation(n) % G`` are drawn on
   the driver over the global row index exactly as :func:`embedcheck.geometry.aag.aag` draws them;
   pass 1 then also returns, per chunk, the per-group class sums (G × k × d, G × k) of
   ``geometry.aag._sums_with_groups``, added in row order, one task's result at a time
