@@ -65,7 +65,7 @@ OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
     (("sts",), "--fail-below"): "-101",  # Spearman x100
     (("physscore", "score"), "--fail-below"): "101",  # Table 1 AVG x100
     (("physscore", "run"), "--fail-below"): "101",
-    # --baseline's noise tolerance (h-c2): a non-negative absolute difference
+    # --baseline's noise tolerance: a non-negative absolute difference
     **{(c, "--tolerance"): "-1" for c in (("aag",), ("anisotropy",), ("probe",), ("sts",), ("physscore", "score"),
                                          ("physscore", "run"), ("neighbors",), ("compare",))},
     (("neighbors",), "--min-overlap"): "1.5",  # a share of k
