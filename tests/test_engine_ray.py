@@ -20,7 +20,7 @@ import pytest
 from conftest import FIXTURES, assert_one_line_error
 from test_engine import SPLITS, _free_port, cut, shard_bytes
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

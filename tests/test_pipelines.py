@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pipelines")]  # one worker builds the pipelines once
+pytestmark = pytest.mark.slow
 
 MAKEFILE = ROOT / "scripts" / "Makefile"
 
@@ -32,7 +32,7 @@ def _make(targets, out: Path, data: Path, **vars) -> subprocess.CompletedProcess
     return subprocess.run(args, capture_output=True, text=True, env=env, timeout=1800, cwd=ROOT)
 
 
-@pytest.fixture(scope="session")  # built once per worker, whatever modules run between its tests
+@pytest.fixture(scope="session")  # built once: this file runs on one worker (--dist loadfile)
 def pipelines(shared_data, minilm_path, tmp_path_factory):
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
