@@ -192,13 +192,7 @@ def exact_max(a_parts: tuple[Part, ...], b_parts: tuple[Part, ...], c0: int, c1:
         j1 = min(j0 + key_block, c1)
         UB = _unit_range(b_parts, j0, j1, "B", None)
         CB, _ = core._centre(UB, mu_b, "B", j0)
-        S = UA @ UB.T
-        Sc = CA @ CB.T
-        hit = np.flatnonzero((rows >= j0) & (rows < j1))
-        S[hit, rows[hit] - j0] = -np.inf
-        Sc[hit, rows[hit] - j0] = -np.inf
-        np.maximum(mr, S.max(axis=1), out=mr)
-        np.maximum(mc, Sc.max(axis=1), out=mc)
+        core.max_off_block(UA, CA, UB, CB, rows, j0, mr, mc)
     return mr, mc
 
 

@@ -191,14 +191,22 @@ def _exact_maxoff(ra: UnitRows, rb: UnitRows, mu_a: np.ndarray, mu_b: np.ndarray
         stop = min(start + key_block, rb.n)
         UB = rb.get(slice(start, stop))
         CB, _ = _centre(UB, mu_b, rb.name, start)
-        S = UA @ UB.T
-        Sc = CA @ CB.T
-        hit = np.flatnonzero((rows >= start) & (rows < stop))
-        S[hit, rows[hit] - start] = -np.inf
-        Sc[hit, rows[hit] - start] = -np.inf
-        np.maximum(mr, S.max(axis=1), out=mr)
-        np.maximum(mc, Sc.max(axis=1), out=mc)
+        max_off_block(UA, CA, UB, CB, rows, start, mr, mc)
     return mr, mc
+
+
+def max_off_block(UA: np.ndarray, CA: np.ndarray, UB: np.ndarray, CB: np.ndarray, rows: np.ndarray,
+                  start: int, mr: np.ndarray, mc: np.ndarray) -> None:
+    """Fold one block of candidates (B's rows ``start:start + len(UB)``, raw ``UB`` and centred
+    ``CB``) into the running float64 maxima ``mr`` / ``mc`` of each query row's cosine to every
+    other row (a query's own partner, row ``rows[i]``, is left out)."""
+    S = UA @ UB.T
+    Sc = CA @ CB.T
+    hit = np.flatnonzero((rows >= start) & (rows < start + UB.shape[0]))
+    S[hit, rows[hit] - start] = -np.inf
+    Sc[hit, rows[hit] - start] = -np.inf
+    np.maximum(mr, S.max(axis=1), out=mr)
+    np.maximum(mc, Sc.max(axis=1), out=mc)
 
 
 def partner_ranked_first(
