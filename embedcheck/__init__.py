@@ -1,7 +1,28 @@
 """embedcheck: does the cosine geometry of an embedding space reflect what you care about?
 
-The computation modules (``geometry``, ``anisotropy``, ``probe``, ``head``, ``physscore``,
-``encode``) take arrays and return plain results; only ``embedcheck.cli`` does I/O.
+The Python API is one function per command at this top level (``embedcheck.aag``,
+``embedcheck.anisotropy`` ...; the list is :data:`embedcheck.api.MODULES`), imported on first
+use. Each takes arrays or opened inputs and keyword options and returns a typed result whose
+``to_dict()`` is the JSON report the CLI prints; gates are functions of a report
+(:mod:`embedcheck.gates`). The command line (:mod:`embedcheck.cli`) parses, calls, gates and prints.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    from .api import MODULES, resolve
+
+    if name in MODULES:
+        return resolve(name)
+    raise AttributeError(f"module 'embedcheck' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    from .api import MODULES
+
+    return sorted([*globals(), *MODULES])

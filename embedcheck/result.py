@@ -10,6 +10,11 @@ by copying string keys by hand. Field order is report key order. Two field marke
 
 Values are made JSON-plain recursively (nested results, numpy scalars and arrays, tuples).
 
+**Figure facts, declared once.** A result class names its figures in ``figures``: for each
+dotted report key, a :class:`Figure` saying whether it is a headline, which direction is better
+and the report key of its 95 % interval. ``schemas`` and ``compare`` read these declarations
+(:func:`figures_of`); ``command`` names the CLI command whose report the result is.
+
 >>> from dataclasses import dataclass
 >>> @dataclass
 ... class R(Result):
@@ -24,8 +29,8 @@ Values are made JSON-plain recursively (nested results, numpy scalars and arrays
 
 from __future__ import annotations
 
-from dataclasses import field, fields, is_dataclass
-from typing import Any, Optional  # noqa: F401  (Optional: used by the doctest)
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any, ClassVar, Optional  # noqa: F401  (Optional: used by the doctest)
 
 import numpy as np
 
@@ -55,8 +60,51 @@ def plain(v: Any) -> Any:
     return v
 
 
+@dataclass(frozen=True)
+class Figure:
+    """What a report figure means: a headline or not, the better direction, its interval's key.
+
+    >>> Figure("higher", interval="aag_ci95").is_better(0.3, 0.2)
+    True
+    """
+
+    better: str = "higher"  #: "higher" or "lower"
+    headline: bool = True
+    interval: Optional[str] = None  #: report key of its 95 % interval (``aag_ci95``), if any
+
+    def __post_init__(self) -> None:
+        if self.better not in ("higher", "lower"):
+            raise ValueError(f"Figure.better must be 'higher' or 'lower', got {self.better!r}")
+
+    def is_better(self, new: float, old: float) -> bool:
+        return new > old if self.better == "higher" else new < old
+
+
+#: figure declarations per command, filled by each result class (``command`` + ``figures``)
+REGISTRY: dict[str, dict[str, Figure]] = {}
+
+
+def figures_of(command: str) -> dict[str, Figure]:
+    """The declared figures of a command's report (dotted key → :class:`Figure`); imports the
+    modules that declare them."""
+    from . import api  # noqa: F401  (importing the API modules registers their result classes)
+
+    api.load_all()
+    return dict(REGISTRY.get(command, {}))
+
+
 class Result:
-    """Base of every result dataclass: one :meth:`to_dict`."""
+    """Base of every result dataclass: one :meth:`to_dict`, and the figure declarations."""
+
+    #: the command whose report this result is (``"aag"``, ``"physscore-score"``); "" for parts
+    command: ClassVar[str] = ""
+    #: dotted report key → :class:`Figure` (headline figures, direction, interval key)
+    figures: ClassVar[dict[str, Figure]] = {}
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if cls.__dict__.get("command") and cls.__dict__.get("figures"):
+            REGISTRY.setdefault(cls.command, {}).update(cls.figures)
 
     def to_dict(self) -> dict[str, Any]:
         assert is_dataclass(self)

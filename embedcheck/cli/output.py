@@ -12,47 +12,13 @@ writes it to ``--report FILE``, and returns the exit code: 0, or 1 when a gate f
 
 from __future__ import annotations
 
-import math
 import sys
 from typing import Any, Callable, Iterable, Optional
 
 from ..io.atomic import save_json
 from ..io.jsonio import dumps
 
-EXIT_OK = 0
-EXIT_GATE = 1
-
-
-def _gate(name: str, value: Optional[float], threshold: float, op: str) -> dict[str, Any]:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        passed = False  # an undefined figure never passes a gate
-    elif op == ">=":
-        passed = bool(value >= threshold)
-    else:
-        passed = bool(value <= threshold)
-    return {"name": name, "op": op, "threshold": float(threshold),
-            "value": None if value is None else float(value), "passed": passed}
-
-
-def min_gate(name: str, value: Optional[float], threshold: float) -> dict[str, Any]:
-    """Passes when ``value >= threshold`` (e.g. ``--fail-below``, ``--min-gap-sd``)."""
-    return _gate(name, value, threshold, ">=")
-
-
-def max_gate(name: str, value: Optional[float], threshold: float) -> dict[str, Any]:
-    """Passes when ``value <= threshold`` (e.g. ``--max-floor-share``)."""
-    return _gate(name, value, threshold, "<=")
-
-
-def add_gates(report: dict[str, Any], gates: Iterable[Optional[dict[str, Any]]]) -> None:
-    """Attach the gates that were asked for (``None`` entries are options not given)."""
-    gs = [g for g in gates if g is not None]
-    if gs:
-        report["gates"] = gs
-
-
-def exit_code(report: dict[str, Any]) -> int:
-    return EXIT_GATE if any(not g["passed"] for g in report.get("gates", [])) else EXIT_OK
+from ..gates import EXIT_GATE, EXIT_OK, add_gates, exit_code, max_gate, min_gate  # noqa: F401  (re-exported)
 
 
 def _fmt(v: Any) -> str:
