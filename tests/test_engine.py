@@ -147,8 +147,8 @@ def test_engine_label_map_with_tied_cosines_gives_the_one_file_aps(tmp_path, n, 
     ranking are taken); the engine's per-query APs, MAP and map_ci95 are the one-file bytes."""
     from embedcheck.engine import LocalEngine
     from embedcheck.engine import label_map as emap
-    from embedcheck.engine.parts import open_source
     from embedcheck.geometry import label_map as gm
+    from embedcheck.io.source import open_source
 
     rng = np.random.default_rng(n)
     y = rng.integers(0, 3, n)

@@ -76,14 +76,13 @@ def test_aag_plot_on_ray_is_the_one_file_figure(cli, ray_local, topics7, tmp_pat
     assert (a.pop("plot"), b.pop("plot")) == (str(tmp_path / "mono.png"), str(tmp_path / "ray.png"))
     assert a == b
     assert (tmp_path / "ray.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    from embedcheck.cli._engine import _RowsView
     from embedcheck.engine import open_source
     from embedcheck.geometry.aag import sample_pair_cosines
     from embedcheck.io.labels import load_labels
 
     y = load_labels(labels, 600)
     one = sample_pair_cosines(np.load(FIXTURES / "topics.npy"), y, pairs=300, seed=5)
-    parts = sample_pair_cosines(_RowsView(open_source(topics7)), y, pairs=300, seed=5)
+    parts = sample_pair_cosines(open_source(topics7), y, pairs=300, seed=5)
     assert one.keys() == parts.keys() and len(one) == 3
     for c in one:
         for kind in ("within", "between"):

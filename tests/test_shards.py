@@ -16,6 +16,7 @@ from embedcheck.io import shards as S
 from embedcheck.io.atomic import AtomicBatch
 from embedcheck.io.labels import load_labels, load_scores
 from embedcheck.io.npy import load_matrix, stream_rows
+from embedcheck.io.source import Source, open_source
 
 TOPICS = FIXTURES / "topics.npy"
 TOPICS_LABELS = FIXTURES / "topics.labels.jsonl"
@@ -55,7 +56,7 @@ def test_round_trip_and_indexing_equal_numpy(tmp_path):
         assert np.array_equal(ss.open_shard(i), A[e.start:e.start + e.rows])
         assert not ss.open_shard(i).flags.writeable
     assert [r for i in range(7) for r in ss.read_sidecar(i)] == recs
-    M = S.ShardedMatrix(ss)
+    M = open_source(ss.folder)
     assert (M.shape, M.dtype, M.ndim, len(M), M.shard_set) == ((600, 48), np.dtype("float32"), 2, 600, ss)
     assert np.array_equal(np.asarray(M), A) and np.asarray(M, dtype=np.float64).dtype == np.float64
     rng = np.random.default_rng(0)
@@ -87,7 +88,7 @@ def test_write_shard_bytes_are_np_save_bytes_and_pickling_drops_memmaps(tmp_path
     assert (tmp_path / "a.jsonl").read_text() == "".join(json.dumps({"id": k}) + "\n" for k in range(5))
     S.write_manifest(tmp_path, [e], dim=3, dtype="float64", model=None)
     ss = S.open_shard_set(tmp_path / "manifest.json")
-    M = S.ShardedMatrix(ss)
+    M = open_source(ss.folder)
     M[0:2]
     assert ss._maps  # a memmap is open ...
     clone = pickle.loads(pickle.dumps(M))  # ... but never travels with the object (Ray ships these)
@@ -98,7 +99,7 @@ def test_write_shard_bytes_are_np_save_bytes_and_pickling_drops_memmaps(tmp_path
 def test_many_shards_with_few_open_memmaps(tmp_path, monkeypatch):
     monkeypatch.setattr(S, "OPEN_SHARDS", 2)
     A = np.load(TOPICS)
-    M = S.ShardedMatrix(S.open_shard_set(make_set(tmp_path, "s", A, [7] * 11 + [3])))
+    M = open_source(make_set(tmp_path, "s", A, [7] * 11 + [3]))
     idx = np.random.default_rng(2).permutation(600)
     assert np.array_equal(M[idx], A[idx]) and np.array_equal(np.asarray(M), A)
     assert len(M.shard_set._maps) == 2
@@ -130,7 +131,7 @@ def test_readers_accept_a_shard_set(tmp_path):
     recs = read_jsonl(TOPICS_LABELS)
     d = make_set(tmp_path, "s2", A, CUTS[2], recs)
     M = load_matrix(d)
-    assert isinstance(M, S.ShardedMatrix) and np.array_equal(np.asarray(M), A)
+    assert isinstance(M, Source) and np.array_equal(np.asarray(M), A)
     y = load_labels(d / "manifest.json", 600)
     assert np.array_equal(y, load_labels(TOPICS_LABELS, 600))
     sts = make_set(tmp_path, "sts", np.load(FIXTURES / "sts_a.npy"), [3, 1], read_jsonl(FIXTURES / "sts_scores.jsonl"))
@@ -329,7 +330,7 @@ def test_train_head_and_project_on_shards(k, tmp_path, cli):
         src = S.open_shard_set(s["topics"])
         assert [(e.path, e.rows) for e in ss.shards] == [(e.path, e.rows) for e in src.shards]
         assert all(ss.read_sidecar(i) == src.read_sidecar(i) for i in range(k))  # ids and labels travel along
-        assert np.asarray(S.ShardedMatrix(ss)).tobytes() == np.load(mono).tobytes()
+        assert np.asarray(open_source(ss.folder)).tobytes() == np.load(mono).tobytes()
         one = tmp_path / f"{mode}_from_shards.npy"
         assert cli(["project", s["topics"], "--head", head, "-o", one, "--mode", mode, "--chunk", 64]).exit_code == 0
         assert one.read_bytes() == mono.read_bytes()

@@ -68,24 +68,11 @@ def aag_sharded(embeddings: Path, labels: Path, *, label_field: str, engine: str
         from ..geometry import plots
         from .common import write_plot
 
-        samples = geo.sample_pair_cosines(_RowsView(src), y, pairs=plot_pairs, seed=seed)  # type: ignore[arg-type]
+        samples = geo.sample_pair_cosines(src, y, pairs=plot_pairs, seed=seed)  # type: ignore[arg-type]
         report["plot"] = write_plot(plot, plots.aag_png(
             samples, res.class_counts, res.aag,
             title=f"{Path(embeddings).name}: within- vs between-class cosine ({plot_pairs:,} sampled pairs each)"))
     return report
-
-
-class _RowsView:
-    """Rows of a source by global index (``X[idx]``, ``X.shape``): what ``sample_pair_cosines`` reads."""
-
-    def __init__(self, src: Any) -> None:
-        from ..engine.parts import GlobalRows
-
-        self.shape = (src.n, src.dim)
-        self._rows = GlobalRows(src.parts)
-
-    def __getitem__(self, idx: Any) -> np.ndarray:
-        return self._rows.get(np.asarray(idx))
 
 
 def anisotropy_sharded(a: Path, b: Path, *, fit_a: Path | None, fit_b: Path | None, shared: bool, perms: int,

@@ -24,7 +24,8 @@ from ..io import atomic, npy, provenance
 from ..io import labels as labels_io
 from ..io.headfile import read_head
 from ..io.npy import stream_rows
-from ..io.shards import ShardedMatrix, is_shard_set, manifest_path, new_shard_folder, open_shard_set, write_manifest, write_shard
+from ..io.shards import is_shard_set, manifest_path, new_shard_folder, open_shard_set, write_manifest, write_shard
+from ..io.source import open_source
 from ._app import app
 from .common import (
     AddressOpt,
@@ -194,7 +195,7 @@ def project(
     atomic.check_not_input(sidecar, [emb, head_path])
     head = read_head(head_path)
     # a shard set into one .npy: every shard verified (sha256) before anything is written
-    X = ShardedMatrix(open_shard_set(emb, verify=True)) if sharded else npy.open_npy(emb, "embeddings")
+    X = open_source(emb) if sharded else npy.open_npy(emb, "embeddings")
     if X.ndim != 2:
         raise InputError(f"embeddings {emb} must be 2-D (rows x dims), got shape {X.shape}")
     n, d = X.shape

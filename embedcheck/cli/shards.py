@@ -18,6 +18,7 @@ from ..io.jsonio import read_jsonl
 from ..io.labels import load_labels
 from ..io.npyfile import check_matrix_shape, open_npy
 from ..io.provenance import meta_path, provenance, sha256_file
+from ..io.source import open_source
 from ..rows import iter_chunks
 from ._app import app
 from .common import (
@@ -87,7 +88,7 @@ def split_cmd(
     X: Any
     if S.is_shard_set(input) or input.is_dir():
         ss = S.open_shard_set(input)
-        X = S.ShardedMatrix(ss)
+        X = open_source(ss.folder)
         records = [r for i in range(len(ss.shards)) for r in ss.read_sidecar(i)]
         sidecar: str | None = f"{ss.folder}/*.jsonl"
         default_model = ss.model

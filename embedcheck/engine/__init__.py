@@ -31,8 +31,8 @@ numpy commands never import it.
 
 from __future__ import annotations
 
-from .parts import PART_ROWS, Part, Source, is_sharded, open_source
+from ..io.source import PART_ROWS, Part, Source, open_source
 from .runner import ENGINES, Engine, LocalEngine, RayEngine, make_engine
 
-__all__ = ["ENGINES", "PART_ROWS", "Engine", "LocalEngine", "Part", "RayEngine", "Source", "is_sharded",
+__all__ = ["ENGINES", "PART_ROWS", "Engine", "LocalEngine", "Part", "RayEngine", "Source",
            "make_engine", "open_source"]

@@ -32,8 +32,8 @@ import numpy as np
 
 from ..geometry import aag as geo
 from ..geometry.intervals import percentile_ci
+from ..io.source import Part, Source, ranges, read_range
 from ..rows import CHUNK_ROWS, iter_chunks, label_key, unit_rows
-from .parts import Part, Source, ranges, read_range
 from .runner import Engine
 
 #: rows per task (whole chunks)

@@ -33,8 +33,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..geometry import anisotropy as core
+from ..io.source import Part, Source, ranges, read_range, source_of_parts
 from ..rows import iter_chunks
-from .parts import GlobalRows, Part, Source, ranges, read_range
 from .runner import Engine
 
 #: rows per task (whole CHUNK blocks, so every block is a block of the in-memory check)
@@ -88,7 +88,7 @@ def pairs_range(a_parts: tuple[Part, ...], b_parts: tuple[Part, ...], start: int
                 mu_a: np.ndarray, mu_b: np.ndarray, P: np.ndarray, q: np.ndarray, nb: np.ndarray) -> dict[str, Any]:
     """Matched and unrelated cosines (raw and centred) of A's rows ``[start, stop)``; B's rows at the
     derangement targets are fetched by global index. ``P`` is ``P[:, start:stop]``."""
-    rb = GlobalRows(b_parts)
+    rb = source_of_parts(b_parts)
     c = float(mu_a @ mu_b)
     r_n = stop - start
     perms = P.shape[0]
@@ -184,7 +184,7 @@ def decide_range(a_parts: tuple[Part, ...], b_parts: tuple[Part, ...], q0: int, 
 def exact_max(a_parts: tuple[Part, ...], b_parts: tuple[Part, ...], c0: int, c1: int, W: np.ndarray | None,
               mu_a: np.ndarray, mu_b: np.ndarray, rows: np.ndarray, key_block: int) -> tuple[np.ndarray, np.ndarray]:
     """Float64 max over candidates j ≠ i in B's rows ``[c0, c1)`` of raw and centred cos(a_i, b_j)."""
-    UA = core.UnitRows(GlobalRows(a_parts).get(rows), "A", W).get(slice(None))
+    UA = core.UnitRows(source_of_parts(a_parts).take(rows), "A", W).get(slice(None))
     CA, _ = core._centre(UA, mu_a, "A", rows)
     mr = np.full(len(rows), -np.inf)
     mc = np.full(len(rows), -np.inf)

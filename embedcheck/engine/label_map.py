@@ -32,8 +32,8 @@ import numpy as np
 from ..geometry import intervals
 from ..geometry.aag import _check_labels
 from ..geometry.label_map import _MAX_TIES, MapResult, expected_random_ap, with_interval
+from ..io.source import Part, Source, source_of_parts
 from ..rows import unit_rows
-from .parts import GlobalRows, Part, Source
 from .runner import Engine
 
 QUERY_BLOCK = 256
@@ -43,7 +43,7 @@ MEM_BLOCK = 256
 
 
 def _scores(parts: tuple[Part, ...], q_idx: np.ndarray, cpart: Part) -> np.ndarray:
-    Q = unit_rows(GlobalRows(parts).get(q_idx)).astype(np.float32)
+    Q = unit_rows(source_of_parts(parts).take(q_idx)).astype(np.float32)
     C = unit_rows(cpart.read()).astype(np.float32)
     S = Q @ C.T
     own = (q_idx >= cpart.offset) & (q_idx < cpart.offset + cpart.rows)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .parts import Part, Source, read_range
+from ..io.source import Part, Source, read_range
 from .runner import Engine
 
 

@@ -26,9 +26,10 @@ import numpy as np
 from ..errors import InputError
 from ..rows import iter_chunks
 from .npyfile import _npy_header, check_matrix_shape, check_rows, open_npy
-from .shards import ShardedMatrix, is_shard_set, load_shard_matrix, open_shard_set
+from .shards import is_shard_set, open_shard_set
+from .source import load_shard_matrix, open_source
 
-__all__ = ["ShardedMatrix", "_npy_header", "check_matrix_shape", "check_rows", "check_same_dim",
+__all__ = ["_npy_header", "check_matrix_shape", "check_rows", "check_same_dim",
            "load_matrix", "open_npy", "stream_rows"]
 
 
@@ -46,7 +47,7 @@ def load_matrix(
     :func:`iter_chunks` and accumulate in float64. The validation pass is itself streamed.
 
     A shard set (a folder holding ``manifest.json``, or that manifest) gives a
-    :class:`~embedcheck.io.shards.ShardedMatrix` over its shards after the same checks plus the
+    :class:`~embedcheck.io.source.Source` over its shards after the same checks plus the
     shards' sha256 (:func:`~embedcheck.io.shards.load_shard_matrix`); it is typed as an array
     because readers use only what both share (``shape``, ``dtype``, ``X[...]``, ``np.asarray``).
     """
@@ -117,7 +118,7 @@ def stream_rows(path: Path, chunk: int, sha: Any) -> Iterator[tuple[slice, np.nd
 def _stream_shard_rows(path: Path, chunk: int, sha: Any) -> Iterator[tuple[slice, np.ndarray]]:
     ss = open_shard_set(path, verify=False)
     sha.update(ss.manifest_path.read_bytes())
-    X = ShardedMatrix(ss)
+    X = open_source(path)
     starts = ss.starts
     verified = 0  # shards [0, verified) have been re-hashed
     for sl in iter_chunks(X.shape[0], chunk):

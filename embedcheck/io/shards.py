@@ -29,9 +29,9 @@ refused before anything is computed or written. A sidecar is checked against its
 ...     e0 = write_shard(b, d, "s0", X[:4], [{"index": i} for i in range(4)])
 ...     e1 = write_shard(b, d, "s1", X[4:], [{"index": i} for i in range(4, 6)], start=4)
 >>> write_manifest(d, [e0, e1], dim=2, dtype="float32", model=None)
->>> M = ShardedMatrix(open_shard_set(d))
->>> M.shape, M[3:5].tolist(), M[[5, 0]].tolist()
-((6, 2), [[7.0, 8.0], [9.0, 10.0]], [[11.0, 12.0], [1.0, 2.0]])
+>>> ss = open_shard_set(d)
+>>> ss.rows, ss.dim, ss.open_shard(1).tolist()
+(6, 2, [[9.0, 10.0], [11.0, 12.0]])
 """
 
 from __future__ import annotations
@@ -47,15 +47,14 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
-from ..rows import iter_chunks
 from .atomic import AtomicBatch, atomic_writer
 from .jsonio import dumps, parse_jsonl
-from .npyfile import check_matrix_shape, check_rows, open_npy
+from .npyfile import open_npy
 from .provenance import sha256_file
 
 FORMAT = "embedcheck-shards/1"
@@ -311,131 +310,6 @@ def open_shard_set(path: str | os.PathLike, *, verify: bool = True) -> ShardSet:
         for i in range(len(ss.shards)):
             ss.verify_shard(i)
     return ss
-
-
-# --------------------------------------------------------------------------------------------
-# the matrix view
-
-
-class ShardedMatrix:
-    """A read-only ``(n, d)`` array-like over a :class:`ShardSet`, in manifest order.
-
-    Supports ``.shape .dtype .ndim .size len()``, ``X[int]``, ``X[slice]``, ``X[int array]``,
-    ``X[bool mask]``, ``X[rows, cols]`` and ``np.asarray(X)``; every index returns an
-    ``np.ndarray`` (a slice inside one shard is a view of its memmap, otherwise a copy). The
-    readers in :mod:`embedcheck.geometry` stream it with ``iter_chunks`` and ``X[sl]``, exactly as
-    they stream a memmapped ``.npy``.
-    """
-
-    def __init__(self, shard_set: ShardSet):
-        self.shard_set = shard_set
-        self.shape: tuple[int, int] = (int(shard_set.rows), int(shard_set.dim))
-        self.dtype = np.dtype(shard_set.dtype)
-        self.ndim = 2
-        self._starts = shard_set.starts
-
-    @property
-    def size(self) -> int:
-        return self.shape[0] * self.shape[1]
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
-
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    def __repr__(self) -> str:
-        return (f"ShardedMatrix(shape={self.shape}, dtype={self.dtype.name}, shards={len(self.shard_set.shards)}, "
-                f"folder={str(self.shard_set.folder)!r})")
-
-    def _rows(self, a: int, b: int) -> np.ndarray:
-        """Global rows ``[a, b)``, ``0 <= a <= b <= n``."""
-        if a >= b:
-            return np.empty((0, self.shape[1]), dtype=self.dtype)
-        st = self._starts
-        i = int(np.searchsorted(st, a, side="right")) - 1
-        pieces = []
-        while i < len(self.shard_set.shards) and st[i] < b:
-            lo, hi = max(a, int(st[i])), min(b, int(st[i + 1]))
-            if hi > lo:
-                pieces.append(np.asarray(self.shard_set.open_shard(i)[lo - st[i]:hi - st[i]]))
-            i += 1
-        if len(pieces) == 1:
-            return pieces[0]
-        return np.concatenate(pieces).astype(self.dtype, copy=False)
-
-    def _take(self, key: Any) -> np.ndarray:
-        idx = np.asarray(key)
-        n = self.shape[0]
-        if idx.dtype == bool:
-            if idx.shape != (n,):
-                raise IndexError(f"boolean index of shape {idx.shape} does not match {n} rows")
-            idx = np.flatnonzero(idx)
-        elif idx.size == 0:
-            idx = idx.astype(np.int64)
-        elif idx.dtype.kind not in "iu":
-            raise IndexError(f"rows must be indexed by integers, a slice or a boolean mask, not {idx.dtype}")
-        flat = idx.astype(np.int64).ravel()
-        flat = np.where(flat < 0, flat + n, flat)
-        if flat.size and (flat.min() < 0 or flat.max() >= n):
-            bad = idx.ravel()[int(np.flatnonzero((flat < 0) | (flat >= n))[0])]
-            raise IndexError(f"row {bad} is out of bounds for {n} rows")
-        out = np.empty((flat.size, self.shape[1]), dtype=self.dtype)
-        shard_of = np.searchsorted(self._starts, flat, side="right") - 1
-        for i in np.unique(shard_of):
-            sel = shard_of == i
-            out[sel] = self.shard_set.open_shard(int(i))[flat[sel] - self._starts[i]]
-        return out.reshape(idx.shape + (self.shape[1],))
-
-    def __getitem__(self, key: Any) -> np.ndarray:
-        if isinstance(key, tuple):
-            if not key:
-                return np.asarray(self)
-            rows = self[key[0]]
-            rest = key[1:]
-            return cast(np.ndarray, rows[rest] if rows.ndim == 1 else rows[(slice(None),) + rest])
-        if key is Ellipsis:
-            return np.asarray(self)
-        n = self.shape[0]
-        if isinstance(key, (int, np.integer)):
-            k = int(key)
-            if not -n <= k < n:
-                raise IndexError(f"row {k} is out of bounds for {n} rows")
-            k %= n
-            return self._rows(k, k + 1)[0]
-        if isinstance(key, slice):
-            start, stop, step = key.indices(n)
-            if step == 1:
-                return self._rows(start, max(start, stop))
-            return self._take(np.arange(start, stop, step))
-        return self._take(key)
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        out = self._rows(0, self.shape[0])
-        if dtype is not None:
-            out = out.astype(dtype, copy=False)
-        return out
-
-    def __iter__(self) -> Iterator[np.ndarray]:
-        for sl in iter_chunks(self.shape[0]):
-            yield from self._rows(sl.start, sl.stop)
-
-
-def load_shard_matrix(path: str | os.PathLike, *, what: str = "embeddings", need_direction: bool = True,
-                      min_rows: int = 1) -> ShardedMatrix:
-    """Open a shard set with hash verification and apply :func:`~embedcheck.io.npy.load_matrix`'s
-    checks (2-D float, at least ``min_rows`` rows, finite, non-zero rows), streamed shard by shard;
-    a bad row is named by its shard and its row in that shard."""
-    ss = open_shard_set(path, verify=True)
-    X = ShardedMatrix(ss)
-    check_matrix_shape(cast(np.ndarray, X), ss.folder, what=what, min_rows=min_rows)
-    work = "float64" if X.dtype.itemsize == 8 else "float32"
-    for i, e in enumerate(ss.shards):
-        M = ss.open_shard(i)
-        for sl in iter_chunks(e.rows):
-            check_rows(M[sl], sl.start, ss.shard_path(i), what=what, need_direction=need_direction, work=work)
-    return X
 
 
 def sidecar_field(path: str | os.PathLike, field: str, *, what: str = "labels") -> list[Any]:

@@ -1,0 +1,271 @@
+"""The one way to read rows: :class:`Source`, over an array, a memmap, a ``.npy`` or a shard set.
+
+A matrix input is opened once with :func:`open_source` (headers only: shape, dtype, no pickle;
+a shard set's manifest and hashes) and then read by global row index, whatever it is stored as.
+Its **parts** — the unit of work of the engine (:mod:`embedcheck.engine`) — are, in global
+row order:
+
+* for a shard set: one part per shard, in manifest order;
+* for a plain ``.npy``, a memmap or an in-memory array: consecutive ranges of :data:`PART_ROWS`
+  rows (a fixed number, so the parts — and the bytes of every merged figure — never depend on
+  how many workers there are).
+
+A part is a small value (absolute path or the array itself, row range, global offset); a task on
+another process opens the file itself as a read-only memmap (``allow_pickle=False``), so only
+paths travel to the workers.
+
+A :class:`Source` is also array-like for the readers that index rows (``shape``, ``dtype``,
+``X[i]``, ``X[a:b]``, ``X[int array]``, ``X[bool mask]``, ``X[rows, cols]``, ``np.asarray(X)``).
+
+>>> X = np.arange(12, dtype=np.float32).reshape(6, 2) + 1
+>>> src = open_source(X, part_rows=4)
+>>> src.n, src.dim, len(src.parts), src[3:5].tolist(), src[[5, 0]].tolist()
+(6, 2, 2, [[7.0, 8.0], [9.0, 10.0]], [[11.0, 12.0], [1.0, 2.0]])
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from ..errors import InputError
+from ..rows import CHUNK_ROWS, iter_chunks
+from .npyfile import check_matrix_shape, check_rows, open_npy
+from .shards import is_shard_set, open_shard_set
+
+#: rows per part of a plain .npy or an array (a multiple of CHUNK_ROWS)
+PART_ROWS = 16 * CHUNK_ROWS
+
+
+@dataclass(frozen=True)
+class Part:
+    """Rows ``[start, stop)`` of the 2-D ``.npy`` at ``path`` (or of ``array``); global row index
+    of ``start`` = ``offset``."""
+
+    path: str
+    start: int
+    stop: int
+    offset: int
+    array: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
+
+    @property
+    def global_slice(self) -> slice:
+        return slice(self.offset, self.offset + self.rows)
+
+    def open(self) -> np.ndarray:
+        if self.array is not None:
+            return cast(np.ndarray, self.array)
+        return np.load(self.path, mmap_mode="r", allow_pickle=False)
+
+    def read(self, chunk: slice | None = None) -> np.ndarray:
+        """The part's rows (or rows ``chunk`` relative to the part), as a C-ordered in-memory array."""
+        X = self.open()
+        if chunk is None:
+            return np.ascontiguousarray(X[self.start:self.stop])
+        return np.ascontiguousarray(X[self.start + chunk.start:self.start + chunk.stop])
+
+
+class Source:
+    """A matrix as parts: ``n`` rows of dimension ``dim``; ``shard_set`` when it came from one."""
+
+    ndim = 2
+
+    def __init__(self, name: str, n: int, dim: int, dtype: str, parts: tuple[Part, ...], shard_set: Any = None):
+        self.name, self.n, self.dim, self.parts, self.shard_set = name, int(n), int(dim), tuple(parts), shard_set
+        self.dtype = np.dtype(dtype)
+        self.shape: tuple[int, int] = (self.n, self.dim)
+        self._starts = np.array([p.offset for p in self.parts] + [self.n], dtype=np.int64)
+        self._maps: dict[int, np.ndarray] = {}
+
+    def __getstate__(self) -> dict[str, Any]:  # no open memmaps travel with the object
+        return {**self.__dict__, "_maps": {}}
+
+    def __repr__(self) -> str:
+        kind = f"shards={len(self.parts)}" if self.sharded else f"parts={len(self.parts)}"
+        return f"Source({self.name!r}, shape={self.shape}, dtype={self.dtype.name}, {kind})"
+
+    @property
+    def sharded(self) -> bool:
+        return self.shard_set is not None
+
+    @property
+    def size(self) -> int:
+        return self.n * self.dim
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _map(self, k: int) -> np.ndarray:
+        if k not in self._maps:
+            self._maps[k] = self.parts[k].open()
+        return self._maps[k]
+
+    def rows(self, start: int, stop: int, *, check: bool = False, what: str = "embeddings") -> np.ndarray:
+        """Global rows ``[start, stop)`` read from whichever parts hold them (with ``check``: the
+        row checks of ``load_matrix`` per piece, so an error names the file and its row)."""
+        return read_range(self.parts, start, stop, check=check, what=what)
+
+    def take(self, idx: Any) -> np.ndarray:
+        """Rows at global indices ``idx`` (any integer array), in that order."""
+        idx = np.asarray(idx, dtype=np.int64)
+        flat = idx.ravel()
+        out = np.empty((flat.size, self.dim), dtype=self.dtype)
+        which = np.searchsorted(self._starts, flat, side="right") - 1
+        for k in np.unique(which):
+            sel = np.flatnonzero(which == k)
+            p = self.parts[int(k)]
+            out[sel] = self._map(int(k))[p.start + (flat[sel] - p.offset)]
+        return out.reshape(idx.shape + (self.dim,))
+
+    def _index(self, key: Any) -> np.ndarray:
+        idx = np.asarray(key)
+        n = self.n
+        if idx.dtype == bool:
+            if idx.shape != (n,):
+                raise IndexError(f"boolean index of shape {idx.shape} does not match {n} rows")
+            idx = np.flatnonzero(idx)
+        elif idx.size == 0:
+            idx = idx.astype(np.int64)
+        elif idx.dtype.kind not in "iu":
+            raise IndexError(f"rows must be indexed by integers, a slice or a boolean mask, not {idx.dtype}")
+        flat = idx.astype(np.int64)
+        flat = np.where(flat < 0, flat + n, flat)
+        if flat.size and (flat.min() < 0 or flat.max() >= n):
+            bad = idx.ravel()[int(np.flatnonzero(((flat < 0) | (flat >= n)).ravel())[0])]
+            raise IndexError(f"row {bad} is out of bounds for {n} rows")
+        return flat
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, tuple):
+            if not key:
+                return np.asarray(self)
+            rows = self[key[0]]
+            rest = key[1:]
+            return cast(np.ndarray, rows[rest] if rows.ndim == 1 else rows[(slice(None),) + rest])
+        if key is Ellipsis:
+            return np.asarray(self)
+        n = self.n
+        if isinstance(key, (int, np.integer)):
+            k = int(key)
+            if not -n <= k < n:
+                raise IndexError(f"row {k} is out of bounds for {n} rows")
+            k %= n
+            return self.rows(k, k + 1)[0]
+        if isinstance(key, slice):
+            start, stop, step = key.indices(n)
+            if step == 1:
+                if stop <= start:
+                    return np.empty((0, self.dim), dtype=self.dtype)
+                return self.rows(start, stop)
+            return self.take(np.arange(start, stop, step))
+        return self.take(self._index(key))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.rows(0, self.n) if self.n else np.empty((0, self.dim), dtype=self.dtype)
+        return out.astype(dtype, copy=False) if dtype is not None else out
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        for sl in iter_chunks(self.n):
+            yield from self.rows(sl.start, sl.stop)
+
+
+def open_source(x: Any, *, what: str = "embeddings", part_rows: int = PART_ROWS, min_rows: int = 1) -> Source:
+    """A :class:`Source` over ``x``: an array or memmap, a ``.npy`` path, a shard-set folder or its
+    ``manifest.json``, or a Source (returned as it is). Only headers are read here (shape, dtype,
+    no pickle, not truncated; a shard set's manifest and hashes); the rows themselves are checked
+    by whoever reads them with ``check=True``."""
+    if isinstance(x, Source):
+        return x
+    if isinstance(x, np.ndarray):
+        check_matrix_shape(x, Path(f"<{what} array>"), what=what, min_rows=min_rows)
+        n, d = (int(s) for s in x.shape)
+        name = str(getattr(x, "filename", None) or f"<{what} array>")
+        parts = tuple(Part(name, s, min(s + part_rows, n), s, array=x) for s in range(0, n, part_rows))
+        return Source(name, n, d, str(x.dtype), parts, None)
+    if is_shard_set(x) or Path(x).is_dir():  # a folder without a manifest: open_shard_set names it
+        ss = open_shard_set(x)
+        shard_parts: list[Part] = []
+        for i, e in enumerate(ss.shards):
+            sp = ss.shard_path(i)
+            X = open_npy(sp, f"{what} shard")
+            if X.ndim != 2 or X.shape[1] != ss.dim or X.shape[0] != e.rows:
+                raise InputError(f"{what} shard {sp} has shape {X.shape}; the manifest says ({e.rows}, {ss.dim})")
+            shard_parts.append(Part(os.path.abspath(sp), 0, e.rows, e.start))
+        if ss.rows < min_rows:
+            raise InputError(f"{what} {x} has {ss.rows} rows; at least {min_rows} needed")
+        return Source(str(x), int(ss.rows), int(ss.dim), str(ss.dtype), tuple(shard_parts), ss)
+    X = open_npy(x, what)
+    check_matrix_shape(X, Path(x), what=what, min_rows=min_rows)
+    n, d = (int(s) for s in X.shape)
+    parts = tuple(Part(os.path.abspath(x), s, min(s + part_rows, n), s) for s in range(0, n, part_rows))
+    return Source(str(x), n, d, str(X.dtype), parts, None)
+
+
+def checked_rows(part: Part, sl: slice, what: str = "embeddings") -> np.ndarray:
+    """Rows ``sl`` (relative to the part) after the row checks of ``load_matrix`` (finite, not zero);
+    errors name the file and the row index within it."""
+    X = part.read(sl)
+    work = "float64" if X.dtype.itemsize == 8 else "float32"
+    check_rows(X, part.start + sl.start, Path(part.path), what=what, work=work)
+    return X
+
+
+def read_range(parts: Sequence[Part], start: int, stop: int, *, check: bool = False,
+               what: str = "embeddings") -> np.ndarray:
+    """Global rows ``[start, stop)`` read from whichever parts hold them, C-ordered (row checks per
+    piece, so an error names the shard file and its row)."""
+    pieces = []
+    for p in parts:
+        lo, hi = max(start, p.offset), min(stop, p.offset + p.rows)
+        if hi <= lo:
+            continue
+        X = np.ascontiguousarray(p.open()[p.start + lo - p.offset:p.start + hi - p.offset])
+        if check:
+            work = "float64" if X.dtype.itemsize == 8 else "float32"
+            check_rows(X, p.start + lo - p.offset, Path(p.path), what=what, work=work)
+        pieces.append(X)
+    if not pieces:
+        raise IndexError(f"rows {start}-{stop} are outside the matrix")
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def ranges(n: int, step: int) -> list[tuple[int, int]]:
+    """``[start, stop)`` task ranges of ``step`` rows (``step`` a multiple of the chunk size the
+    task uses inside, so the chunks are the global chunks of the in-memory functions)."""
+    return [(s, min(s + step, n)) for s in range(0, n, step)]
+
+
+def load_shard_matrix(path: str | os.PathLike, *, what: str = "embeddings", need_direction: bool = True,
+                      min_rows: int = 1) -> Source:
+    """Open a shard set with hash verification and apply :func:`~embedcheck.io.npy.load_matrix`'s
+    checks (2-D float, at least ``min_rows`` rows, finite, non-zero rows), streamed shard by shard;
+    a bad row is named by its shard and its row in that shard."""
+    src = open_source(path, what=what, min_rows=min_rows)
+    ss = src.shard_set
+    check_matrix_shape(cast(np.ndarray, src), ss.folder, what=what, min_rows=min_rows)
+    work = "float64" if src.dtype.itemsize == 8 else "float32"
+    for i, e in enumerate(ss.shards):
+        M = ss.open_shard(i)
+        for sl in iter_chunks(e.rows):
+            check_rows(M[sl], sl.start, ss.shard_path(i), what=what, need_direction=need_direction, work=work)
+    return src
+
+
+def source_of_parts(parts: Sequence[Part]) -> Source:
+    """A :class:`Source` over parts a task was given (to read rows by global index)."""
+    n = max(p.offset + p.rows for p in parts)
+    X = parts[0].open()
+    return Source(parts[0].path, n, int(X.shape[1]), str(X.dtype), tuple(parts), None)
