@@ -117,3 +117,45 @@ class Result:
                 continue
             out[f.name] = plain(v)
         return out
+
+
+@dataclass
+class Report(Result):
+    """A command's report as the Python API returns it: ``to_dict()`` is the JSON the CLI prints
+    (``schema`` first, then the figures in report order). ``results`` keeps the typed results the
+    report was built from (per-item statistics for pairing included), never written.
+
+    Subclasses set :attr:`command` and declare :attr:`figures`; ``report["aag"]`` reads a figure.
+    """
+
+    body: dict = field(default_factory=dict)
+    results: dict = field(default_factory=dict, repr=False, compare=False, metadata={"report": False})
+
+    def to_dict(self) -> dict[str, Any]:
+        from .schemas import schema_id
+
+        return {"schema": schema_id(self.command), **plain(self.body)}
+
+    def __getitem__(self, key: str) -> Any:
+        return self.body[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The report value at a dotted key (``"label_map.map"``), or ``default``."""
+        cur: Any = self.to_dict()
+        for part in key.split("."):
+            if not isinstance(cur, dict) or part not in cur:
+                return default
+            cur = cur[part]
+        return cur
+
+    def gate(self, *, minimum: Optional[dict[str, float]] = None,
+             maximum: Optional[dict[str, float]] = None) -> list[dict[str, Any]]:
+        """Evaluate gates on this report's figures (dotted keys), attach them to the report
+        (``gates``) and return them; ``embedcheck.gates.failed(report.to_dict())`` lists failures."""
+        from .gates import max_gate, min_gate
+
+        gs = [min_gate(k, self.get(k), t) for k, t in (minimum or {}).items()]
+        gs += [max_gate(k, self.get(k), t) for k, t in (maximum or {}).items()]
+        if gs:
+            self.body["gates"] = [*self.body.get("gates", []), *gs]
+        return gs

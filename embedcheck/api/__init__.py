@@ -13,6 +13,14 @@ from typing import Any
 
 #: public name at ``embedcheck.<name>`` → module ``embedcheck.api.<module>`` that defines it
 MODULES: dict[str, str] = {
+    "open_source": "inputs",
+    "aag": "aag",
+    "anisotropy": "anisotropy",
+    "probe": "probe",
+    "sts": "sts",
+    "neighbors": "neighbors",
+    "physscore": "physscore",
+    "physscore_run": "physscore",
 }
 
 

@@ -3,43 +3,31 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from ..geometry import aag as aag_mod
-from ..geometry import label_map as map_mod
-from ..io.labels import load_labels
-from ..io.npy import load_matrix
+from ..gates import add_gates, min_gate
 from ._app import app
-from .common import (  # --baseline: compared in finish()
+from .common import (
     AddressOpt,
-    BaselineOpt,
     EmbArg,
     EngineName,
     EngineOpt,
-    FormatOpt,
-    JsonOpt,
     LabelFieldOpt,
     LabelsArg,
-    MaxDropOpt,
     PlotOpt,
-    QuietOpt,
-    ReportOpt,
     SeedOpt,
-    ToleranceOpt,
     check_engine,
     check_plot,
-    finish,
     hint,
     in_range,
-    start_command,
-    write_plot,
 )
-from .output import add_gates, min_gate
+from .reporting import Output, reporting
 
 
 @app.command("aag")
+@reporting()
 def aag_cmd(
     embeddings: EmbArg,
     labels: LabelsArg,
@@ -59,13 +47,8 @@ def aag_cmd(
     map_at: Annotated[Optional[int], typer.Option("--map-at", min=1, help="MAP@K: average precision over each query's top K only (per-shard top-K lists merge exactly).")] = None,
     engine: EngineOpt = EngineName.local,
     address: AddressOpt = None,
-    baseline: BaselineOpt = None,
-    max_drop: MaxDropOpt = None,
-    tolerance: ToleranceOpt = 0.0,
-    as_json: JsonOpt = False,
-    fmt: FormatOpt = None,
-    report_file: ReportOpt = None,
-    quiet: QuietOpt = False,
+    *,
+    out: Output,
 ) -> None:
     """Attribute Alignment Gap: mean cosine of same-label pairs minus different-label pairs.
 
@@ -78,50 +61,18 @@ def aag_cmd(
 
     Example: embedcheck aag val.npy val.jsonl --fail-below 0.05
     """
-    start_command(quiet)
+    out.start()
     check_plot(plot, [embeddings, labels])
     check_engine(engine, address)
-    if engine is EngineName.ray or map_at is not None:  # per-chunk partials on the engine (local or Ray)
-        from ._engine import aag_sharded
+    from ..api.aag import aag
 
-        rep = aag_sharded(embeddings, labels, label_field=label_field, engine=engine.value, address=address,
-                          label_map=label_map, map_queries=map_queries, map_at=map_at,
-                          permutations=permutations, bootstrap=bootstrap, ci_level=ci_level, seed=seed,
-                          resamples=resamples, ci=ci, plot=plot, plot_pairs=plot_pairs)
-        add_gates(rep, [
-            min_gate("aag", rep["aag"], fail_below) if fail_below is not None else None,
-            min_gate("label_map", rep.get("label_map", {}).get("map"), fail_map_below) if fail_map_below is not None else None,
-        ])
-        finish(rep, title=f"AAG — {Path(embeddings).name}", as_json=as_json, fmt=fmt, report_file=report_file)
-        return
-    X = load_matrix(embeddings)
-    y = load_labels(labels, X.shape[0], field=label_field)
-    n, d = X.shape
-    res = aag_mod.aag(X, y, resamples=resamples, seed=seed)
-    vs = aag_mod.variance_share(X, y, boot=res.boot if ci else None)
-    report: dict[str, Any] = {**res.to_dict(), **vs.to_dict()}
-    if label_map:
-        if map_queries is None and n > 50_000:
-            hint(f"label MAP over all {n} queries is O(n²); --map-queries N samples queries")
-        m = map_mod.label_map(X, y, queries=map_queries, seed=seed)
-        report["label_map"] = map_mod.with_interval(m, resamples, seed).to_dict()
-    if permutations:
-        report["permutation"] = aag_mod.aag_permutation_null(X, y, permutations, seed, observed=res.aag)
-    if bootstrap:
-        report["bootstrap"] = aag_mod.aag_bootstrap(X, y, bootstrap, seed, level=ci_level)
-    if res.ci_method:
-        report["ci_method"] = res.ci_method + ("; variance_share_ci95: the same resamples" if ci else "")
-        if not ci:
-            report["ci_on_request"] = ["variance_share"]
-    if plot is not None:
-        from ..geometry import plots
-
-        samples = aag_mod.sample_pair_cosines(X, y, pairs=plot_pairs, seed=seed)
-        report["plot"] = write_plot(plot, plots.aag_png(
-            samples, res.class_counts, res.aag,
-            title=f"{Path(embeddings).name}: within- vs between-class cosine ({plot_pairs:,} sampled pairs each)"))
+    rep = aag(embeddings, labels, label_field=label_field, label_map=label_map, map_queries=map_queries,
+              map_at=map_at, permutations=permutations, resamples=resamples, ci=ci, bootstrap=bootstrap,
+              ci_level=ci_level, seed=seed, plot=plot, plot_pairs=plot_pairs, engine=engine.value,
+              address=address, hint=hint)
+    report = rep.to_dict()
     add_gates(report, [
-        min_gate("aag", res.aag, fail_below) if fail_below is not None else None,
-        min_gate("label_map", report.get("label_map", {}).get("map"), fail_map_below) if fail_map_below is not None else None,
+        min_gate("aag", rep["aag"], fail_below) if fail_below is not None else None,
+        min_gate("label_map", rep.get("label_map.map"), fail_map_below) if fail_map_below is not None else None,
     ])
-    finish(report, title=f"AAG — {Path(embeddings).name}", as_json=as_json, fmt=fmt, report_file=report_file)
+    out.finish(report, title=f"AAG — {Path(embeddings).name}")

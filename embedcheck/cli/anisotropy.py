@@ -8,29 +8,21 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..gates import add_gates, max_gate, min_gate
 from ._app import app
 from .common import (
     AddressOpt,
-    BaselineOpt,
     EngineName,
     EngineOpt,
-    FormatOpt,
-    JsonOpt,
-    MaxDropOpt,
     PlotOpt,
-    QuietOpt,
-    ReportOpt,
     SeedOpt,
-    ToleranceOpt,
     check_engine,
     check_plot,
-    finish,
+    hint,
     in_range,
-    progress,
-    start_command,
     warn,
-    write_plot,
 )
+from .reporting import Output, reporting
 
 
 class GateOn(str, Enum):
@@ -80,6 +72,7 @@ def _render(report: dict[str, Any]) -> None:
 
 
 @app.command("anisotropy")
+@reporting()
 def anisotropy_cmd(
     a: Annotated[Path, typer.Argument(metavar="A.npy", help="Compared rows of side A (n x d float .npy).", show_default=False)],
     b: Annotated[Path, typer.Argument(metavar="B.npy", help="Compared rows of side B; row i pairs with row i of A.", show_default=False)],
@@ -98,13 +91,8 @@ def anisotropy_cmd(
     block: Annotated[int, typer.Option("--block", help="Query rows per block for partner_ranked_first (work memory ~ 4 x block^2 floats plus one float32 copy of B; never n x n).")] = 1024,
     engine: EngineOpt = EngineName.local,
     address: AddressOpt = None,
-    baseline: BaselineOpt = None,
-    max_drop: MaxDropOpt = None,
-    tolerance: ToleranceOpt = 0.0,
-    as_json: JsonOpt = False,
-    fmt: FormatOpt = None,
-    report_file: ReportOpt = None,
-    quiet: QuietOpt = False,
+    *,
+    out: Output,
 ) -> None:
     """Matched cosine against a permutation floor, before and after centring.
 
@@ -129,65 +117,16 @@ def anisotropy_cmd(
 
     Example: embedcheck anisotropy halves.a.npy halves.b.npy --shared
     """
-    from ..errors import InputError
-    from ..geometry import anisotropy as core
-    from ..io.npy import load_matrix
-    from .output import add_gates, max_gate, min_gate
+    from ..api.anisotropy import anisotropy
 
-    start_command(quiet)
+    out.start()
     check_plot(plot, [a, b, fit_a, fit_b, *(map_fit or ())])
-    if perms < 1:
-        raise InputError(f"--perms must be >= 1, got {perms}")
-    if block < 1:
-        raise InputError(f"--block must be >= 1, got {block}")
     check_engine(engine, address)
-    if engine is EngineName.ray:  # per-block partials on Ray: the same report, byte for byte
-        from ._engine import anisotropy_sharded
-
-        if plot is not None:
-            raise InputError("--plot is not available with --engine ray yet")
-        rep = anisotropy_sharded(a, b, fit_a=fit_a, fit_b=fit_b, shared=shared, perms=perms, seed=seed,
-                                 names={"fit_a": str(fit_a) if fit_a else "", "fit_b": str(fit_b) if fit_b else ""},
-                                 map_fit=map_fit, block=block, engine=engine.value, address=address)
-        if rep["warning"]:
-            warn(rep["warning"])
-        sd, share = (("gap_over_floor_exact_sd", "floor_share_exact") if floor == FloorKind.exact
-                     else ("gap_over_floor_sd", "floor_share"))
-        on = gate_on.value
-        add_gates(rep, [
-            min_gate(f"{on}.{sd}", rep[on][sd], min_gap_sd) if min_gap_sd is not None else None,
-            max_gate(f"raw.{share}", rep["raw"][share], max_floor_share) if max_floor_share is not None else None,
-            min_gate(f"{on}.partner_ranked_first", rep[on]["partner_ranked_first"], min_partner_first) if min_partner_first is not None else None,
-        ])
-        finish(rep, title="anisotropy", as_json=as_json, fmt=fmt, report_file=report_file, renderer=_render)
-        return
-    A = load_matrix(a, what="A")
-    B = load_matrix(b, what="B")
-    FA = load_matrix(fit_a, what="--fit-a") if fit_a else None
-    FB = load_matrix(fit_b, what="--fit-b") if fit_b else None
-    maps = None
-    if map_fit:
-        maps = (load_matrix(map_fit[0], what="--map-fit TRAIN_A"), load_matrix(map_fit[1], what="--map-fit TRAIN_B"))
-    names = {"fit_a": str(fit_a) if fit_a else "", "fit_b": str(fit_b) if fit_b else ""}
-
-    with progress() as bar:
-        task = bar.add_task("partner ranking", total=A.shape[0], info="")
-
-        def tick(done: int, total: int) -> None:
-            bar.update(task, completed=done)
-
-        keep: dict[str, Any] = {}
-        res = core.check_result(A, B, fit_a=FA, fit_b=FB, shared=shared, perms=perms, seed=seed, names=names,
-                                map_fit=maps, block=block, progress=tick, keep=keep)
-    report = res.to_dict()
-    if plot is not None:
-        from ..geometry import plots
-
-        report["plot"] = write_plot(plot, plots.anisotropy_png(
-            report, keep, title=f"{Path(a).name} ↔ {Path(b).name}: matched pairs against the floor "
-                                f"(n = {report['n']}, {perms} derangements)"))
-    if res.warning:
-        warn(res.warning)
+    rep = anisotropy(a, b, fit_a=fit_a, fit_b=fit_b, shared=shared, perms=perms, seed=seed, map_fit=map_fit,
+                     block=block, plot=plot, engine=engine.value, address=address, hint=hint)
+    report = rep.to_dict()
+    if report["warning"]:
+        warn(report["warning"])
     side = gate_on.value
     sd_key, share_key = (("gap_over_floor_exact_sd", "floor_share_exact") if floor == FloorKind.exact
                          else ("gap_over_floor_sd", "floor_share"))
@@ -196,4 +135,4 @@ def anisotropy_cmd(
         max_gate(f"raw.{share_key}", report["raw"][share_key], max_floor_share) if max_floor_share is not None else None,
         min_gate(f"{side}.partner_ranked_first", report[side]["partner_ranked_first"], min_partner_first) if min_partner_first is not None else None,
     ])
-    finish(report, title="anisotropy", as_json=as_json, fmt=fmt, report_file=report_file, renderer=_render)
+    out.finish(report, title="anisotropy", renderer=_render)

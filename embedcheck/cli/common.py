@@ -108,15 +108,15 @@ def in_range(lo: Optional[float] = None, hi: Optional[float] = None, *, lo_open:
     return check
 
 
-def start_command(quiet: bool) -> None:
+def start_command(quiet: bool, *, baseline: Optional[Path] = None, max_drop: Optional[list[str]] = None) -> None:
     """The first line of every command: set ``--quiet``, then :func:`check_finite_options` (every
     float option finite: ``inf`` and ``nan`` — an unset CI variable — are bad usage) and
-    :func:`preflight` (refuse a ``--report`` that would overwrite another argument), before
-    anything is read or written."""
+    :func:`preflight` (refuse a ``--report`` that would overwrite another argument), and check
+    ``--baseline`` (a readable report of this very command), before anything is read or written."""
     _state["quiet"] = bool(quiet)
     check_finite_options()
     preflight()
-    _check_baseline()
+    _check_baseline(baseline, max_drop)
 
 
 def command_name() -> Optional[str]:
@@ -129,27 +129,14 @@ def command_name() -> Optional[str]:
     return "-".join(reversed(parts)) or None
 
 
-def _baseline_params() -> tuple[Optional[Path], dict[str, float], float]:
-    """(--baseline file, --max-drop gates, --tolerance) of the running command (None: no --baseline)."""
-    from ..compare import parse_max_drops
-
-    ctx = _current_context()
-    if ctx is None or "baseline" not in ctx.params:
-        return None, {}, 0.0
-    base = ctx.params.get("baseline")
-    drops = parse_max_drops(list(ctx.params.get("max_drop") or []))
-    if drops and base is None:
-        raise InputError("--max-drop needs --baseline FILE (the report to compare with)")
-    return base, drops, float(ctx.params.get("tolerance") or 0.0)
-
-
-def _check_baseline() -> None:
+def _check_baseline(base: Optional[Path], max_drop: Optional[list[str]]) -> None:
     """Before any work: --baseline is a readable report of this very command and schema version."""
-    from ..compare import report_command
+    from ..compare import parse_max_drops, report_command
     from ..io.jsonio import load_report
     from ..schemas import VERSIONS
 
-    base, _, _ = _baseline_params()
+    if parse_max_drops(list(max_drop or [])) and base is None:
+        raise InputError("--max-drop needs --baseline FILE (the report to compare with)")
     name = command_name()
     if base is None or name is None:
         return
@@ -316,7 +303,8 @@ def progress() -> Any:
 
 
 def finish(report: dict[str, Any], *, title: str, as_json: bool, fmt: Optional[OutputFormat],
-           report_file: Optional[Path], renderer: Optional[Callable[[dict[str, Any]], None]] = None) -> None:
+           report_file: Optional[Path], renderer: Optional[Callable[[dict[str, Any]], None]] = None,
+           baseline: Optional[Path] = None, max_drop: Optional[list[str]] = None, tolerance: float = 0.0) -> None:
     """Stamp the report's ``schema``, compare it with ``--baseline`` (when the command has it), print
     it, write ``--report``, exit 1 if a gate failed (else return → exit 0)."""
     from ..schemas import VERSIONS, schema_id
@@ -327,9 +315,11 @@ def finish(report: dict[str, Any], *, title: str, as_json: bool, fmt: Optional[O
         report.clear()
         report.update(stamped)
     view = renderer
-    base, drops, tolerance = _baseline_params()
+    base = baseline
     if base is not None:
-        from ..compare import check_figures_exist, compare_reports
+        from ..compare import check_figures_exist, compare_reports, parse_max_drops
+
+        drops = parse_max_drops(list(max_drop or []))
         from ..io.jsonio import load_report
 
         cmp = compare_reports(load_report(base, "--baseline"), report, tolerance=tolerance,

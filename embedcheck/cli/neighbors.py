@@ -4,29 +4,22 @@ neighbours (overlap@k, top-1 changes, label agreement); exact and blocked."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from ._app import app
 from .common import (
-    BaselineOpt,
-    FormatOpt,
-    JsonOpt,
     LabelFieldOpt,
-    MaxDropOpt,
-    QuietOpt,
-    ReportOpt,
     SeedOpt,
-    ToleranceOpt,
-    finish,
     in_range,
     progress,
-    start_command,
 )
+from .reporting import Output, reporting
 
 
 @app.command("neighbors")
+@reporting()
 def neighbors_cmd(
     a: Annotated[Path, typer.Argument(metavar="A.npy", help="The rows embedded one way (n x d float .npy): original, model v1 ...", show_default=False)],
     b: Annotated[Path, typer.Argument(metavar="B.npy", help="The same rows embedded another way (n x d' float .npy): projected, fused, model v2 ...", show_default=False)],
@@ -38,13 +31,8 @@ def neighbors_cmd(
     block_mb: Annotated[int, typer.Option("--block-mb", min=1, help="Work memory of one block of query rows against a 4,096-row column tile, in MB (plus one float32 copy of a matrix).")] = 128,
     seed: SeedOpt = 0,
     min_overlap: Annotated[Optional[float], typer.Option("--min-overlap", callback=in_range(0, 1), help="Gate: exit 1 when the mean overlap@k is below this (0 to 1).", show_default=False)] = None,
-    baseline: BaselineOpt = None,
-    max_drop: MaxDropOpt = None,
-    tolerance: ToleranceOpt = 0.0,
-    as_json: JsonOpt = False,
-    fmt: FormatOpt = None,
-    report_file: ReportOpt = None,
-    quiet: QuietOpt = False,
+    *,
+    out: Output,
 ) -> None:
     """Overlap@k of each row's k nearest neighbours in A and in B, with a 95% interval.
 
@@ -55,29 +43,18 @@ def neighbors_cmd(
 
     Example: embedcheck neighbors test.npy test.fused.npy --k 10 --labels test.jsonl --min-overlap 0.5
     """
+    from ..api.neighbors import neighbors
     from ..errors import InputError
-    from ..geometry.neighbors import neighbors
-    from ..io.labels import load_labels
-    from ..io.npy import load_matrix
-    from .output import add_gates, min_gate
+    from ..gates import add_gates, min_gate
 
-    start_command(quiet)
+    out.start()
     if min_overlap is not None and not 0.0 <= min_overlap <= 1.0:
         raise InputError(f"--min-overlap must be in [0, 1], got {min_overlap}")
-    A = load_matrix(a, what="A")
-    B = load_matrix(b, what="B")
-    if A.shape[0] != B.shape[0]:
-        raise InputError(f"A {a} has {A.shape[0]} rows but B {b} has {B.shape[0]}; neighbors compares two embeddings of the same rows")
-    n = A.shape[0]
-    if n < 2:
-        raise InputError(f"A {a} has {n} row; neighbors needs at least 2")
-    if k > n - 1:
-        raise InputError(f"--k {k} is too large for {n} rows (at most {n - 1})")
-    y = load_labels(labels, n, field=label_field) if labels is not None else None
     with progress() as bar:
-        task = bar.add_task("neighbours", total=2 * (min(queries, n) if queries else n), info="")
-        res = neighbors(A, B, k, queries=queries, seed=seed, labels=y, resamples=resamples,
-                        block_bytes=block_mb * 2**20, progress=lambda done, total: bar.update(task, completed=done))
-    report: dict[str, Any] = res.to_dict()
-    add_gates(report, [min_gate("overlap", res.overlap, min_overlap) if min_overlap is not None else None])
-    finish(report, title=f"neighbors — {a.name} vs {b.name} (k = {k})", as_json=as_json, fmt=fmt, report_file=report_file)
+        task = bar.add_task("neighbours", total=None, info="")
+        rep = neighbors(a, b, k=k, queries=queries, labels=labels, label_field=label_field, resamples=resamples,
+                        block_mb=block_mb, seed=seed,
+                        progress=lambda done, total: bar.update(task, completed=done, total=total))
+    report = rep.to_dict()
+    add_gates(report, [min_gate("overlap", rep["overlap"], min_overlap) if min_overlap is not None else None])
+    out.finish(report, title=f"neighbors — {a.name} vs {b.name} (k = {k})")

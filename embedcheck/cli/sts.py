@@ -6,27 +6,17 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..geometry.sts import sts_correlation
-from ..io.labels import load_scores
-from ..io.npy import load_matrix
 from ._app import app
 from .common import (  # --baseline: compared in finish()
-    BaselineOpt,
-    FormatOpt,
-    JsonOpt,
-    MaxDropOpt,
-    QuietOpt,
-    ReportOpt,
     SeedOpt,
-    ToleranceOpt,
-    finish,
     in_range,
-    start_command,
 )
 from .output import add_gates, min_gate
+from .reporting import Output, reporting
 
 
 @app.command("sts")
+@reporting()
 def sts_cmd(
     a: Annotated[str, typer.Argument(help="First sentences' embeddings (.npy).", show_default=False)],
     b: Annotated[str, typer.Argument(help="Second sentences' embeddings (.npy), row i paired with row i of A.", show_default=False)],
@@ -35,13 +25,8 @@ def sts_cmd(
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals of Spearman and Pearson (bootstrap over pairs); 0: none.")] = 1000,
     seed: SeedOpt = 0,
     fail_below: Annotated[Optional[float], typer.Option("--fail-below", callback=in_range(-100, 100), help="Gate: exit 1 when Spearman x100 (-100 to 100) is below this.")] = None,
-    baseline: BaselineOpt = None,
-    max_drop: MaxDropOpt = None,
-    tolerance: ToleranceOpt = 0.0,
-    as_json: JsonOpt = False,
-    fmt: FormatOpt = None,
-    report_file: ReportOpt = None,
-    quiet: QuietOpt = False,
+    *,
+    out: Output,
 ) -> None:
     """STS evaluation: Spearman x100 (and Pearson x100) of cos(a_i, b_i) against gold scores,
     each with a 95% interval (bootstrap over pairs).
@@ -50,13 +35,10 @@ def sts_cmd(
 
     Example: embedcheck sts s1.npy s2.npy stsb/test.jsonl
     """
-    start_command(quiet)
-    A = load_matrix(a, what="A")
-    B = load_matrix(b, what="B")
-    if A.shape != B.shape:
-        raise ValueError(f"{a} has shape {A.shape} but {b} has {B.shape}")
-    gold = load_scores(scores, A.shape[0], field=score_field)
-    res = sts_correlation(A, B, gold, resamples=resamples, seed=seed)
-    report = res.to_dict()
-    add_gates(report, [min_gate("spearman", res.spearman, fail_below) if fail_below is not None else None])
-    finish(report, title="STS", as_json=as_json, fmt=fmt, report_file=report_file)
+    from ..api.sts import sts
+
+    out.start()
+    rep = sts(a, b, scores, score_field=score_field, resamples=resamples, seed=seed)
+    report = rep.to_dict()
+    add_gates(report, [min_gate("spearman", rep["spearman"], fail_below) if fail_below is not None else None])
+    out.finish(report, title="STS")

@@ -107,7 +107,7 @@ def pairs_range(a_parts: tuple[Part, ...], b_parts: tuple[Part, ...], start: int
         r = c - UA @ mu_b
         for p in range(perms):
             idx = P[p, sl]
-            raw = np.einsum("ij,ij->i", UA, core.UnitRows(rb.get(idx), "B").get(slice(None)))
+            raw = np.einsum("ij,ij->i", UA, core.UnitRows(rb.take(idx), "B").get(slice(None)))
             out["u_raw"][p, sl] = raw
             out["u_cen"][p, sl] = (raw + r - q[idx]) / (na * nb[idx])
     return out
@@ -241,8 +241,19 @@ def partner_first(engine: Engine, A: Source, B: Source, W: np.ndarray | None, mu
 
 def check(engine: Engine, A: Source, B: Source, *, fit_a: Source | None = None, fit_b: Source | None = None,
           shared: bool = False, perms: int = 20, seed: int = 0, names: dict[str, str] | None = None,
-          map_fit: tuple[Any, Any] | None = None, block: int = 1024) -> dict[str, Any]:
-    """The report of :func:`embedcheck.geometry.anisotropy.check`, computed over parts."""
+          map_fit: tuple[Any, Any] | None = None, block: int = 1024,
+          keep: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """The anisotropy report over parts (the one driver, on every engine); ``keep`` receives the
+    per-row matched and unrelated cosines (raw and centred) for the figure."""
+    return check_result(engine, A, B, fit_a=fit_a, fit_b=fit_b, shared=shared, perms=perms, seed=seed,
+                        names=names, map_fit=map_fit, block=block, keep=keep).to_dict()
+
+
+def check_result(engine: Engine, A: Source, B: Source, *, fit_a: Source | None = None, fit_b: Source | None = None,
+                 shared: bool = False, perms: int = 20, seed: int = 0, names: dict[str, str] | None = None,
+                 map_fit: tuple[Any, Any] | None = None, block: int = 1024,
+                 keep: dict[str, np.ndarray] | None = None) -> core.AnisotropyResult:
+    """:func:`check` as the typed result."""
     names = names or {}
     n = A.n
     if B.n != n:
@@ -314,4 +325,6 @@ def check(engine: Engine, A: Source, B: Source, *, fit_a: Source | None = None, 
         partner_first_by_chance=1.0 / n,
         warning=core._warning(aniso), note=core._note(means), map=mapping)
     res.reading = core.reading(res.to_dict())
-    return res.to_dict()
+    if keep is not None:
+        keep.update(matched_raw=m_raw, matched_centred=m_cen, unrelated_raw=u_raw, unrelated_centred=u_cen)
+    return res

@@ -162,6 +162,12 @@ def label_map(engine: Engine, src: Source, labels: np.ndarray, *, queries: int |
               at: int | None = None, resamples: int = 0) -> dict[str, Any]:
     """MAP x100 (or MAP@K with ``at``) over parts; the report dict of ``aag``'s ``label_map``, with
     ``map_ci95`` over the per-query APs when ``resamples`` > 0."""
+    return label_map_with_aps(engine, src, labels, queries=queries, seed=seed, at=at, resamples=resamples)[0]
+
+
+def label_map_with_aps(engine: Engine, src: Source, labels: np.ndarray, *, queries: int | None = None, seed: int = 0,
+                       at: int | None = None, resamples: int = 0) -> tuple[dict[str, Any], np.ndarray]:
+    """:func:`label_map`'s report dict and the per-query average precisions (0–1), in query order."""
     n = src.n
     _, codes, counts = _check_labels(n, labels)
     q_idx, sampled = _queries(n, codes, counts, queries, seed)
@@ -190,7 +196,7 @@ def label_map(engine: Engine, src: Source, labels: np.ndarray, *, queries: int |
             ci = intervals.percentile_ci(intervals.bootstrap_means(aps, resamples, seed))
             out["map_ci95"] = None if ci is None else [100 * ci[0], 100 * ci[1]]
             out["ci_method"] = intervals.method("queries", resamples, seed)
-        return out
+        return out, aps
     tasks1 = [(parts, qb, codes[qb], cp, codes[cp.global_slice]) for qb in blocks for cp in parts]
     res1 = engine.map(relevant_part, tasks1)
     merged: list[list[tuple[np.ndarray, np.ndarray]]] = []
@@ -221,4 +227,4 @@ def label_map(engine: Engine, src: Source, labels: np.ndarray, *, queries: int |
     chance = expected_random_ap(np.full(len(q_idx), n - 1), counts[codes[q_idx]] - 1)
     m = MapResult(map=float(100 * aps.mean()), chance=float(100 * chance.mean()),
                   queries=len(q_idx), sampled=bool(sampled), ap=aps)
-    return with_interval(m, resamples, seed).to_dict()
+    return with_interval(m, resamples, seed).to_dict(), aps

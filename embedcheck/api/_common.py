@@ -1,0 +1,83 @@
+"""What every API function shares: opening inputs, running on an engine, reporting hints."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from ..io.source import Source, open_source
+
+#: where hints go (the CLI routes them to its stderr, silenced by --quiet); None: nowhere
+Hint = Optional[Callable[[str], None]]
+
+
+def stderr_hint(msg: str) -> None:
+    sys.stderr.write(f"hint: {msg}\n")
+
+
+@contextlib.contextmanager
+def running(engine: Any = "local", address: Optional[str] = None) -> Iterator[Any]:
+    """An engine for the duration of a call: ``"local"`` (this process), ``"ray"`` (a local Ray or
+    the cluster at ``address``), or an :class:`~embedcheck.engine.Engine` already made (kept open)."""
+    from ..engine import Engine, make_engine
+
+    if isinstance(engine, Engine):
+        yield engine
+        return
+    name = getattr(engine, "value", engine)
+    eng = make_engine(str(name), address)
+    try:
+        yield eng
+    finally:
+        eng.close()
+
+
+def source(x: Any, what: str = "embeddings") -> Source:
+    """An opened input: an array, a memmap, a ``.npy`` path, a shard set or a Source."""
+    return open_source(x, what=what)
+
+
+def labels_for(labels: Any, n: int, field: str = "label", what: str = "labels") -> np.ndarray:
+    """Labels given as an array/list (``n`` of them) or as a labels file / shard set."""
+    from ..io.labels import load_labels
+    from ..rows import encode_labels
+
+    if isinstance(labels, (str, Path)):
+        return load_labels(Path(labels), n, field=field, what=what)
+    y = np.asarray(labels)
+    encode_labels(y, n)  # checks the count and the kinds
+    return y
+
+
+def name_of(x: Any) -> str:
+    return Path(x).name if isinstance(x, (str, Path)) else getattr(x, "name", "array")
+
+
+def matrix(x: Any, what: str = "embeddings", *, need_direction: bool = True) -> Any:
+    """A validated in-process matrix (2-D float, finite rows; non-zero rows with ``need_direction``):
+    a path is opened as a memmap (or a shard set's Source), an array is checked as it is."""
+    from ..io.npy import load_matrix
+    from ..io.npyfile import check_matrix_shape, check_rows
+    from ..rows import iter_chunks
+
+    if isinstance(x, (str, Path)):
+        return load_matrix(x, what=what, need_direction=need_direction)
+    if isinstance(x, Source):
+        return x
+    X = np.asarray(x)
+    p = Path(f"<{what} array>")
+    check_matrix_shape(X, p, what=what)
+    work = "float64" if X.dtype.itemsize == 8 else "float32"
+    for sl in iter_chunks(X.shape[0]):
+        check_rows(X[sl], sl.start, p, what=what, need_direction=need_direction, work=work)
+    return X
+
+
+def label_of(x: Any, default: str) -> str:
+    """How an input is named in a message: its path as given, else ``default``."""
+    return str(x) if isinstance(x, (str, Path)) else default

@@ -1,0 +1,219 @@
+"""``embedcheck.physscore``: the PhysScore benchmark (paper Tables 1, 3 and 4) — the reports of
+``embedcheck physscore score`` (:func:`physscore`, embeddings you made) and ``physscore run``
+(:func:`physscore_run`, a model loaded here)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from ..errors import InputError
+from ..io.atomic import AtomicBatch
+from ..io.jsonio import read_jsonl
+from ..io.provenance import meta_path
+from ..physscore import tables as ps_tables
+from ..result import Figure, Report
+from ._common import Hint, matrix
+
+DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+_FIGURES = {
+    "table1.kendall_tau": Figure("higher"),
+    "table1.pacc": Figure("higher"),
+    "table1.avg": Figure("higher"),
+    "table3.probe_tau": Figure("higher"),
+}
+
+
+class PhysScoreReport(Report):
+    """The ``physscore score`` report."""
+
+    command = "physscore-score"
+    figures = _FIGURES
+
+
+class PhysScoreRunReport(Report):
+    """The ``physscore run`` report."""
+
+    command = "physscore-run"
+    figures = _FIGURES
+
+
+def _model_short(name: str) -> str:
+    """``sentence-transformers/all-MiniLM-L6-v2`` → ``all-MiniLM-L6-v2`` (file names, titles)."""
+    s = str(name).rstrip("/\\").replace("\\", "/").split("/")[-1]
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in s) or "model"
+
+
+def _text_lookup(X: np.ndarray, texts: Sequence[str], where: str) -> Callable[[Sequence[str]], np.ndarray]:
+    """text → embedding row (first occurrence), raising one InputError line for missing phrases."""
+    index: dict[str, int] = {}
+    for i, t in enumerate(texts):
+        index.setdefault(t, i)
+
+    def lookup(batch: Sequence[str]) -> np.ndarray:
+        rows = [index.get(t, -1) for t in batch]
+        if min(rows, default=0) < 0:
+            missing = [t for t, r in zip(batch, rows) if r < 0]
+            raise InputError(f"{where} has no embedding for {missing[0]!r} ({len(missing)} of {len(batch)} "
+                             "phrases missing); write the phrases with `embedcheck physscore phrases` (same --paper-conversions "
+                             "choice) and embed all of them")
+        return np.asarray(X[rows], dtype=np.float32)
+
+    return lookup
+
+
+def _check_coverage(lookup: Callable[[Sequence[str]], np.ndarray], needed: Sequence[str]) -> None:
+    lookup(needed)  # raises on the first missing phrase, naming the file
+
+
+def _load_tokenizer(name: str) -> Any:
+    """The model's tokenizer only (transformers AutoTokenizer; no remote code, no network)."""
+    from ..encode import resolve_model
+
+    resolved = resolve_model(name)
+    try:
+        from transformers import AutoTokenizer
+        from transformers.utils import logging as tlog
+
+        tlog.set_verbosity_error()
+        target = str(resolved.folder) if resolved.folder is not None else resolved.model_id
+        return AutoTokenizer.from_pretrained(target, local_files_only=resolved.source != "hub")
+    except (OSError, ValueError, KeyError, ImportError) as exc:
+        raise InputError(f"cannot load the tokenizer of {name} for Table 4 ({' '.join(str(exc).split())[:200]}); "
+                         "pass --model with the model the embeddings came from, or --tables 1,3") from None
+
+
+def _token_ids(tokenizer: Any) -> Callable[[str], list[int]]:
+    return lambda text: list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _model_from_meta(emb: Path) -> Optional[str]:
+    """The model named in the embeddings' ``.meta.json`` sidecar (written by ``embed``), if any."""
+    m = meta_path(emb)
+    if not m.is_file():
+        return None
+    try:
+        import json
+
+        meta = json.loads(m.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    cand = meta.get("model") if isinstance(meta, dict) else None
+    if isinstance(cand, dict):
+        cand = cand.get("id") or cand.get("name")
+    return cand if isinstance(cand, str) and cand.strip() else None
+
+
+def _write_plots(plot_dir: Path, lookup: Callable[[Sequence[str]], np.ndarray], model: str,
+                 paper_conversions: bool) -> list[str]:
+    """Render both figures first, then write them atomically (both or neither)."""
+    from ..physscore import plots as pp
+
+    pp.require_matplotlib()
+    short = _model_short(model)
+    figures = {plot_dir / f"{short}_overview.png": pp.overview_png(lookup, short),
+               plot_dir / f"{short}_conversions.png": pp.conversions_png(lookup, short, paper=paper_conversions)}
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    with AtomicBatch() as batch:
+        for path, png in figures.items():
+            with batch.open(path, "wb") as f:
+                f.write(png)
+    return [str(p) for p in figures]
+
+
+def _compute(lookup: Callable[[Sequence[str]], np.ndarray], tables: Sequence[int],
+             token_ids: Optional[Callable[[str], list[int]]],
+             on_probe_step: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
+    return ps_tables.physscore_report(lookup, tables=tables, token_ids=token_ids,
+                                      on_probe_step=on_probe_step or (lambda info: None))
+
+
+def _assemble(model: Optional[str], tables: Sequence[int], body: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    report: dict[str, Any] = {"model": model, "tables": list(tables)}
+    for key in ("table1", "cells", "table3", "table4"):
+        if key in body:
+            report[key] = body[key]
+    report.update(extra)
+    return report
+
+
+def physscore(embeddings: Any, phrases: Any, *, model: Optional[str] = None, tables: Optional[str] = None,
+              plots: Optional[Path] = None, paper_conversions: bool = False) -> PhysScoreReport:
+    """Score embeddings of the PhysScore phrases (``phrases``: the phrases ``.jsonl`` or embed's
+    sidecar; row i holds the text of embedding row i): Tables 1, 3 and 4 (``tables``, e.g.
+    ``"1,3"``) and with ``plots`` the figures into that folder."""
+    which = ps_tables.parse_tables(tables)
+    X = matrix(embeddings)
+    rows = read_jsonl(phrases, "phrases")
+    if len(rows) != X.shape[0]:
+        raise InputError(f"phrases {phrases} has {len(rows)} rows but the embeddings {embeddings} have {X.shape[0]}")
+    texts = []
+    for i, r in enumerate(rows):
+        t = r.get("text")
+        if not isinstance(t, str):
+            raise InputError(f"{phrases} row {i} has no string field 'text'")
+        texts.append(t)
+    lookup = _text_lookup(X, texts, str(phrases))
+    _check_coverage(lookup, ps_tables.needed_texts(which, plots=plots is not None, paper_conversions=paper_conversions))
+    model_name = model or (_model_from_meta(Path(embeddings)) if isinstance(embeddings, (str, Path)) else None) \
+        or DEFAULT_MODEL_NAME
+    token_ids = _token_ids(_load_tokenizer(model_name)) if 4 in which else None
+    t0 = time.perf_counter()
+    body = _compute(lookup, which, token_ids)
+    report = _assemble(model_name, which, body, embeddings=str(embeddings), phrases=str(phrases),
+                       n_rows=int(X.shape[0]), dim=int(X.shape[1]))
+    if plots is not None:
+        report["plots"] = _write_plots(plots, lookup, model_name, paper_conversions)
+    report["seconds"] = {"score": time.perf_counter() - t0}
+    return PhysScoreReport(body=report)
+
+
+def physscore_run(*, model: str = DEFAULT_MODEL_NAME, tables: Optional[str] = None, plots: Optional[Path] = None,
+                  paper_conversions: bool = False, batch_size: int = 32, device: Optional[str] = None,
+                  backend: str = "auto", hint: Hint = None,
+                  on_progress: Optional[Callable[[int], None]] = None) -> PhysScoreRunReport:
+    """Embed the PhysScore phrases with ``model`` (bare phrases, L2-normalised float32, each unique
+    string once) and score them: Tables 1, 3 and 4 in one go."""
+    which = ps_tables.parse_tables(tables)
+    if plots is not None:
+        from ..physscore import plots as pp
+
+        pp.require_matplotlib()  # fail before the model load, not after
+    from .. import encode as enc
+    from ..encode import encode_texts, load_model, resolve_model
+
+    if backend not in enc.BACKENDS:
+        raise InputError(f"backend {backend!r} is not available here; choose one of {', '.join(enc.BACKENDS)}")
+    enc.check_device(device)
+    resolve_model(model)  # a model that cannot be had fails here, before any hint is printed
+    t0 = time.perf_counter()
+    if hint is not None:
+        hint(f"loading {model} ...")
+    st_model, resolved = load_model(model, device=device, backend=backend)
+    t_load = time.perf_counter() - t0
+    texts = ps_tables.needed_texts(which, plots=plots is not None, paper_conversions=paper_conversions)
+    t1 = time.perf_counter()
+    X = encode_texts(st_model, texts, batch_size=batch_size, normalize=True, on_progress=on_progress)
+    t_embed = time.perf_counter() - t1
+    lookup = _text_lookup(X, texts, f"model {model}")
+    tok = getattr(st_model, "tokenizer", None)
+    token_ids = None
+    if 4 in which:
+        token_ids = _token_ids(tok) if tok is not None else _token_ids(_load_tokenizer(model))
+    t2 = time.perf_counter()
+    body = _compute(lookup, which, token_ids)
+    t_score = time.perf_counter() - t2
+    report = _assemble(resolved.model_id, which, body, resolved=resolved.as_dict(), n_phrases=len(texts),
+                       dim=int(X.shape[1]))
+    report["backend"] = {"asked": backend, "used": getattr(st_model, "_embedcheck_backend", backend)}
+    if plots is not None:
+        t3 = time.perf_counter()
+        report["plots"] = _write_plots(plots, lookup, resolved.model_id, paper_conversions)
+        report.setdefault("seconds", {})["plots"] = time.perf_counter() - t3
+    report["seconds"] = {"load": t_load, "embed": t_embed, "score": t_score, **report.get("seconds", {}),
+                         "total": time.perf_counter() - t0}
+    return PhysScoreRunReport(body=report)
