@@ -55,3 +55,14 @@ def failed(report: dict[str, Any]) -> list[str]:
 def exit_code(report: dict[str, Any]) -> int:
     """0 when every gate passed, 1 when one failed."""
     return EXIT_GATE if failed(report) else EXIT_OK
+
+
+def comparison_gates(cmp: Any, max_drops: dict[str, float], significant: bool) -> list[dict[str, Any]]:
+    """The gates of a comparison (``embedcheck compare`` and ``--baseline``): ``drop.<figure> <= X``
+    for each ``--max-drop FIGURE=X``, and with ``significant``, ``significant_drop.<figure> <= noise
+    bound`` for every headline figure (a drop beyond noise fails)."""
+    gates = [max_gate(f"drop.{key}", cmp.figure(key).drop, x) for key, x in max_drops.items()]
+    if significant:
+        gates += [max_gate(f"significant_drop.{f.figure}", f.drop, f.noise_bound)
+                  for f in cmp.figures if f.headline]
+    return gates

@@ -66,14 +66,13 @@ def test_aag_over_shards_equals_the_monolithic_file(cli, tmp_path, k):
 
 
 def engine_aag(emb: Path, labels: Path, **kw) -> str:
-    """The engine's aag report (per-part partials on the local engine) as the CLI prints it with --json."""
-    from embedcheck.cli._engine import aag_sharded
+    """The Python API's aag report (per-part partials on the local engine) as the CLI prints it with --json."""
+    import embedcheck
     from embedcheck.io.jsonio import dumps
 
-    o = dict(label_field="label", engine="local", address=None, label_map=True, map_queries=None, map_at=None,
-             permutations=0, bootstrap=0, ci_level=0.95, seed=0, resamples=1000, ci=False)
-    o.update(kw)
-    return json.dumps(json.loads(dumps(aag_sharded(Path(emb), Path(labels), **o))))
+    rep = embedcheck.aag(Path(emb), Path(labels), engine="local", **kw).to_dict()
+    rep.pop("schema")
+    return json.dumps(json.loads(dumps(rep)))
 
 
 def canonical(stdout: str) -> str:
@@ -107,7 +106,7 @@ def test_aag_intervals_over_many_chunks_and_uneven_shards_equal_the_one_file_run
     """n = 20,000 (3 chunks of rows, shards cutting across chunk borders), 5 classes: the per-group sums
     of each chunk are added in row order; a resample's AAG is also checked against a weighted brute force."""
     from embedcheck.engine import LocalEngine, open_source
-    from embedcheck.engine import aag as eaag
+    from embedcheck.geometry.aag import aag_and_variance_share
     from embedcheck.rows import unit_rows
 
     rng = np.random.default_rng(11)
@@ -124,7 +123,7 @@ def test_aag_intervals_over_many_chunks_and_uneven_shards_equal_the_one_file_run
     assert engine_aag(folder, tmp_path / "y.txt", **kw) == canonical(mono.stdout)
     assert engine_aag(tmp_path / "x.npy", tmp_path / "y.txt", **kw) == canonical(mono.stdout)
     # one resample against the weighted pair sums of its rows (group weights spread to the rows)
-    res, _ = eaag.aag_report(LocalEngine(), open_source(folder), y, resamples=3, seed=9)
+    res, _ = aag_and_variance_share(open_source(folder), y, resamples=3, seed=9, engine=LocalEngine())
     boot = res.boot
     assert boot is not None and boot.groups == 256
     w = boot.W[1][boot.group_of]

@@ -109,7 +109,7 @@ def test_variance_share_resamples_equal_weighted_brute_force():
     X, y = _two_class(400, rng)
     y = np.where(rng.random(400) < 0.3, 2, y)
     res = geometry.aag(X, y, resamples=12, seed=1, groups=40)
-    vals = geometry._boot_variance_share(X, res.boot, chunk=51, batch=5)
+    vals = geometry.boot_variance_share_values(X, res.boot, chunk=51, batch=5)
     for b in range(12):
         assert vals[b] == pytest.approx(_brute_weighted_share(X, y, res.boot.W[b][res.boot.group_of]), rel=1e-8)
     vs = geometry.variance_share(X, y, boot=res.boot)

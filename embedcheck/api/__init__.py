@@ -21,6 +21,10 @@ MODULES: dict[str, str] = {
     "neighbors": "neighbors",
     "physscore": "physscore",
     "physscore_run": "physscore",
+    "train_head": "heads",
+    "project": "heads",
+    "embed": "embed",
+    "compare": "compare",
 }
 
 

@@ -46,15 +46,15 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
     over the global row index — the same bytes in this process (``engine="local"``), on Ray and
     over any sharding. ``plot``: also draw the within/between cosine figure into this ``.png``.
     """
-    from ..engine import aag as eaag
     from ..engine import label_map as emap
+    from ..geometry import aag as geo
 
     src = source(embeddings)
     y = labels_for(labels, src.n, label_field)
     body: dict[str, Any] = {}
     results: dict[str, Any] = {}
     with running(engine, address) as eng:
-        res, vs = eaag.aag_report(eng, src, y, resamples=resamples, seed=seed, ci=ci)
+        res, vs = geo.aag_and_variance_share(src, y, resamples=resamples, seed=seed, ci=ci, engine=eng)
         results.update(aag=res, variance_share=vs)
         body.update({**res.to_dict(), **vs.to_dict()})
         if label_map:
@@ -63,15 +63,14 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
             body["label_map"], results["label_map_ap"] = emap.label_map_with_aps(
                 eng, src, y, queries=map_queries, seed=seed, at=map_at, resamples=resamples)
         if permutations:
-            body["permutation"] = eaag.permutation_null(eng, src, y, permutations, seed, observed=res.aag)
+            body["permutation"] = geo.aag_permutation_null(src, y, permutations, seed, observed=res.aag, engine=eng)
         if bootstrap:
-            body["bootstrap"] = eaag.bootstrap(eng, src, y, bootstrap, seed, level=ci_level)
+            body["bootstrap"] = geo.aag_bootstrap(src, y, bootstrap, seed, level=ci_level, engine=eng)
     if res.ci_method:
         body["ci_method"] = res.ci_method + ("; variance_share_ci95: the same resamples" if ci else "")
         if not ci:
             body["ci_on_request"] = ["variance_share"]
     if plot is not None:
-        from ..geometry import aag as geo
         from ..geometry import plots
         from ..io.atomic import atomic_writer
 

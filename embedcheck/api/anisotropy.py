@@ -43,8 +43,8 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
     (``perms`` seeded derangements; and exact over all n(n−1) pairs), raw and mean-centred, with
     ``partner_ranked_first``. Inputs: arrays, ``.npy``, memmaps or shard sets. ``map_fit``: two
     training matrices (A-space, B-space) for an orthogonal map between two different models."""
-    from ..engine import anisotropy as eani
     from ..errors import InputError
+    from ..geometry import anisotropy as geo
 
     if perms < 1:
         raise InputError(f"perms must be >= 1, got {perms}")
@@ -63,8 +63,8 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
              "fit_b": str(fit_b) if isinstance(fit_b, (str, Path)) else ""}
     keep: dict[str, Any] = {}
     with running(engine, address) as eng:
-        res = eani.check_result(eng, A, B, fit_a=FA, fit_b=FB, shared=shared, perms=perms, seed=seed, names=names,
-                                map_fit=maps, block=block, keep=keep)  # type: ignore[arg-type]
+        res = geo.check_result(A, B, fit_a=FA, fit_b=FB, shared=shared, perms=perms, seed=seed, names=names,
+                               map_fit=maps, block=block, keep=keep, engine=eng)
     body = res.to_dict()
     if plot is not None:
         from ..geometry import plots

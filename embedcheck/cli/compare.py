@@ -38,19 +38,15 @@ def compare_cmd(
 
     Example: embedcheck compare ci/baseline.aag.json aag.json --fail-on-significant-drop --max-drop aag=0.01
     """
-    from ..compare import check_figures_exist, compare_reports, parse_max_drops
-    from ..io.jsonio import load_report
-    from .output import add_gates, comparison_gates, render_comparison
+    from ..api.compare import compare
+    from ..compare import parse_max_drops
+    from .output import render_comparison
 
     start_command(quiet)
-    drops = parse_max_drops(list(max_drop or []))
-    base = load_report(baseline_report, "baseline report")
-    cur = load_report(current_report, "current report")
-    cmp = compare_reports(base, cur, tolerance=tolerance, names=(f"baseline {baseline_report}", f"current {current_report}"),
-                          allow_dim_change=allow_dim_change)
-    check_figures_exist(cmp, list(drops))
-    report: dict[str, Any] = {**cmp.to_dict(), "baseline": str(baseline_report), "current": str(current_report)}
-    add_gates(report, comparison_gates(cmp, drops, significant=fail_on_significant_drop))
+    report: dict[str, Any] = compare(baseline_report, current_report, tolerance=tolerance,
+                                     max_drop=parse_max_drops(list(max_drop or [])),
+                                     fail_on_significant_drop=fail_on_significant_drop,
+                                     allow_dim_change=allow_dim_change).to_dict()
 
     def view(r: dict[str, Any]) -> None:
         from rich.console import Console

@@ -110,9 +110,7 @@ def embed_cmd(
     check_engine(engine, address)
     t_start = time.perf_counter()
     if engine is EngineName.ray or shard_rows is not None or resume or _sharded_input(input):
-        from ._engine import embed_sharded
-
-        return embed_sharded(**{k: v for k, v in locals().items() if k != "t_start"})
+        return _embed_sharded(**{k: v for k, v in locals().items() if k != "t_start"})
     if prompt is not None and prompt_name is not None:
         raise InputError("pass --prompt or --prompt-name, not both")
     if backend not in enc.BACKENDS:
@@ -234,3 +232,65 @@ def embed_cmd(
     if as_json:
         summary = {"outputs": {k: str(v) for k, v in outs.items()}, **{f"meta{('_' + k) if k else ''}": meta_for(k) for k in arrays}}
         typer.echo(dumps(summary))
+
+
+def _embed_sharded(*, input: str, output: Path, engine: Any, address: str | None, shard_rows: int | None,
+                  workers: int | None, gpus_per_worker: int, resume: bool, as_json: bool, threads: int | None,
+                  **o: Any) -> None:
+    """``embed`` into a shard-set folder (``-o DIR``): a folder/glob of .jsonl/.parquet files (one
+    shard each) or one file cut by ``--shard-rows``, in-process or on Ray (:mod:`embedcheck.engine.embed`)."""
+    import sys
+    import time
+
+    import typer
+
+    from .. import encode as enc
+    from ..engine import embed as E
+    from ..io.atomic import save_json
+    from ..io.jsonio import dumps
+    from ..io.provenance import package_versions
+    from .common import hint
+
+    refused = [name for name, on in (("--halves", o["halves"]), ("--sample", o["sample"] is not None),
+                                     ("--complement", o["complement"]), ("--complement-sample", o["complement_sample"] is not None),
+                                     ("--limit", o["limit"] is not None), ("--split", o["split"] is not None)) if on]
+    if refused:
+        raise InputError(f"{refused[0]} is not available for sharded output (a folder/glob input, --shard-rows, "
+                         "--engine ray or --resume); embed to one .npy for that")
+    if input == "-" or input.startswith("hf:"):
+        raise InputError("sharded embed reads .jsonl/.parquet files: a folder, a glob or one file with --shard-rows")
+    if output.suffix.lower() == ".npy":
+        raise InputError(f"output {output}: sharded embed writes a shard-set folder; pass -o DIR (not a .npy)")
+    if o["prompt"] is not None and o["prompt_name"] is not None:
+        raise InputError("pass --prompt or --prompt-name, not both")
+    if o["backend"] not in enc.BACKENDS:
+        raise InputError(f"--backend {o['backend']!r} is not available here; choose one of {', '.join(enc.BACKENDS)}")
+    if engine.value == "local" and (workers is not None or gpus_per_worker):
+        raise InputError("--workers and --gpus-per-worker need --engine ray")
+    if address and engine.value != "ray":
+        raise InputError("--address needs --engine ray")
+    resolved = enc.resolve_model(o["model"])  # fails in seconds, before any work
+    opts = E.EmbedOptions(model=o["model"], text_field=o["text_field"], label_field=o["label_field"],
+                          id_field=o["id_field"], keep_fields=tuple(o["keep_field"] or ()), skip_empty=o["skip_empty"],
+                          prompt=o["prompt"], prompt_name=o["prompt_name"], batch_size=o["batch_size"],
+                          max_seq_length=o["max_seq_length"], device=o["device"], normalize=not o["no_normalize"],
+                          backend=o["backend"], no_text=o["no_text"], threads=threads)
+    plan = E.make_plan(input, opts, shard_rows)
+    t0 = time.perf_counter()
+    summary = E.embed_shards(plan, opts, output, engine=engine.value, address=address, workers=workers,
+                             gpus_per_worker=gpus_per_worker, resume=resume, log=hint)
+    meta = {"command": "embed", "argv": sys.argv[1:], "options": {**opts.as_dict(), "engine": engine.value,
+            "address": address, "shard_rows": shard_rows, "workers": workers, "gpus_per_worker": gpus_per_worker},
+            "inputs": {"files": plan.inputs}, "model": resolved.as_dict(), "shards": summary["shards"],
+            "rows": summary["rows"], "dimension": summary["dim"], "dtype": "float32",
+            "resumed_shards": summary["skipped"], "seconds": round(summary["seconds"], 3),
+            "rows_per_second": round(summary["rows_per_second"], 2) if summary["rows_per_second"] else None,
+            "versions": package_versions(["sentence-transformers", "transformers", "torch", "tokenizers"]
+                                         + (["ray"] if engine.value == "ray" else [])),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    save_json(output / "manifest.meta.json", meta)
+    hint(f"wrote {output}: {summary['rows']} x {summary['dim']} float32 in {summary['shards']} shards "
+         f"({summary['skipped']} kept from an earlier run), engine {engine.value}; "
+         f"total {time.perf_counter() - t0:.1f}s")
+    if as_json:
+        typer.echo(dumps({"output": str(output), **meta}))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, Optional
 
-from ..gates import EXIT_GATE, EXIT_OK, add_gates, exit_code, max_gate, min_gate  # noqa: F401  (re-exported)
+from ..gates import EXIT_GATE, EXIT_OK, add_gates, comparison_gates, exit_code, max_gate, min_gate  # noqa: F401  (re-exported)
 from ..io.atomic import save_json
 from ..io.jsonio import dumps
 
@@ -77,17 +77,6 @@ def print_gates(console: Any, report: dict[str, Any], fmt: Callable[[Any], str] 
     for g in report.get("gates", []):
         mark = "[green]PASS[/green]" if g["passed"] else "[red]FAIL[/red]"
         console.print(f"{mark} {g['name']} = {fmt(g['value'])} (needs {g['op']} {g['threshold']:g})")
-
-
-def comparison_gates(cmp: Any, max_drops: dict[str, float], significant: bool) -> list[dict[str, Any]]:
-    """The gates of a comparison (``embedcheck compare`` and ``--baseline``): ``drop.<figure> <= X``
-    for each ``--max-drop FIGURE=X``, and with ``significant``, ``significant_drop.<figure> <= noise
-    bound`` for every headline figure (a drop beyond noise fails)."""
-    gates = [max_gate(f"drop.{key}", cmp.figure(key).drop, x) for key, x in max_drops.items()]
-    if significant:
-        gates += [max_gate(f"significant_drop.{f.figure}", f.drop, f.noise_bound)
-                  for f in cmp.figures if f.headline]
-    return gates
 
 
 def render_comparison(comparison: dict[str, Any], console: Any = None, title: Optional[str] = None) -> None:

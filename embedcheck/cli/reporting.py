@@ -58,14 +58,15 @@ _OUTPUT = [("as_json", JsonOpt, False), ("fmt", FormatOpt, None), ("report_file"
 _BASELINE = [("baseline", BaselineOpt, None), ("max_drop", MaxDropOpt, None), ("tolerance", ToleranceOpt, 0.0)]
 
 
-def reporting(*, gated: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator (under ``@app.command``): the command takes ``out: Output`` instead of the
-    reporting options, which appear in its ``--help`` after its own options."""
+def reporting(*, gated: bool = True, name: str = "out") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator (under ``@app.command``): the command takes ``out: Output`` (or the keyword
+    ``name``, where ``out`` is taken) instead of the reporting options, which appear in its
+    ``--help`` after its own options. ``gated=False``: no ``--baseline`` options."""
     extra = (_BASELINE if gated else []) + _OUTPUT
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         sig = inspect.signature(fn, eval_str=True)
-        own = [p for p in sig.parameters.values() if p.name != "out"]
+        own = [p for p in sig.parameters.values() if p.name != name]
         added = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ann, default=default)
                  for name, ann, default in extra]
 
@@ -73,7 +74,7 @@ def reporting(*, gated: bool = True) -> Callable[[Callable[..., Any]], Callable[
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             vals = {name: kwargs.pop(name) for name, _, _ in extra if name in kwargs}
             try:
-                return fn(*args, out=Output(**vals), **kwargs)
+                return fn(*args, **{name: Output(**vals)}, **kwargs)
             except InputError as exc:
                 raise InputError(name_options(str(exc))) from None
 

@@ -163,16 +163,145 @@ def _sums_with_groups(X: np.ndarray, codes: np.ndarray, k: int, group_of: np.nda
     return sums, sq, gsums.reshape(G, k, d), gsq.reshape(G, k)
 
 
-def aag(X: np.ndarray, labels: np.ndarray, *, resamples: int = 0, seed: int = 0, groups: int = BOOT_GROUPS,
-        level: float = 0.95, chunk: int = CHUNK_ROWS) -> AAGResult:
-    """Exact Attribute Alignment Gap with mean_same, mean_diff, pair counts and per-class means.
+# ---- the one driver: per-range kernels (tasks) merged in row order, on any engine -------------
+#
+# A task covers global rows ``[start, stop)`` (a multiple of the chunk size, read from whichever
+# parts hold them) and returns, **per chunk**, small partial statistics (k × d class sums of unit
+# rows and k sums of ‖u‖²; with the interval also the per-(group, class) sums). The driver adds
+# the chunk partials in global row order, starting from zeros, so the bytes never depend on the
+# engine (this process or Ray), the sharding or the scheduling. Random draws (row groups, group
+# weights, label permutations, bootstrap weights) are made on the driver over the global row index.
 
-    Pair counts are unordered pairs. ``within[c]`` is the mean cosine between different rows
-    of class ``c`` (None for a class with one row). With ``resamples`` > 0, ``aag_ci95`` is the
-    percentile interval of a bootstrap over ``groups`` seeded random row groups (see
-    :class:`GroupBoot`; the ordinary row bootstrap when ``n <= groups``), from the same pass.
-    """
+#: rows per task, in chunks
+TASK_CHUNKS = 16
+#: at most this many bytes of per-chunk partials per task (the per-group class sums are G × k × d)
+TASK_PARTIAL_BYTES = 64 << 20
+#: resamples per pass of the variance-share interval
+VS_BATCH = 64
+
+
+def _unit32(X: np.ndarray) -> np.ndarray:
+    U = np.empty(X.shape, dtype=np.float32)
+    U[:] = unit_rows(X)
+    return U
+
+
+def class_sums_range(parts: Any, start: int, stop: int, codes: np.ndarray, k: int,
+                     weights: np.ndarray | None = None, check: bool = False,
+                     unit32: bool = False, chunk: int = CHUNK_ROWS) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Task: per chunk of rows ``[start, stop)``, (k × d class sums of unit rows, k sums of ‖u‖²).
+    ``codes``/``weights`` are the range's slices; ``unit32``: rows first rounded to float32 unit
+    rows (the label-shuffle null and the row bootstrap)."""
+    from ..io.source import read_range
+
+    out = []
+    for sl in iter_chunks(stop - start, chunk):
+        X = read_range(parts, start + sl.start, start + sl.stop, check=check)
+        if unit32:
+            X = _unit32(X)
+        out.append(class_sums(X, codes[sl], k, weights=None if weights is None else weights[sl], chunk=chunk))
+    return out
+
+
+def group_sums_range(parts: Any, start: int, stop: int, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
+                     chunk: int = CHUNK_ROWS) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Task: per chunk (rows checked), class sums, Σ‖u‖² per class, and the per-(group, class)
+    sums (G × k × d) and Σ‖u‖² (G × k)."""
+    from ..io.source import read_range
+
+    out = []
+    for sl in iter_chunks(stop - start, chunk):
+        X = read_range(parts, start + sl.start, start + sl.stop, check=True)
+        out.append(_sums_with_groups(X, codes[sl], k, group_of[sl], G, chunk))
+    return out
+
+
+def _maybe_in_memory(X: np.ndarray, limit_bytes: int = 2 << 30) -> np.ndarray:
+    """Unit rows as float32 in memory when they fit (repeated passes are then cheap); else ``X``
+    itself (callers that need unit rows then normalise each streamed chunk)."""
     n, d = X.shape
+    if n * d * 4 <= limit_bytes:
+        out = np.empty((n, d), dtype=np.float32)
+        for sl in iter_chunks(n):
+            out[sl] = unit_rows(X[sl])
+        return out
+    return X
+
+
+def _unit32_fits(n: int, d: int) -> bool:
+    """Whether float32 unit rows of the whole matrix fit the 2 GiB working budget (then repeated
+    passes work on float32 unit rows; else each chunk is normalised in float64)."""
+    return n * d * 4 <= 2 << 30
+
+
+def boot_z2_range(parts: Any, start: int, stop: int, group_of: np.ndarray, G: int, Qs: np.ndarray,
+                  unit32: bool, chunk: int = CHUNK_ROWS) -> list[np.ndarray]:
+    """Task: per chunk, Σ over each group's rows of (u · q)² for every basis row q of ``Qs`` (G × r)."""
+    from scipy.sparse import csr_matrix
+
+    from ..io.source import read_range
+
+    out = []
+    for sl in iter_chunks(stop - start, chunk):
+        X = read_range(parts, start + sl.start, start + sl.stop)
+        U = _unit32(X) if unit32 else unit_rows(X)
+        Z = np.asarray(U, dtype=np.float64) @ Qs.T
+        b = sl.stop - sl.start
+        onehot = csr_matrix((np.ones(b), (group_of[sl], np.arange(b))), shape=(G, b))
+        out.append(onehot @ (Z * Z))
+    return out
+
+
+def along_range(parts: Any, start: int, stop: int, mu: np.ndarray, Q: np.ndarray,
+                chunk: int = CHUNK_ROWS) -> list[float]:
+    """Task: per chunk, Σ over its unit rows of ‖Q(u − μ)‖²."""
+    from ..io.source import read_range
+
+    out = []
+    for sl in iter_chunks(stop - start, chunk):
+        P = (unit_rows(read_range(parts, start + sl.start, start + sl.stop)) - mu) @ Q.T
+        out.append(float(np.einsum("ij,ij->", P, P)))
+    return out
+
+
+def _task_rows(per_chunk_bytes: int, chunk: int) -> int:
+    return chunk * int(min(TASK_CHUNKS, max(1, TASK_PARTIAL_BYTES // max(1, per_chunk_bytes))))
+
+
+def _sums(eng: Any, src: Any, codes: np.ndarray, k: int, *, weights: np.ndarray | None = None,
+          check: bool = False, unit32: bool = False, chunk: int = CHUNK_ROWS) -> tuple[np.ndarray, np.ndarray]:
+    from ..io.source import ranges
+
+    tasks = [(src.parts, a, b, codes[a:b], k, None if weights is None else weights[a:b], check, unit32, chunk)
+             for a, b in ranges(src.n, TASK_CHUNKS * chunk)]
+    sums = np.zeros((k, src.dim), dtype=np.float64)
+    sq = np.zeros(k, dtype=np.float64)
+    for chunks in eng.map(class_sums_range, tasks):  # global row order
+        for s, q in chunks:
+            sums += s
+            sq += q
+    return sums, sq
+
+
+def _opened(X: Any, engine: Any) -> tuple[Any, Any]:
+    """(Source, engine): the input opened once, the engine (this process when None)."""
+    from ..engine import LocalEngine
+    from ..io.source import open_source
+
+    return open_source(X), (engine if engine is not None else LocalEngine())
+
+
+def aag_and_variance_share(X: Any, labels: np.ndarray, *, resamples: int = 0, seed: int = 0,
+                           groups: int = BOOT_GROUPS, ci: bool = False, level: float = 0.95,
+                           share: bool = True, engine: Any = None,
+                           chunk: int = CHUNK_ROWS) -> tuple[AAGResult, Optional[VarianceShare]]:
+    """AAG (with ``aag_ci95`` when ``resamples`` > 0) and, with ``share``, the variance share (with
+    ``variance_share_ci95`` when ``ci``) from one first pass over the rows of ``X`` (an array, a
+    memmap, a ``.npy``, a shard set or a Source) on ``engine`` (this process when None)."""
+    from ..io.source import ranges
+
+    src, eng = _opened(X, engine)
+    n, d = src.n, src.dim
     classes, codes, counts = _check_labels(n, labels)
     k = len(classes)
     boot = None
@@ -180,20 +309,29 @@ def aag(X: np.ndarray, labels: np.ndarray, *, resamples: int = 0, seed: int = 0,
         G = _group_count(n, k, d, groups)
         rng = np.random.default_rng(seed)
         group_of = rng.permutation(n) % G
-        sums, sq, gsums, gsq = _sums_with_groups(X, codes, k, group_of, G, chunk)
+        step = _task_rows(8 * (G * k * d + G * k + k * d + k), chunk)
+        sums = np.zeros((k, d), dtype=np.float64)
+        sq = np.zeros(k, dtype=np.float64)
+        gsums = np.zeros((G, k, d), dtype=np.float64)
+        gsq = np.zeros((G, k), dtype=np.float64)
+        tasks = [(src.parts, a, b, codes[a:b], k, group_of[a:b], G, chunk) for a, b in ranges(n, step)]
+        for chunks in eng.imap(group_sums_range, tasks):  # global row order, one task at a time
+            for s_, q_, gs, gq in chunks:
+                sums += s_
+                sq += q_
+                gsums += gs
+                gsq += gq
         gcounts = np.bincount(group_of * k + codes, minlength=G * k).reshape(G, k).astype(np.float64)
         draws = rng.integers(0, G, size=(resamples, G)) + (np.arange(resamples) * G)[:, None]
         W = np.bincount(draws.ravel(), minlength=resamples * G).reshape(resamples, G).astype(np.float64)
         boot = GroupBoot(groups=G, group_of=group_of, sums=gsums, sq=gsq, counts=gcounts, W=W, seed=int(seed))
     else:
-        sums, sq = class_sums(X, codes, k, chunk=chunk)
+        sums, sq = _sums(eng, src, codes, k, check=True, chunk=chunk)
     same_pairs = float((counts * (counts - 1)).sum())
     all_pairs = float(n) * (n - 1)
     a, ms, md, per_class = _aag_from_sums(sums, sq, same_pairs, all_pairs)
-    within = {
-        label_key(c): (float(per_class[i] / (counts[i] * (counts[i] - 1))) if counts[i] > 1 else None)
-        for i, c in enumerate(classes)
-    }
+    within = {label_key(c): (float(per_class[i] / (counts[i] * (counts[i] - 1))) if counts[i] > 1 else None)
+              for i, c in enumerate(classes)}
     res = AAGResult(n=int(n), dim=int(d), classes=int(k),
                     class_counts={label_key(c): int(counts[i]) for i, c in enumerate(classes)},
                     aag=float(a), mean_same=float(ms), mean_diff=float(md),
@@ -202,7 +340,144 @@ def aag(X: np.ndarray, labels: np.ndarray, *, resamples: int = 0, seed: int = 0,
     if boot is not None:
         res.aag_ci95 = percentile_ci(group_boot_aag(boot), level)
         res.ci_method = boot.method()
-    return res
+    if not share:
+        return res, None
+    mu, total, Q, rank = _share(sums, counts.astype(np.float64), float(sq.sum()))
+    along = 0.0
+    for chunks in eng.map(along_range, [(src.parts, a0, b0, mu, Q, chunk) for a0, b0 in ranges(n, TASK_CHUNKS * chunk)]):
+        for x in chunks:
+            along += x
+    along /= n
+    vs = VarianceShare(variance_share=along / total if total > 0 else None, variance_share_dims=rank,
+                       total_variance=total, along_variance=along)
+    if ci and boot is not None:
+        vs.variance_share_ci95 = percentile_ci(boot_variance_share_values(src, boot, engine=eng, chunk=chunk), level)
+    return res, vs
+
+
+def aag(X: Any, labels: np.ndarray, *, resamples: int = 0, seed: int = 0, groups: int = BOOT_GROUPS,
+        level: float = 0.95, engine: Any = None, chunk: int = CHUNK_ROWS) -> AAGResult:
+    """Exact Attribute Alignment Gap with mean_same, mean_diff, pair counts and per-class means.
+
+    Pair counts are unordered pairs. ``within[c]`` is the mean cosine between different rows
+    of class ``c`` (None for a class with one row). With ``resamples`` > 0, ``aag_ci95`` is the
+    percentile interval of a bootstrap over ``groups`` seeded random row groups (see
+    :class:`GroupBoot`; the ordinary row bootstrap when ``n <= groups``), from the same pass.
+    ``X``: an array, a memmap, a ``.npy``, a shard set or a Source; ``engine``: where the
+    per-chunk work runs (this process when None).
+    """
+    return aag_and_variance_share(X, labels, resamples=resamples, seed=seed, groups=groups, level=level,
+                                  share=False, engine=engine, chunk=chunk)[0]
+
+
+def variance_share(X: Any, labels: np.ndarray, *, boot: Optional[GroupBoot] = None,
+                   level: float = 0.95, engine: Any = None, chunk: int = CHUNK_ROWS) -> VarianceShare:
+    """Share of total variance of the unit rows lying in the span of the centred class means.
+
+    For two classes this is the direction between the class means (the SISE paper's
+    "polarity direction holds 2.4-6.7 % of the variance"). Total variance is the trace of
+    the covariance; both are population (1/n) moments, so the ratio is exact.
+
+    ``boot`` (from ``aag(..., resamples=R)``) adds ``variance_share_ci95`` over the same
+    resamples: each recomputes the class means and their span from the resampled group sums
+    (exact) and the variance along it in one streamed product per batch of resamples.
+    """
+    from ..io.source import ranges
+
+    src, eng = _opened(X, engine)
+    n = src.n
+    classes, codes, counts = _check_labels(n, labels)
+    sums, sq = _sums(eng, src, codes, len(classes), chunk=chunk)
+    mu, total, Q, rank = _share(sums, counts.astype(np.float64), float(sq.sum()))
+    along = 0.0
+    for chunks in eng.map(along_range, [(src.parts, a0, b0, mu, Q, chunk) for a0, b0 in ranges(n, TASK_CHUNKS * chunk)]):
+        for x in chunks:
+            along += x
+    along /= n
+    out = VarianceShare(variance_share=along / total if total > 0 else None, variance_share_dims=rank,
+                        total_variance=total, along_variance=along)
+    if boot is not None:
+        out.variance_share_ci95 = percentile_ci(boot_variance_share_values(src, boot, engine=eng, chunk=chunk), level)
+    return out
+
+
+def boot_variance_share_values(X: Any, boot: GroupBoot, *, engine: Any = None, chunk: int = CHUNK_ROWS,
+                               batch: int = VS_BATCH) -> np.ndarray:
+    """The resampled variance shares of ``boot``, one pass over the rows per batch of resamples."""
+    from ..io.source import ranges
+
+    src, eng = _opened(X, engine)
+    n, G = src.n, boot.groups
+    unit32 = _unit32_fits(n, src.dim)
+
+    def z2(Qs: np.ndarray) -> np.ndarray:
+        Z2 = np.zeros((G, Qs.shape[0]))
+        step = _task_rows(8 * G * Qs.shape[0], chunk)
+        tasks = [(src.parts, a, b, boot.group_of[a:b], G, Qs, unit32, chunk) for a, b in ranges(n, step)]
+        for chunks in eng.imap(boot_z2_range, tasks):
+            for z in chunks:
+                Z2 += z
+        return Z2
+
+    return boot_variance_shares(boot, batch, z2)
+
+
+def aag_permutation_null(X: Any, labels: np.ndarray, permutations: int, seed: int = 0, *,
+                         observed: Optional[float] = None, engine: Any = None,
+                         chunk: int = CHUNK_ROWS) -> dict[str, Any]:
+    """Label-shuffle null for AAG: one-sided p-value ``(1 + #{null >= observed}) / (1 + P)``; one
+    pass over the rows per draw (``codes[rng.permutation(n)]`` over the global row index)."""
+    src, eng = _opened(X, engine)
+    n = src.n
+    classes, codes, counts = _check_labels(n, labels)
+    if observed is None:
+        observed = aag(src, labels, engine=eng, chunk=chunk).aag
+    rng = np.random.default_rng(seed)
+    k = len(classes)
+    same_pairs = float((counts * (counts - 1)).sum())
+    all_pairs = float(n) * (n - 1)
+    null = np.empty(permutations)
+    for p in range(permutations):
+        perm_codes = codes[rng.permutation(n)]
+        sums, sq = _sums(eng, src, perm_codes, k, unit32=True, chunk=chunk)
+        null[p] = _aag_from_sums(sums, sq, same_pairs, all_pairs)[0]
+    return {
+        "permutations": int(permutations),
+        "p_value": float((1 + np.sum(null >= observed - 1e-15)) / (1 + permutations)),
+        "null_mean": float(null.mean()),
+        "null_sd": float(null.std(ddof=1)) if permutations > 1 else None,
+        "seed": int(seed),
+    }
+
+
+def aag_bootstrap(X: Any, labels: np.ndarray, resamples: int, seed: int = 0, *,
+                  level: float = 0.95, engine: Any = None, chunk: int = CHUNK_ROWS) -> dict[str, Any]:
+    """Percentile bootstrap CI for AAG, resampling rows with replacement (weights
+    ``bincount(rng.integers(0, n, n))`` over the global row index; one pass per resample).
+
+    A row drawn twice is not paired with its own copy (pairs are between distinct original
+    rows, weighted by how often each was drawn), so duplicates do not inflate ``mean_same``.
+    """
+    src, eng = _opened(X, engine)
+    n = src.n
+    classes, codes, _ = _check_labels(n, labels)
+    k = len(classes)
+    rng = np.random.default_rng(seed)
+    vals = []
+    for _ in range(resamples):
+        w = np.bincount(rng.integers(0, n, size=n), minlength=n).astype(np.float64)
+        sums, sq = _sums(eng, src, codes, k, weights=w, unit32=True, chunk=chunk)
+        wc = np.bincount(codes, weights=w, minlength=k)
+        w2c = np.bincount(codes, weights=w * w, minlength=k)
+        same_pairs = float((wc * wc - w2c).sum())
+        all_pairs = float(w.sum() ** 2 - (w * w).sum())
+        if same_pairs <= 0 or all_pairs - same_pairs <= 0:
+            continue
+        vals.append(_aag_from_sums(sums, sq, same_pairs, all_pairs)[0])
+    v = np.asarray(vals)
+    lo, hi = np.quantile(v, [(1 - level) / 2, 1 - (1 - level) / 2]) if len(v) else (np.nan, np.nan)
+    return {"resamples": int(len(v)), "level": float(level), "ci_low": float(lo), "ci_high": float(hi),
+            "sd": float(v.std(ddof=1)) if len(v) > 1 else None, "seed": int(seed)}
 
 
 def group_boot_aag(boot: GroupBoot, batch: int = 256) -> np.ndarray:
@@ -246,73 +521,6 @@ def group_boot_aag(boot: GroupBoot, batch: int = 256) -> np.ndarray:
     return out
 
 
-def aag_permutation_null(X: np.ndarray, labels: np.ndarray, permutations: int, seed: int = 0,
-                         *, observed: Optional[float] = None, chunk: int = CHUNK_ROWS) -> dict[str, Any]:
-    """Label-shuffle null for AAG: one-sided p-value ``(1 + #{null >= observed}) / (1 + P)``."""
-    n = X.shape[0]
-    classes, codes, counts = _check_labels(n, labels)
-    if observed is None:
-        observed = aag(X, labels, chunk=chunk).aag
-    rng = np.random.default_rng(seed)
-    k = len(classes)
-    same_pairs = float((counts * (counts - 1)).sum())
-    all_pairs = float(n) * (n - 1)
-    U = _maybe_in_memory(X)
-    null = np.empty(permutations)
-    for p in range(permutations):
-        perm_codes = codes[rng.permutation(n)]
-        sums, sq = class_sums(U, perm_codes, k, chunk=chunk)
-        null[p] = _aag_from_sums(sums, sq, same_pairs, all_pairs)[0]
-    return {
-        "permutations": int(permutations),
-        "p_value": float((1 + np.sum(null >= observed - 1e-15)) / (1 + permutations)),
-        "null_mean": float(null.mean()),
-        "null_sd": float(null.std(ddof=1)) if permutations > 1 else None,
-        "seed": int(seed),
-    }
-
-
-def aag_bootstrap(X: np.ndarray, labels: np.ndarray, resamples: int, seed: int = 0, *,
-                  level: float = 0.95, chunk: int = CHUNK_ROWS) -> dict[str, Any]:
-    """Percentile bootstrap CI for AAG, resampling rows with replacement.
-
-    A row drawn twice is not paired with its own copy (pairs are between distinct original
-    rows, weighted by how often each was drawn), so duplicates do not inflate ``mean_same``.
-    """
-    n = X.shape[0]
-    classes, codes, _ = _check_labels(n, labels)
-    k = len(classes)
-    rng = np.random.default_rng(seed)
-    U = _maybe_in_memory(X)
-    vals = []
-    for _ in range(resamples):
-        w = np.bincount(rng.integers(0, n, size=n), minlength=n).astype(np.float64)
-        sums, sq = class_sums(U, codes, k, weights=w, chunk=chunk)
-        wc = np.bincount(codes, weights=w, minlength=k)
-        w2c = np.bincount(codes, weights=w * w, minlength=k)
-        same_pairs = float((wc * wc - w2c).sum())
-        all_pairs = float(w.sum() ** 2 - (w * w).sum())
-        if same_pairs <= 0 or all_pairs - same_pairs <= 0:
-            continue
-        vals.append(_aag_from_sums(sums, sq, same_pairs, all_pairs)[0])
-    v = np.asarray(vals)
-    lo, hi = np.quantile(v, [(1 - level) / 2, 1 - (1 - level) / 2]) if len(v) else (np.nan, np.nan)
-    return {"resamples": int(len(v)), "level": float(level), "ci_low": float(lo), "ci_high": float(hi),
-            "sd": float(v.std(ddof=1)) if len(v) > 1 else None, "seed": int(seed)}
-
-
-def _maybe_in_memory(X: np.ndarray, limit_bytes: int = 2 << 30) -> np.ndarray:
-    """Unit rows as float32 in memory when they fit (repeated passes are then cheap); else ``X``
-    itself (callers that need unit rows then normalise each streamed chunk)."""
-    n, d = X.shape
-    if n * d * 4 <= limit_bytes:
-        out = np.empty((n, d), dtype=np.float32)
-        for sl in iter_chunks(n):
-            out[sl] = unit_rows(X[sl])
-        return out
-    return X
-
-
 @dataclass
 class VarianceShare(Result):
     """Share of the unit rows' variance in the span of the centred class means."""
@@ -333,35 +541,6 @@ def _share(sums: np.ndarray, counts: np.ndarray, sq_total: float) -> tuple[np.nd
     _, s, vt = np.linalg.svd(M, full_matrices=False)
     rank = int((s > s.max() * 1e-10).sum()) if s.size and s.max() > 0 else 0
     return mu, float(sq_total / N - mu @ mu), vt[:rank], rank
-
-
-def variance_share(X: np.ndarray, labels: np.ndarray, *, boot: Optional[GroupBoot] = None,
-                   level: float = 0.95, chunk: int = CHUNK_ROWS) -> VarianceShare:
-    """Share of total variance of the unit rows lying in the span of the centred class means.
-
-    For two classes this is the direction between the class means (the SISE paper's
-    "polarity direction holds 2.4-6.7 % of the variance"). Total variance is the trace of
-    the covariance; both are population (1/n) moments, so the ratio is exact.
-
-    ``boot`` (from ``aag(..., resamples=R)``) adds ``variance_share_ci95`` over the same
-    resamples: each recomputes the class means and their span from the resampled group sums
-    (exact) and the variance along it in one streamed product per batch of resamples.
-    """
-    n, d = X.shape
-    classes, codes, counts = _check_labels(n, labels)
-    k = len(classes)
-    sums, sq = class_sums(X, codes, k, chunk=chunk)
-    mu, total, Q, rank = _share(sums, counts.astype(np.float64), float(sq.sum()))
-    along = 0.0
-    for sl in iter_chunks(n, chunk):
-        P = (unit_rows(X[sl]) - mu) @ Q.T
-        along += float(np.einsum("ij,ij->", P, P))
-    along /= n
-    out = VarianceShare(variance_share=along / total if total > 0 else None, variance_share_dims=rank,
-                        total_variance=total, along_variance=along)
-    if boot is not None:
-        out.variance_share_ci95 = percentile_ci(_boot_variance_share(X, boot, chunk), level)
-    return out
 
 
 def boot_variance_shares(boot: GroupBoot, batch: int,
@@ -392,25 +571,6 @@ def boot_variance_shares(boot: GroupBoot, batch: int,
             if total > 0:
                 out[s + j] = along / total
     return out
-
-
-def _boot_variance_share(X: np.ndarray, boot: GroupBoot, chunk: int, batch: int = 64) -> np.ndarray:
-    from scipy.sparse import csr_matrix
-
-    n = X.shape[0]
-    U = _maybe_in_memory(X)
-    G = boot.groups
-    onehot = csr_matrix((np.ones(n), (boot.group_of, np.arange(n))), shape=(G, n))
-
-    def z2(Qs: np.ndarray) -> np.ndarray:
-        Z2 = np.zeros((G, Qs.shape[0]))
-        for sl in iter_chunks(n, chunk):
-            Uc = U[sl] if U is not X else unit_rows(X[sl])
-            Z = np.asarray(Uc, dtype=np.float64) @ Qs.T
-            Z2 += onehot[:, sl] @ (Z * Z)
-        return Z2
-
-    return boot_variance_shares(boot, batch, z2)
 
 
 def sample_pair_cosines(X: np.ndarray, labels: np.ndarray, pairs: int = 2000,

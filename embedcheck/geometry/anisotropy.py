@@ -56,7 +56,9 @@ from typing import Any, Callable, Iterable, Optional
 import numpy as np
 
 from ..errors import InputError
+from ..io.source import Part, Source, ranges, read_range, source_of_parts
 from ..result import Result, hidden, optional
+from ..rows import iter_chunks
 from .intervals import normal_mean_ci, wilson_ci
 
 #: anisotropy above this triggers the skill's warning
@@ -133,16 +135,6 @@ def _centre(U: np.ndarray, mu: np.ndarray, name: str, offset: Any) -> tuple[np.n
     return C, norms
 
 
-def unit_sum(rows: UnitRows, chunk: int = CHUNK) -> tuple[np.ndarray, float, int]:
-    """(Σ unit rows, Σ ||u||², n) in float64, streamed."""
-    s = np.zeros(rows.dim)
-    ssq = 0.0
-    for _, U in rows.blocks(chunk):
-        s += U.sum(axis=0)
-        ssq += float(np.einsum("ij,ij->", U, U))
-    return s, ssq, rows.n
-
-
 def anisotropy_from_sum(s: np.ndarray, ssq: float, n: int) -> float:
     """Mean cosine over ordered pairs i ≠ j: (||Σu||² − Σ||u||²) / (n(n−1)).
 
@@ -180,21 +172,6 @@ def derangements(n: int, perms: int, seed: int) -> np.ndarray:
 # partner ranked first (blocked)
 
 
-def _exact_maxoff(ra: UnitRows, rb: UnitRows, mu_a: np.ndarray, mu_b: np.ndarray, rows: np.ndarray,
-                  key_block: int) -> tuple[np.ndarray, np.ndarray]:
-    """Float64 max over j ≠ i of raw and centred cos(a_i, b_j) for the given rows i."""
-    UA = ra.get(rows)
-    CA, _ = _centre(UA, mu_a, ra.name, rows)
-    mr = np.full(len(rows), -np.inf)
-    mc = np.full(len(rows), -np.inf)
-    for start in range(0, rb.n, key_block):
-        stop = min(start + key_block, rb.n)
-        UB = rb.get(slice(start, stop))
-        CB, _ = _centre(UB, mu_b, rb.name, start)
-        max_off_block(UA, CA, UB, CB, rows, start, mr, mc)
-    return mr, mc
-
-
 def max_off_block(UA: np.ndarray, CA: np.ndarray, UB: np.ndarray, CB: np.ndarray, rows: np.ndarray,
                   start: int, mr: np.ndarray, mc: np.ndarray) -> None:
     """Fold one block of candidates (B's rows ``start:start + len(UB)``, raw ``UB`` and centred
@@ -207,134 +184,6 @@ def max_off_block(UA: np.ndarray, CA: np.ndarray, UB: np.ndarray, CB: np.ndarray
     Sc[hit, rows[hit] - start] = -np.inf
     np.maximum(mr, S.max(axis=1), out=mr)
     np.maximum(mc, Sc.max(axis=1), out=mc)
-
-
-def partner_ranked_first(
-    A: Any,
-    B: Any,
-    mean_a: Optional[np.ndarray] = None,
-    mean_b: Optional[np.ndarray] = None,
-    *,
-    block: int = 1024,
-    key_block: Optional[int] = None,
-    exact: bool = False,
-    progress: Progress = None,
-) -> dict[str, int]:
-    """Count rows whose partner is ranked first, raw and centred, in bounded memory.
-
-    ``A``/``B`` are raw arrays (normalised here) or :class:`UnitRows`. ``mean_a``/``mean_b``
-    default to each side's mean unit row. Returns ``{"raw", "centred", "n", "rechecked"}``:
-    counts of i with cos(a_i, b_i) > max_{j≠i} cos(a_i, b_j) + ``TIE``; ``rechecked`` is the
-    number of rows re-decided in float64 because their float32 margin was within the rounding
-    bound (``exact=True`` re-decides every row: the slow reference path).
-
-    Float32 bounds used: a dot product of float32-rounded unit vectors is off by at most
-    ε = (d+2)u/(1−(d+2)u); the centred values (S + r_i)·w_j + z_j, computed in float32, add
-    u(4 + 5|r_i| + 2|q_j|) before scaling by w_j = 1/|b_j − μb| and 1/|a_i − μa|. A row is
-    re-decided when |margin| ≤ 2× its bound.
-
-    >>> A = np.eye(3); B = np.eye(3) + 0.1
-    >>> partner_ranked_first(A, B, block=2)["raw"]
-    3
-    """
-    ra = A if isinstance(A, UnitRows) else UnitRows(A, "A")
-    rb = B if isinstance(B, UnitRows) else UnitRows(B, "B")
-    n, d = ra.n, ra.dim
-    if rb.n != n or rb.dim != d:
-        raise InputError(f"A has shape ({n}, {d}) but B has ({rb.n}, {rb.dim})")
-    if block < 1:
-        raise InputError(f"block must be ≥ 1, got {block}")
-    key_block = key_block or 4 * block
-    if mean_a is None:
-        mean_a = unit_sum(ra)[0] / n
-    if mean_b is None:
-        mean_b = unit_sum(rb)[0] / n
-    mu_a = np.asarray(mean_a, dtype=np.float64)
-    mu_b = np.asarray(mean_b, dtype=np.float64)
-    c = float(mu_a @ mu_b)
-
-    # pass over B: float32 unit rows, q_j = μa·b_j, w_j = 1/|b_j − μb|, z_j = −q_j w_j
-    B32 = np.empty((n, d), dtype=np.float32)
-    q = np.empty(n)
-    w = np.empty(n)
-    for sl, UB in rb.blocks(CHUNK):
-        B32[sl] = UB
-        q[sl] = UB @ mu_a
-        _, nb = _centre(UB, mu_b, rb.name, sl.start)
-        w[sl] = 1.0 / nb
-    z = -q * w
-    w32, z32 = w.astype(np.float32), z.astype(np.float32)
-    eps = (d + 2) * _U32 / (1 - (d + 2) * _U32)
-    wmax = float(w.max())
-    qmax = float(np.abs(q).max())
-
-    count_raw = count_cen = 0
-    recheck: list[np.ndarray] = []
-    recheck_dr: list[np.ndarray] = []
-    recheck_dc: list[np.ndarray] = []
-    for i0 in range(0, n, block):
-        i1 = min(i0 + block, n)
-        UA = ra.get(slice(i0, i1))
-        UB = rb.get(slice(i0, i1))
-        CA, na = _centre(UA, mu_a, ra.name, i0)
-        CB, _ = _centre(UB, mu_b, rb.name, i0)
-        d_raw = np.einsum("ij,ij->i", UA, UB)
-        d_cen = np.einsum("ij,ij->i", CA, CB)
-        if exact:
-            rows = np.arange(i0, i1)
-            recheck.append(rows)
-            recheck_dr.append(d_raw)
-            recheck_dc.append(d_cen)
-            if progress:
-                progress(i1, n)
-            continue
-        r = c - UA @ mu_b
-        r32 = r.astype(np.float32)[:, None]
-        A32 = UA.astype(np.float32)
-        mr = np.full(i1 - i0, -np.inf, dtype=np.float32)
-        mc = np.full(i1 - i0, -np.inf, dtype=np.float32)
-        for j0 in range(0, n, key_block):
-            j1 = min(j0 + key_block, n)
-            S = A32 @ B32[j0:j1].T
-            lo, hi = max(i0, j0), min(i1, j1)
-            if lo < hi:
-                k = np.arange(lo, hi)
-                S[k - i0, k - j0] = -np.inf
-            np.maximum(mr, S.max(axis=1), out=mr)
-            S += r32
-            S *= w32[j0:j1]
-            S += z32[j0:j1]
-            np.maximum(mc, S.max(axis=1), out=mc)
-        g_raw = 2 * eps
-        g_cen = 2 * (eps + _U32 * (4 + 5 * np.abs(r) + 2 * qmax)) * wmax / na
-        m_raw = d_raw - mr.astype(np.float64)
-        m_cen = d_cen - mc.astype(np.float64) / na
-        count_raw += int(np.count_nonzero(m_raw > g_raw))
-        count_cen += int(np.count_nonzero(m_cen > g_cen))
-        unsure = (np.abs(m_raw) <= g_raw) | (np.abs(m_cen) <= g_cen)
-        if unsure.any():
-            k = np.flatnonzero(unsure)
-            # undo the fast decision for these rows; they are re-decided exactly below
-            count_raw -= int(np.count_nonzero(m_raw[k] > g_raw))
-            count_cen -= int(np.count_nonzero(m_cen[k] > g_cen[k]))
-            recheck.append(i0 + k)
-            recheck_dr.append(d_raw[k])
-            recheck_dc.append(d_cen[k])
-        if progress:
-            progress(i1, n)
-
-    rechecked = 0
-    if recheck:
-        rows_all = np.concatenate(recheck)
-        dr_all = np.concatenate(recheck_dr)
-        dc_all = np.concatenate(recheck_dc)
-        rechecked = len(rows_all)
-        for s in range(0, rechecked, block):
-            rows = rows_all[s:s + block]
-            mr64, mc64 = _exact_maxoff(ra, rb, mu_a, mu_b, rows, key_block)
-            count_raw += int(np.count_nonzero(dr_all[s:s + block] > mr64 + TIE))
-            count_cen += int(np.count_nonzero(dc_all[s:s + block] > mc64 + TIE))
-    return {"raw": count_raw, "centred": count_cen, "n": n, "rechecked": rechecked}
 
 
 # --------------------------------------------------------------------------------------------
@@ -605,124 +454,373 @@ def side_means(fits: dict[str, tuple[np.ndarray, int, str]], shared: bool,
     return mu_a, mu_b, means
 
 
+# --------------------------------------------------------------------------------------------
+# the one driver: tasks over row ranges, merged in row order, on any engine
+#
+# Tasks cover global row ranges made of whole ``CHUNK``-row blocks, read from whichever parts hold
+# them; the driver combines their results in row order:
+#
+# 1. unit sums: per block (Σu, Σ‖u‖²) of A, B and the fit files, added in block order from zero
+#    → anisotropy of each side and the means (own rows, fit rows, shared).
+# 2. pairs: q_j = μa·b_j and ‖b_j − μb‖ per block of B; then per block of A the matched cosines
+#    (raw, centred) and, for every derangement π, the unrelated cosines (a_i, b_π(i)), B's rows at
+#    π(i) fetched by global index. The driver gathers these per-row values ((4 + 2·perms) floats
+#    per row) and computes every figure with ``_section``.
+# 3. partner ranked first: one task per (query tile × candidate tile) returns, per query row, the
+#    float32 maximum over the tile's candidates j ≠ i of the raw and the centred cosine; the driver
+#    merges tiles by element-wise max (exact: max is order-free). A task per query tile then decides
+#    each row against the rigorous float32 rounding bound (:func:`partner_ranked_first`); rows
+#    inside the bound are re-decided in float64 by (unsure rows × candidate tile) tasks, merged by
+#    max again. The counts equal a float64 brute force, whatever the tiling.
+#
+# Derangements are drawn over the global row index on the driver (:func:`derangements`), which
+# ships each task its columns ``P[:, a:b]``: the floor never depends on the sharding.
+
+#: rows per task (whole CHUNK blocks, so every block is a block of the in-memory check)
+TASK_ROWS = 32 * CHUNK
+
+
+def _unit_range(parts: tuple[Part, ...], a: int, b: int, name: str, W: np.ndarray | None,
+                check: bool = False) -> np.ndarray:
+    return UnitRows(read_range(parts, a, b, check=check, what=name), name, W).get(slice(None))
+
+
+# ---- pass 1: Σu and Σ‖u‖² per CHUNK block ----------------------------------------------------
+
+
+def unit_sum_range(parts: tuple[Part, ...], start: int, stop: int, name: str,
+                   W: np.ndarray | None) -> list[tuple[np.ndarray, float]]:
+    out = []
+    for sl in iter_chunks(stop - start, CHUNK):
+        U = _unit_range(parts, start + sl.start, start + sl.stop, name, W, check=True)
+        out.append((U.sum(axis=0), float(np.einsum("ij,ij->", U, U))))
+    return out
+
+
+def unit_sum(engine: Any, src: Source, name: str, W: np.ndarray | None = None) -> tuple[np.ndarray, float, int]:
+    """(Σ unit rows, Σ ‖u‖², n) in float64 over ``CHUNK``-row blocks added in row order from zero
+    (rows checked; ``W`` maps A's rows into B's space)."""
+    dim = src.dim if W is None else int(W.shape[1])
+    s = np.zeros(dim)
+    ssq = 0.0
+    for blocks in engine.map(unit_sum_range, [(src.parts, a, b, name, W) for a, b in ranges(src.n, TASK_ROWS)]):
+        for bs, bq in blocks:
+            s += bs
+            ssq += bq
+    return s, ssq, src.n
+
+
+# ---- pass 2: per-row matched and unrelated cosines -----------------------------------------
+
+
+def qnb_range(b_parts: tuple[Part, ...], start: int, stop: int, mu_a: np.ndarray,
+              mu_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """q_j = μa·b_j and ‖b_j − μb‖ for B's rows, per CHUNK block as the in-memory check."""
+    q, nb = np.empty(stop - start), np.empty(stop - start)
+    for sl in iter_chunks(stop - start, CHUNK):
+        UB = _unit_range(b_parts, start + sl.start, start + sl.stop, "B", None)
+        q[sl] = UB @ mu_a
+        nb[sl] = _centre(UB, mu_b, "B", start + sl.start)[1]
+    return q, nb
+
+
+def pairs_range(a_parts: tuple[Part, ...], b_parts: tuple[Part, ...], start: int, stop: int, W: np.ndarray | None,
+                mu_a: np.ndarray, mu_b: np.ndarray, P: np.ndarray, q: np.ndarray, nb: np.ndarray) -> dict[str, Any]:
+    """Matched and unrelated cosines (raw and centred) of A's rows ``[start, stop)``; B's rows at the
+    derangement targets are fetched by global index. ``P`` is ``P[:, start:stop]``."""
+    rb = source_of_parts(b_parts)
+    c = float(mu_a @ mu_b)
+    r_n = stop - start
+    perms = P.shape[0]
+    out: dict[str, Any] = {"m_raw": np.empty(r_n), "m_cen": np.empty(r_n), "u_raw": np.empty((perms, r_n)),
+                           "u_cen": np.empty((perms, r_n)), "floor_raw": [], "floor_cen": []}
+    for sl in iter_chunks(r_n, CHUNK):
+        a, b = start + sl.start, start + sl.stop
+        UA = _unit_range(a_parts, a, b, "A", W)
+        UB = _unit_range(b_parts, a, b, "B", None)
+        CA, na = _centre(UA, mu_a, "A", a)
+        CB, _ = _centre(UB, mu_b, "B", a)
+        out["m_raw"][sl] = np.einsum("ij,ij->i", UA, UB)
+        out["m_cen"][sl] = np.einsum("ij,ij->i", CA, CB)
+        out["floor_raw"].append(floor_partials(UA, UB))  # exact floor: Gram partials per block
+        out["floor_cen"].append(floor_partials(CA, CB))
+        r = c - UA @ mu_b
+        for p in range(perms):
+            idx = P[p, sl]
+            raw = np.einsum("ij,ij->i", UA, UnitRows(rb.take(idx), "B").get(slice(None)))
+            out["u_raw"][p, sl] = raw
+            out["u_cen"][p, sl] = (raw + r - q[idx]) / (na * nb[idx])
+    return out
+
+
+# ---- pass 3: partner ranked first ----------------------------------------------------------
+
+
+def block_max(a_parts: tuple[Part, ...], b_parts: tuple[Part, ...], q0: int, q1: int, c0: int, c1: int,
+              W: np.ndarray | None, mu_a: np.ndarray, mu_b: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """Float32 max over candidates j ≠ i in B's rows ``[c0, c1)`` of raw and centred cos(a_i, b_j),
+    for A's rows ``[q0, q1)`` (the centred value before the 1/‖a_i − μa‖ scale, as in the
+    in-memory kernel)."""
+    c = float(mu_a @ mu_b)
+    UB = _unit_range(b_parts, c0, c1, "B", None)
+    B32 = UB.astype(np.float32)
+    q = UB @ mu_a
+    _, nb = _centre(UB, mu_b, "B", c0)
+    w = 1.0 / nb
+    w32, z32 = w.astype(np.float32), (-q * w).astype(np.float32)
+    del UB
+    rows = q1 - q0
+    mr = np.full(rows, -np.inf, dtype=np.float32)
+    mc = np.full(rows, -np.inf, dtype=np.float32)
+    key_block = 4 * block
+    for i0 in range(0, rows, block):
+        i1 = min(i0 + block, rows)
+        UA = _unit_range(a_parts, q0 + i0, q0 + i1, "A", W)
+        r32 = (c - UA @ mu_b).astype(np.float32)[:, None]
+        A32 = UA.astype(np.float32)
+        g0 = q0 + i0  # global index of query row i0
+        for j0 in range(0, c1 - c0, key_block):
+            j1 = min(j0 + key_block, c1 - c0)
+            S = A32 @ B32[j0:j1].T
+            lo, hi = max(g0, c0 + j0), min(g0 + (i1 - i0), c0 + j1)
+            if lo < hi:  # the partner itself is not a competitor
+                k = np.arange(lo, hi)
+                S[k - g0, k - c0 - j0] = -np.inf
+            np.maximum(mr[i0:i1], S.max(axis=1), out=mr[i0:i1])
+            S += r32
+            S *= w32[j0:j1]
+            S += z32[j0:j1]
+            np.maximum(mc[i0:i1], S.max(axis=1), out=mc[i0:i1])
+    return mr, mc
+
+
+def decide_range(a_parts: tuple[Part, ...], b_parts: tuple[Part, ...], q0: int, q1: int, W: np.ndarray | None,
+                 mu_a: np.ndarray, mu_b: np.ndarray, mr: np.ndarray, mc: np.ndarray, wmax: float,
+                 qmax: float, exact: bool = False) -> dict[str, Any]:
+    """Sure counts for A's rows ``[q0, q1)`` and the rows to re-decide in float64 (global indices),
+    with the rounding bound of :func:`embedcheck.geometry.anisotropy.partner_ranked_first`."""
+    d = int(mu_b.shape[0])
+    c = float(mu_a @ mu_b)
+    UA = _unit_range(a_parts, q0, q1, "A", W)
+    UB = _unit_range(b_parts, q0, q1, "B", None)
+    CA, na = _centre(UA, mu_a, "A", q0)
+    CB, _ = _centre(UB, mu_b, "B", q0)
+    d_raw = np.einsum("ij,ij->i", UA, UB)
+    d_cen = np.einsum("ij,ij->i", CA, CB)
+    r = c - UA @ mu_b
+    u32 = _U32
+    eps = (d + 2) * u32 / (1 - (d + 2) * u32)
+    g_raw = 2 * eps
+    g_cen = 2 * (eps + u32 * (4 + 5 * np.abs(r) + 2 * qmax)) * wmax / na
+    m_raw = d_raw - mr.astype(np.float64)
+    m_cen = d_cen - mc.astype(np.float64) / na
+    unsure = (np.abs(m_raw) <= g_raw) | (np.abs(m_cen) <= g_cen)
+    if exact:  # the slow reference: every row re-decided in float64
+        unsure = np.ones_like(unsure)
+    sure = ~unsure
+    return {"raw": int(np.count_nonzero((m_raw > g_raw) & sure)),
+            "centred": int(np.count_nonzero((m_cen > g_cen) & sure)),
+            "rows": np.arange(q0, q1)[unsure], "d_raw": d_raw[unsure], "d_cen": d_cen[unsure]}
+
+
+def exact_max(a_parts: tuple[Part, ...], b_parts: tuple[Part, ...], c0: int, c1: int, W: np.ndarray | None,
+              mu_a: np.ndarray, mu_b: np.ndarray, rows: np.ndarray, key_block: int) -> tuple[np.ndarray, np.ndarray]:
+    """Float64 max over candidates j ≠ i in B's rows ``[c0, c1)`` of raw and centred cos(a_i, b_j)."""
+    UA = UnitRows(source_of_parts(a_parts).take(rows), "A", W).get(slice(None))
+    CA, _ = _centre(UA, mu_a, "A", rows)
+    mr = np.full(len(rows), -np.inf)
+    mc = np.full(len(rows), -np.inf)
+    for j0 in range(c0, c1, key_block):
+        j1 = min(j0 + key_block, c1)
+        UB = _unit_range(b_parts, j0, j1, "B", None)
+        CB, _ = _centre(UB, mu_b, "B", j0)
+        max_off_block(UA, CA, UB, CB, rows, j0, mr, mc)
+    return mr, mc
+
+
+def tiles(n: int, target: int = 8) -> list[tuple[int, int]]:
+    """About ``target`` ranges of whole CHUNK blocks (at least one block each)."""
+    step = max(CHUNK, -(-n // target // CHUNK) * CHUNK)
+    return ranges(n, step)
+
+
+def partner_first(engine: Any, A: Source, B: Source, W: np.ndarray | None, mu_a: np.ndarray, mu_b: np.ndarray,
+                  wmax: float, qmax: float, block: int = 1024, exact: bool = False) -> dict[str, int]:
+    """Exact counts of rows whose partner is ranked first, raw and centred (see module doc)."""
+    tl = tiles(A.n)
+    blocks = engine.map(block_max, [(A.parts, B.parts, q0, q1, c0, c1, W, mu_a, mu_b, block)
+                                    for q0, q1 in tl for c0, c1 in tl])
+    decide_tasks = []
+    for i, (q0, q1) in enumerate(tl):
+        mr, mc = blocks[i * len(tl)]
+        for j in range(1, len(tl)):  # element-wise max: exact, order-free
+            br, bc = blocks[i * len(tl) + j]
+            mr, mc = np.maximum(mr, br), np.maximum(mc, bc)
+        decide_tasks.append((A.parts, B.parts, q0, q1, W, mu_a, mu_b, mr, mc, wmax, qmax, exact))
+    del blocks
+    decided = engine.map(decide_range, decide_tasks)
+    count_raw = sum(x["raw"] for x in decided)
+    count_cen = sum(x["centred"] for x in decided)
+    rows = np.concatenate([x["rows"] for x in decided])
+    if len(rows):
+        dr = np.concatenate([x["d_raw"] for x in decided])
+        dc = np.concatenate([x["d_cen"] for x in decided])
+        starts = list(range(0, len(rows), block))
+        res = engine.map(exact_max, [(A.parts, B.parts, c0, c1, W, mu_a, mu_b, rows[s:s + block], 4 * block)
+                                     for s in starts for c0, c1 in tl])
+        for k, s in enumerate(starts):
+            mr64, mc64 = res[k * len(tl)]
+            for j in range(1, len(tl)):
+                br, bc = res[k * len(tl) + j]
+                mr64, mc64 = np.maximum(mr64, br), np.maximum(mc64, bc)
+            count_raw += int(np.count_nonzero(dr[s:s + block] > mr64 + TIE))
+            count_cen += int(np.count_nonzero(dc[s:s + block] > mc64 + TIE))
+    return {"raw": count_raw, "centred": count_cen, "n": A.n, "rechecked": len(rows)}
+
+
+# ---- the check -------------------------------------------------------------------------------
+
+
 def check(A: Any, B: Any, **kwargs: Any) -> dict[str, Any]:
     """:func:`check_result` as its report dict (``check_result(...).to_dict()``)."""
     return check_result(A, B, **kwargs).to_dict()
 
 
-def check_result(
-    A: Any,
-    B: Any,
-    *,
-    fit_a: Any = None,
-    fit_b: Any = None,
-    shared: bool = False,
-    perms: int = 20,
-    seed: int = 0,
-    names: Optional[dict[str, str]] = None,
-    map_fit: Optional[tuple[Any, Any]] = None,
-    block: int = 1024,
-    progress: Progress = None,
-    keep: Optional[dict[str, np.ndarray]] = None,
-) -> AnisotropyResult:
-    """The whole check on arrays (memmaps fine); returns the result (its ``to_dict`` is the
-    report without gates). Beside the derangement floor, each view carries the exact floor over
-    all n(n−1) unrelated pairs (:func:`floor_partials`, O(n·d²), float64).
+def check_result(A: Any, B: Any, *, fit_a: Any = None, fit_b: Any = None,
+                 shared: bool = False, perms: int = 20, seed: int = 0, names: dict[str, str] | None = None,
+                 map_fit: tuple[Any, Any] | None = None, block: int = 1024, progress: Progress = None,
+                 keep: dict[str, np.ndarray] | None = None, engine: Any = None) -> AnisotropyResult:
+    """The whole check — the one driver, on every engine (this process when ``engine`` is None).
+    ``A``, ``B``, ``fit_a``, ``fit_b``: arrays, memmaps, ``.npy`` paths, shard sets or Sources.
+    Beside the derangement floor, each view carries the exact floor over all n(n−1) unrelated
+    pairs (:func:`floor_partials`, O(n·d²), float64).
 
     ``names`` gives file names for ``means`` (keys ``fit_a``, ``fit_b``); ``map_fit`` =
     (TRAIN_A, TRAIN_B) fits :func:`fit_orthogonal_map` and compares A's mapped rows. A ``keep``
     dict receives the cosines behind the figures (for the plot): ``matched_raw`` and
     ``matched_centred`` (n,), ``unrelated_raw`` and ``unrelated_centred`` (perms, n).
     """
+    from ..engine import LocalEngine
+    from ..io.source import open_source
+
+    engine = engine if engine is not None else LocalEngine()
+    A, B = open_source(A, what="A"), open_source(B, what="B")
+    fit_a = open_source(fit_a, what="--fit-a") if fit_a is not None else None
+    fit_b = open_source(fit_b, what="--fit-b") if fit_b is not None else None
     names = names or {}
-    for X, what in ((A, "A"), (B, "B")):
-        if getattr(X, "ndim", None) != 2:
-            raise InputError(f"{what} must be 2-D (rows x dims), got shape {getattr(X, 'shape', None)}")
-    n = int(A.shape[0])
-    if B.shape[0] != n:
-        raise InputError(f"A has {n} rows but B has {B.shape[0]}; row i of A must pair with row i of B")
+    n = A.n
+    if B.n != n:
+        raise InputError(f"A has {n} rows but B has {B.n}; row i of A must pair with row i of B")
     if n < 2:
         raise InputError(f"A and B need at least 2 paired rows, got {n}")
-    if map_fit is None and A.shape[1] != B.shape[1]:
-        raise InputError(f"A has dimension {A.shape[1]} but B has {B.shape[1]}; "
+    if map_fit is None and A.dim != B.dim:
+        raise InputError(f"A has dimension {A.dim} but B has {B.dim}; "
                          "for two different models fit a map first (--map-fit TRAIN_A TRAIN_B)")
     if perms < 1:
         raise InputError(f"--perms must be ≥ 1, got {perms}")
     for F, X, side in ((fit_a, A, "a"), (fit_b, B, "b")):
-        if F is None:
-            continue
-        label = f"--fit-{side} {names[f'fit_{side}']}" if names.get(f"fit_{side}") else f"--fit-{side}"
-        if getattr(F, "ndim", None) != 2:
-            raise InputError(f"{label} must be 2-D (rows x dims), got shape {getattr(F, 'shape', None)}")
-        if F.shape[1] != X.shape[1]:
-            raise InputError(f"{label} has dimension {F.shape[1]} but {side.upper()} has {X.shape[1]}")
-        if F.shape[0] < 1:
-            raise InputError(f"{label} has no rows")
-
-    mapping: Optional[MapFit] = None
+        if F is not None and F.dim != X.dim:
+            label = f"--fit-{side} {names[f'fit_{side}']}" if names.get(f"fit_{side}") else f"--fit-{side}"
+            raise InputError(f"{label} has dimension {F.dim} but {side.upper()} has {X.dim}")
+    mapping = None
     W = None
     if map_fit is not None:
         TA, TB = map_fit
-        if TA.shape[1] != A.shape[1]:
-            raise InputError(f"--map-fit TRAIN_A has dimension {TA.shape[1]} but A has {A.shape[1]}")
-        if TB.shape[1] != B.shape[1]:
-            raise InputError(f"--map-fit TRAIN_B has dimension {TB.shape[1]} but B has {B.shape[1]}")
+        if TA.shape[1] != A.dim:
+            raise InputError(f"--map-fit TRAIN_A has dimension {TA.shape[1]} but A has {A.dim}")
+        if TB.shape[1] != B.dim:
+            raise InputError(f"--map-fit TRAIN_B has dimension {TB.shape[1]} but B has {B.dim}")
         mapping = fit_orthogonal_map(TA, TB)
         W = mapping.W
-
-    ra, rb = UnitRows(A, "A", W), UnitRows(B, "B")
-    d = rb.dim
-    sa, ssa, _ = unit_sum(ra)
-    sb, ssb, _ = unit_sum(rb)
+    d = B.dim
+    sa, ssa, _ = unit_sum(engine, A, "A", W)
+    sb, ssb, _ = unit_sum(engine, B, "B")
     aniso = {"a": anisotropy_from_sum(sa, ssa, n), "b": anisotropy_from_sum(sb, ssb, n)}
-
-    # means
     fits = {}
     for side, F, own_sum in (("a", fit_a, sa), ("b", fit_b, sb)):
         if F is None:
             fits[side] = (own_sum, n, f"compared rows of {side.upper()}")
         else:
             label = names.get(f"fit_{side}") or f"--fit-{side}"
-            fs, _, fn = unit_sum(UnitRows(F, label, W if side == "a" else None))
+            fs, _, fn = unit_sum(engine, F, label, W if side == "a" else None)
             fits[side] = (fs, fn, label)
     mu_a, mu_b, means = side_means(fits, shared, W is not None)
 
-    # matched and unrelated pairs, raw and centred, with the same derangements. Centred
-    # unrelated cosines follow from the raw ones (float64) by the rank-one identity
-    # (a−μa)·(b−μb) = a·b − a·μb − μa·b + μa·μb, so B's gathered rows are normalised only once.
-    q, nb = np.empty(n), np.empty(n)
-    for sl, UB in rb.blocks(CHUNK):
-        q[sl] = UB @ mu_a
-        nb[sl] = _centre(UB, mu_b, "B", sl.start)[1]
-    c = float(mu_a @ mu_b)
+    # per-row cosines, computed in the in-memory check's blocks and gathered in row order, so the
+    # figures are the in-memory ones, byte for byte
+    qnb = engine.map(qnb_range, [(B.parts, a, b, mu_a, mu_b) for a, b in ranges(n, TASK_ROWS)])
+    q = np.concatenate([x[0] for x in qnb])
+    nb = np.concatenate([x[1] for x in qnb])
+    del qnb
     P = derangements(n, perms, seed)
-    m_raw, m_cen = np.empty(n), np.empty(n)
-    u_raw, u_cen = np.empty((perms, n)), np.empty((perms, n))
-    parts_raw: list[dict[str, Any]] = []
-    parts_cen: list[dict[str, Any]] = []
-    for sl, UA in ra.blocks(CHUNK):
-        UB = rb.get(sl)
-        CA, na = _centre(UA, mu_a, "A", sl.start)
-        CB, _ = _centre(UB, mu_b, "B", sl.start)
-        m_raw[sl] = np.einsum("ij,ij->i", UA, UB)
-        m_cen[sl] = np.einsum("ij,ij->i", CA, CB)
-        parts_raw = [floor_merge(parts_raw + [floor_partials(UA, UB)])]
-        parts_cen = [floor_merge(parts_cen + [floor_partials(CA, CB)])]
-        r = c - UA @ mu_b
-        for p in range(perms):
-            idx = P[p, sl]
-            raw = np.einsum("ij,ij->i", UA, rb.get(idx))
-            u_raw[p, sl] = raw
-            u_cen[p, sl] = (raw + r - q[idx]) / (na * nb[idx])
-
-    if keep is not None:
-        keep.update(matched_raw=m_raw, matched_centred=m_cen, unrelated_raw=u_raw, unrelated_centred=u_cen)
-    first = partner_ranked_first(ra, rb, mu_a, mu_b, block=block, progress=progress)
+    q_ref, nb_ref = engine.put(q), engine.put(nb)
+    pairs = engine.map(pairs_range, [(A.parts, B.parts, a, b, W, mu_a, mu_b, P[:, a:b], q_ref, nb_ref)
+                                     for a, b in ranges(n, TASK_ROWS)])
+    m_raw = np.concatenate([x["m_raw"] for x in pairs])
+    m_cen = np.concatenate([x["m_cen"] for x in pairs])
+    u_raw = np.concatenate([x["u_raw"] for x in pairs], axis=1)
+    u_cen = np.concatenate([x["u_cen"] for x in pairs], axis=1)
+    floors: dict[str, Any] = {}
+    for key in ("floor_raw", "floor_cen"):  # merged block after block, as the in-memory check merges them
+        acc: list[dict[str, Any]] = []
+        for x in pairs:
+            for part in x[key]:
+                acc = [floor_merge(acc + [part])]
+        floors[key] = floor_finish(acc[0])
+    del pairs, P
+    wmax = float((1.0 / nb).max())
+    qmax = float(np.abs(q).max())
+    first = partner_first(engine, A, B, W, mu_a, mu_b, wmax, qmax, block=block)
+    if progress:
+        progress(n, n)
     res = AnisotropyResult(
         n=n, dim=d, means=means, anisotropy=aniso,
-        raw=_section(m_raw, u_raw, first["raw"], n, floor_finish(parts_raw[0])),
-        centred=_section(m_cen, u_cen, first["centred"], n, floor_finish(parts_cen[0])),
+        raw=_section(m_raw, u_raw, first["raw"], n, floors["floor_raw"]),
+        centred=_section(m_cen, u_cen, first["centred"], n, floors["floor_cen"]),
         partner_first_by_chance=1.0 / n,
         warning=_warning(aniso), note=_note(means), map=mapping)
     res.reading = reading(res.to_dict())
+    if keep is not None:
+        keep.update(matched_raw=m_raw, matched_centred=m_cen, unrelated_raw=u_raw, unrelated_centred=u_cen)
     return res
+
+
+def partner_ranked_first(A: Any, B: Any, mean_a: Optional[np.ndarray] = None, mean_b: Optional[np.ndarray] = None, *,
+                         block: int = 1024, exact: bool = False, engine: Any = None) -> dict[str, int]:
+    """Count rows whose partner is ranked first, raw and centred, in bounded memory.
+
+    ``A``/``B``: arrays, sources or :class:`UnitRows` (``W`` maps A). ``mean_a``/``mean_b`` default
+    to each side's mean unit row. Returns ``{"raw", "centred", "n", "rechecked"}``: counts of i
+    with cos(a_i, b_i) > max_{j≠i} cos(a_i, b_j) + ``TIE``; ``rechecked`` is the number of rows
+    re-decided in float64 because their float32 margin was within the rounding bound
+    (``exact=True`` re-decides every row: the slow reference path).
+
+    Float32 bounds used: a dot product of float32-rounded unit vectors is off by at most
+    ε = (d+2)u/(1−(d+2)u); the centred values (S + r_i)·w_j + z_j, computed in float32, add
+    u(4 + 5|r_i| + 2|q_j|) before scaling by w_j = 1/|b_j − μb| and 1/|a_i − μa|. A row is
+    re-decided when |margin| ≤ 2× its bound.
+
+    >>> A = np.eye(3); B = np.eye(3) + 0.1
+    >>> partner_ranked_first(A, B, block=2)["raw"]
+    3
+    """
+    from ..engine import LocalEngine
+    from ..io.source import open_source
+
+    W = A.W if isinstance(A, UnitRows) else None
+    SA = open_source(A.X if isinstance(A, UnitRows) else A, what="A")
+    SB = open_source(B.X if isinstance(B, UnitRows) else B, what="B")
+    n = SA.n
+    d = SA.dim if W is None else int(W.shape[1])
+    if SB.n != n or SB.dim != d:
+        raise InputError(f"A has shape ({n}, {d}) but B has ({SB.n}, {SB.dim})")
+    if block < 1:
+        raise InputError(f"block must be ≥ 1, got {block}")
+    eng = engine if engine is not None else LocalEngine()
+    mu_a = np.asarray(mean_a if mean_a is not None else unit_sum(eng, SA, "A", W)[0] / n, dtype=np.float64)
+    mu_b = np.asarray(mean_b if mean_b is not None else unit_sum(eng, SB, "B")[0] / n, dtype=np.float64)
+    qnb = eng.map(qnb_range, [(SB.parts, a, b, mu_a, mu_b) for a, b in ranges(n, TASK_ROWS)])
+    q = np.concatenate([x[0] for x in qnb])
+    nb = np.concatenate([x[1] for x in qnb])
+    return partner_first(eng, SA, SB, W, mu_a, mu_b, float((1.0 / nb).max()), float(np.abs(q).max()),
+                         block=block, exact=exact)

@@ -7,11 +7,16 @@ concatenation of unit vectors, renormalised).
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
+from ..io.source import Part, Source, read_range
 from .base import MODES, Head
 
 
@@ -55,3 +60,70 @@ def project_rows(head: Head, X: np.ndarray, mode: str = "compact", alpha: float 
     np.multiply(U, np.float32(math.sqrt(1.0 - alpha)), out=F[:, :d])
     np.multiply(Hh, np.float32(math.sqrt(alpha)), out=F[:, d:])
     return _unit32(F)  # |F|² = (1−α)|u|² + α|h|² = 1 already; this only removes rounding
+
+
+# ---- the sharded driver: one task per part, on any engine ------------------------------------
+
+
+def project_part(parts: tuple[Part, ...], start: int, stop: int, n: int, sidecar: str | None, head_path: str,
+                 mode: str, alpha: float, chunk: int, folder: str, name: str) -> dict[str, Any]:
+    """Project global rows ``[start, stop)`` (one output shard) in the global ``chunk``-row blocks of
+    the one-file run — a block that straddles the shard is projected whole and cut — so the bytes are
+    those of ``project`` in-process; rows are checked as ``project`` checks them."""
+    from ..io.atomic import AtomicBatch
+    from ..io.npy import check_rows
+    from ..io.shards import write_shard
+    from .io import read_head
+
+    head = read_head(Path(head_path))
+    k = project_dim(head, mode)
+    Y = np.empty((stop - start, k), dtype="<f4")
+    first = (start // chunk) * chunk
+    for b0 in range(first, stop, chunk):
+        b1 = min(b0 + chunk, n)
+        X = read_range(parts, b0, b1)
+        for p in parts:  # the checks of stream_rows, naming the shard and its row
+            lo, hi = max(b0, p.offset), min(b1, p.offset + p.rows)
+            if hi > lo:
+                check_rows(X[lo - b0:hi - b0], p.start + lo - p.offset, Path(p.path), work="float32",
+                           overflow_in_work=True)
+        P = project_rows(head, X, mode, alpha)
+        lo, hi = max(b0, start), min(b1, stop)
+        Y[lo - start:hi - start] = P[lo - b0:hi - b0]
+    if sidecar and Path(sidecar).is_file():
+        with open(sidecar, encoding="utf-8") as f:
+            rows = [json.loads(x) for x in f if x.strip()]
+    else:
+        rows = [{"index": start + i} for i in range(stop - start)]
+    with AtomicBatch() as batch:
+        e = write_shard(batch, folder, name, Y, rows, start=start)
+    return {"path": e.path, "rows": int(e.rows), "sha256": e.sha256, "sidecar_sha256": e.sidecar_sha256,
+            "start": start, "dim": k}
+
+
+def project_parts(engine: Any, src: Source, head_path: Path, out: Path, *, mode: str, alpha: float, chunk: int,
+                  model: str | None = None, meta: Callable[[float, int], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Project every part of ``src`` (a shard of a shard set, or a fixed row range) into one output
+    shard each of the new shard-set folder ``out``, on ``engine``; the manifest (and ``meta(seconds,
+    shards)`` as ``manifest.meta.json``) is written last and the folder appears whole or not at all."""
+    import time
+
+    from ..io.atomic import save_json
+
+    t0 = time.perf_counter()
+    from ..io.shards import ShardEntry, new_shard_folder, write_manifest
+
+    names = [Path(e.path).stem if "/" not in e.path else f"shard-{i:05d}" for i, e in enumerate(src.shard_set.shards)] \
+        if src.sharded else [f"shard-{i:05d}" for i in range(len(src.parts))]
+    sidecars = [str(Path(p.path).with_suffix(".jsonl")) if src.sharded else None for p in src.parts]
+    with new_shard_folder(out) as tmp:  # the whole set appears at once, or nothing does
+        res = engine.map(project_part, [(src.parts, p.offset, p.offset + p.rows, src.n, sc, str(head_path.resolve()),
+                                         mode, alpha, chunk, str(tmp.resolve()), nm)
+                                        for p, sc, nm in zip(src.parts, sidecars, names)])
+        dim = res[0]["dim"]
+        write_manifest(tmp, [ShardEntry(path=r["path"], rows=r["rows"], sha256=r["sha256"], start=r["start"],
+                                        sidecar_sha256=r["sidecar_sha256"]) for r in res],
+                       dim=dim, dtype="float32", model=model)
+        if meta is not None:
+            save_json(tmp / "manifest.meta.json", meta(time.perf_counter() - t0, len(res)))
+    return {"shards": len(res), "rows": sum(r["rows"] for r in res), "dim": dim}

@@ -120,7 +120,9 @@ def _probe_rows(quick: bool) -> list[dict]:
 
 
 def _floor_rows(quick: bool) -> list[dict]:
+    from embedcheck.engine import LocalEngine
     from embedcheck.geometry import anisotropy as core
+    from embedcheck.io.source import open_source
 
     n, d = (20000, 384) if quick else (100000, 384)
     rng = np.random.default_rng(3)
@@ -129,7 +131,7 @@ def _floor_rows(quick: bool) -> list[dict]:
     A[:, 0] += 5
     B[:, 0] += 5
     ra, rb = core.UnitRows(A, "A"), core.UnitRows(B, "B")
-    mu_a, mu_b = core.unit_sum(ra)[0] / n, core.unit_sum(rb)[0] / n
+    mu_a, mu_b = core.unit_sum(LocalEngine(), open_source(ra.X), "A")[0] / n, core.unit_sum(LocalEngine(), open_source(rb.X), "B")[0] / n
     P = core.derangements(n, 20, 0)
     q, nb = np.empty(n), np.empty(n)
     for sl, UB in rb.blocks():

@@ -63,7 +63,7 @@ PARTNER = r'''
 import json, sys, time, numpy as np, ray
 from embedcheck.engine import open_source
 from embedcheck.engine.runner import RayEngine
-from embedcheck.engine import anisotropy as E
+from embedcheck.geometry import anisotropy as E
 folder, cpus = sys.argv[1], int(sys.argv[2])
 ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
 eng = RayEngine()

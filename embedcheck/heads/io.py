@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 from ..errors import InputError
-from ..heads.base import Head
-from ..heads.format import head_from_bytes
+from .base import Head
+from .format import head_from_bytes
 
 #: a head file larger than this is not a projection head
 MAX_HEAD_BYTES = 4 << 30

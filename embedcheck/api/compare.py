@@ -1,0 +1,53 @@
+"""``embedcheck.compare``: every shared figure of two reports of the same command, its change and
+whether it is beyond noise — the report of ``embedcheck compare``.
+
+>>> import embedcheck
+>>> b = {"schema": "embedcheck.sts/1", "n": 10, "spearman": 80.0, "spearman_ci95": [78.0, 82.0]}
+>>> c = {"schema": "embedcheck.sts/1", "n": 10, "spearman": 76.0, "spearman_ci95": [74.5, 77.5]}
+>>> r = embedcheck.compare(b, c, fail_on_significant_drop=True)
+>>> [g["name"] for g in r["gates"] if not g["passed"]]
+['spearman']
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from ..result import Report
+
+
+class CompareReport(Report):
+    """The ``compare`` report; ``results["comparison"]`` is the :class:`~embedcheck.compare.Comparison`."""
+
+    command = "compare"
+
+
+def _report(x: Any, what: str) -> tuple[dict[str, Any], str]:
+    from ..io.jsonio import load_report
+
+    if isinstance(x, (str, Path)):
+        return load_report(Path(x), what), str(x)
+    if hasattr(x, "to_dict"):
+        return x.to_dict(), what
+    return dict(x), what
+
+
+def compare(baseline: Any, current: Any, *, tolerance: float = 0.0, max_drop: Optional[dict[str, float]] = None,
+            fail_on_significant_drop: bool = False, allow_dim_change: bool = False) -> CompareReport:
+    """Compare two reports (paths, dicts or API results) of the same command and schema: per figure
+    baseline, current, difference with its 95 % interval (quadrature of the two sides' intervals:
+    the runs taken as independent) and whether it is beyond noise; ``max_drop`` (figure → largest
+    allowed worsening) and ``fail_on_significant_drop`` add gates."""
+    from ..compare import check_figures_exist, compare_reports
+    from ..gates import add_gates, comparison_gates
+
+    base, bname = _report(baseline, "baseline report")
+    cur, cname = _report(current, "current report")
+    cmp = compare_reports(base, cur, tolerance=tolerance, names=(f"baseline {bname}", f"current {cname}"),
+                          allow_dim_change=allow_dim_change)
+    drops = dict(max_drop or {})
+    check_figures_exist(cmp, list(drops))
+    body: dict[str, Any] = {**cmp.to_dict(), "baseline": bname, "current": cname}
+    add_gates(body, comparison_gates(cmp, drops, significant=fail_on_significant_drop))
+    return CompareReport(body=body, results={"comparison": cmp})

@@ -1,0 +1,181 @@
+"""``embedcheck.train_head`` and ``embedcheck.project``: repair the geometry with a projection head
+(SISE) and apply it to stored vectors — the reports of ``embedcheck train-head`` and ``project``."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from ..errors import InputError
+from ..result import Figure, Report
+from ._common import Hint, labels_for, matrix, running
+
+
+class TrainHeadReport(Report):
+    """The ``train-head`` report; ``results["train"]`` is the :class:`~embedcheck.heads.TrainResult`
+    (the head itself on ``.head``)."""
+
+    command = "train-head"
+    figures = {
+        "train_aag.after": Figure("higher"),
+        "train_label_map.after": Figure("higher"),
+        "output_variance_share": Figure("higher"),
+    }
+
+
+class ProjectReport(Report):
+    """The ``project`` report."""
+
+    command = "project"
+
+
+def train_head(embeddings: Any, labels: Any, output: Optional[Path] = None, *, kind: str = "mlp",
+               params: Any = None, label_field: str = "label", on_epoch: Optional[Callable[[int, float], None]] = None,
+               hint: Hint = None) -> TrainHeadReport:
+    """Train a projection head on cached embeddings: ``kind="mlp"`` (the SISE SupCon head; ``params``
+    an :class:`~embedcheck.heads.MLPParams`) or ``"lda"`` / ``"probe-scale"`` (linear baselines;
+    :class:`~embedcheck.heads.LinearParams`). With ``output`` (``.safetensors``), the head and its
+    provenance sidecar are written atomically."""
+    from .. import __version__
+    from .. import heads as H
+    from ..io import atomic, provenance
+    from ..io.shards import is_shard_set, manifest_path
+
+    if params is None:
+        params = H.MLPParams() if kind == "mlp" else H.LinearParams()
+    if kind == "mlp" and not isinstance(params, H.MLPParams):
+        raise InputError("kind 'mlp' takes MLPParams (scale applies only to kind lda or probe-scale)")
+    if output is not None:
+        output = Path(output)
+        if output.suffix.lower() != ".safetensors":
+            raise InputError(f"output {output} must end in .safetensors")
+        inputs = [p for p in (embeddings, labels) if isinstance(p, (str, Path))]
+        atomic.check_not_input(output, inputs)
+        atomic.check_not_input(provenance.meta_path(output), inputs)
+    X = matrix(embeddings)
+    y = labels_for(labels, X.shape[0], label_field)
+    Xa = np.asarray(X)
+    res = H.train_mlp(Xa, y, params, on_epoch=on_epoch) if isinstance(params, H.MLPParams) else H.train(kind, Xa, y, params)
+    body: dict[str, Any] = {"output": str(output) if output is not None else None, **res.to_dict()}
+    if output is not None:
+        assert isinstance(embeddings, (str, Path)) and isinstance(labels, (str, Path)), \
+            "writing a head file records the input files' checksums: pass paths"
+        emb_file = manifest_path(embeddings) if is_shard_set(embeddings) else Path(embeddings)
+        labels_file = manifest_path(labels) if is_shard_set(labels) else Path(labels)
+        from_jsonl = is_shard_set(labels) or Path(labels).suffix.lower() in (".jsonl", ".ndjson")
+        record = {"embeddings_sha256": provenance.sha256_file(emb_file),
+                  "labels_sha256": provenance.sha256_file(labels_file),
+                  "n_rows": int(X.shape[0]), "label_field": label_field if from_jsonl else None}
+        head = res.head
+        blob = H.head_to_bytes(head, extra={"input": record, "embedcheck_version": __version__})
+        meta = provenance.provenance("train-head", {"embeddings": emb_file, "labels": labels_file},
+                                     {"kind": kind, **head.config["hyperparameters"], "label_field": label_field},
+                                     extra_packages=("torch", "safetensors") if kind == "mlp" else ("safetensors",),
+                                     kind=kind, dims={"input": head.input_dim, "output": head.output_dim,
+                                                      "hidden": head.config.get("hidden_dim")},
+                                     parameters=head.n_params, losses=res.losses, summary=res.summary,
+                                     seconds=round(res.seconds, 3), format=H.FORMAT, format_version=H.FORMAT_VERSION)
+        sidecar = provenance.meta_path(output)
+        with atomic.AtomicBatch() as batch:
+            with batch.open(output, "wb") as f:
+                f.write(blob)
+            batch.save_json(sidecar, meta)
+        if hint is not None:
+            hint(f"wrote {output} ({head.n_params:,} parameters) and {sidecar}")
+    return TrainHeadReport(body=body, results={"train": res})
+
+
+def project(embeddings: Any, head: Any, output: Path, *, mode: str = "compact", alpha: float = 0.5,
+            chunk: int = 8192, engine: Any = "local", address: Optional[str] = None,
+            on_rows: Optional[Callable[[int, int], None]] = None, hint: Hint = None) -> ProjectReport:
+    """Apply the head file ``head`` to stored vectors without re-embedding (float32 unit rows).
+
+    ``output`` ending in ``.npy``: one file, streamed in ``chunk``-row blocks in this process.
+    Otherwise a new shard-set folder, one output shard per input part (a shard set's shards keep
+    their names and sidecars), written by per-part tasks on ``engine`` in the same global blocks —
+    the same bytes on every engine; the folder appears whole or not at all."""
+    from .. import heads as H
+    from ..heads.io import read_head
+    from ..io import atomic, provenance
+    from ..io.npy import stream_rows
+    from ..io.shards import is_shard_set
+    from ..io.source import open_source
+
+    if mode not in H.MODES:
+        raise InputError(f"mode must be compact or fused, got {mode!r}")
+    if not 0.0 <= alpha <= 1.0:
+        raise InputError(f"alpha must be in [0, 1], got {alpha}")
+    if chunk < 1:
+        raise InputError(f"chunk must be a positive integer, got {chunk}")
+    output, head_path = Path(output), Path(head)
+    to_file = output.suffix.lower() == ".npy"
+    if not to_file and not is_shard_set(embeddings) and getattr(engine, "value", engine) == "local":
+        raise InputError(f"output {output} must end in .npy (a shard-set folder output needs a shard-set "
+                         "input or engine ray)")
+    atomic.check_not_input(output, [embeddings, head_path])
+    if to_file:
+        atomic.check_not_input(provenance.meta_path(output), [embeddings, head_path])
+        if getattr(engine, "value", engine) != "local":
+            raise InputError(f"output {output}: project on Ray writes a shard-set folder; pass a folder (not a .npy)")
+    hd = read_head(head_path)
+    src = open_source(embeddings)
+    n, d = src.n, src.dim
+    if d != hd.input_dim:
+        raise InputError(f"embeddings {embeddings} have dimension {d} but head {head_path} expects {hd.input_dim}")
+    k = H.project_dim(hd, mode)
+    cosine = "head cosine" if mode == "compact" else f"(1-{alpha})*cos_original + {alpha}*cos_head"
+    t0 = time.perf_counter()
+    body: dict[str, Any]
+    if to_file:
+        sha = hashlib.sha256()
+        sidecar = provenance.meta_path(output)
+        with atomic.AtomicBatch() as batch:
+            with batch.open(output, "wb") as f:
+                np.lib.format.write_array_header_1_0(
+                    f, {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False, "shape": (n, k)})
+                for sl, block in stream_rows(Path(embeddings), chunk, sha):
+                    Y = H.project_rows(hd, block, mode, alpha)
+                    f.write(np.ascontiguousarray(Y, dtype="<f4").data.cast("B"))  # no extra copy
+                    if on_rows is not None:
+                        on_rows(sl.stop, n)
+            seconds = time.perf_counter() - t0
+            meta = provenance.provenance("project", {"head": head_path}, {"mode": mode, "alpha": alpha, "chunk": chunk},
+                                         kind=hd.kind, dims={"input": d, "head_output": hd.output_dim, "output": k},
+                                         rows=n, dtype="float32", normalisation="l2 (unit rows)", cosine=cosine,
+                                         head_input=hd.config.get("input"), seconds=round(seconds, 3))
+            meta["inputs"] = {"embeddings": {"path": str(embeddings), "sha256": sha.hexdigest()}, **meta["inputs"]}
+            batch.save_json(sidecar, meta)
+        body = {"kind": hd.kind, "mode": mode, "alpha": alpha if mode == "fused" else None, "n": n, "input_dim": d,
+                "output_dim": k, "output": str(output), "seconds": round(seconds, 3),
+                "rows_per_second": round(n / seconds, 1) if seconds > 0 else None}
+        if hint is not None:
+            hint(f"wrote {output} ({n:,} x {k} float32) and {sidecar}")
+        return ProjectReport(body=body)
+    from ..heads.project import project_parts
+
+    if src.sharded:  # every sidecar verified (sha256) before anything is written
+        for i in range(len(src.shard_set.shards)):
+            src.shard_set.read_sidecar(i)
+    with running(engine, address) as eng:
+        res = project_parts(eng, src, head_path, output, mode=mode, alpha=alpha, chunk=chunk,
+                            model=src.shard_set.model if src.sharded else None,
+                            meta=lambda seconds, shards: provenance.provenance(
+                                "project", {"manifest" if src.sharded else "embeddings":
+                                            src.shard_set.manifest_path if src.sharded else Path(embeddings),
+                                            "head": head_path},
+                                {"mode": mode, "alpha": alpha, "chunk": chunk,
+                                 "engine": getattr(engine, "value", engine)},
+                                kind=hd.kind, dims={"input": d, "head_output": hd.output_dim, "output": k},
+                                rows=n, dtype="float32", normalisation="l2 (unit rows)", shards=shards,
+                                cosine=cosine, head_input=hd.config.get("input"), seconds=round(seconds, 3)))
+    seconds = time.perf_counter() - t0
+    body = {"kind": hd.kind, "mode": mode, "alpha": alpha if mode == "fused" else None, "n": res["rows"],
+            "input_dim": d, "output_dim": k, "output": str(output), "shards": res["shards"],
+            "seconds": round(seconds, 3), "rows_per_second": round(res["rows"] / seconds, 1) if seconds > 0 else None}
+    if hint is not None:
+        hint(f"wrote {output}: {res['shards']} shards, {res['rows']:,} x {k} float32")
+    return ProjectReport(body=body)
