@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401  (re-exported)
 
 
 def __getattr__(name: str) -> Any:

@@ -24,9 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError
+from .hub import HUB_PROBE_TIMEOUT, hf_offline_env, hub_reachable  # noqa: F401  (re-exported)
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -45,7 +43,6 @@ PACKAGED_MODELS: dict[str, tuple[str, str]] = {
 }
 
 #: seconds the hub probe may take before the hub is declared unreachable
-HUB_PROBE_TIMEOUT = 3.0
 
 #: rows handed to one ``SentenceTransformer.encode`` call = batch_size x this (progress granularity)
 _BATCHES_PER_CALL = 4
@@ -89,39 +86,10 @@ def _looks_like_path(name: str) -> bool:
     return name.startswith((".", "~", "/")) or "\\" in name or name.count("/") > 1
 
 
-def hf_offline_env() -> bool:
-    return any(os.environ.get(k, "").strip().upper() in ("1", "ON", "YES", "TRUE")
-               for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-
-
 def _check_model_folder(folder: Path, shown: str) -> None:
     if not ((folder / "modules.json").is_file() or (folder / "config.json").is_file()):
         raise InputError(f"model folder {shown} has no modules.json or config.json; "
                          "pass a sentence-transformers or transformers model folder")
-
-
-def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT) -> bool:
-    """True when the HF endpoint answers within ``timeout`` seconds (any HTTP status counts).
-
-    Runs in a daemon thread so that a hanging DNS lookup cannot hold us past ``timeout``.
-    """
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-    result: dict[str, bool] = {}
-
-    def probe() -> None:
-        try:
-            req = urllib.request.Request(endpoint + "/api/models?limit=1", method="HEAD")
-            with urllib.request.urlopen(req, timeout=timeout):
-                result["ok"] = True
-        except urllib.error.HTTPError:
-            result["ok"] = True  # it answered
-        except Exception:  # noqa: BLE001 - DNS failure, refused, timeout, TLS: all "unreachable"
-            result["ok"] = False
-
-    t = threading.Thread(target=probe, daemon=True)
-    t.start()
-    t.join(timeout + 0.5)
-    return result.get("ok", False)
 
 
 def _hub_candidates(name: str) -> list[str]:

@@ -34,6 +34,8 @@ from typing import Any, ClassVar, Optional  # noqa: F401  (Optional: used by the
 
 import numpy as np
 
+from .schemas import REGISTRY, Figure, figures_of  # noqa: F401  (Figure and figures_of: re-exported)
+
 
 def hidden(default: Any = None) -> Any:
     """A field kept on the result object but never written to the report."""
@@ -58,39 +60,6 @@ def plain(v: Any) -> Any:
     if isinstance(v, np.generic):
         return v.item()
     return v
-
-
-@dataclass(frozen=True)
-class Figure:
-    """What a report figure means: a headline or not, the better direction, its interval's key.
-
-    >>> Figure("higher", interval="aag_ci95").is_better(0.3, 0.2)
-    True
-    """
-
-    better: str = "higher"  #: "higher" or "lower"
-    headline: bool = True
-    interval: Optional[str] = None  #: report key of its 95 % interval (``aag_ci95``), if any
-
-    def __post_init__(self) -> None:
-        if self.better not in ("higher", "lower"):
-            raise ValueError(f"Figure.better must be 'higher' or 'lower', got {self.better!r}")
-
-    def is_better(self, new: float, old: float) -> bool:
-        return new > old if self.better == "higher" else new < old
-
-
-#: figure declarations per command, filled by each result class (``command`` + ``figures``)
-REGISTRY: dict[str, dict[str, Figure]] = {}
-
-
-def figures_of(command: str) -> dict[str, Figure]:
-    """The declared figures of a command's report (dotted key → :class:`Figure`); imports the
-    modules that declare them."""
-    from . import api  # noqa: F401  (importing the API modules registers their result classes)
-
-    api.load_all()
-    return dict(REGISTRY.get(command, {}))
 
 
 class Result:

@@ -1,4 +1,8 @@
-"""The JSON Schemas (draft 2020-12) of every report, in one module.
+"""What a report is: its schema id and version, its JSON Schema (draft 2020-12), and the declared
+facts of its figures (:class:`Figure`: headline or not, better direction, interval key), in one
+module. Report classes declare their figures (``Result.figures``) and register them here
+(:data:`REGISTRY`); :func:`figures_of` reads them, and ``comparison`` and :func:`json_schema`
+derive from them.
 
 Every report carries ``"schema": "embedcheck.<command>/<version>"`` (stamped by
 ``cli/common.finish``); ``embedcheck schema COMMAND`` prints the schema below. A schema
@@ -21,11 +25,55 @@ disappears; ``embedcheck compare`` refuses to compare reports of different versi
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from .errors import InputError
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """What a report figure means: a headline or not, the better direction, its interval's key.
+
+    >>> Figure("higher", interval="aag_ci95").is_better(0.3, 0.2)
+    True
+    """
+
+    better: str = "higher"  #: "higher" or "lower"
+    headline: bool = True
+    interval: Optional[str] = None  #: report key of its 95 % interval (``aag_ci95``), if any
+
+    def __post_init__(self) -> None:
+        if self.better not in ("higher", "lower"):
+            raise ValueError(f"Figure.better must be 'higher' or 'lower', got {self.better!r}")
+
+    def is_better(self, new: float, old: float) -> bool:
+        return new > old if self.better == "higher" else new < old
+
+
+#: figure declarations per command, filled by each result class (``command`` + ``figures``)
+REGISTRY: dict[str, dict[str, Figure]] = {}
+
+
+#: the package whose modules declare the report classes (a registry, loaded by name on first use)
+DECLARING_PACKAGE = "embedcheck.api"
+
+
+def figures_of(command: str) -> dict[str, Figure]:
+    """The declared figures of a command's report (dotted key → :class:`Figure`). The report
+    classes register themselves when their module is imported; the first lookup imports the
+    declaring package's modules (:data:`DECLARING_PACKAGE`, by name, as a plugin registry)."""
+    import importlib
+
+    if not _loaded:
+        importlib.import_module(DECLARING_PACKAGE).load_all()
+        _loaded.append(True)
+    return dict(REGISTRY.get(command, {}))
+
+
+_loaded: list[bool] = []
 
 #: report schema version per command (the command path with spaces as hyphens)
 VERSIONS: dict[str, int] = {
@@ -186,6 +234,12 @@ def json_schema(command: str) -> dict[str, Any]:
     body["properties"] = {"schema": {"const": sid}, **body["properties"],
                           "gates": {"type": "array", "items": GATE}, "comparison": COMPARISON}
     body["required"] = ["schema", *body["required"]]
+    # the headline figures the report class declares (top-level ones) are required numbers
+    for key, fig in figures_of(name).items():
+        if fig.headline and "." not in key:
+            body["properties"].setdefault(key, {"type": ["number", "null"]})
+            if key not in body["required"]:
+                body["required"].append(key)
     return {"$schema": DRAFT, "$id": f"https://embedcheck.invalid/schemas/{name}/{VERSIONS[name]}.json",
             "title": f"embedcheck {name.replace('-', ' ', 1) if name.startswith('physscore') else name} report",
             **body}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import FIXTURES, assert_one_line_error
 
-from embedcheck.compare import check_compatible, compare_reports, flatten_figures, parse_max_drops
+from embedcheck.comparison import check_compatible, compare_reports, flatten_figures, parse_max_drops
 from embedcheck.errors import InputError
 
 PA, PB = FIXTURES / "pairs_a.npy", FIXTURES / "pairs_b.npy"

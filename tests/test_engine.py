@@ -145,7 +145,7 @@ def test_engine_label_map_with_tied_cosines_gives_the_one_file_aps(tmp_path, n, 
     82 such runs in a row, so both the tie-correction route and the re-ranking route of the one-file
     ranking are taken); the engine's per-query APs, MAP and map_ci95 are the one-file bytes."""
     from embedcheck.engine import LocalEngine
-    from embedcheck.engine import label_map as emap
+    from embedcheck.geometry import label_map as emap
     from embedcheck.geometry import label_map as gm
     from embedcheck.io.source import open_source
 
@@ -157,7 +157,7 @@ def test_engine_label_map_with_tied_cosines_gives_the_one_file_aps(tmp_path, n, 
     ref = gm.with_interval(gm.label_map(X, y), 1000, 2).to_dict()
     assert ref["map_ci95"][0] < ref["map"] < ref["map_ci95"][1]
     for src in (open_source(tmp_path / "x.npy", part_rows=97), open_source(cut(X, tmp_path / "s", SPLITS[7]))):
-        assert emap.label_map(LocalEngine(), src, y, seed=2, resamples=1000) == ref
+        assert emap.label_map_parts(LocalEngine(), src, y, seed=2, resamples=1000) == ref
 
 
 def test_aag_labels_from_the_shard_sidecars(cli, tmp_path):

@@ -310,7 +310,7 @@ def test_cli_intervals_by_default_and_seeded(cli, tmp_path):
 def test_physscore_resampled_cell_equals_scipy_on_the_expanded_resample():
     from scipy.stats import kendalltau
 
-    from embedcheck.physscore.protocol import _resampled_cell
+    from embedcheck.physscore_protocol.protocol import _resampled_cell
 
     rng = np.random.default_rng(0)
     v = np.sort(rng.normal(size=15))
@@ -326,7 +326,7 @@ def test_physscore_resampled_cell_equals_scipy_on_the_expanded_resample():
 
 
 def test_physscore_table1_intervals_bracket_the_table():
-    from embedcheck.physscore import protocol as ps
+    from embedcheck.physscore_protocol import protocol as ps
 
     rng = np.random.default_rng(1)
     cells = ps.benchmark_cells()

@@ -15,11 +15,11 @@ from conftest import assert_one_line_error
 from scipy.stats import kendalltau
 
 from embedcheck.errors import InputError
-from embedcheck.physscore import lexical as lex
-from embedcheck.physscore import phrases as ps_phrases
-from embedcheck.physscore import probe
-from embedcheck.physscore import protocol as ps
-from embedcheck.physscore import tables as ps_tables
+from embedcheck.physscore_protocol import lexical as lex
+from embedcheck.physscore_protocol import phrases as ps_phrases
+from embedcheck.physscore_protocol import probe
+from embedcheck.physscore_protocol import protocol as ps
+from embedcheck.physscore_protocol import tables as ps_tables
 
 # --------------------------------------------------------------------------------------------
 # phrases (spec §1)
@@ -458,7 +458,7 @@ def test_cli_score_plots(cli, tmp_path):
 
 
 def test_plots_without_matplotlib(monkeypatch):
-    from embedcheck.physscore import plots as pp
+    from embedcheck.physscore_protocol import plots as pp
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(InputError, match=r"pip install 'embedcheck\[plots\]'"):

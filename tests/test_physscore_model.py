@@ -11,8 +11,8 @@ import json
 import numpy as np
 import pytest
 
-from embedcheck.physscore import protocol as ps
-from embedcheck.physscore import tables as ps_tables
+from embedcheck.physscore_protocol import protocol as ps
+from embedcheck.physscore_protocol import tables as ps_tables
 
 pytestmark = pytest.mark.model
 

@@ -18,7 +18,7 @@ import pytest
 from conftest import FIXTURES
 
 from embedcheck.cli.output import _fmt, flatten, render_table
-from embedcheck.physscore import view
+from embedcheck.physscore_protocol import view
 
 WIDTH = 80
 
@@ -186,7 +186,7 @@ def test_physscore_view_every_number_at_80_columns():
     from rich.console import Console
 
     rng = np.random.default_rng(0)
-    from embedcheck.physscore import protocol
+    from embedcheck.physscore_protocol import protocol
 
     cells = [{"unit": u, "range": r, "kendall_tau": float(rng.uniform(-1, 1)), "pacc": float(rng.uniform(0, 1))}
              for u in protocol.UNITS for r in protocol.RANGES]
@@ -211,7 +211,7 @@ def test_physscore_view_every_number_at_80_columns():
 
 @pytest.mark.model
 def test_physscore_score_table(cli, tmp_path, narrow, minilm_path):
-    from embedcheck.physscore import phrases as ps_phrases
+    from embedcheck.physscore_protocol import phrases as ps_phrases
 
     rows = ps_phrases.phrase_rows(["benchmark", "lexical"])
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

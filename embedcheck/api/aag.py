@@ -46,8 +46,8 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
     over the global row index — the same bytes in this process (``engine="local"``), on Ray and
     over any sharding. ``plot``: also draw the within/between cosine figure into this ``.png``.
     """
-    from ..engine import label_map as emap
     from ..geometry import aag as geo
+    from ..geometry import label_map as emap
 
     src = source(embeddings)
     y = labels_for(labels, src.n, label_field)

@@ -18,7 +18,7 @@ from ..result import Report
 
 
 class CompareReport(Report):
-    """The ``compare`` report; ``results["comparison"]`` is the :class:`~embedcheck.compare.Comparison`."""
+    """The ``compare`` report; ``results["comparison"]`` is the :class:`~embedcheck.comparison.Comparison`."""
 
     command = "compare"
 
@@ -39,7 +39,7 @@ def compare(baseline: Any, current: Any, *, tolerance: float = 0.0, max_drop: Op
     baseline, current, difference with its 95 % interval (quadrature of the two sides' intervals:
     the runs taken as independent) and whether it is beyond noise; ``max_drop`` (figure → largest
     allowed worsening) and ``fail_on_significant_drop`` add gates."""
-    from ..compare import check_figures_exist, compare_reports
+    from ..comparison import check_figures_exist, compare_reports
     from ..gates import add_gates, comparison_gates
 
     base, bname = _report(baseline, "baseline report")

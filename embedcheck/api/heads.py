@@ -40,10 +40,10 @@ def train_head(embeddings: Any, labels: Any, output: Optional[Path] = None, *, k
     an :class:`~embedcheck.heads.MLPParams`) or ``"lda"`` / ``"probe-scale"`` (linear baselines;
     :class:`~embedcheck.heads.LinearParams`). With ``output`` (``.safetensors``), the head and its
     provenance sidecar are written atomically."""
-    from .. import __version__
     from .. import heads as H
     from ..io import atomic, provenance
     from ..io.shards import is_shard_set, manifest_path
+    from ..version import __version__
 
     if params is None:
         params = H.MLPParams() if kind == "mlp" else H.LinearParams()

@@ -14,7 +14,7 @@ from ..errors import InputError
 from ..io.atomic import AtomicBatch
 from ..io.jsonio import read_jsonl
 from ..io.provenance import meta_path
-from ..physscore import tables as ps_tables
+from ..physscore_protocol import tables as ps_tables
 from ..result import Figure, Report
 from ._common import Hint, matrix
 
@@ -111,7 +111,7 @@ def _model_from_meta(emb: Path) -> Optional[str]:
 def _write_plots(plot_dir: Path, lookup: Callable[[Sequence[str]], np.ndarray], model: str,
                  paper_conversions: bool) -> list[str]:
     """Render both figures first, then write them atomically (both or neither)."""
-    from ..physscore import plots as pp
+    from ..physscore_protocol import plots as pp
 
     pp.require_matplotlib()
     short = _model_short(model)
@@ -180,7 +180,7 @@ def physscore_run(*, model: str = DEFAULT_MODEL_NAME, tables: Optional[str] = No
     string once) and score them: Tables 1, 3 and 4 in one go."""
     which = ps_tables.parse_tables(tables)
     if plots is not None:
-        from ..physscore import plots as pp
+        from ..physscore_protocol import plots as pp
 
         pp.require_matplotlib()  # fail before the model load, not after
     from .. import encode as enc

@@ -126,7 +126,7 @@ app = typer.Typer(
 def _print_version(value: bool) -> None:
     """Eager option callback: runs while parsing, so ``embedcheck --version`` needs no command."""
     if value:
-        from .. import __version__
+        from ..version import __version__
 
         typer.echo(f"embedcheck {__version__}")
         raise typer.Exit(0)

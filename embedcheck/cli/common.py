@@ -131,7 +131,7 @@ def command_name() -> Optional[str]:
 
 def _check_baseline(base: Optional[Path], max_drop: Optional[list[str]]) -> None:
     """Before any work: --baseline is a readable report of this very command and schema version."""
-    from ..compare import parse_max_drops, report_command
+    from ..comparison import parse_max_drops, report_command
     from ..io.jsonio import load_report
     from ..schemas import VERSIONS
 
@@ -317,7 +317,7 @@ def finish(report: dict[str, Any], *, title: str, as_json: bool, fmt: Optional[O
     view = renderer
     base = baseline
     if base is not None:
-        from ..compare import check_figures_exist, compare_reports, parse_max_drops
+        from ..comparison import check_figures_exist, compare_reports, parse_max_drops
 
         drops = parse_max_drops(list(max_drop or []))
         from ..io.jsonio import load_report

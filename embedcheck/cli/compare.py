@@ -39,7 +39,7 @@ def compare_cmd(
     Example: embedcheck compare ci/baseline.aag.json aag.json --fail-on-significant-drop --max-drop aag=0.01
     """
     from ..api.compare import compare
-    from ..compare import parse_max_drops
+    from ..comparison import parse_max_drops
     from .output import render_comparison
 
     start_command(quiet)

@@ -2,7 +2,7 @@
 
 Subcommands: ``phrases`` (write every phrase the protocol embeds), ``score`` (tables from
 embeddings of those phrases), ``run`` (embed with a model and score in one go). The maths is in
-:mod:`embedcheck.physscore`, the terminal view in :mod:`embedcheck.physscore.view`; this module only
+:mod:`embedcheck.physscore`, the terminal view in :mod:`embedcheck.physscore_protocol.view`; this module only
 validates, loads, writes and reports.
 """
 
@@ -17,8 +17,8 @@ from ..api.physscore import DEFAULT_MODEL_NAME
 from ..errors import InputError
 from ..io.atomic import AtomicBatch
 from ..io.provenance import meta_path, provenance
-from ..physscore import phrases
-from ..physscore import tables as ps_tables
+from ..physscore_protocol import phrases
+from ..physscore_protocol import tables as ps_tables
 from ._app import app
 from .common import (  # --baseline: compared in finish()
     FormatOpt,
@@ -66,10 +66,10 @@ FailBelowOpt = Annotated[Optional[float], typer.Option(
 
 
 def render(report: dict[str, Any]) -> None:
-    """The terminal view (:mod:`embedcheck.physscore.view`) and the gate lines."""
+    """The terminal view (:mod:`embedcheck.physscore_protocol.view`) and the gate lines."""
     from rich.console import Console
 
-    from ..physscore import view
+    from ..physscore_protocol import view
 
     console = Console()
     view.render(report, console)

@@ -25,8 +25,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..encode import hf_offline_env, hub_reachable
 from ..errors import InputError
+from ..hub import hf_offline_env, hub_reachable
 from .jsonio import parse_jsonl
 from .labels import check_label_kinds
 

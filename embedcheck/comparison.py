@@ -24,8 +24,8 @@ interval excludes 0. A figure with no interval on either side is beyond noise wh
 **Direction.** Each figure is "higher is better" except those in :data:`LOWER_IS_BETTER`
 (``floor_share``, ``p_value``, ``top1_changed`` ...). ``drop`` is the worsening:
 ``baseline − current`` for higher-is-better figures, ``current − baseline`` otherwise (negative
-when the figure improved). A *significant drop* is a headline figure (:data:`HEADLINES`, one
-table per command) whose drop is positive and beyond noise.
+when the figure improved). A *significant drop* is a headline figure (:func:`headlines`: declared on
+each command's report class) whose drop is positive and beyond noise.
 
 >>> b = {"schema": "embedcheck.sts/1", "n": 10, "spearman": 80.0, "spearman_ci95": [78.0, 82.0]}
 >>> c = {"schema": "embedcheck.sts/1", "n": 10, "spearman": 76.0, "spearman_ci95": [74.5, 77.5]}
@@ -43,24 +43,14 @@ from typing import Any, Optional
 from .errors import InputError
 from .schemas import parse_schema_id
 
-#: headline figures per command (dotted keys) and the direction that is better
-HEADLINES: dict[str, dict[str, str]] = {
-    "aag": {"aag": "higher", "variance_share": "higher", "label_map.map": "higher"},
-    "probe": {"accuracy": "higher", "macro_f1": "higher", "few_shot.accuracy_mean": "higher",
-              "few_shot.macro_f1_mean": "higher"},
-    "sts": {"spearman": "higher", "pearson": "higher"},
-    "anisotropy": {"raw.gap": "higher", "centred.gap": "higher", "raw.gap_over_floor_sd": "higher",
-                   "centred.gap_over_floor_sd": "higher", "centred.matched": "higher",
-                   "raw.partner_ranked_first": "higher", "centred.partner_ranked_first": "higher",
-                   "raw.floor_share": "lower"},
-    "physscore-score": {"table1.kendall_tau": "higher", "table1.pacc": "higher", "table1.avg": "higher",
-                        "table3.probe_tau": "higher"},
-    "physscore-run": {"table1.kendall_tau": "higher", "table1.pacc": "higher", "table1.avg": "higher",
-                      "table3.probe_tau": "higher"},
-    "train-head": {"train_aag.after": "higher", "train_label_map.after": "higher",
-                   "output_variance_share": "higher"},
-    "neighbors": {"overlap": "higher", "top1_changed": "lower", "labels.same_label_b": "higher"},
-}
+
+def headlines(command: str) -> dict[str, str]:
+    """Headline figures of a command (dotted key → the better direction), as the command's report
+    class declares them (:attr:`embedcheck.result.Result.figures`)."""
+    from .result import figures_of
+
+    return {k: f.better for k, f in figures_of(command).items() if f.headline}
+
 
 #: figures (matched on their last dotted part, or the whole key) where a higher value is worse
 LOWER_IS_BETTER = frozenset({
@@ -131,7 +121,7 @@ def flatten_figures(report: dict[str, Any]) -> tuple[dict[str, float], dict[str,
 
 def direction(command: str, figure: str) -> str:
     """"higher" or "lower": which way the figure is better."""
-    head = HEADLINES.get(command, {})
+    head = headlines(command)
     if figure in head:
         return head[figure]
     last = figure.rsplit(".", 1)[-1]
@@ -227,7 +217,7 @@ def compare_reports(baseline: dict[str, Any], current: dict[str, Any], *, tolera
     command, _ = check_compatible(baseline, current, names=names, allow_dim_change=allow_dim_change)
     fb, ib = flatten_figures(baseline)
     fc, ic = flatten_figures(current)
-    heads = HEADLINES.get(command, {})
+    heads = headlines(command)
     out = Comparison(command=command, compared_schema=str(current["schema"]), tolerance=float(tolerance),
                      only_in_baseline=[k for k in fb if k not in fc], only_in_current=[k for k in fc if k not in fb])
     for key, b in fb.items():
@@ -285,6 +275,6 @@ def check_figures_exist(cmp: Comparison, keys: list[str], option: str = "--max-d
             raise InputError(f"{option} {k}: no such figure in both reports; e.g. {', '.join(near)}")
 
 
-__all__ = ["HEADLINES", "LOWER_IS_BETTER", "NOISE_RULE", "SHAPE_KEYS", "Comparison", "FigureChange",
+__all__ = ["headlines", "LOWER_IS_BETTER", "NOISE_RULE", "SHAPE_KEYS", "Comparison", "FigureChange",
            "check_compatible", "check_figures_exist", "compare_reports", "direction", "flatten_figures",
            "parse_max_drops", "report_command"]
