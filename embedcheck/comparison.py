@@ -47,7 +47,7 @@ from .schemas import parse_schema_id
 def headlines(command: str) -> dict[str, str]:
     """Headline figures of a command (dotted key → the better direction), as the command's report
     class declares them (:attr:`embedcheck.result.Result.figures`)."""
-    from .result import figures_of
+    from .schemas import figures_of
 
     return {k: f.better for k, f in figures_of(command).items() if f.headline}
 

@@ -44,6 +44,7 @@ class Figure:
     better: str = "higher"  #: "higher" or "lower"
     headline: bool = True
     interval: Optional[str] = None  #: report key of its 95 % interval (``aag_ci95``), if any
+    always: bool = True  #: in every report of the command (False: only for some options or kinds)
 
     def __post_init__(self) -> None:
         if self.better not in ("higher", "lower"):
@@ -236,7 +237,7 @@ def json_schema(command: str) -> dict[str, Any]:
     body["required"] = ["schema", *body["required"]]
     # the headline figures the report class declares (top-level ones) are required numbers
     for key, fig in figures_of(name).items():
-        if fig.headline and "." not in key:
+        if fig.headline and fig.always and "." not in key:
             body["properties"].setdefault(key, {"type": ["number", "null"]})
             if key not in body["required"]:
                 body["required"].append(key)

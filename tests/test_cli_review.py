@@ -223,14 +223,14 @@ def test_library_warnings_are_one_line_and_quiet_silences_them(cli, data, monkey
 
     from embedcheck.geometry import aag as geometry
 
-    original = geometry.variance_share
+    original = geometry.aag_and_variance_share
 
     def noisy(*a, **k):
         warnings.warn("overflow encountered in multiply", RuntimeWarning)
         warnings.warn("overflow encountered in multiply", RuntimeWarning)  # shown once
         return original(*a, **k)
 
-    monkeypatch.setattr(geometry, "variance_share", noisy)
+    monkeypatch.setattr(geometry, "aag_and_variance_share", noisy)
     res = cli(["aag", data["X.npy"], data["y.npy"], "--no-map"])
     assert res.exit_code == 0
     assert res.stderr == "warning: RuntimeWarning: overflow encountered in multiply\n"

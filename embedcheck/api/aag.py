@@ -6,7 +6,7 @@
 >>> X = rng.normal(size=(100, 8)) + 3 * y[:, None]
 >>> r = embedcheck.aag(X, y, resamples=200)
 >>> round(r["aag"], 3), r["aag_ci95"][0] < r["aag"] < r["aag_ci95"][1], r.to_dict()["schema"]
-(0.664, True, 'embedcheck.aag/1')
+(0.478, True, 'embedcheck.aag/1')
 >>> r.gate(minimum={"aag": 0.05, "label_map.map": 99.0})[1]["passed"]
 False
 """

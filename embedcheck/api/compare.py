@@ -6,7 +6,7 @@ whether it is beyond noise — the report of ``embedcheck compare``.
 >>> c = {"schema": "embedcheck.sts/1", "n": 10, "spearman": 76.0, "spearman_ci95": [74.5, 77.5]}
 >>> r = embedcheck.compare(b, c, fail_on_significant_drop=True)
 >>> [g["name"] for g in r["gates"] if not g["passed"]]
-['spearman']
+['significant_drop.spearman']
 """
 
 from __future__ import annotations
