@@ -61,7 +61,7 @@ def _ids(given: Optional[Sequence[Any]], x: Any, field: str, what: str, param: s
         raise InputError(f"{param} is needed when {what} is an array (the ids of its rows)")
     from ..io.retrieval import read_ids
 
-    return read_ids(x, field, what=what, option=f"{param.replace('_ids', '_id_field')}", n_rows=n)
+    return read_ids(x, field, what=what, option=f"{param.replace('_ids', '_id_field')} (CLI: --{param.split('_')[0]}-field)", n_rows=n)
 
 
 def _qrels(qrels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -63,20 +63,46 @@ def parse_gates(items: list[str]) -> list[tuple[str, float]]:
     return out
 
 
+def render(report: dict[str, Any], title: str) -> None:
+    """Terminal view: one row per metric family, one column per cut-off, then the main score with
+    its interval and the counts (the JSON has every interval)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from .output import _fmt, print_gates
+
+    console = Console()
+    m = report["metrics"]
+    t = Table(title=title, header_style="bold")
+    t.add_column("metric", style="cyan")
+    for k in report["k"]:
+        t.add_column(f"@{k}", justify="right", overflow="fold")
+    for fam in ("ndcg", "map", "recall", "precision", "mrr"):
+        t.add_row(fam, *[_fmt(m[f"{fam}_at_{k}"]) for k in report["k"]])
+    console.print(t)
+    main = report["main_score"]
+    ci = m.get(f"{main}_ci95")
+    console.print(f"{main} = {_fmt(m[main])}" + (f"  95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else ""))
+    console.print(f"queries {report['queries']} ({report['queries_without_relevant']} without a relevant "
+                  f"document, {report['queries_without_qrels']} without qrels), corpus {report['corpus']}, "
+                  f"dim {report['dim']}")
+    print_gates(console, report)
+
+
 @app.command("retrieve")
 def retrieve_cmd(
     queries: Annotated[Path, typer.Argument(metavar="QUERIES", help="Query vectors: .npy (ids in its .jsonl sidecar) or a shard set.", show_default=False)],
     corpus: Annotated[Path, typer.Argument(metavar="CORPUS", help="Document vectors: .npy (ids in its .jsonl sidecar) or a shard set.", show_default=False)],
     qrels: Annotated[Path, typer.Argument(metavar="QRELS", help="Judgements: TSV query-id, corpus-id, score (header optional) or JSONL with those fields.", show_default=False)],
     k: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated (10 is always added: nDCG@10 is the main score).")] = "1,3,5,10,100,1000",
-    query_id_field: Annotated[str, typer.Option("--query-id-field", help="Sidecar field holding the query ids.")] = "id",
-    doc_id_field: Annotated[str, typer.Option("--doc-id-field", help="Sidecar field holding the document ids.")] = "id",
+    query_id_field: Annotated[str, typer.Option("--query-field", help="Sidecar field holding the query ids.")] = "id",
+    doc_id_field: Annotated[str, typer.Option("--doc-field", help="Sidecar field holding the document ids.")] = "id",
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Bootstrap resamples over queries of the 95% intervals; 0: none.")] = 1000,
     seed: SeedOpt = 0,
     fail_below: Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="METRIC=X", help="Gate: exit 1 when METRIC (ndcg@10, map@100, recall@1000, p@5, mrr@10; 0 to 1) is below X. Repeatable.", show_default=False)] = None,
     mteb_json: Annotated[Optional[Path], typer.Option("--mteb-json", help="Also write MTEB's result JSON (TaskResult layout) to this file.", dir_okay=False, show_default=False)] = None,
     task_name: Annotated[str, typer.Option("--task-name", help="With --mteb-json: the MTEB task name (e.g. SciFact).")] = "Retrieval",
-    dataset_revision: Annotated[str, typer.Option("--dataset-revision", help="With --mteb-json: the data set revision recorded.")] = "unknown",
+    dataset_revision: Annotated[str, typer.Option("--revision", help="With --mteb-json: the data set revision recorded.")] = "unknown",
     split: Annotated[str, typer.Option("--split", help="With --mteb-json: the split the scores are filed under.")] = "test",
     engine: EngineOpt = EngineName.local,
     address: AddressOpt = None,
@@ -130,5 +156,6 @@ def retrieve_cmd(
         write_task_result(mteb_json, rep, task_name=task_name, dataset_revision=dataset_revision, split=split)
         hint(f"MTEB result: {mteb_json}")
     hint(f"retrieve: {rep.queries} queries over {rep.corpus} documents in {rep.seconds:.1f}s")
-    finish(report, title=f"retrieve — {queries.name} over {corpus.name}", as_json=as_json, fmt=fmt,
-           report_file=report_file)
+    title = f"retrieve — {queries.name} over {corpus.name}"
+    finish(report, title=title, as_json=as_json, fmt=fmt, report_file=report_file,
+           renderer=lambda r: render(r, title))
