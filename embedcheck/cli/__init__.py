@@ -4,8 +4,7 @@ registered here explicitly, in the order ``--help`` lists them."""
 
 from __future__ import annotations
 
-from . import aag, anisotropy, compare, embed, head, neighbors, physscore, probe, schema, shards, sts
-from . import retrieve  # issue 16
+from . import aag, anisotropy, compare, embed, head, neighbors, physscore, probe, retrieve, schema, shards, sts
 from ._app import app
 
 #: the command modules, in --help order (importing one registers its commands on ``app``)
