@@ -81,7 +81,7 @@ def _mteb_mrr(run: R.TopK, q_ids, doc_ids, qrels, ks=K) -> dict[str, list[float]
 # the search
 
 
-@pytest.mark.parametrize("k", [1, 7, 1000])
+@pytest.mark.parametrize("k", [1, 3, 7, 40, 1000])
 def test_search_is_exact_with_trec_eval_tie_order(k):
     Q, C, q_ids, doc_ids, _ = _task(1)
     ranks = R.tie_ranks(R.id_bytes(doc_ids))
