@@ -57,6 +57,11 @@ def cosine(Q: np.ndarray, C: np.ndarray) -> np.ndarray:
     return unit_rows(Q, dtype=np.float32) @ unit_rows(C, dtype=np.float32).T
 
 
+def dot(Q: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """The plain float32 dot product (MTEB's ``dot`` similarity; vectors used as stored)."""
+    return np.asarray(Q, dtype=np.float32) @ np.asarray(C, dtype=np.float32).T
+
+
 def id_bytes(ids: Sequence[Any]) -> np.ndarray:
     """Ids as a numpy bytes array (UTF-8): compact, and byte order is trec_eval's ``strcmp`` order."""
     return np.array([str(x).encode("utf-8") for x in ids], dtype=np.bytes_) if len(ids) else np.zeros(0, dtype="S1")
@@ -345,5 +350,5 @@ def check_k_values(k_values: Any) -> list[int]:
 
 
 __all__ = ["FAMILIES", "K_VALUES", "MAIN_SCORE", "TIE_RULE", "Qrels", "RetrievalReport", "TopK", "bootstrap_intervals",
-           "build_qrels", "check_k_values", "check_unique", "cosine", "evaluate_run", "id_bytes",
+           "build_qrels", "check_k_values", "check_unique", "cosine", "dot", "evaluate_run", "id_bytes",
            "report_from_run", "rescore", "select_topk", "tie_ranks"]
