@@ -360,3 +360,18 @@ def test_report_validates_against_its_schema_and_table_fits_80_columns(cli, task
     assert f"{m['ndcg_at_10']:.4f}" in tab.stdout and f"{m['mrr_at_100']:.4f}" in tab.stdout
     help_text = cli(["retrieve", "--help"]).stdout
     assert "…" not in help_text
+
+
+@pytest.mark.slow  # importing mteb takes 10-30 s here
+def test_sts_mteb_json_loads_with_mtebs_reader(cli, tmp_path):
+    from conftest import FIXTURES
+
+    out = tmp_path / "STSBenchmark.json"
+    res = cli(["sts", FIXTURES / "sts_a.npy", FIXTURES / "sts_b.npy", FIXTURES / "sts_scores.jsonl", "--json",
+               "--mteb-json", out, "--task-name", "STSBenchmark", "--resamples", 0])
+    assert res.exit_code == 0, res
+    mteb_results = pytest.importorskip("mteb.results", reason="mteb is not installed (pip install mteb)")
+    tr = mteb_results.TaskResult.from_disk(out)
+    assert tr.task_name == "STSBenchmark"
+    assert tr.get_score() == pytest.approx(res.json()["spearman"] / 100)
+    assert tr.scores["test"][0]["cosine_pearson"] == pytest.approx(res.json()["pearson"] / 100)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -35,6 +36,8 @@ def sts_cmd(
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals of Spearman and Pearson (bootstrap over pairs); 0: none.")] = 1000,
     seed: SeedOpt = 0,
     fail_below: Annotated[Optional[float], typer.Option("--fail-below", callback=in_range(-100, 100), help="Gate: exit 1 when Spearman x100 (-100 to 100) is below this.")] = None,
+    mteb_json: Annotated[Optional[Path], typer.Option("--mteb-json", help="Also write MTEB's result JSON (TaskResult layout; --task-name) to this file.", dir_okay=False, show_default=False)] = None,
+    task_name: Annotated[str, typer.Option("--task-name", help="With --mteb-json: the MTEB task name (e.g. STSBenchmark).")] = "STS",
     baseline: BaselineOpt = None,
     max_drop: MaxDropOpt = None,
     tolerance: ToleranceOpt = 0.0,
@@ -56,7 +59,16 @@ def sts_cmd(
     if A.shape != B.shape:
         raise ValueError(f"{a} has shape {A.shape} but {b} has {B.shape}")
     gold = load_scores(scores, A.shape[0], field=score_field)
+    if mteb_json is not None:
+        from ..io.mteb import check_output
+
+        check_output(mteb_json, [a, b, scores, report_file])
     res = sts_correlation(A, B, gold, resamples=resamples, seed=seed)
+    if mteb_json is not None:  # MTEB's keys and scale (0 to 1); main score cosine_spearman
+        from ..io.mteb import write_json
+
+        write_json(mteb_json, {"cosine_spearman": res.spearman / 100, "cosine_pearson": res.pearson / 100},
+                   main_score="cosine_spearman", task_name=task_name, extra={"n": res.n})
     report = res.to_dict()
     add_gates(report, [min_gate("spearman", res.spearman, fail_below) if fail_below is not None else None])
     finish(report, title="STS", as_json=as_json, fmt=fmt, report_file=report_file)
