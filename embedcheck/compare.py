@@ -60,6 +60,7 @@ HEADLINES: dict[str, dict[str, str]] = {
     "train-head": {"train_aag.after": "higher", "train_label_map.after": "higher",
                    "output_variance_share": "higher"},
     "neighbors": {"overlap": "higher", "top1_changed": "lower", "labels.same_label_b": "higher"},
+    "retrieve": {"metrics.ndcg_at_10": "higher"},
 }
 
 #: figures (matched on their last dotted part, or the whole key) where a higher value is worse

@@ -257,6 +257,16 @@ def test_fail_below_gates_and_baseline(cli, task_files, tmp_path):
     base = cli(["retrieve", q, c, qrels_tsv, "--json", "--baseline", tmp_path / "r.json"])
     assert base.exit_code == 0, base
     assert base.json()["comparison"]["significant_drops"] == []
+    # much noisier queries: nDCG@10 drops beyond both intervals, the baseline gate fails
+    worse = tmp_path / "worse"
+    worse.mkdir()
+    Q = np.load(q)
+    noisy = Q + 3 * np.random.default_rng(0).standard_normal(Q.shape).astype(np.float32)
+    ids = [json.loads(l)["id"] for l in q.with_suffix(".jsonl").read_text().splitlines()]
+    drop = cli(["retrieve", _write_artifact(worse, "q", noisy, ids), c, qrels_tsv, "--json",
+                "--baseline", tmp_path / "r.json"])
+    assert drop.exit_code == 1, drop
+    assert drop.json()["comparison"]["significant_drops"] == ["metrics.ndcg_at_10"]
 
 
 @pytest.mark.slow  # importing mteb takes 10-30 s here
