@@ -89,6 +89,7 @@ VERSIONS: dict[str, int] = {
     "physscore-run": 1,
     "neighbors": 1,
     "compare": 1,
+    "retrieve": 1,
 }
 
 
@@ -218,6 +219,16 @@ _BODIES: dict[str, dict[str, Any]] = {
     }, optional=("labels",)),
     "compare": obj({**COMPARISON["properties"], "current": STR}),
 }
+# ---- retrieve (issue 16) ----
+_BODIES["retrieve"] = obj({
+    "queries": INT, "queries_without_relevant": INT, "queries_without_qrels": INT, "corpus": INT, "dim": INT,
+    "judgements": INT, "k": {"type": "array", "items": INT, "minItems": 1}, "main_score": STR,
+    "metrics": {"type": "object", "required": ["ndcg_at_10"],
+                "patternProperties": {r"^(ndcg|map|recall|precision|mrr)_at_\d+$": NUM,
+                                      r"^(ndcg|map|recall|precision|mrr)_at_\d+_ci95$": INTERVAL}},
+    "ci_method": STR, "tie_rule": STR, "score": STR, "model": STR,
+}, optional=("ci_method", "model"))
+
 # the linear heads report the share of their output variance along the class means (the key the
 # lda report once lost): required for them
 _BODIES["train-head"]["allOf"] = [

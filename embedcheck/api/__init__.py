@@ -25,6 +25,7 @@ MODULES: dict[str, str] = {
     "project": "heads",
     "embed": "embed",
     "compare": "compare",
+    "retrieve": "retrieve",
 }
 
 

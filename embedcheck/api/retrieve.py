@@ -1,0 +1,141 @@
+"""``embedcheck.retrieve``: retrieval quality of precomputed query and document vectors.
+
+>>> import numpy as np, embedcheck
+>>> Q = np.array([[1.0, 0.0], [0.0, 1.0]]); C = np.array([[1.0, 0.1], [0.1, 1.0], [1.0, 1.0]])
+>>> r = embedcheck.retrieve(Q, C, {"q1": {"a": 1}, "q2": {"b": 1}}, k=(1, 3), resamples=0,
+...                         query_ids=["q1", "q2"], doc_ids=["a", "b", "c"])
+>>> r.metrics["ndcg_at_1"], r.to_dict()["queries"]
+(1.0, 2)
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from ..errors import InputError
+from ..geometry.retrieval import (
+    K_VALUES,
+    RetrievalReport,
+    build_qrels,
+    check_k_values,
+    cosine,
+    id_bytes,
+    report_from_run,
+    tie_ranks,
+)
+
+PathLike = str | os.PathLike
+
+
+def _is_path(x: Any) -> bool:
+    return isinstance(x, (str, os.PathLike))
+
+
+def _open(x: Any, what: str) -> tuple[Any, int, int]:
+    """(search input, rows, dim) of a path (``.npy`` or shard set) or a 2-D float array."""
+    if _is_path(x):
+        from ..io.source import open_source
+
+        src = open_source(x, what=what)
+        return src, src.n, src.dim
+    X = x if isinstance(x, np.ndarray) else np.asarray(x)
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise InputError(f"{what} must be a 2-D array with at least one row, got shape {X.shape}")
+    if X.dtype.kind != "f":
+        X = X.astype(np.float64)
+    return X, int(X.shape[0]), int(X.shape[1])
+
+
+def _ids(given: Optional[Sequence[Any]], x: Any, field: str, what: str, param: str, n: int) -> np.ndarray:
+    if given is not None:
+        ids = id_bytes(list(given))
+        if len(ids) != n:
+            raise InputError(f"{param} has {len(ids)} ids but {what} has {n} rows")
+        return ids
+    if not _is_path(x):
+        raise InputError(f"{param} is needed when {what} is an array (the ids of its rows)")
+    from ..io.retrieval import read_ids
+
+    return read_ids(x, field, what=what, option=f"{param.replace('_ids', '_id_field')} (CLI: --{param.split('_')[0]}-field)", n_rows=n)
+
+
+def _qrels(qrels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if _is_path(qrels):
+        from ..io.retrieval import read_qrels
+
+        return read_qrels(qrels)
+    if isinstance(qrels, Mapping):
+        triples = [(q, d, g) for q, docs in qrels.items() for d, g in docs.items()]
+    else:
+        triples = list(qrels)
+    if not triples:
+        raise InputError("qrels has no judgements")
+    q, d, g = zip(*triples)
+    grades = np.asarray(g)
+    if grades.dtype.kind not in "iu" and not (grades.dtype.kind == "f" and np.all(grades == np.round(grades))):
+        raise InputError("qrels grades must be integers (trec_eval's)")
+    return id_bytes(list(q)), id_bytes(list(d)), grades.astype(np.int64)
+
+
+def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALUES, resamples: int = 1000,
+             seed: int = 0, engine: str = "local", address: Optional[str] = None,
+             query_ids: Optional[Sequence[Any]] = None, doc_ids: Optional[Sequence[Any]] = None,
+             query_id_field: str = "id", doc_id_field: str = "id",
+             score: Callable[[np.ndarray, np.ndarray], np.ndarray] = cosine, score_name: str = "cosine",
+             progress: Optional[Callable[[int, int], None]] = None) -> RetrievalReport:
+    """Retrieval quality of query vectors against corpus vectors, judged by qrels.
+
+    ``queries``, ``corpus``: a ``.npy`` path, a shard-set folder or a 2-D array. ``qrels``: a
+    BEIR/MTEB TSV or JSONL path, a ``{query_id: {doc_id: grade}}`` mapping or ``(query_id,
+    doc_id, grade)`` triples. Row ids come from ``query_ids`` / ``doc_ids`` or the artifacts'
+    sidecars (field ``query_id_field`` / ``doc_id_field``). Every query row is searched over all
+    documents (exact top ``max(k)``, trec_eval's tie order); the metrics are trec_eval's / MTEB's at
+    each cut-off of ``k`` over the queries that appear in the qrels, with percentile bootstrap
+    95 % intervals over queries (``resamples``, ``seed``; 0 resamples: none). ``engine``:
+    ``"local"`` or ``"ray"`` (``address``: a running cluster); the report is the same bytes.
+    ``score``: a picklable ``f(Q, C) -> float32 (b, t)`` replacing the cosine (``score_name``
+    names it in the report).
+    """
+    from ..engine.runner import make_engine
+    from ..geometry.search import search_topk
+
+    t0 = time.perf_counter()
+    ks = check_k_values([*check_k_values(k), 10])  # nDCG@10, the main score, always
+    if resamples < 0:
+        raise InputError(f"resamples must be >= 0, got {resamples}")
+    q_src, m, dq = _open(queries, "queries")
+    c_src, n, dc = _open(corpus, "corpus")
+    if dq != dc:
+        raise InputError(f"queries have dimension {dq} but the corpus has {dc}; embed both with the same model")
+    model = None
+    if _is_path(queries) and _is_path(corpus):
+        from ..io.retrieval import artifact_model
+
+        mq, mc = artifact_model(queries), artifact_model(corpus)
+        if mq is not None and mc is not None and mq != mc:
+            raise InputError(f"queries {queries} were embedded with {mq} but corpus {corpus} with {mc}; "
+                             "retrieval compares vectors of one model")
+        model = mq or mc
+    qids = _ids(query_ids, queries, query_id_field, "queries", "query_ids", m)
+    dids = _ids(doc_ids, corpus, doc_id_field, "corpus", "doc_ids", n)
+    qq, dd, gg = _qrels(qrels)
+    where = f"qrels {qrels}" if _is_path(qrels) else "qrels"
+    judged = build_qrels(qq, dd, gg, qids, dids, what=where)
+    ranks = tie_ranks(dids)
+    eng = make_engine(engine, address)
+    try:
+        run = search_topk(q_src, c_src, max(ks), ranks, score=score, engine=eng, progress=progress)
+    finally:
+        eng.close()
+    rep = report_from_run(run, judged, k_values=ks, n_queries=m, n_docs=n, dim=dq, resamples=resamples, seed=seed,
+                          query_ids=qids, score=score_name, model=model)
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+__all__ = ["retrieve"]

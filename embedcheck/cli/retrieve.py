@@ -1,0 +1,161 @@
+"""``embedcheck retrieve QUERIES CORPUS QRELS``: retrieval quality (nDCG@k, MAP@k, recall@k, P@k,
+MRR@k) of precomputed vectors, as MTEB's evaluator computes it, with intervals over queries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ._app import app
+from .common import (
+    AddressOpt,
+    BaselineOpt,
+    EngineName,
+    EngineOpt,
+    FormatOpt,
+    JsonOpt,
+    MaxDropOpt,
+    QuietOpt,
+    ReportOpt,
+    SeedOpt,
+    ToleranceOpt,
+    check_engine,
+    finish,
+    hint,
+    progress,
+    start_command,
+)
+
+
+def parse_k(text: str) -> list[int]:
+    """``"1,3,10"`` → ``[1, 3, 10]`` (a bad list is an ``--k`` error)."""
+    from ..errors import InputError
+
+    try:
+        ks = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise InputError(f"--k {text!r}: expected integers separated by commas, e.g. 1,3,5,10,100,1000") from None
+    if not ks:
+        raise InputError("--k names no cut-off")
+    if min(ks) <= 0:
+        raise InputError(f"--k must be >= 1, got {min(ks)}")
+    return ks
+
+
+def parse_gates(items: list[str]) -> list[tuple[str, float]]:
+    """``ndcg@10=0.6`` → ``("ndcg@10", 0.6)``; the metric is checked against the report later."""
+    import math
+
+    from ..errors import InputError
+
+    out = []
+    for it in items:
+        name, sep, value = it.partition("=")
+        try:
+            x = float(value)
+        except ValueError:
+            x = float("nan")
+        if not sep or not name.strip() or not math.isfinite(x):
+            raise InputError(f"--fail-below {it!r}: expected METRIC=X, e.g. ndcg@10=0.6")
+        out.append((name.strip(), x))
+    return out
+
+
+def render(report: dict[str, Any], title: str) -> None:
+    """Terminal view: one row per metric family, one column per cut-off, then the main score with
+    its interval and the counts (the JSON has every interval)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from .output import _fmt, print_gates
+
+    console = Console()
+    m = report["metrics"]
+    t = Table(title=title, header_style="bold")
+    t.add_column("metric", style="cyan")
+    for k in report["k"]:
+        t.add_column(f"@{k}", justify="right", overflow="fold")
+    for fam in ("ndcg", "map", "recall", "precision", "mrr"):
+        t.add_row(fam, *[_fmt(m[f"{fam}_at_{k}"]) for k in report["k"]])
+    console.print(t)
+    main = report["main_score"]
+    ci = m.get(f"{main}_ci95")
+    console.print(f"{main} = {_fmt(m[main])}" + (f"  95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else ""))
+    console.print(f"queries {report['queries']} ({report['queries_without_relevant']} without a relevant "
+                  f"document, {report['queries_without_qrels']} without qrels), corpus {report['corpus']}, "
+                  f"dim {report['dim']}")
+    print_gates(console, report)
+
+
+@app.command("retrieve")
+def retrieve_cmd(
+    queries: Annotated[Path, typer.Argument(metavar="QUERIES", help="Query vectors: .npy (ids in its .jsonl sidecar) or a shard set.", show_default=False)],
+    corpus: Annotated[Path, typer.Argument(metavar="CORPUS", help="Document vectors: .npy (ids in its .jsonl sidecar) or a shard set.", show_default=False)],
+    qrels: Annotated[Path, typer.Argument(metavar="QRELS", help="Judgements: TSV query-id, corpus-id, score (header optional) or JSONL with those fields.", show_default=False)],
+    k: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated (10 is always added: nDCG@10 is the main score).")] = "1,3,5,10,100,1000",
+    query_id_field: Annotated[str, typer.Option("--query-field", help="Sidecar field holding the query ids.")] = "id",
+    doc_id_field: Annotated[str, typer.Option("--doc-field", help="Sidecar field holding the document ids.")] = "id",
+    resamples: Annotated[int, typer.Option("--resamples", min=0, help="Bootstrap resamples over queries of the 95% intervals; 0: none.")] = 1000,
+    seed: SeedOpt = 0,
+    fail_below: Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="METRIC=X", help="Gate: exit 1 when METRIC (ndcg@10, map@100, recall@1000, p@5, mrr@10; 0 to 1) is below X. Repeatable.", show_default=False)] = None,
+    mteb_json: Annotated[Optional[Path], typer.Option("--mteb-json", help="Also write MTEB's result JSON (TaskResult layout) to this file.", dir_okay=False, show_default=False)] = None,
+    task_name: Annotated[str, typer.Option("--task-name", help="With --mteb-json: the MTEB task name (e.g. SciFact).")] = "Retrieval",
+    dataset_revision: Annotated[str, typer.Option("--revision", help="With --mteb-json: the data set revision recorded.")] = "unknown",
+    split: Annotated[str, typer.Option("--split", help="With --mteb-json: the split the scores are filed under.")] = "test",
+    engine: EngineOpt = EngineName.local,
+    address: AddressOpt = None,
+    baseline: BaselineOpt = None,
+    max_drop: MaxDropOpt = None,
+    tolerance: ToleranceOpt = 0.0,
+    as_json: JsonOpt = False,
+    fmt: FormatOpt = None,
+    report_file: ReportOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Retrieval quality of precomputed vectors: nDCG, MAP, recall, P and MRR at each cut-off,
+    with 95% intervals over queries, exactly as MTEB's evaluator (trec_eval) computes them.
+
+    Every query is searched over all documents (exact, float32 cosine, in blocks); equal
+    scores are ordered as trec_eval orders them (document id descending).
+
+    Example: embedcheck retrieve queries.npy corpus.npy qrels.tsv --fail-below ndcg@10=0.6
+    """
+    import embedcheck
+
+    from ..errors import InputError
+    from .common import option_errors
+    from .output import add_gates, min_gate
+
+    start_command(quiet)
+    check_engine(engine, address)
+    ks = parse_k(k)
+    gates = parse_gates(list(fail_below or []))
+    if mteb_json is not None:
+        from ..io.mteb import check_output
+
+        check_output(mteb_json, [queries, corpus, qrels, report_file])
+    with progress() as bar, option_errors({"k": "--k", "resamples": "--resamples", "query_ids": "QUERIES",
+                                           "doc_ids": "CORPUS"}):
+        task = bar.add_task("retrieve", total=None, info="")
+        rep = embedcheck.retrieve(queries, corpus, qrels, k=ks, resamples=resamples, seed=seed,
+                                  engine=engine.value, address=address, query_id_field=query_id_field,
+                                  doc_id_field=doc_id_field,
+                                  progress=lambda done, total: bar.update(task, completed=done, total=total))
+    report: dict[str, Any] = rep.to_dict()
+    for name, _ in gates:
+        try:
+            rep.metric(name)
+        except InputError as exc:
+            raise InputError(f"--fail-below {name}: {exc}") from None
+    add_gates(report, [min_gate(name, rep.metric(name), x) for name, x in gates])
+    if mteb_json is not None:
+        from ..io.mteb import write_task_result
+
+        write_task_result(mteb_json, rep, task_name=task_name, dataset_revision=dataset_revision, split=split)
+        hint(f"MTEB result: {mteb_json}")
+    hint(f"retrieve: {rep.queries} queries over {rep.corpus} documents in {rep.seconds:.1f}s")
+    title = f"retrieve — {queries.name} over {corpus.name}"
+    finish(report, title=title, as_json=as_json, fmt=fmt, report_file=report_file,
+           renderer=lambda r: render(r, title))
