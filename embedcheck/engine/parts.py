@@ -47,7 +47,10 @@ class Part:
         return slice(self.offset, self.offset + self.rows)
 
     def open(self) -> np.ndarray:
-        return np.load(self.path, mmap_mode="r", allow_pickle=False)
+        """The file's rows: a read-only memmap, or decoded float32 rows of a compressed artifact."""
+        from ..io.compressed import open_decoded
+
+        return open_decoded(self.path, verify=False)
 
     def read(self, chunk: slice | None = None) -> np.ndarray:
         """The part's rows (or rows ``chunk`` relative to the part), as an in-memory array."""
@@ -85,6 +88,7 @@ def open_source(path: Any, *, what: str = "embeddings", part_rows: int = PART_RO
     """Parts of a plain ``.npy`` or of a shard set. Only headers are read here (shape, dtype, no
     pickle, not truncated; a shard set's manifest and hashes); the rows themselves are checked
     by the tasks that read them (:func:`checked_rows`)."""
+    from ..io.compressed import open_decoded
     from ..io.npy import check_matrix_shape, open_npy
 
     if is_sharded(path):
@@ -101,7 +105,7 @@ def open_source(path: Any, *, what: str = "embeddings", part_rows: int = PART_RO
         if ss.rows < min_rows:
             raise InputError(f"{what} {path} has {ss.rows} rows; at least {min_rows} needed")
         return Source(str(path), int(ss.rows), int(ss.dim), str(ss.dtype), tuple(shard_parts), ss)
-    X = open_npy(path, what)
+    X = open_decoded(path, what)
     check_matrix_shape(X, Path(path), what=what, min_rows=min_rows)
     n, d = (int(s) for s in X.shape)
     parts = tuple(Part(os.path.abspath(path), s, min(s + part_rows, n), s) for s in range(0, n, part_rows))

@@ -1,0 +1,184 @@
+"""``embedcheck.compress``: a compressed copy of an embedding artifact that every measuring command
+reads, and ``embedcheck.compress_sweep``: the compression decision table (see
+:mod:`embedcheck.geometry.compress_sweep`).
+
+>>> import numpy as np, embedcheck
+>>> X = np.random.default_rng(0).standard_normal((50, 16)).astype(np.float32)
+>>> r = embedcheck.compress(X, "int8")
+>>> r.stored.dtype.name, r.bytes_per_vector, r.ratio
+('int8', 16, 4.0)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Optional, Union
+
+import numpy as np
+
+from ..errors import InputError
+from ..result import Result, hidden, optional
+
+ArrayOrPath = Union[str, os.PathLike, np.ndarray]
+
+
+@dataclass(kw_only=True)
+class CompressResult(Result):
+    """What ``compress`` wrote (or, without ``output``, would write: ``stored`` and ``record``)."""
+
+    command: ClassVar[str] = "compress-write"
+
+    output: Optional[str] = None
+    format: str
+    n: int
+    original_dim: int
+    dim: int
+    stored_dtype: str
+    bytes_per_vector: int
+    input_bytes_per_vector: int
+    ratio: float
+    calibration: str
+    projection: Optional[str] = optional()
+    rows_sidecar: Optional[str] = optional()
+    seconds: float
+    stored: Optional[np.ndarray] = hidden()
+    record: Optional[dict[str, Any]] = hidden()
+    projection_matrix: Optional[np.ndarray] = hidden()
+
+
+def _matrix(x: ArrayOrPath, what: str) -> tuple[Any, Optional[Path]]:
+    if isinstance(x, np.ndarray):
+        if x.ndim != 2 or x.dtype.kind != "f":
+            raise InputError(f"{what} must be a 2-D float array, got {x.dtype} {x.shape}")
+        return x, None
+    from ..io.npy import load_matrix
+
+    return load_matrix(x, what=what), Path(x)
+
+
+def _rows_lines(src: Path) -> Optional[list[str]]:
+    """The ``.jsonl`` rows of an input artifact (single file: its same-stem sidecar; shard set: its
+    shards' sidecars in manifest order), as lines; None when there are none."""
+    from ..io.shards import is_shard_set, open_shard_set
+
+    if is_shard_set(src):
+        ss = open_shard_set(src, verify=False)
+        lines = []
+        for i in range(len(ss.shards)):
+            lines += [json.dumps(r, ensure_ascii=False) for r in ss.read_sidecar(i)]
+        return lines
+    side = src.with_suffix(".jsonl")
+    if not side.is_file():
+        return None
+    return [ln for ln in side.read_text(encoding="utf-8").split("\n") if ln.strip()]
+
+
+def _check_output(output: Path, inputs: list[Optional[Path]]) -> None:
+    from ..io.atomic import check_not_input
+    from ..io.provenance import meta_path
+    from ..io.shards import is_shard_set
+
+    if output.suffix.lower() != ".npy":
+        raise InputError(f"output {output} must be a .npy file")
+    folder = output.parent if str(output.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"output folder {folder} does not exist")
+    real = [p for p in inputs if p is not None]
+    outs = [output, meta_path(output), output.with_suffix(".jsonl"), output.with_name(output.stem + ".projection.safetensors")]
+    for o in outs:
+        check_not_input(o, [*real, *[meta_path(p) for p in real if p.suffix]])
+        for p in real:
+            if is_shard_set(p) and o.resolve().is_relative_to((p if p.is_dir() else p.parent).resolve()):
+                raise InputError(f"output {o} would write into the input shard set {p}")
+
+
+def compress(emb: ArrayOrPath, to: str, output: Optional[Union[str, os.PathLike]] = None, *,
+             calibration: Optional[ArrayOrPath] = None) -> CompressResult:
+    """Compress an embedding artifact (``.npy``, shard set or array) to format ``to``
+    (``float16``, ``int8``, ``uint8``, ``binary``, ``ubinary``, ``dims:K``, ``pca:K`` or
+    ``REDUCTION,PRECISION``). int8/uint8 ranges and the pca projection come from ``calibration``
+    (default: the data itself). With ``output`` (a ``.npy``), writes it atomically with its
+    ``.meta.json`` (provenance + the compression record), the input's ``.jsonl`` rows and, for
+    pca, ``<stem>.projection.safetensors``; the result keeps ``stored`` and ``record`` either way.
+    """
+    from ..geometry.compress import compress_matrix
+    from ..io.compressed import STORED_DTYPE, parse_format
+
+    t0 = time.perf_counter()
+    X, src = _matrix(emb, "embeddings")
+    n, d = X.shape
+    spec = parse_format(to, d, name="to")
+    C, cal_src = (None, None) if calibration is None else _matrix(calibration, "calibration")
+    if C is not None and C.shape[1] != d:
+        raise InputError(f"calibration has dimension {C.shape[1]} but the embeddings have {d}")
+    out = Path(output) if output is not None else None
+    if out is not None:
+        _check_output(out, [src, cal_src])
+    comp = compress_matrix(X, spec, calibration=C)
+    rec = dict(comp.record)
+    cal_desc = "self" if calibration is None else (str(cal_src) if cal_src else "array")
+    if spec.precision in ("int8", "uint8") or spec.reduce == "pca":
+        rec["calibration"] = "self" if calibration is None else (
+            {"path": str(cal_src), "sha256": _sha(cal_src)} if cal_src else "array")
+    in_item = np.dtype(getattr(X, "dtype", np.float32)).itemsize
+    res = CompressResult(output=None if out is None else str(out), format=spec.name, n=int(n), original_dim=int(d),
+                         dim=int(spec.out_dim(d)), stored_dtype=STORED_DTYPE[spec.precision],
+                         bytes_per_vector=int(spec.bytes_per_vector(d)), input_bytes_per_vector=int(d * in_item),
+                         ratio=round(d * in_item / spec.bytes_per_vector(d), 4), calibration=cal_desc,
+                         seconds=0.0, stored=comp.stored, record=rec, projection_matrix=comp.projection)
+    if out is not None:
+        _write(out, res, comp, src, cal_src)
+    res.seconds = round(time.perf_counter() - t0, 3)
+    return res
+
+
+def _sha(p: Path) -> str:
+    from ..io.provenance import sha256_file
+    from ..io.shards import is_shard_set, manifest_path
+
+    return sha256_file(manifest_path(p) if is_shard_set(p) else p)
+
+
+def _write(out: Path, res: CompressResult, comp: Any, src: Optional[Path], cal_src: Optional[Path]) -> None:
+    from ..io.atomic import AtomicBatch
+    from ..io.compressed import projection_bytes
+    from ..io.provenance import meta_path, provenance
+
+    rec = dict(res.record or {})
+    inputs: dict[str, Any] = {}
+    if src is not None:
+        inputs["embeddings"] = {"path": str(src), "sha256": _sha(src)}
+    if cal_src is not None:
+        inputs["calibration"] = {"path": str(cal_src), "sha256": _sha(cal_src)}
+    lines = _rows_lines(src) if src is not None else None
+    with AtomicBatch() as batch:
+        if comp.projection is not None:
+            proj = out.with_name(out.stem + ".projection.safetensors")
+            data = projection_bytes(comp.projection, {"kind": "pca", "k": rec["dim"], "dim": rec["original_dim"]})
+            with batch.open(proj, "wb") as f:
+                f.write(data)
+            import hashlib
+
+            rec["projection"] = {"path": proj.name, "sha256": hashlib.sha256(data).hexdigest()}
+            res.projection = str(proj)
+        batch.save_npy(out, comp.stored)
+        if lines is not None:
+            side = out.with_suffix(".jsonl")
+            with batch.open(side, "w") as f:
+                f.write("".join(ln + "\n" for ln in lines))
+            res.rows_sidecar = str(side)
+        meta = provenance("compress", inputs, {"to": res.format, "calibration": res.calibration},
+                          compression=rec, n=res.n, dim=res.dim)
+        batch.save_json(meta_path(out), meta)
+    res.record = rec
+
+
+def compress_sweep(*args: Any, **kwargs: Any) -> Any:
+    """The compression sweep (:func:`embedcheck.geometry.compress_sweep.sweep`)."""
+    from ..geometry.compress_sweep import sweep
+
+    return sweep(*args, **kwargs)
