@@ -141,20 +141,22 @@ def _unit(Y: np.ndarray) -> np.ndarray:
     return np.divide(Y, nrm, out=np.zeros_like(Y), where=nrm > 0)
 
 
-def topk_rows(S: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` best columns of each row of ``S`` (score descending, then column ascending), as
-    ``(scores, columns)``."""
+def topk_rows(S: np.ndarray, k: int, ranks: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best columns of each row of ``S``: score descending, then ``ranks`` ascending (the
+    tie rank of each column; default the column itself), as ``(scores, columns)``."""
     m, n = S.shape
     k = min(k, n)
+    r = np.arange(n, dtype=np.int64) if ranks is None else np.asarray(ranks, dtype=np.int64)
     if k == n:
         part = np.broadcast_to(np.arange(n), S.shape).copy()
     else:
         part = np.argpartition(-S, k - 1, axis=1)[:, :k]
         kth = np.take_along_axis(S, part, axis=1).min(axis=1)
-        for r in np.flatnonzero((S >= kth[:, None]).sum(axis=1) > k):  # a tie straddles the cut
-            above = np.flatnonzero(S[r] > kth[r])
-            part[r] = np.concatenate([above, np.flatnonzero(S[r] == kth[r])[: k - above.size]])
-    return topk_rows_with_ids(np.take_along_axis(S, part, axis=1), part, k)
+        for i in np.flatnonzero((S >= kth[:, None]).sum(axis=1) > k):  # a tie straddles the cut
+            above = np.flatnonzero(S[i] > kth[i])
+            eq = np.flatnonzero(S[i] == kth[i])
+            part[i] = np.concatenate([above, eq[np.argsort(r[eq], kind="stable")][: k - above.size]])
+    return topk_rows_with_ids(np.take_along_axis(S, part, axis=1), part, k, r)
 
 
 def _query_side(Q: Any, record: dict[str, Any], projection: Optional[np.ndarray]) -> np.ndarray:
@@ -192,10 +194,11 @@ class CompressedIndex:
     """A compressed corpus prepared for search once (decoded unit rows, or packed words for bits);
     :meth:`search` is then timed alone. See :func:`search_compressed`."""
 
-    def __init__(self, corpus: Any, record: dict[str, Any], projection: Optional[np.ndarray] = None):
+    def __init__(self, corpus: Any, record: dict[str, Any], projection: Optional[np.ndarray] = None, *,
+                 ranks: Optional[np.ndarray] = None):
         from ..io.compressed import packed_u8
 
-        self.record, self.projection = record, projection
+        self.record, self.projection, self.ranks = record, projection, ranks
         self.precision = prec = record["precision"]
         self.stored = np.asarray(corpus)
         self.bits = prec in ("binary", "ubinary")
@@ -234,10 +237,10 @@ class CompressedIndex:
                 S = 1.0 - 2.0 * hamming(Qw[s:s + block], self.words) / self.dim
             else:
                 S = Qc[s:s + block] @ self.unit.T
-            v, i = topk_rows(S, kk)
+            v, i = topk_rows(S, kk, self.ranks)
             if rescore_multiplier > 0:  # float32 query · decoded document, as sentence-transformers rescores
                 v = np.einsum("ij,ikj->ik", Qf[s:s + block].astype(np.float64), self.raw[i].astype(np.float64))
-                v, i = topk_rows_with_ids(v, i, k)
+                v, i = topk_rows_with_ids(v, i, k, self.ranks)
             scores[s:s + block] = v[:, :k]
             rows[s:s + block] = i[:, :k]
         return scores, rows
@@ -245,7 +248,7 @@ class CompressedIndex:
 
 def search_compressed(queries: Any, corpus: Any, record: dict[str, Any], k: int, *,
                       rescore_multiplier: int = 0, projection: Optional[np.ndarray] = None,
-                      block: int = 256) -> tuple[np.ndarray, np.ndarray]:
+                      ranks: Optional[np.ndarray] = None, block: int = 256) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` corpus rows for each float query against a compressed corpus.
 
     ``corpus`` holds the stored rows (``record`` says how to decode them; a float record reads
@@ -257,17 +260,20 @@ def search_compressed(queries: Any, corpus: Any, record: dict[str, Any], k: int,
     as sentence-transformers does: float32 query · decoded document (dequantised int8/uint8
     values, ±1 bits), best ``k`` kept.
 
-    Returns ``(scores (q, k) float64, corpus rows (q, k) int64)``, best first (ties: the smaller
-    corpus row first).
+    Returns ``(scores (q, k) float64, corpus rows (q, k) int64)``, best first. Equal scores are
+    ordered by ``ranks`` (each corpus row's tie rank, e.g. trec_eval's id order from the
+    retrieval module's ``tie_ranks``; default the smaller row first).
     """
-    return CompressedIndex(corpus, record, projection).search(queries, k, rescore_multiplier=rescore_multiplier,
+    return CompressedIndex(corpus, record, projection, ranks=ranks).search(queries, k, rescore_multiplier=rescore_multiplier,
                                                               block=block)
 
 
-def topk_rows_with_ids(V: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def topk_rows_with_ids(V: np.ndarray, ids: np.ndarray, k: int,
+                       ranks: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     """Best ``k`` of candidate scores ``V`` whose corpus rows are ``ids`` (score descending, then
-    row ascending)."""
-    order = np.lexsort((ids, -V), axis=1)[:, :k]
+    tie rank ``ranks[row]`` ascending; default the row)."""
+    tie = ids if ranks is None else np.asarray(ranks)[ids]
+    order = np.lexsort((tie, -V), axis=1)[:, :k]
     return np.take_along_axis(V, order, axis=1), np.take_along_axis(ids, order, axis=1)
 
 
