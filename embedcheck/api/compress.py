@@ -177,8 +177,85 @@ def _write(out: Path, res: CompressResult, comp: Any, src: Optional[Path], cal_s
     res.record = rec
 
 
-def compress_sweep(*args: Any, **kwargs: Any) -> Any:
-    """The compression sweep (:func:`embedcheck.geometry.compress_sweep.sweep`)."""
-    from ..geometry.compress_sweep import sweep
+def _retrieval_inputs(retrieval: Any, id_field: str) -> Any:
+    from ..geometry.compress_sweep import RetrievalInput
 
-    return sweep(*args, **kwargs)
+    if isinstance(retrieval, RetrievalInput):
+        return retrieval
+    try:
+        queries, corpus, qrels = retrieval
+    except (TypeError, ValueError):
+        raise InputError("retrieval must be (queries, corpus, qrels)") from None
+    try:
+        from ..io.retrieval import read_ids, read_qrels  # type: ignore[import-not-found]
+    except ImportError:
+        raise InputError("retrieval needs the retrieve module (embedcheck retrieve), which this build does not "
+                         "have yet") from None
+    Q, qp = _matrix(queries, "queries")
+    C, cp = _matrix(corpus, "corpus")
+    if qp is None or cp is None:
+        raise InputError("retrieval with arrays: pass a RetrievalInput with the ids")
+    q_ids = read_ids(qp, id_field, what="queries", option="id_field", n_rows=Q.shape[0])
+    c_ids = read_ids(cp, id_field, what="corpus", option="id_field", n_rows=C.shape[0])
+    trip = read_qrels(qrels) if isinstance(qrels, (str, os.PathLike)) else qrels
+    return RetrievalInput(np.asarray(Q, dtype=np.float32), C, trip, q_ids, c_ids)
+
+
+def compress_sweep(*, retrieval: Any = None, labels: Any = None, sts: Any = None,
+                   calibration: Optional[ArrayOrPath] = None, precisions: Optional[list[str]] = None,
+                   rescore_multiplier: int = 4, resamples: int = 1000, seed: int = 0,
+                   map_queries: Optional[int] = None, id_field: str = "id", label_field: str = "label",
+                   score_field: str = "score", progress: Any = None) -> Any:
+    """The compression decision table (:func:`embedcheck.geometry.compress_sweep.sweep`) on whatever
+    inputs are given: ``retrieval=(queries, corpus, qrels)`` (paths: ids from the sidecars'
+    ``id_field``; qrels TSV/JSONL), ``labels=(embeddings, labels)``, ``sts=(a, b, scores)``.
+    Returns a :class:`~embedcheck.geometry.compress_sweep.SweepResult`."""
+    from ..geometry.compress_sweep import PRECISION_ROWS, LabelInput, StsInput, sweep
+    from ..io.labels import load_labels, load_scores
+
+    ret = _retrieval_inputs(retrieval, id_field) if retrieval is not None else None
+    lab = None
+    if labels is not None:
+        if isinstance(labels, LabelInput):
+            lab = labels
+        else:
+            X, _ = _matrix(labels[0], "labels embeddings")
+            y = labels[1] if isinstance(labels[1], np.ndarray) else load_labels(labels[1], X.shape[0], field=label_field)
+            lab = LabelInput(X, y, map_queries)
+    st = None
+    if sts is not None:
+        if isinstance(sts, StsInput):
+            st = sts
+        else:
+            A, _ = _matrix(sts[0], "STS A")
+            B, _ = _matrix(sts[1], "STS B")
+            if A.shape != B.shape:
+                raise InputError(f"STS A has shape {A.shape} but B has {B.shape}")
+            g = sts[2] if isinstance(sts[2], np.ndarray) else load_scores(sts[2], A.shape[0], field=score_field)
+            st = StsInput(np.asarray(A), np.asarray(B), np.asarray(g, dtype=np.float64))
+    C = None if calibration is None else np.asarray(_matrix(calibration, "calibration")[0])
+    return sweep(retrieval=ret, labels=lab, sts=st, calibration=C,
+                 precisions=tuple(precisions) if precisions else PRECISION_ROWS,
+                 rescore_multiplier=rescore_multiplier, resamples=resamples, seed=seed, progress=progress)
+
+
+def retention_gates(result: Any, below: dict[str, float], ship: str) -> list[dict[str, Any]]:
+    """Gates ``<metric> retention of <ship> >= P`` for each ``metric → P`` of ``below``."""
+    from ..gates import min_gate
+
+    return [min_gate(f"retention.{ship}.{m}", result.retention(ship, m), p) for m, p in below.items()]
+
+
+def parse_retention(items: list[str]) -> dict[str, float]:
+    """``["ndcg@10=95", "label_map=98"]`` → ``{"ndcg_at_10": 95.0, "label_map": 98.0}``."""
+    out: dict[str, float] = {}
+    for it in items:
+        name, sep, val = it.partition("=")
+        try:
+            p = float(val)
+        except ValueError:
+            p = float("nan")
+        if not sep or not name.strip() or not np.isfinite(p):
+            raise InputError(f"fail_below_retention {it!r} must be METRIC=P (e.g. ndcg@10=95)")
+        out[name.strip().lower().replace("@", "_at_")] = p
+    return out

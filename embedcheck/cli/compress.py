@@ -65,3 +65,105 @@ def write_cmd(
     with option_errors({"to": "--to", "calibration": "--calibration", "output": "--output"}):
         res = compress(emb, to, output, calibration=calibration)
     finish(res.to_dict(), title=f"compress — {Path(output).name}", as_json=as_json, fmt=fmt, report_file=report_file)
+
+
+_SHORT = {"ndcg_at_10": "nDCG@10", "recall_at_100": "R@100", "label_map": "MAP", "sts_spearman": "STS",
+          "aag": "AAG"}
+
+
+def _render(report: dict[str, Any]) -> None:
+    """One line per row: retention ± the larger side of its paired 95% interval (exact intervals
+    in the JSON report)."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    from .output import print_gates
+
+    console = Console()
+    metrics = report.get("metrics", [])
+    t = Table(title=f"compress sweep, d = {report['dim']}: retention % of float32", box=box.SIMPLE_HEAD,
+              header_style="bold", pad_edge=False, caption="± the larger side of the paired 95% interval")
+    t.add_column("format", style="cyan", overflow="fold")
+    t.add_column("B/vec", justify="right")
+    for m in metrics:
+        t.add_column(_SHORT.get(m, m), justify="right", overflow="fold")
+    t.add_column("ovl@10", justify="right")
+    t.add_column("ms/q", justify="right")
+    for r in report["rows"]:
+        cells = []
+        for m in metrics:
+            c = r["retention"].get(m)
+            if not c or c.get("retention") is None:
+                cells.append("—")
+                continue
+            v, ci = c["retention"], c.get("retention_ci95")
+            cells.append(f"{v:.1f}" + (f" ±{max(v - ci[0], ci[1] - v):.1f}" if ci else ""))
+        ov, ms = r.get("overlap_at_10"), r.get("search_ms_per_query")
+        t.add_row(r["format"], str(r["bytes_per_vector"]), *cells, "—" if ov is None else f"{ov:.2f}",
+                  "—" if ms is None else f"{ms:.2g}")
+    console.print(t)
+    tr = report.get("truncation")
+    if tr:
+        word = "NOT trained for truncation" if tr["not_trained_for_truncation"] else "no truncation flag"
+        console.print(f"d/4 on {tr['metric']}: truncation keeps {tr['truncation_retention']:.1f}%, PCA "
+                      f"{tr['pca_retention']:.1f}% → {word}")
+    for n in report.get("notes", []):
+        console.print(f"note: {n}")
+    print_gates(console, report)
+
+
+@compress_app.command("sweep")
+def sweep_cmd(
+    retrieval: Annotated[Optional[tuple[Path, Path, Path]], typer.Option("--retrieval", metavar="Q C QRELS", help="Queries, corpus (.npy or shard set; ids in their .jsonl rows) and qrels (TSV or JSONL).", show_default=False)] = None,
+    labels: Annotated[Optional[tuple[Path, Path]], typer.Option("--labels", metavar="EMB LABELS", help="Embeddings and their labels (.npy/.jsonl/.txt): aag and label MAP.", show_default=False)] = None,
+    sts: Annotated[Optional[tuple[Path, Path, Path]], typer.Option("--sts", metavar="A B SCORES", help="STS pairs (row i of A with row i of B) and gold scores: Spearman.", show_default=False)] = None,
+    calibration: Annotated[Optional[Path], typer.Option("--calibration", metavar="CAL", help="Rows that calibrate int8/uint8 and fit pca (default: each input itself).", show_default=False)] = None,
+    precisions: Annotated[Optional[str], typer.Option("--precisions", help="Comma list of rows (default: float32,float16,int8,uint8,binary,binary+rescore).", show_default=False)] = None,
+    rescore_multiplier: Annotated[int, typer.Option("--rescore-multiplier", min=1, help="binary+rescore: candidates searched = this x k.")] = 4,
+    resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the paired 95% intervals; 0: none.")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed of every resample.")] = 0,
+    map_queries: Annotated[Optional[int], typer.Option("--map-queries", min=1, help="Label MAP on this many seeded query rows.", show_default=False)] = None,
+    id_field: Annotated[str, typer.Option("--id-field", help="Id field of the .jsonl rows (retrieval).")] = "id",
+    label_field: Annotated[str, typer.Option("--label-field", help="Label field of a .jsonl labels file.")] = "label",
+    score_field: Annotated[str, typer.Option("--score-field", help="Score field of a .jsonl STS file.")] = "score",
+    fail_below_retention: Annotated[Optional[list[str]], typer.Option("--fail-below-retention", metavar="METRIC=P", help="Gate: exit 1 when the --ship row keeps less than P % of METRIC (ndcg@10, recall@100, label_map, aag, sts_spearman). Repeatable.", show_default=False)] = None,
+    ship: Annotated[str, typer.Option("--ship", metavar="FORMAT", help="The row the gates check (e.g. int8, dims:192,int8, binary+rescore).")] = "int8",
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Also draw retention against bytes per vector into this .png (needs matplotlib).", dir_okay=False, show_default=False)] = None,
+    as_json: JsonOpt = False,
+    fmt: FormatOpt = None,
+    report_file: ReportOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Can I ship int8, binary or fewer dimensions? One table over precisions x truncation / PCA.
+
+    Each row: every figure's retention (% of float32) with a paired 95% interval, overlap@10
+    with the float32 neighbours, bytes per vector and search time per query; and a flag when
+    truncation to d/4 loses clearly more than PCA to d/4 (not trained for truncation).
+
+    Example: embedcheck compress sweep --retrieval q.npy corpus.npy qrels.tsv --plot sweep.png
+    """
+    from ..api.compress import compress_sweep, parse_retention, retention_gates
+    from ..gates import add_gates
+    from .common import check_plot, hint, write_plot
+
+    start_command(quiet)
+    below = parse_retention(list(fail_below_retention or []))
+    ins = [p for group in (retrieval, labels, sts) if group for p in group]
+    check_plot(plot, [*ins, calibration])
+    precs = [p.strip() for p in precisions.split(",") if p.strip()] if precisions else None
+    with option_errors({"precisions": "--precisions", "rescore_multiplier": "--rescore-multiplier",
+                        "fail_below_retention": "--fail-below-retention", "retrieval": "--retrieval"}):
+        res = compress_sweep(retrieval=retrieval, labels=labels, sts=sts, calibration=calibration, precisions=precs,
+                             rescore_multiplier=rescore_multiplier, resamples=resamples, seed=seed,
+                             map_queries=map_queries, id_field=id_field, label_field=label_field,
+                             score_field=score_field, progress=lambda m: hint(f"sweep: {m}"))
+    with option_errors({"format": "--ship", "metric": "--fail-below-retention"}):
+        gates = retention_gates(res, below, ship) if below else []
+    report = res.to_dict()
+    if plot is not None:
+        from ..geometry.compress_sweep import sweep_png
+
+        report["plot"] = write_plot(plot, sweep_png(res))
+    add_gates(report, gates)
+    finish(report, title="compress sweep", as_json=as_json, fmt=fmt, report_file=report_file, renderer=_render)

@@ -469,5 +469,40 @@ def _truncation(rows: list[SweepRow], boots: dict[str, dict[str, np.ndarray]], m
             "rule": TRUNCATION_RULE}
 
 
+def sweep_png(result: SweepResult, metric: Optional[str] = None, title: str = "") -> bytes:
+    """Retention of ``metric`` (default the headline) against bytes per vector (log scale), one
+    line per reduction family and precision, with the paired 95 % intervals as error bars."""
+    from .plots import png_bytes, require_matplotlib
+
+    plt = require_matplotlib()
+    metric = metric or result.headline
+    fig, ax = plt.subplots(figsize=(8.5, 5.2))
+    colours = {"float32": "#1f77b4", "float16": "#17becf", "int8": "#2ca02c", "uint8": "#98df8a",
+               "binary": "#d62728", "binary+rescore": "#ff7f0e"}
+    for fam, style in (("dims", "-"), ("pca", "--")):
+        for prec in PRECISION_ROWS:
+            pts = [r for r in result.rows if r.precision == prec and (r.reduce in (None, fam))
+                   and r.retention.get(metric or "", {}).get("retention") is not None]
+            if fam == "pca":
+                pts = [r for r in pts if r.reduce == "pca"]
+            if not pts:
+                continue
+            pts.sort(key=lambda r: r.bytes_per_vector)
+            x = [r.bytes_per_vector for r in pts]
+            y = [r.retention[metric]["retention"] for r in pts]
+            ci = [r.retention[metric].get("retention_ci95") or [v, v] for r, v in zip(pts, y)]
+            err = np.array([[v - c[0] for v, c in zip(y, ci)], [c[1] - v for v, c in zip(y, ci)]])
+            ax.errorbar(x, y, yerr=np.clip(err, 0, None), fmt="o" + style, ms=4, capsize=2, lw=1.2,
+                        color=colours.get(prec), label=f"{'truncation' if fam == 'dims' else 'PCA'} · {prec}")
+    ax.set_xscale("log", base=2)
+    ax.axhline(100, color="grey", lw=0.8)
+    ax.set_xlabel("bytes per vector (log scale)")
+    ax.set_ylabel(f"{metric} retention, % of float32")
+    ax.set_title(title or f"compression sweep: {metric} retention (paired 95% intervals)")
+    ax.legend(fontsize=7, ncol=2, loc="lower right")
+    ax.grid(alpha=0.3)
+    return png_bytes(fig)
+
+
 __all__ = ["PRECISION_ROWS", "LabelInput", "RetrievalInput", "StsInput", "SweepResult", "SweepRow",
-           "default_formats", "retrieval_backend", "sweep"]
+           "default_formats", "retrieval_backend", "sweep", "sweep_png"]
