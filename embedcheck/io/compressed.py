@@ -275,11 +275,15 @@ PROJECTION_FORMAT = "embedcheck-projection/1"
 
 
 def projection_bytes(W: np.ndarray, meta: dict[str, str]) -> bytes:
-    """The ``pca`` projection ``(k, d)`` float32 as safetensors bytes (config in the metadata)."""
-    from safetensors.numpy import save
-
-    return save({"projection": np.ascontiguousarray(W, dtype=np.float32)},
-                metadata={"format": PROJECTION_FORMAT, **{k: str(v) for k, v in meta.items()}})
+    """The ``pca`` projection ``(k, d)`` float32 as safetensors bytes (config in the metadata),
+    deterministic: the header JSON is written with sorted keys (the ``safetensors`` library
+    writes its metadata in hash order)."""
+    raw = np.ascontiguousarray(W, dtype=np.float32).astype("<f4", copy=False).tobytes()
+    header = {"__metadata__": {"format": PROJECTION_FORMAT, **{k: str(v) for k, v in meta.items()}},
+              "projection": {"dtype": "F32", "shape": list(np.shape(W)), "data_offsets": [0, len(raw)]}}
+    hb = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    hb += b" " * (-len(hb) % 8)
+    return len(hb).to_bytes(8, "little") + hb + raw
 
 
 def load_projection(path: str | os.PathLike, rec: dict[str, Any]) -> np.ndarray:
