@@ -246,6 +246,42 @@ def retention_gates(result: Any, below: dict[str, float], ship: str) -> list[dic
     return [min_gate(f"retention.{ship}.{m}", result.retention(ship, m), p) for m, p in below.items()]
 
 
+#: the figures a sweep measures, by input
+SWEEP_METRICS = {"retrieval": ("ndcg_at_10", "recall_at_100"), "labels": ("label_map", "aag"),
+                 "sts": ("sts_spearman",)}
+
+
+def check_gate_targets(below: dict[str, float], ship: str, *, inputs: list[str], precisions: Optional[list[str]],
+                       dim: Optional[int] = None) -> None:
+    """Before any work: every gated metric is measured by a given input, and ``ship`` names a row
+    of the sweep (``[dims:K,|pca:K,]PRECISION`` with a precision of the sweep)."""
+    from ..geometry.compress_sweep import PRECISION_ROWS, default_formats
+    from ..io.compressed import parse_format
+
+    known = {m: k for k, ms in SWEEP_METRICS.items() for m in ms}
+    for m in below:
+        if m not in known:
+            raise InputError(f"fail_below_retention: unknown metric {m!r}; use one of {', '.join(known)}")
+        if known[m] not in inputs:
+            raise InputError(f"fail_below_retention: {m} needs the {known[m]} input")
+    if not below:
+        return
+    rescored = ship.endswith("+rescore")
+    base = ship[: -len("+rescore")] if rescored else ship
+    try:
+        spec = parse_format(base, dim, name="ship")
+    except InputError:
+        raise InputError(f"ship {ship!r} is not a row of the sweep (e.g. int8, dims:96,int8, binary+rescore)") from None
+    if rescored and spec.precision != "binary":
+        raise InputError(f"ship {ship!r}: only binary rows are rescored")
+    row_prec = "binary+rescore" if rescored else spec.precision
+    wanted = list(precisions) if precisions else list(PRECISION_ROWS)
+    if row_prec != "float32" and row_prec not in wanted:
+        raise InputError(f"ship {ship!r} is not a row of the sweep: {row_prec} is not among the precisions")
+    if dim is not None and spec.reduce and (spec.reduce, spec.k) not in default_formats(dim):
+        raise InputError(f"ship {ship!r} is not a row of the sweep: its widths are d, d/2, d/4, d/8 of d = {dim}")
+
+
 def parse_retention(items: list[str]) -> dict[str, float]:
     """``["ndcg@10=95", "label_map=98"]`` → ``{"ndcg_at_10": 95.0, "label_map": 98.0}``."""
     out: dict[str, float] = {}

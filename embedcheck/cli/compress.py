@@ -15,6 +15,7 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
+from ..errors import InputError
 from ._app import app
 from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, option_errors, start_command
 
@@ -143,21 +144,31 @@ def sweep_cmd(
 
     Example: embedcheck compress sweep --retrieval q.npy corpus.npy qrels.tsv --plot sweep.png
     """
-    from ..api.compress import compress_sweep, parse_retention, retention_gates
+    from ..api.compress import check_gate_targets, compress_sweep, parse_retention, retention_gates
     from ..gates import add_gates
-    from .common import check_plot, hint, write_plot
+    from ..geometry.compress_sweep import PRECISION_ROWS
+    from .common import check_plot, hint, stderr_is_terminal, write_plot
 
     start_command(quiet)
-    below = parse_retention(list(fail_below_retention or []))
+    with option_errors({"fail_below_retention": "--fail-below-retention", "ship": "--ship"}):
+        below = parse_retention(list(fail_below_retention or []))
+        precs = [p.strip() for p in precisions.split(",") if p.strip()] if precisions else None
+        for p in precs or []:
+            if p not in PRECISION_ROWS:
+                raise InputError(f"--precisions: unknown {p!r}; use {', '.join(PRECISION_ROWS)}")
+        given = [name for name, v in (("retrieval", retrieval), ("labels", labels), ("sts", sts)) if v]
+        if not given:
+            raise InputError("give at least one input: --retrieval Q C QRELS, --labels EMB LABELS or --sts A B SCORES")
+        check_gate_targets(below, ship, inputs=given, precisions=precs)
     ins = [p for group in (retrieval, labels, sts) if group for p in group]
     check_plot(plot, [*ins, calibration])
-    precs = [p.strip() for p in precisions.split(",") if p.strip()] if precisions else None
     with option_errors({"precisions": "--precisions", "rescore_multiplier": "--rescore-multiplier",
                         "fail_below_retention": "--fail-below-retention", "retrieval": "--retrieval"}):
         res = compress_sweep(retrieval=retrieval, labels=labels, sts=sts, calibration=calibration, precisions=precs,
                              rescore_multiplier=rescore_multiplier, resamples=resamples, seed=seed,
                              map_queries=map_queries, id_field=id_field, label_field=label_field,
-                             score_field=score_field, progress=lambda m: hint(f"sweep: {m}"))
+                             score_field=score_field,
+                             progress=(lambda m: hint(f"sweep: {m}")) if stderr_is_terminal() else None)
     with option_errors({"format": "--ship", "metric": "--fail-below-retention"}):
         gates = retention_gates(res, below, ship) if below else []
     report = res.to_dict()
