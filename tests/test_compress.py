@@ -4,7 +4,6 @@ bits similarity, compressed search with rescoring, shard sets, bad inputs."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -8,7 +8,6 @@ import pytest
 from conftest import assert_one_line_error
 from scipy.stats import spearmanr
 
-import embedcheck
 from embedcheck.geometry import aag as aag_mod
 from embedcheck.geometry import label_map as map_mod
 from embedcheck.geometry.compress import compress_matrix

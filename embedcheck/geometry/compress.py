@@ -91,11 +91,13 @@ class Compressed:
 
 
 def _streamed_ranges(X: Any, spec: Spec, W: Optional[np.ndarray], chunk: int) -> np.ndarray:
-    lo = hi = None
+    lo: Optional[np.ndarray] = None
+    hi: Optional[np.ndarray] = None
     for sl in iter_chunks(X.shape[0], chunk):
         r = calibration_ranges(reduce_rows(X[sl], spec, W, offset=sl.start, what="calibration"))
         lo = r[0] if lo is None else np.minimum(lo, r[0])
         hi = r[1] if hi is None else np.maximum(hi, r[1])
+    assert lo is not None and hi is not None
     return np.vstack((lo, hi)).astype(np.float32)
 
 

@@ -245,7 +245,7 @@ def _sts_measure(Ad: np.ndarray, Bd: np.ndarray, gold: np.ndarray, counts: Optio
 
     cos = rowwise_cosine(Ad, Bd)
     sp = float(100 * spearmanr(cos, gold).statistic)
-    if counts is not None and len(counts):
+    if counts is not None and gold_ranks is not None and len(counts):
         boot = 100 * _weighted_pearson(_resampled_ranks(cos, counts), gold_ranks, counts)
     else:
         boot = np.zeros(0)
@@ -424,7 +424,7 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
                 row.search_ms_per_query = round(ms, 4)
             rows.append(row)
 
-    metrics = [m for m in ("ndcg_at_10", "recall_at_100", "label_map", "sts_spearman", "aag") if m in base]
+    metrics: list[str] = [m for m in ("ndcg_at_10", "recall_at_100", "label_map", "sts_spearman", "aag") if m in base]
     headline = metrics[0] if metrics else None
     trunc = _truncation(rows, boots, headline, d)
     methods = []
@@ -475,14 +475,14 @@ def sweep_png(result: SweepResult, metric: Optional[str] = None, title: str = ""
     from .plots import png_bytes, require_matplotlib
 
     plt = require_matplotlib()
-    metric = metric or result.headline
+    metric = metric or result.headline or ""
     fig, ax = plt.subplots(figsize=(8.5, 5.2))
     colours = {"float32": "#1f77b4", "float16": "#17becf", "int8": "#2ca02c", "uint8": "#98df8a",
                "binary": "#d62728", "binary+rescore": "#ff7f0e"}
     for fam, style in (("dims", "-"), ("pca", "--")):
         for prec in PRECISION_ROWS:
             pts = [r for r in result.rows if r.precision == prec and (r.reduce in (None, fam))
-                   and r.retention.get(metric or "", {}).get("retention") is not None]
+                   and r.retention.get(metric, {}).get("retention") is not None]
             if fam == "pca":
                 pts = [r for r in pts if r.reduce == "pca"]
             if not pts:

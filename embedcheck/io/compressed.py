@@ -77,7 +77,7 @@ class Spec:
         return f"{red},{self.precision}" if red else self.precision
 
     def out_dim(self, dim: int) -> int:
-        return int(self.k) if self.reduce else int(dim)
+        return int(self.k) if self.reduce and self.k is not None else int(dim)
 
     def columns(self, dim: int) -> int:
         """Stored columns for ``dim`` input dimensions (bits: 8 per byte)."""
