@@ -153,3 +153,21 @@ def test_retrieval_rows_use_the_retrieval_metrics():
     assert res.float32["ndcg_at_10"] == pytest.approx(want, abs=1e-9)
     assert res.row("binary+rescore").overlap_at_10 >= res.row("binary").overlap_at_10
     assert res.row("float32").search_ms_per_query > 0
+
+
+def test_reports_validate_against_their_schemas(cli, tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    from embedcheck.schemas import json_schema
+
+    X, y = _labelled(n=80)
+    np.save(tmp_path / "x.npy", X)
+    np.save(tmp_path / "y.npy", y)
+    w = cli(["compress", tmp_path / "x.npy", "--to", "pca:4,int8", "-o", tmp_path / "o.npy", "--json"]).json()
+    jsonschema.Draft202012Validator(json_schema("compress write")).validate(w)
+    s = cli(["compress", "sweep", "--labels", tmp_path / "x.npy", tmp_path / "y.npy", "--resamples", 20,
+             "--precisions", "float32,binary", "--json"]).json()
+    assert s["schema"] == "embedcheck.compress-sweep/1" and w["schema"] == "embedcheck.compress-write/1"
+    jsonschema.Draft202012Validator(json_schema("compress sweep")).validate(s)
+    for key in ("rows", "metrics"):
+        broken = {k: v for k, v in s.items() if k != key}
+        assert list(jsonschema.Draft202012Validator(json_schema("compress-sweep")).iter_errors(broken))
