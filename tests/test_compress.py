@@ -67,6 +67,10 @@ def test_bits_cosine_is_one_minus_twice_hamming_over_d_by_brute_force(precision)
     ham = (bits[:5, None, :] != bits[None, :, :]).sum(axis=2)
     want = 1 - 2 * ham / d
     assert np.allclose(S, np.take_along_axis(want, idx, axis=1), atol=1e-12)
+    # the score function for decoded ±1 rows gives the same numbers (float32), ties intact
+    from embedcheck.geometry.compress import bits_cosine
+
+    assert np.array_equal(bits_cosine(P[:5], P), want.astype(np.float32))
     # best first, ties by the smaller row
     order = np.lexsort((np.broadcast_to(np.arange(40), want.shape), -want), axis=1)
     assert np.array_equal(idx, order)

@@ -192,6 +192,15 @@ def hamming(Qw: np.ndarray, Dw: np.ndarray) -> np.ndarray:
     return out
 
 
+def bits_cosine(Q: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """Score function ``(b, d) x (t, d) → (b, t)`` float32 for decoded ±1 rows (a binary corpus as
+    every reader decodes it): ``1 − 2·Hamming/d`` exactly — the dot product is an integer, exact in
+    float64, so equal Hamming distances give equal scores and ties stay ties (a float32 GEMM of
+    unit rows could split them). Module level, hence picklable for an engine's tasks."""
+    d = np.shape(Q)[1]
+    return ((np.asarray(Q, dtype=np.float64) @ np.asarray(C, dtype=np.float64).T) / d).astype(np.float32)
+
+
 class CompressedIndex:
     """A compressed corpus prepared for search once (decoded unit rows, or packed words for bits);
     :meth:`search` is then timed alone. See :func:`search_compressed`."""
@@ -279,4 +288,4 @@ def topk_rows_with_ids(V: np.ndarray, ids: np.ndarray, k: int,
     return np.take_along_axis(V, order, axis=1), np.take_along_axis(ids, order, axis=1)
 
 
-__all__ = ["Compressed", "CompressedIndex", "hamming", "compress_matrix", "fit_pca", "reduce_rows", "search_compressed", "topk_rows"]
+__all__ = ["Compressed", "CompressedIndex", "bits_cosine", "hamming", "compress_matrix", "fit_pca", "reduce_rows", "search_compressed", "topk_rows"]
