@@ -369,7 +369,7 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
                 figs.update(ret.metrics(rws))
                 if base_rows is None:
                     base_rows = rws
-                ov = _overlap(rws, base_rows)
+                ov = _overlap(rws, base_rows)[ret.qrels.query_rows]  # the evaluated queries, as the metrics
             if lab is not None and not rescore:
                 Xd = comps["labels"].decoded()
                 f, _boot = _label_measure(Xd, lab[1], resamples, seed, lab[0].map_queries, lab[2])
@@ -416,9 +416,7 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
                 if resamples and ov_idx is not None:
                     from .intervals import percentile_ci
 
-                    # retrieval: overlap is per query row, the resamples are over evaluated queries
-                    ov_e = ov[ret.qrels.query_rows] if ret is not None else ov
-                    ci = percentile_ci(_boot_means(ov_e, ov_idx))
+                    ci = percentile_ci(_boot_means(ov, ov_idx))
                     row.overlap_at_10_ci95 = None if ci is None else [round(ci[0], 6), round(ci[1], 6)]
             if ms is not None:
                 row.search_ms_per_query = round(ms, 4)
