@@ -55,8 +55,9 @@ def write_cmd(
 ) -> None:
     """Write a compressed copy of EMB that aag, sts, anisotropy, neighbors ... read.
 
-    The format, original dimension, calibration ranges or projection file (with its sha256) go
-    into OUT.meta.json; a compressed file is read only with that sidecar.
+    OUT.meta.json records the format, original dimension, calibration ranges or projection file (sha256).
+
+    A compressed file is read only with that sidecar.
 
     Example: embedcheck compress corpus.npy --to int8 -o corpus.int8.npy
     """
@@ -120,7 +121,7 @@ def sweep_cmd(
     labels: Annotated[Optional[tuple[Path, Path]], typer.Option("--labels", metavar="EMB LABELS", help="Embeddings and their labels (.npy/.jsonl/.txt): aag and label MAP.", show_default=False)] = None,
     sts: Annotated[Optional[tuple[Path, Path, Path]], typer.Option("--sts", metavar="A B SCORES", help="STS pairs (row i of A with row i of B) and gold scores: Spearman.", show_default=False)] = None,
     calibration: Annotated[Optional[Path], typer.Option("--calibration", metavar="CAL", help="Rows that calibrate int8/uint8 and fit pca (default: each input itself).", show_default=False)] = None,
-    precisions: Annotated[Optional[str], typer.Option("--precisions", help="Comma list of rows (default: float32,float16,int8,uint8,binary,binary+rescore).", show_default=False)] = None,
+    precisions: Annotated[Optional[str], typer.Option("--precisions", help="Comma list of the precision rows to measure (default: all six).", show_default=False)] = None,
     rescore_multiplier: Annotated[int, typer.Option("--rescore-multiplier", min=1, help="binary+rescore: candidates searched = this x k.")] = 4,
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the paired 95% intervals; 0: none.")] = 1000,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed of every resample.")] = 0,
@@ -138,9 +139,9 @@ def sweep_cmd(
 ) -> None:
     """Can I ship int8, binary or fewer dimensions? One table over precisions x truncation / PCA.
 
-    Each row: every figure's retention (% of float32) with a paired 95% interval, overlap@10
-    with the float32 neighbours, bytes per vector and search time per query; and a flag when
-    truncation to d/4 loses clearly more than PCA to d/4 (not trained for truncation).
+    Per row: each figure's retention (% of float32, paired 95% interval), overlap@10, bytes per vector, ms per query.
+
+    A flag when truncation to d/4 loses clearly more than PCA to d/4 (a model not trained for truncation).
 
     Example: embedcheck compress sweep --retrieval q.npy corpus.npy qrels.tsv --plot sweep.png
     """
