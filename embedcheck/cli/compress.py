@@ -85,8 +85,9 @@ def _render(report: dict[str, Any]) -> None:
     console = Console()
     metrics = report.get("metrics", [])
     t = Table(title=f"compress sweep, d = {report['dim']}: retention % of float32", box=box.SIMPLE_HEAD,
-              header_style="bold", pad_edge=False, caption="± the larger side of the paired 95% interval")
-    t.add_column("format", style="cyan", overflow="fold")
+              header_style="bold", pad_edge=False, collapse_padding=True,
+              caption="± the larger side of the paired 95% interval")
+    t.add_column("format", style="cyan", no_wrap=True)
     t.add_column("B/vec", justify="right")
     for m in metrics:
         t.add_column(_SHORT.get(m, m), justify="right", overflow="fold")
@@ -100,7 +101,7 @@ def _render(report: dict[str, Any]) -> None:
                 cells.append("—")
                 continue
             v, ci = c["retention"], c.get("retention_ci95")
-            cells.append(f"{v:.1f}" + (f" ±{max(v - ci[0], ci[1] - v):.1f}" if ci else ""))
+            cells.append(f"{v:.1f}" + (f"±{max(v - ci[0], ci[1] - v):.1f}" if ci else ""))
         ov, ms = r.get("overlap_at_10"), r.get("search_ms_per_query")
         t.add_row(r["format"], str(r["bytes_per_vector"]), *cells, "—" if ov is None else f"{ov:.2f}",
                   "—" if ms is None else f"{ms:.2g}")
