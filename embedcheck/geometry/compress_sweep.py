@@ -490,9 +490,13 @@ def sweep_png(result: SweepResult, metric: Optional[str] = None, title: str = ""
             y = [r.retention[metric]["retention"] for r in pts]
             ci = [r.retention[metric].get("retention_ci95") or [v, v] for r, v in zip(pts, y)]
             err = np.array([[v - c[0] for v, c in zip(y, ci)], [c[1] - v for v, c in zip(y, ci)]])
-            ax.errorbar(x, y, yerr=np.clip(err, 0, None), fmt="o" + style, ms=4, capsize=2, lw=1.2,
+            mark = "x" if prec == "uint8" else ("s" if prec == "binary+rescore" else "o")
+            ax.errorbar(x, y, yerr=np.clip(err, 0, None), fmt=mark + style, ms=4, capsize=2, lw=1.2,
                         color=colours.get(prec), label=f"{'truncation' if fam == 'dims' else 'PCA'} · {prec}")
     ax.set_xscale("log", base=2)
+    from matplotlib.ticker import ScalarFormatter
+
+    ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.axhline(100, color="grey", lw=0.8)
     ax.set_xlabel("bytes per vector (log scale)")
     ax.set_ylabel(f"{metric} retention, % of float32")
