@@ -20,7 +20,8 @@ same record: same reduction, same ranges), so a binary index scores ``1 − 2·H
 ordered by the smaller corpus row first.
 
 >>> X = np.array([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0], [0.0, 0.6, 0.8]], dtype=np.float32)
->>> S, I = search_compressed(X[:1], X, {"format": "float32", "precision": "float32", "dim": 3}, 2)
+>>> rec = {"format": "float32", "precision": "float32", "original_dim": 3, "dim": 3}
+>>> S, I = search_compressed(X[:1], X, rec, 2)
 >>> I.tolist(), S.round(2).tolist()
 ([[0, 1]], [[1.0, 0.6]])
 """
