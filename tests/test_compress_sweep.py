@@ -171,3 +171,24 @@ def test_reports_validate_against_their_schemas(cli, tmp_path):
     for key in ("rows", "metrics"):
         broken = {k: v for k, v in s.items() if k != key}
         assert list(jsonschema.Draft202012Validator(json_schema("compress-sweep")).iter_errors(broken))
+
+
+def test_python_api_returns_the_report_the_cli_prints(cli, tmp_path):
+    import embedcheck
+
+    X, y = _labelled(n=90)
+    A, B, g = _sts(n=60)
+    for name, arr in (("x", X), ("y", y), ("a", A), ("b", B), ("g", g)):
+        np.save(tmp_path / f"{name}.npy", arr)
+    opts = dict(resamples=30, seed=2, precisions=["float32", "int8", "binary+rescore"])
+    res = embedcheck.compress_sweep(labels=(tmp_path / "x.npy", tmp_path / "y.npy"),
+                                    sts=(tmp_path / "a.npy", tmp_path / "b.npy", tmp_path / "g.npy"), **opts)
+    rep = cli(["compress", "sweep", "--labels", tmp_path / "x.npy", tmp_path / "y.npy", "--sts", tmp_path / "a.npy",
+               tmp_path / "b.npy", tmp_path / "g.npy", "--resamples", 30, "--seed", 2, "--precisions",
+               "float32,int8,binary+rescore", "--json"]).json()
+    got = res.to_dict()
+    for row_api, row_cli in zip(got.pop("rows"), rep.pop("rows")):
+        row_api.pop("search_ms_per_query", None)
+        row_cli.pop("search_ms_per_query", None)
+        assert row_api == row_cli
+    assert {"schema": "embedcheck.compress-sweep/1", **got} == rep
