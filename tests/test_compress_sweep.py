@@ -44,14 +44,17 @@ def small_sweep():
 
 def test_retention_equals_the_ratio_of_the_figures_computed_directly(small_sweep):
     X, y, (A, B, g), res = small_sweep
-    base_map = map_mod.label_map(X, y).map
+    base = map_mod.label_map(X, y)
+    base_map, chance = base.map, base.chance  # label MAP is retained above its chance level
     base_aag = aag_mod.aag(X, y).aag
     base_sts = 100 * spearmanr(np.einsum("ij,ij->i", A, B) / np.linalg.norm(A, axis=1) / np.linalg.norm(B, axis=1),
                                g).statistic
     for fmt in ("dims:4,int8", "pca:4", "binary"):
         Xd = compress_matrix(X, parse_format(fmt, 16)).decoded()
         row = res.row(fmt)
-        assert row.retention["label_map"]["retention"] == pytest.approx(100 * map_mod.label_map(Xd, y).map / base_map, abs=1e-3)
+        got = map_mod.label_map(Xd, y).map
+        assert row.retention["label_map"]["value"] == pytest.approx(got, abs=1e-5)
+        assert row.retention["label_map"]["retention"] == pytest.approx(100 * (got - chance) / (base_map - chance), abs=1e-3)
         assert row.retention["aag"]["retention"] == pytest.approx(100 * aag_mod.aag(Xd, y).aag / base_aag, abs=1e-3)
         AB = compress_matrix(np.concatenate([A, B]), parse_format(fmt, 16)).decoded().astype(np.float64)
         a, b = AB[:200], AB[200:]
@@ -69,7 +72,7 @@ def test_intervals_are_paired_and_float32_retains_everything(small_sweep):
     # interval of the figure itself (independent resamples would make it as wide as that)
     ci = res.row("float16").retention["label_map"]["retention_ci95"]
     own = map_mod.with_interval(map_mod.label_map(X, y), 200, 3)
-    own_width = 100 * (own.map_ci95[1] - own.map_ci95[0]) / own.map
+    own_width = 100 * (own.map_ci95[1] - own.map_ci95[0]) / (own.map - own.chance)
     assert ci[1] - ci[0] < own_width / 20
     r = res.row("binary").retention["label_map"]
     assert r["retention_ci95"][0] <= r["retention"] <= r["retention_ci95"][1]

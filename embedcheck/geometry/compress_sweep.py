@@ -11,7 +11,9 @@ int8/uint8 ranges calibrated once) and measures, against full float32:
   rescored with the float queries as sentence-transformers does). Figures are the retrieval
   module's per-query trec_eval metrics (``ndcg_at_10``, ``recall_at_100``), ties ordered as
   trec_eval orders them.
-* **labels** (embeddings, labels): ``aag`` and ``label_map`` (leave-one-out label retrieval MAP).
+* **labels** (embeddings, labels): ``aag`` and ``label_map`` (leave-one-out label retrieval MAP;
+  its retention is measured above its chance level, which every row shares: a MAP of 55 against a
+  chance of 50 that drops to 54 has lost a fifth of what it had, not 2 %).
 * **sts** (A, B, gold scores): Spearman of row-wise cosine against the gold scores.
 
 **Retention** = figure in the row / figure in full float32, in percent, with a **paired** 95 %
@@ -47,6 +49,8 @@ PRECISION_ROWS = ("float32", "float16", "int8", "uint8", "binary", "binary+resco
 TRUNCATION_RULE = ("at d/4 in float32 on the headline figure: flagged when PCA retains at least 2 points more than "
                    "truncation, the paired 95% interval of that difference lies above 0, and truncation loses at "
                    "least twice what PCA loses")
+RETENTION_RULE = ("retention = 100 x figure / float32 figure; label_map above its chance level: "
+                  "100 x (MAP - chance) / (float32 MAP - chance)")
 #: retrieval cut-offs the sweep evaluates (nDCG@10 headline, recall@100)
 RETRIEVAL_K = (10, 100)
 OVERLAP_K = 10
@@ -79,6 +83,7 @@ class SweepResult(Result):
     metrics: list[str]
     headline: Optional[str] = None
     float32: dict[str, float] = field(default_factory=dict)
+    retention_rule: str = ""
     rows: list[SweepRow] = field(default_factory=list)
     truncation: Optional[dict[str, Any]] = None
     rescore_multiplier: int = 4
@@ -207,13 +212,13 @@ class _Retrieval:
         ms = 1000.0 * (time.perf_counter() - t0) / max(1, len(self.Q))
         return rows, ms
 
-    def metrics(self, rows: np.ndarray) -> dict[str, tuple[float, np.ndarray, np.ndarray]]:
+    def metrics(self, rows: np.ndarray) -> dict[str, tuple[float, np.ndarray, float]]:
         pq = self.B["evaluate_run"](rows, self.qrels, RETRIEVAL_K, n_docs=self.n)
         out = {}
         for name in ("ndcg_at_10", "recall_at_100"):
             if name in pq and (name != "recall_at_100" or self.K >= 100):
                 v = np.asarray(pq[name], dtype=np.float64)
-                out[name] = (float(v.mean()), _boot_means(v, self.idx), v)
+                out[name] = (float(v.mean()), _boot_means(v, self.idx), 0.0)
         return out
 
 
@@ -223,22 +228,38 @@ def _overlap(rows: np.ndarray, base: np.ndarray, k: int = OVERLAP_K) -> np.ndarr
     return (a[:, :, None] == b[:, None, :]).any(axis=2).sum(axis=1) / float(k)
 
 
+def _map_chance(y: np.ndarray, map_queries: Optional[int], seed: int) -> np.ndarray:
+    """Per-query chance AP of the label MAP (its query rows chosen exactly as ``label_map`` chooses
+    them), x100."""
+    from .aag import _check_labels
+    from .label_map import expected_random_ap
+
+    n = len(y)
+    _c, codes, counts = _check_labels(n, y)
+    eligible = np.flatnonzero(counts[codes] >= 2)
+    q = eligible
+    if map_queries is not None and 0 < map_queries < len(eligible):
+        q = np.sort(np.random.default_rng(seed).choice(eligible, size=map_queries, replace=False))
+    return 100.0 * expected_random_ap(np.full(len(q), n - 1), counts[codes[q]] - 1)
+
+
 def _label_measure(Xd: np.ndarray, y: np.ndarray, resamples: int, seed: int, map_queries: Optional[int],
-                   map_idx: Optional[np.ndarray]) -> tuple[dict[str, tuple[float, np.ndarray, np.ndarray]], Any]:
+                   map_idx: Optional[np.ndarray], chance: np.ndarray) -> dict[str, tuple[float, np.ndarray, float]]:
+    """aag and label MAP; label MAP's retention is measured above its chance level."""
     from . import aag as aag_mod
     from . import label_map as map_mod
 
     res = aag_mod.aag(Xd, y, resamples=resamples, seed=seed)
     boot_vals = aag_mod.group_boot_aag(res.boot) if res.boot is not None else np.zeros(0)
     m = map_mod.label_map(Xd, y, queries=map_queries, seed=seed)
-    ap = np.asarray(m.ap, dtype=np.float64)
-    out = {"aag": (float(res.aag), boot_vals, np.zeros(0)),
-           "label_map": (float(m.map), 100.0 * (_boot_means(ap, map_idx) if map_idx is not None else np.zeros(0)), ap)}
-    return out, res.boot
+    gain = 100.0 * np.asarray(m.ap, dtype=np.float64) - chance
+    boot_map = _boot_means(gain, map_idx) if map_idx is not None else np.zeros(0)
+    return {"aag": (float(res.aag), boot_vals, 0.0),
+            "label_map": (float(m.map), boot_map, float(chance.mean()))}
 
 
 def _sts_measure(Ad: np.ndarray, Bd: np.ndarray, gold: np.ndarray, counts: Optional[np.ndarray],
-                 gold_ranks: Optional[np.ndarray]) -> dict[str, tuple[float, np.ndarray, np.ndarray]]:
+                 gold_ranks: Optional[np.ndarray]) -> dict[str, tuple[float, np.ndarray, float]]:
     from scipy.stats import spearmanr
 
     from .sts import _resampled_ranks, _weighted_pearson, rowwise_cosine
@@ -249,7 +270,7 @@ def _sts_measure(Ad: np.ndarray, Bd: np.ndarray, gold: np.ndarray, counts: Optio
         boot = 100 * _weighted_pearson(_resampled_ranks(cos, counts), gold_ranks, counts)
     else:
         boot = np.zeros(0)
-    return {"sts_spearman": (sp, boot, cos)}
+    return {"sts_spearman": (sp, boot, 0.0)}
 
 
 # ---- the sweep ------------------------------------------------------------------------------------
@@ -312,7 +333,7 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
         eligible = int((counts[codes] >= 2).sum())
         nq_map = labels.map_queries if labels.map_queries and 0 < labels.map_queries < eligible else eligible
         map_idx = rng_map.integers(0, nq_map, size=(resamples, nq_map)) if resamples else None
-        lab = (labels, y, map_idx)
+        lab = (labels, y, map_idx, _map_chance(y, labels.map_queries, seed))
         inputs.append("labels")
     st = None
     if sts is not None:
@@ -349,7 +370,7 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
             out["sts"] = compress_matrix(AB, spec, calibration=calibration)
         return out
 
-    base: dict[str, tuple[float, np.ndarray, np.ndarray]] = {}
+    base: dict[str, tuple[float, np.ndarray, float]] = {}
     base_rows = None
     rows: list[SweepRow] = []
     boots: dict[str, dict[str, np.ndarray]] = {}
@@ -361,7 +382,7 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
             name = _row_name(red, w, prec)
             say(name)
             comps = compress_all(spec)
-            figs: dict[str, tuple[float, np.ndarray, np.ndarray]] = {}
+            figs: dict[str, tuple[float, np.ndarray, float]] = {}
             ms = None
             ov = None
             if ret is not None:
@@ -372,8 +393,7 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
                 ov = _overlap(rws, base_rows)[ret.qrels.query_rows]  # the evaluated queries, as the metrics
             if lab is not None and not rescore:
                 Xd = comps["labels"].decoded()
-                f, _boot = _label_measure(Xd, lab[1], resamples, seed, lab[0].map_queries, lab[2])
-                figs.update(f)
+                figs.update(_label_measure(Xd, lab[1], resamples, seed, lab[0].map_queries, lab[2], lab[3]))
                 if ov_rows is not None:
                     index = CompressedIndex(comps["labels"].stored, comps["labels"].record, comps["labels"].projection)
                     t0 = time.perf_counter()
@@ -399,11 +419,11 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
             row = SweepRow(format=name, precision=prec, reduce=red, dim=int(w),
                            bytes_per_vector=int(spec.bytes_per_vector(d)))
             boots[name] = {}
-            for metric, (value, bv, _per) in figs.items():
+            for metric, (value, bv, offset) in figs.items():
                 b0 = base.get(metric)
                 cell: dict[str, Any] = {"value": round(value, 6)}
-                if b0 is not None and b0[0] != 0:
-                    cell["retention"] = round(100.0 * value / b0[0], 4)
+                if b0 is not None and b0[0] - b0[2] != 0:
+                    cell["retention"] = round(100.0 * (value - offset) / (b0[0] - b0[2]), 4)
                     if len(bv) and len(b0[1]) == len(bv):
                         cell["retention_ci95"] = _ratio_ci(bv, b0[1])
                         with np.errstate(divide="ignore", invalid="ignore"):
@@ -435,7 +455,9 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
     ci_method = (f"paired percentile bootstrap of the ratio to float32 ({'; '.join(methods)} resampled once and "
                  f"shared by every row), {resamples} resamples, seed {seed}") if methods else ""
     return SweepResult(dim=int(d), inputs=inputs, metrics=metrics, headline=headline,
-                       float32={m: round(v[0], 6) for m, v in base.items()}, rows=rows, truncation=trunc,
+                       float32={**{m: round(v[0], 6) for m, v in base.items()},
+                                **({"label_map_chance": round(base["label_map"][2], 6)} if "label_map" in base else {})},
+                       retention_rule=RETENTION_RULE, rows=rows, truncation=trunc,
                        rescore_multiplier=int(rescore_multiplier),
                        calibration="self" if calibration is None else "given", resamples=int(resamples),
                        seed=int(seed), ci_method=ci_method, notes=notes)
