@@ -90,6 +90,9 @@ VERSIONS: dict[str, int] = {
     "neighbors": 1,
     "compare": 1,
     "retrieve": 1,
+    # compression (issue 16)
+    "compress-write": 1,
+    "compress-sweep": 1,
 }
 
 
@@ -218,6 +221,20 @@ _BODIES: dict[str, dict[str, Any]] = {
                        "entering_same_label": NUM_OR_NULL, "leaving_same_label": NUM_OR_NULL}),
     }, optional=("labels",)),
     "compare": obj({**COMPARISON["properties"], "current": STR}),
+    # compression (issue 16)
+    "compress-write": obj({
+        "output": {"type": ["string", "null"]}, "format": STR, "n": INT, "original_dim": INT, "dim": INT,
+        "stored_dtype": STR, "bytes_per_vector": INT, "input_bytes_per_vector": INT, "ratio": NUM,
+        "calibration": STR, "seconds": NUM,
+    }),
+    "compress-sweep": obj({
+        "dim": INT, "inputs": {"type": "array", "items": STR}, "metrics": {"type": "array", "items": STR},
+        "rows": {"type": "array", "items": obj({
+            "format": STR, "precision": STR, "reduce": {"type": ["string", "null"]}, "dim": INT,
+            "bytes_per_vector": INT, "retention": {"type": "object"},
+        })},
+        "truncation": {"type": ["object", "null"]}, "ci_method": STR, "seed": INT,
+    }),
 }
 # ---- retrieve (issue 16) ----
 _BODIES["retrieve"] = obj({

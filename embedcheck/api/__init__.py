@@ -26,6 +26,8 @@ MODULES: dict[str, str] = {
     "embed": "embed",
     "compare": "compare",
     "retrieve": "retrieve",
+    "compress": "compress",
+    "compress_sweep": "compress",
 }
 
 

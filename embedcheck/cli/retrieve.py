@@ -11,22 +11,14 @@ import typer
 from ._app import app
 from .common import (
     AddressOpt,
-    BaselineOpt,
     EngineName,
     EngineOpt,
-    FormatOpt,
-    JsonOpt,
-    MaxDropOpt,
-    QuietOpt,
-    ReportOpt,
     SeedOpt,
-    ToleranceOpt,
     check_engine,
-    finish,
     hint,
     progress,
-    start_command,
 )
+from .reporting import Output, reporting
 
 
 def parse_k(text: str) -> list[int]:
@@ -90,6 +82,7 @@ def render(report: dict[str, Any], title: str) -> None:
 
 
 @app.command("retrieve")
+@reporting()
 def retrieve_cmd(
     queries: Annotated[Path, typer.Argument(metavar="QUERIES", help="Query vectors: .npy (ids in its .jsonl sidecar) or a shard set.", show_default=False)],
     corpus: Annotated[Path, typer.Argument(metavar="CORPUS", help="Document vectors: .npy (ids in its .jsonl sidecar) or a shard set.", show_default=False)],
@@ -106,13 +99,8 @@ def retrieve_cmd(
     split: Annotated[str, typer.Option("--split", help="With --mteb-json: the split the scores are filed under.")] = "test",
     engine: EngineOpt = EngineName.local,
     address: AddressOpt = None,
-    baseline: BaselineOpt = None,
-    max_drop: MaxDropOpt = None,
-    tolerance: ToleranceOpt = 0.0,
-    as_json: JsonOpt = False,
-    fmt: FormatOpt = None,
-    report_file: ReportOpt = None,
-    quiet: QuietOpt = False,
+    *,
+    out: Output,
 ) -> None:
     """Retrieval quality of precomputed vectors: nDCG, MAP, recall, P and MRR at each cut-off,
     with 95% intervals over queries, exactly as MTEB's evaluator (trec_eval) computes them.
@@ -128,14 +116,14 @@ def retrieve_cmd(
     from .common import option_errors
     from .output import add_gates, min_gate
 
-    start_command(quiet)
+    out.start()
     check_engine(engine, address)
     ks = parse_k(k)
     gates = parse_gates(list(fail_below or []))
     if mteb_json is not None:
         from ..io.mteb import check_output
 
-        check_output(mteb_json, [queries, corpus, qrels, report_file])
+        check_output(mteb_json, [queries, corpus, qrels, out.report_file])
     with progress() as bar, option_errors({"k": "--k", "resamples": "--resamples", "query_ids": "QUERIES",
                                            "doc_ids": "CORPUS"}):
         task = bar.add_task("retrieve", total=None, info="")
@@ -157,5 +145,4 @@ def retrieve_cmd(
         hint(f"MTEB result: {mteb_json}")
     hint(f"retrieve: {rep.queries} queries over {rep.corpus} documents in {rep.seconds:.1f}s")
     title = f"retrieve — {queries.name} over {corpus.name}"
-    finish(report, title=title, as_json=as_json, fmt=fmt, report_file=report_file,
-           renderer=lambda r: render(r, title))
+    out.finish(report, title=title, renderer=lambda r: render(r, title))

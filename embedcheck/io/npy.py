@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..rows import iter_chunks
+from .compressed import open_decoded
 from .npyfile import _npy_header, check_matrix_shape, check_rows, open_npy
 from .shards import is_shard_set, open_shard_set
 from .source import load_shard_matrix, open_source
@@ -43,7 +44,9 @@ def load_matrix(
 ) -> np.ndarray:
     """Open and validate an embedding matrix: 2-D, float, finite, non-zero rows.
 
-    Returns a read-only memmap (float16/32/64 kept as stored); callers stream it with
+    Returns a read-only memmap (float16/32/64 kept as stored; a compressed artifact — int8,
+    uint8, packed bits — as a :class:`~embedcheck.io.compressed.DecodedMatrix` of float32
+    rows); callers stream it with
     :func:`iter_chunks` and accumulate in float64. The validation pass is itself streamed.
 
     A shard set (a folder holding ``manifest.json``, or that manifest) gives a
@@ -54,7 +57,7 @@ def load_matrix(
     if is_shard_set(path) or Path(path).is_dir():
         return cast(np.ndarray, load_shard_matrix(path, what=what, need_direction=need_direction,
                                                   min_rows=min_rows))
-    X = open_npy(path, what)
+    X = open_decoded(path, what)  # a compressed artifact is decoded as its rows are read
     p = Path(path)
     check_matrix_shape(X, p, what=what, min_rows=min_rows)
     work = "float64" if X.dtype.itemsize == 8 else "float32"

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..rows import CHUNK_ROWS, iter_chunks
+from .compressed import open_decoded
 from .npyfile import check_matrix_shape, check_rows, open_npy
 from .shards import is_shard_set, open_shard_set
 
@@ -62,9 +63,12 @@ class Part:
         return slice(self.offset, self.offset + self.rows)
 
     def open(self) -> np.ndarray:
+        """The part's file: a read-only memmap, or decoded float32 rows of a compressed artifact."""
         if self.array is not None:
             return cast(np.ndarray, self.array)
-        return np.load(self.path, mmap_mode="r", allow_pickle=False)
+        from .compressed import open_decoded
+
+        return open_decoded(self.path, verify=False)
 
     def read(self, chunk: slice | None = None) -> np.ndarray:
         """The part's rows (or rows ``chunk`` relative to the part), as a C-ordered in-memory array."""
@@ -207,7 +211,7 @@ def open_source(x: Any, *, what: str = "embeddings", part_rows: int = PART_ROWS,
         if ss.rows < min_rows:
             raise InputError(f"{what} {x} has {ss.rows} rows; at least {min_rows} needed")
         return Source(str(x), int(ss.rows), int(ss.dim), str(ss.dtype), tuple(shard_parts), ss)
-    X = open_npy(x, what)
+    X = open_decoded(x, what)  # a compressed artifact is decoded as its rows are read
     check_matrix_shape(X, Path(x), what=what, min_rows=min_rows)
     n, d = (int(s) for s in X.shape)
     parts = tuple(Part(os.path.abspath(x), s, min(s + part_rows, n), s) for s in range(0, n, part_rows))

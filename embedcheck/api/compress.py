@@ -1,0 +1,297 @@
+"""``embedcheck.compress``: a compressed copy of an embedding artifact that every measuring command
+reads, and ``embedcheck.compress_sweep``: the compression decision table (see
+:mod:`embedcheck.geometry.compress_sweep`).
+
+>>> import numpy as np, embedcheck
+>>> X = np.random.default_rng(0).standard_normal((50, 16)).astype(np.float32)
+>>> r = embedcheck.compress(X, "int8")
+>>> r.stored.dtype.name, r.bytes_per_vector, r.ratio
+('int8', 16, 4.0)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Optional, Union
+
+import numpy as np
+
+from ..errors import InputError
+from ..result import Result, hidden, optional
+
+ArrayOrPath = Union[str, os.PathLike, np.ndarray]
+
+
+@dataclass(kw_only=True)
+class CompressResult(Result):
+    """What ``compress`` wrote (or, without ``output``, would write: ``stored`` and ``record``)."""
+
+    command: ClassVar[str] = "compress-write"
+
+    output: Optional[str] = None
+    format: str
+    n: int
+    original_dim: int
+    dim: int
+    stored_dtype: str
+    bytes_per_vector: int
+    input_bytes_per_vector: int
+    ratio: float
+    calibration: str
+    projection: Optional[str] = optional()
+    rows_sidecar: Optional[str] = optional()
+    seconds: float
+    stored: Optional[np.ndarray] = hidden()
+    record: Optional[dict[str, Any]] = hidden()
+    projection_matrix: Optional[np.ndarray] = hidden()
+
+
+def _matrix(x: ArrayOrPath, what: str) -> tuple[Any, Optional[Path]]:
+    if isinstance(x, np.ndarray):
+        if x.ndim != 2 or x.dtype.kind != "f":
+            raise InputError(f"{what} must be a 2-D float array, got {x.dtype} {x.shape}")
+        return x, None
+    from ..io.npy import load_matrix
+
+    return load_matrix(x, what=what), Path(x)
+
+
+def _rows_lines(src: Path) -> Optional[list[str]]:
+    """The ``.jsonl`` rows of an input artifact (single file: its same-stem sidecar; shard set: its
+    shards' sidecars in manifest order), as lines; None when there are none."""
+    from ..io.shards import is_shard_set, open_shard_set
+
+    if is_shard_set(src):
+        ss = open_shard_set(src, verify=False)
+        lines = []
+        for i in range(len(ss.shards)):
+            lines += [json.dumps(r, ensure_ascii=False) for r in ss.read_sidecar(i)]
+        return lines
+    side = src.with_suffix(".jsonl")
+    if not side.is_file():
+        return None
+    return [ln for ln in side.read_text(encoding="utf-8").split("\n") if ln.strip()]
+
+
+def _check_output(output: Path, inputs: list[Optional[Path]]) -> None:
+    from ..io.atomic import check_not_input
+    from ..io.provenance import meta_path
+    from ..io.shards import is_shard_set
+
+    if output.suffix.lower() != ".npy":
+        raise InputError(f"output {output} must be a .npy file")
+    folder = output.parent if str(output.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"output folder {folder} does not exist")
+    real = [p for p in inputs if p is not None]
+    outs = [output, meta_path(output), output.with_suffix(".jsonl"), output.with_name(output.stem + ".projection.safetensors")]
+    for o in outs:
+        check_not_input(o, [*real, *[meta_path(p) for p in real if p.suffix]])
+        for p in real:
+            if is_shard_set(p) and o.resolve().is_relative_to((p if p.is_dir() else p.parent).resolve()):
+                raise InputError(f"output {o} would write into the input shard set {p}")
+
+
+def compress(emb: ArrayOrPath, to: str, output: Optional[Union[str, os.PathLike]] = None, *,
+             calibration: Optional[ArrayOrPath] = None) -> CompressResult:
+    """Compress an embedding artifact (``.npy``, shard set or array) to format ``to``
+    (``float16``, ``int8``, ``uint8``, ``binary``, ``ubinary``, ``dims:K``, ``pca:K`` or
+    ``REDUCTION,PRECISION``). int8/uint8 ranges and the pca projection come from ``calibration``
+    (default: the data itself). With ``output`` (a ``.npy``), writes it atomically with its
+    ``.meta.json`` (provenance + the compression record), the input's ``.jsonl`` rows and, for
+    pca, ``<stem>.projection.safetensors``; the result keeps ``stored`` and ``record`` either way.
+    """
+    from ..geometry.compress import compress_matrix
+    from ..io.compressed import STORED_DTYPE, parse_format
+
+    t0 = time.perf_counter()
+    X, src = _matrix(emb, "embeddings")
+    n, d = X.shape
+    spec = parse_format(to, d, name="to")
+    C, cal_src = (None, None) if calibration is None else _matrix(calibration, "calibration")
+    if C is not None and C.shape[1] != d:
+        raise InputError(f"calibration has dimension {C.shape[1]} but the embeddings have {d}")
+    out = Path(output) if output is not None else None
+    if out is not None:
+        _check_output(out, [src, cal_src])
+    comp = compress_matrix(X, spec, calibration=C)
+    rec = dict(comp.record)
+    cal_desc = "self" if calibration is None else (str(cal_src) if cal_src else "array")
+    if spec.precision in ("int8", "uint8") or spec.reduce == "pca":
+        rec["calibration"] = "self" if calibration is None else (
+            {"path": str(cal_src), "sha256": _sha(cal_src)} if cal_src else "array")
+    in_item = np.dtype(getattr(X, "dtype", np.float32)).itemsize
+    res = CompressResult(output=None if out is None else str(out), format=spec.name, n=int(n), original_dim=int(d),
+                         dim=int(spec.out_dim(d)), stored_dtype=STORED_DTYPE[spec.precision],
+                         bytes_per_vector=int(spec.bytes_per_vector(d)), input_bytes_per_vector=int(d * in_item),
+                         ratio=round(d * in_item / spec.bytes_per_vector(d), 4), calibration=cal_desc,
+                         seconds=0.0, stored=comp.stored, record=rec, projection_matrix=comp.projection)
+    if out is not None:
+        _write(out, res, comp, src, cal_src)
+    res.seconds = round(time.perf_counter() - t0, 3)
+    return res
+
+
+def _sha(p: Path) -> str:
+    from ..io.provenance import sha256_file
+    from ..io.shards import is_shard_set, manifest_path
+
+    return sha256_file(manifest_path(p) if is_shard_set(p) else p)
+
+
+def _write(out: Path, res: CompressResult, comp: Any, src: Optional[Path], cal_src: Optional[Path]) -> None:
+    from ..io.atomic import AtomicBatch
+    from ..io.compressed import projection_bytes
+    from ..io.provenance import meta_path, provenance
+
+    rec = dict(res.record or {})
+    inputs: dict[str, Any] = {}
+    if src is not None:
+        inputs["embeddings"] = {"path": str(src), "sha256": _sha(src)}
+    if cal_src is not None:
+        inputs["calibration"] = {"path": str(cal_src), "sha256": _sha(cal_src)}
+    lines = _rows_lines(src) if src is not None else None
+    with AtomicBatch() as batch:
+        if comp.projection is not None:
+            proj = out.with_name(out.stem + ".projection.safetensors")
+            data = projection_bytes(comp.projection, {"kind": "pca", "k": rec["dim"], "dim": rec["original_dim"]})
+            with batch.open(proj, "wb") as f:
+                f.write(data)
+            import hashlib
+
+            rec["projection"] = {"path": proj.name, "sha256": hashlib.sha256(data).hexdigest()}
+            res.projection = str(proj)
+        batch.save_npy(out, comp.stored)
+        if lines is not None:
+            side = out.with_suffix(".jsonl")
+            with batch.open(side, "w") as f:
+                f.write("".join(ln + "\n" for ln in lines))
+            res.rows_sidecar = str(side)
+        meta = provenance("compress", inputs, {"to": res.format, "calibration": res.calibration},
+                          compression=rec, n=res.n, dim=res.dim)
+        batch.save_json(meta_path(out), meta)
+    res.record = rec
+
+
+def _retrieval_inputs(retrieval: Any, id_field: str) -> Any:
+    from ..geometry.compress_sweep import RetrievalInput
+
+    if isinstance(retrieval, RetrievalInput):
+        return retrieval
+    try:
+        queries, corpus, qrels = retrieval
+    except (TypeError, ValueError):
+        raise InputError("retrieval must be (queries, corpus, qrels)") from None
+    try:
+        from ..io.retrieval import read_ids, read_qrels  # type: ignore[import-not-found]
+    except ImportError:
+        raise InputError("retrieval needs the retrieve module (embedcheck retrieve), which this build does not "
+                         "have yet") from None
+    Q, qp = _matrix(queries, "queries")
+    C, cp = _matrix(corpus, "corpus")
+    if qp is None or cp is None:
+        raise InputError("retrieval with arrays: pass a RetrievalInput with the ids")
+    q_ids = read_ids(qp, id_field, what="queries", option="id_field", n_rows=Q.shape[0])
+    c_ids = read_ids(cp, id_field, what="corpus", option="id_field", n_rows=C.shape[0])
+    trip = read_qrels(qrels) if isinstance(qrels, (str, os.PathLike)) else qrels
+    return RetrievalInput(np.asarray(Q, dtype=np.float32), C, trip, q_ids, c_ids)
+
+
+def compress_sweep(*, retrieval: Any = None, labels: Any = None, sts: Any = None,
+                   calibration: Optional[ArrayOrPath] = None, precisions: Optional[list[str]] = None,
+                   rescore_multiplier: int = 4, resamples: int = 1000, seed: int = 0,
+                   map_queries: Optional[int] = None, id_field: str = "id", label_field: str = "label",
+                   score_field: str = "score", progress: Any = None) -> Any:
+    """The compression decision table (:func:`embedcheck.geometry.compress_sweep.sweep`) on whatever
+    inputs are given: ``retrieval=(queries, corpus, qrels)`` (paths: ids from the sidecars'
+    ``id_field``; qrels TSV/JSONL), ``labels=(embeddings, labels)``, ``sts=(a, b, scores)``.
+    Returns a :class:`~embedcheck.geometry.compress_sweep.SweepResult`."""
+    from ..geometry.compress_sweep import PRECISION_ROWS, LabelInput, StsInput, sweep
+    from ..io.labels import load_labels, load_scores
+
+    ret = _retrieval_inputs(retrieval, id_field) if retrieval is not None else None
+    lab = None
+    if labels is not None:
+        if isinstance(labels, LabelInput):
+            lab = labels
+        else:
+            X, _ = _matrix(labels[0], "labels embeddings")
+            y = labels[1] if isinstance(labels[1], np.ndarray) else load_labels(labels[1], X.shape[0], field=label_field)
+            lab = LabelInput(X, y, map_queries)
+    st = None
+    if sts is not None:
+        if isinstance(sts, StsInput):
+            st = sts
+        else:
+            A, _ = _matrix(sts[0], "STS A")
+            B, _ = _matrix(sts[1], "STS B")
+            if A.shape != B.shape:
+                raise InputError(f"STS A has shape {A.shape} but B has {B.shape}")
+            g = sts[2] if isinstance(sts[2], np.ndarray) else load_scores(sts[2], A.shape[0], field=score_field)
+            st = StsInput(np.asarray(A), np.asarray(B), np.asarray(g, dtype=np.float64))
+    C = None if calibration is None else np.asarray(_matrix(calibration, "calibration")[0])
+    return sweep(retrieval=ret, labels=lab, sts=st, calibration=C,
+                 precisions=tuple(precisions) if precisions else PRECISION_ROWS,
+                 rescore_multiplier=rescore_multiplier, resamples=resamples, seed=seed, progress=progress)
+
+
+def retention_gates(result: Any, below: dict[str, float], ship: str) -> list[dict[str, Any]]:
+    """Gates ``<metric> retention of <ship> >= P`` for each ``metric → P`` of ``below``."""
+    from ..gates import min_gate
+
+    return [min_gate(f"retention.{ship}.{m}", result.retention(ship, m), p) for m, p in below.items()]
+
+
+#: the figures a sweep measures, by input
+SWEEP_METRICS = {"retrieval": ("ndcg_at_10", "recall_at_100"), "labels": ("label_map", "aag"),
+                 "sts": ("sts_spearman",)}
+
+
+def check_gate_targets(below: dict[str, float], ship: str, *, inputs: list[str], precisions: Optional[list[str]],
+                       dim: Optional[int] = None) -> None:
+    """Before any work: every gated metric is measured by a given input, and ``ship`` names a row
+    of the sweep (``[dims:K,|pca:K,]PRECISION`` with a precision of the sweep)."""
+    from ..geometry.compress_sweep import PRECISION_ROWS, default_formats
+    from ..io.compressed import parse_format
+
+    known = {m: k for k, ms in SWEEP_METRICS.items() for m in ms}
+    for m in below:
+        if m not in known:
+            raise InputError(f"fail_below_retention: unknown metric {m!r}; use one of {', '.join(known)}")
+        if known[m] not in inputs:
+            raise InputError(f"fail_below_retention: {m} needs the {known[m]} input")
+    if not below:
+        return
+    rescored = ship.endswith("+rescore")
+    base = ship[: -len("+rescore")] if rescored else ship
+    try:
+        spec = parse_format(base, dim, name="ship")
+    except InputError:
+        raise InputError(f"ship {ship!r} is not a row of the sweep (e.g. int8, dims:96,int8, binary+rescore)") from None
+    if rescored and spec.precision != "binary":
+        raise InputError(f"ship {ship!r}: only binary rows are rescored")
+    row_prec = "binary+rescore" if rescored else spec.precision
+    wanted = list(precisions) if precisions else list(PRECISION_ROWS)
+    if row_prec != "float32" and row_prec not in wanted:
+        raise InputError(f"ship {ship!r} is not a row of the sweep: {row_prec} is not among the precisions")
+    if dim is not None and spec.reduce and (spec.reduce, spec.k) not in default_formats(dim):
+        raise InputError(f"ship {ship!r} is not a row of the sweep: its widths are d, d/2, d/4, d/8 of d = {dim}")
+
+
+def parse_retention(items: list[str]) -> dict[str, float]:
+    """``["ndcg@10=95", "label_map=98"]`` → ``{"ndcg_at_10": 95.0, "label_map": 98.0}``."""
+    out: dict[str, float] = {}
+    for it in items:
+        name, sep, val = it.partition("=")
+        try:
+            p = float(val)
+        except ValueError:
+            p = float("nan")
+        if not sep or not name.strip() or not np.isfinite(p):
+            raise InputError(f"fail_below_retention {it!r} must be METRIC=P (e.g. ndcg@10=95)")
+        out[name.strip().lower().replace("@", "_at_")] = p
+    return out

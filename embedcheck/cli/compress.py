@@ -1,0 +1,182 @@
+"""``embedcheck compress EMB --to FORMAT -o OUT`` (a compressed copy every measuring command reads) and
+``embedcheck compress sweep ...`` (the compression decision table).
+
+Spelling: ``compress`` is a command group like ``shards`` and ``physscore`` — one noun, several
+verbs with different arguments and different reports (each report's schema and ``--baseline``
+check are keyed by the command path: ``compress-write``, ``compress-sweep``). ``write`` is the
+default verb, so the issue's ``embedcheck compress EMB --to int8 -o OUT.npy`` works as typed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from typer.core import TyperGroup
+
+from ..errors import InputError
+from ._app import app
+from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, option_errors, start_command
+
+
+class _DefaultWrite(TyperGroup):
+    """``compress EMB ...`` is ``compress write EMB ...`` (the first word is not a verb)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["write", *args]
+        return super().parse_args(ctx, args)
+
+
+compress_app = typer.Typer(
+    name="compress",
+    cls=_DefaultWrite,
+    help="Compressed embeddings: `compress EMB --to int8 -o OUT.npy` writes a copy every measuring "
+    "command reads (float16, int8, uint8, binary, ubinary, dims:K, pca:K, or e.g. pca:96,int8); "
+    "`compress sweep` measures what each format costs (retention with paired 95% intervals).",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(compress_app, name="compress")
+
+
+@compress_app.command("write")
+def write_cmd(
+    emb: Annotated[Path, typer.Argument(metavar="EMB", help="Embeddings: a 2-D float .npy or a shard set.", show_default=False)],
+    to: Annotated[str, typer.Option("--to", metavar="FORMAT", help="float16, int8, uint8, binary, ubinary, dims:K, pca:K, or REDUCTION,PRECISION (pca:96,int8).", show_default=False)],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Output .npy (with .meta.json, .jsonl rows, pca projection).", dir_okay=False, show_default=False)],
+    calibration: Annotated[Optional[Path], typer.Option("--calibration", metavar="CAL", help="Rows that calibrate int8/uint8 ranges and fit pca (default: EMB itself).", show_default=False)] = None,
+    as_json: JsonOpt = False,
+    fmt: FormatOpt = None,
+    report_file: ReportOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Write a compressed copy of EMB that aag, sts, anisotropy, neighbors ... read.
+
+    OUT.meta.json records the format, original dimension, calibration ranges or projection file (sha256).
+
+    A compressed file is read only with that sidecar.
+
+    Example: embedcheck compress corpus.npy --to int8 -o corpus.int8.npy
+    """
+    from ..api.compress import compress
+
+    start_command(quiet)
+    with option_errors({"to": "--to", "calibration": "--calibration", "output": "--output"}):
+        res = compress(emb, to, output, calibration=calibration)
+    finish(res.to_dict(), title=f"compress — {Path(output).name}", as_json=as_json, fmt=fmt, report_file=report_file)
+
+
+_SHORT = {"ndcg_at_10": "nDCG@10", "recall_at_100": "R@100", "label_map": "MAP", "sts_spearman": "STS",
+          "aag": "AAG"}
+
+
+def _render(report: dict[str, Any]) -> None:
+    """One line per row: retention ± the larger side of its paired 95% interval (exact intervals
+    in the JSON report)."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    from .output import print_gates
+
+    console = Console()
+    metrics = report.get("metrics", [])
+    t = Table(title=f"compress sweep, d = {report['dim']}: retention % of float32", box=box.SIMPLE_HEAD,
+              header_style="bold", pad_edge=False, collapse_padding=True,
+              caption="± the larger side of the paired 95% interval")
+    t.add_column("format", style="cyan", no_wrap=True)
+    t.add_column("B/vec", justify="right")
+    for m in metrics:
+        t.add_column(_SHORT.get(m, m), justify="right", overflow="fold")
+    t.add_column("ovl@10", justify="right")
+    t.add_column("ms/q", justify="right")
+    for r in report["rows"]:
+        cells = []
+        for m in metrics:
+            c = r["retention"].get(m)
+            if not c or c.get("retention") is None:
+                cells.append("—")
+                continue
+            v, ci = c["retention"], c.get("retention_ci95")
+            cells.append(f"{v:.1f}" + (f"±{max(v - ci[0], ci[1] - v):.1f}" if ci else ""))
+        ov, ms = r.get("overlap_at_10"), r.get("search_ms_per_query")
+        t.add_row(r["format"], str(r["bytes_per_vector"]), *cells, "—" if ov is None else f"{ov:.2f}",
+                  "—" if ms is None else f"{ms:.2g}")
+    console.print(t)
+    tr = report.get("truncation")
+    if tr:
+        word = "NOT trained for truncation" if tr["not_trained_for_truncation"] else "no truncation flag"
+        console.print(f"d/4 on {tr['metric']}: truncation keeps {tr['truncation_retention']:.1f}%, PCA "
+                      f"{tr['pca_retention']:.1f}% → {word}")
+    for n in report.get("notes", []):
+        console.print(f"note: {n}")
+    print_gates(console, report)
+
+
+@compress_app.command("sweep")
+def sweep_cmd(
+    retrieval: Annotated[Optional[tuple[Path, Path, Path]], typer.Option("--retrieval", metavar="Q C QRELS", help="Queries, corpus (.npy or shard set; ids in their .jsonl rows) and qrels (TSV or JSONL).", show_default=False)] = None,
+    labels: Annotated[Optional[tuple[Path, Path]], typer.Option("--labels", metavar="EMB LABELS", help="Embeddings and their labels (.npy/.jsonl/.txt): aag and label MAP.", show_default=False)] = None,
+    sts: Annotated[Optional[tuple[Path, Path, Path]], typer.Option("--sts", metavar="A B SCORES", help="STS pairs (row i of A with row i of B) and gold scores: Spearman.", show_default=False)] = None,
+    calibration: Annotated[Optional[Path], typer.Option("--calibration", metavar="CAL", help="Rows that calibrate int8/uint8 and fit pca (default: each input itself).", show_default=False)] = None,
+    precisions: Annotated[Optional[str], typer.Option("--precisions", help="Comma list of the precision rows to measure (default: all six).", show_default=False)] = None,
+    rescore_multiplier: Annotated[int, typer.Option("--rescore-multiplier", min=1, help="binary+rescore: candidates searched = this x k.")] = 4,
+    resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the paired 95% intervals; 0: none.")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed of every resample.")] = 0,
+    map_queries: Annotated[Optional[int], typer.Option("--map-queries", min=1, help="Label MAP on this many seeded query rows.", show_default=False)] = None,
+    id_field: Annotated[str, typer.Option("--id-field", help="Id field of the .jsonl rows (retrieval).")] = "id",
+    label_field: Annotated[str, typer.Option("--label-field", help="Label field of a .jsonl labels file.")] = "label",
+    score_field: Annotated[str, typer.Option("--score-field", help="Score field of a .jsonl STS file.")] = "score",
+    fail_below_retention: Annotated[Optional[list[str]], typer.Option("--fail-below-retention", metavar="METRIC=P", help="Gate: exit 1 when the --ship row keeps less than P % of METRIC (ndcg@10, recall@100, label_map, aag, sts_spearman). Repeatable.", show_default=False)] = None,
+    ship: Annotated[str, typer.Option("--ship", metavar="FORMAT", help="The row the gates check (e.g. int8, dims:192,int8, binary+rescore).")] = "int8",
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Also draw retention against bytes per vector into this .png (needs matplotlib).", dir_okay=False, show_default=False)] = None,
+    as_json: JsonOpt = False,
+    fmt: FormatOpt = None,
+    report_file: ReportOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Can I ship int8, binary or fewer dimensions? One table over precisions x truncation / PCA.
+
+    Per row: each figure's retention (% of float32, paired 95% interval), overlap@10, bytes per vector, ms per query.
+
+    A flag when truncation to d/4 loses clearly more than PCA to d/4 (a model not trained for truncation).
+
+    Example: embedcheck compress sweep --retrieval q.npy corpus.npy qrels.tsv --plot sweep.png
+    """
+    from ..api.compress import check_gate_targets, compress_sweep, parse_retention, retention_gates
+    from ..gates import add_gates
+    from ..geometry.compress_sweep import PRECISION_ROWS
+    from .common import check_plot, hint, stderr_is_terminal, write_plot
+
+    start_command(quiet)
+    with option_errors({"fail_below_retention": "--fail-below-retention", "ship": "--ship"}):
+        below = parse_retention(list(fail_below_retention or []))
+        precs = [p.strip() for p in precisions.split(",") if p.strip()] if precisions else None
+        for p in precs or []:
+            if p not in PRECISION_ROWS:
+                raise InputError(f"--precisions: unknown {p!r}; use {', '.join(PRECISION_ROWS)}")
+        given = [name for name, v in (("retrieval", retrieval), ("labels", labels), ("sts", sts)) if v]
+        if not given:
+            raise InputError("give at least one input: --retrieval Q C QRELS, --labels EMB LABELS or --sts A B SCORES")
+        check_gate_targets(below, ship, inputs=given, precisions=precs)
+    ins = [p for group in (retrieval, labels, sts) if group for p in group]
+    check_plot(plot, [*ins, calibration])
+    with option_errors({"precisions": "--precisions", "rescore_multiplier": "--rescore-multiplier",
+                        "fail_below_retention": "--fail-below-retention", "retrieval": "--retrieval"}):
+        res = compress_sweep(retrieval=retrieval, labels=labels, sts=sts, calibration=calibration, precisions=precs,
+                             rescore_multiplier=rescore_multiplier, resamples=resamples, seed=seed,
+                             map_queries=map_queries, id_field=id_field, label_field=label_field,
+                             score_field=score_field,
+                             progress=(lambda m: hint(f"sweep: {m}")) if stderr_is_terminal() else None)
+    with option_errors({"format": "--ship", "metric": "--fail-below-retention"}):
+        gates = retention_gates(res, below, ship) if below else []
+    report = res.to_dict()
+    if plot is not None:
+        from ..geometry.compress_sweep import sweep_png
+
+        report["plot"] = write_plot(plot, sweep_png(res))
+    add_gates(report, gates)
+    finish(report, title="compress sweep", as_json=as_json, fmt=fmt, report_file=report_file, renderer=_render)
