@@ -17,7 +17,8 @@ from typer.core import TyperGroup
 
 from ..errors import InputError
 from ._app import app
-from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, option_errors, start_command
+from .common import option_errors
+from .reporting import Output, reporting
 
 
 class _DefaultWrite(TyperGroup):
@@ -43,15 +44,14 @@ app.add_typer(compress_app, name="compress")
 
 
 @compress_app.command("write")
+@reporting(gated=False)
 def write_cmd(
     emb: Annotated[Path, typer.Argument(metavar="EMB", help="Embeddings: a 2-D float .npy or a shard set.", show_default=False)],
     to: Annotated[str, typer.Option("--to", metavar="FORMAT", help="float16, int8, uint8, binary, ubinary, dims:K, pca:K, or REDUCTION,PRECISION (pca:96,int8).", show_default=False)],
     output: Annotated[Path, typer.Option("--output", "-o", help="Output .npy (with .meta.json, .jsonl rows, pca projection).", dir_okay=False, show_default=False)],
     calibration: Annotated[Optional[Path], typer.Option("--calibration", metavar="CAL", help="Rows that calibrate int8/uint8 ranges and fit pca (default: EMB itself).", show_default=False)] = None,
-    as_json: JsonOpt = False,
-    fmt: FormatOpt = None,
-    report_file: ReportOpt = None,
-    quiet: QuietOpt = False,
+    *,
+    out: Output,
 ) -> None:
     """Write a compressed copy of EMB that aag, sts, anisotropy, neighbors ... read.
 
@@ -63,10 +63,10 @@ def write_cmd(
     """
     from ..api.compress import compress
 
-    start_command(quiet)
+    out.start()
     with option_errors({"to": "--to", "calibration": "--calibration", "output": "--output"}):
         res = compress(emb, to, output, calibration=calibration)
-    finish(res.to_dict(), title=f"compress — {Path(output).name}", as_json=as_json, fmt=fmt, report_file=report_file)
+    out.finish(res, title=f"compress — {Path(output).name}")
 
 
 _SHORT = {"ndcg_at_10": "nDCG@10", "recall_at_100": "R@100", "label_map": "MAP", "sts_spearman": "STS",
@@ -117,6 +117,7 @@ def _render(report: dict[str, Any]) -> None:
 
 
 @compress_app.command("sweep")
+@reporting(gated=False)
 def sweep_cmd(
     retrieval: Annotated[Optional[tuple[Path, Path, Path]], typer.Option("--retrieval", metavar="Q C QRELS", help="Queries, corpus (.npy or shard set; ids in their .jsonl rows) and qrels (TSV or JSONL).", show_default=False)] = None,
     labels: Annotated[Optional[tuple[Path, Path]], typer.Option("--labels", metavar="EMB LABELS", help="Embeddings and their labels (.npy/.jsonl/.txt): aag and label MAP.", show_default=False)] = None,
@@ -133,10 +134,8 @@ def sweep_cmd(
     fail_below_retention: Annotated[Optional[list[str]], typer.Option("--fail-below-retention", metavar="METRIC=P", help="Gate: exit 1 when the --ship row keeps less than P % of METRIC (ndcg@10, recall@100, label_map, aag, sts_spearman). Repeatable.", show_default=False)] = None,
     ship: Annotated[str, typer.Option("--ship", metavar="FORMAT", help="The row the gates check (e.g. int8, dims:192,int8, binary+rescore).")] = "int8",
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Also draw retention against bytes per vector into this .png (needs matplotlib).", dir_okay=False, show_default=False)] = None,
-    as_json: JsonOpt = False,
-    fmt: FormatOpt = None,
-    report_file: ReportOpt = None,
-    quiet: QuietOpt = False,
+    *,
+    out: Output,
 ) -> None:
     """Can I ship int8, binary or fewer dimensions? One table over precisions x truncation / PCA.
 
@@ -151,7 +150,7 @@ def sweep_cmd(
     from ..geometry.compress_sweep import PRECISION_ROWS
     from .common import check_plot, hint, stderr_is_terminal, write_plot
 
-    start_command(quiet)
+    out.start()
     with option_errors({"fail_below_retention": "--fail-below-retention", "ship": "--ship"}):
         below = parse_retention(list(fail_below_retention or []))
         precs = [p.strip() for p in precisions.split(",") if p.strip()] if precisions else None
@@ -179,4 +178,4 @@ def sweep_cmd(
 
         report["plot"] = write_plot(plot, sweep_png(res))
     add_gates(report, gates)
-    finish(report, title="compress sweep", as_json=as_json, fmt=fmt, report_file=report_file, renderer=_render)
+    out.finish(report, title="compress sweep", renderer=_render)
