@@ -7,7 +7,11 @@ Three rules, used by every numeric engine we start (torch, onnxruntime, numpy bl
   cores another process needs; onnxruntime sessions also get ``allow_spinning = 0``
   (:func:`ort_session_options`);
 * **free cores** — :func:`free_cores` is the number of cores this process may run on
-  (``os.sched_getaffinity``) minus the 1-minute load average of the others, at least 1;
+  (``os.sched_getaffinity``) minus the cores other processes keep busy *now*: two readings of
+  ``/proc/stat`` ~60 ms apart, the busy time of this process's own cores less this process's own
+  CPU time (:func:`busy_cores`). Not the 1-minute load average: it lags by a minute and counts a
+  pipeline's own previous step, so consecutive steps of a Makefile ran on one core of an idle
+  machine. The load average is only the fallback where ``/proc/stat`` cannot be read;
 * **small work, one thread** — :func:`choose_threads` gives one thread when the work is too small
   for a second one to pay for its start.
 
@@ -17,6 +21,7 @@ Three rules, used by every numeric engine we start (torch, onnxruntime, numpy bl
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 #: environment variable that fixes the thread count of every engine
@@ -37,21 +42,84 @@ def available_cores() -> int:
 
 
 def _load() -> float:
+    """The 1-minute load average (the fallback where ``/proc/stat`` cannot be read)."""
     try:
         return float(os.getloadavg()[0])
     except (AttributeError, OSError):  # pragma: no cover - no load average on this platform
         return 0.0
 
 
+#: seconds between the two readings of ``/proc/stat``
+SAMPLE_SECONDS = 0.06
+#: where the kernel's per-core CPU times are read
+PROC_STAT = "/proc/stat"
+
+
+def _affinity() -> set[int]:
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return set(range(os.cpu_count() or 1))
+
+
+def _cpu_jiffies(cpus: set[int]) -> tuple[int, int] | None:
+    """(busy, total) clock ticks summed over ``cpus`` from ``/proc/stat`` (idle and iowait are
+    idle; steal counts as busy: a hypervisor's other guest holds the core), or ``None``."""
+    try:
+        with open(PROC_STAT, "rb") as f:
+            text = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    busy = total = seen = 0
+    for line in text.splitlines():
+        if not line.startswith("cpu") or line.startswith("cpu "):
+            continue
+        head, *fields = line.split()
+        try:
+            cpu = int(head[3:])
+            vals = [int(v) for v in fields[:8]]  # user nice system idle iowait irq softirq steal
+        except ValueError:
+            return None
+        if cpu not in cpus or len(vals) < 5:
+            continue
+        t = sum(vals)
+        busy += t - vals[3] - vals[4]
+        total += t
+        seen += 1
+    return (busy, total) if seen else None
+
+
+def busy_cores(sample: float = SAMPLE_SECONDS) -> float | None:
+    """Cores of this process's affinity kept busy by *other* processes right now: two readings of
+    ``/proc/stat`` ``sample`` seconds apart, the busy share of those cores times their number,
+    less this process's own CPU time over the same interval. ``None`` where it cannot be read."""
+    cpus = _affinity()
+    a = _cpu_jiffies(cpus)
+    if a is None:
+        return None
+    own0, wall0 = time.process_time(), time.monotonic()
+    time.sleep(sample)
+    b = _cpu_jiffies(cpus)
+    own1, wall1 = time.process_time(), time.monotonic()
+    if b is None or b[1] <= a[1]:
+        return None
+    share = (b[0] - a[0]) / (b[1] - a[1])  # busy fraction of those cores
+    own = (own1 - own0) / max(wall1 - wall0, 1e-9)  # cores this process used meanwhile
+    return max(0.0, share * len(cpus) - own)
+
+
 def free_cores() -> int:
-    """Cores not already busy with other runnable processes (affinity minus the 1-minute load
-    average, rounded), at least 1.
+    """Cores not kept busy by other processes now (:func:`busy_cores`; the 1-minute load average
+    only where ``/proc/stat`` is missing), rounded, at least 1 and at most :func:`available_cores`.
 
     >>> 1 <= free_cores() <= available_cores()
     True
     """
     avail = available_cores()
-    return max(1, min(avail, int(avail - _load() + 0.5)))
+    busy = busy_cores()
+    if busy is None:
+        busy = _load()
+    return max(1, min(avail, int(avail - busy + 0.5)))
 
 
 def env_threads() -> int | None:
@@ -78,11 +146,13 @@ def choose_threads(cap: int | None = None, *, work: float | None = None,
     forced = env_threads()
     if forced is not None:
         return forced
-    t = free_cores()
+    t = available_cores()
     if cap is not None:
         t = min(t, max(1, int(cap)))
     if work is not None and min_work_per_thread:
         t = min(t, max(1, int(work // min_work_per_thread)))
+    if t > 1:  # only then is it worth ~60 ms to see what the other processes use
+        t = min(t, free_cores())
     return max(1, t)
 
 
