@@ -25,7 +25,8 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["aag", "anisotropy", "embed", "head", "physscore", "shards", "fast", "intervals", "neighbors", "scale"]
+ORDER = ["aag", "anisotropy", "embed", "head", "physscore", "shards", "fast", "intervals", "neighbors", "scale",
+         "threads"]
 
 
 def load(name: str):

@@ -45,6 +45,42 @@ def _check_labels(n: int, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return classes, codes, counts
 
 
+#: rows normalised at a time inside a chunk (their float64 copy stays in the core's L2 cache)
+_SUB_ROWS = 256
+_BLAS: Any = None
+
+
+def one_blas_thread() -> Any:
+    """A context in which BLAS runs on one thread, for the skinny products of the streamed passes
+    ((k x chunk) @ (chunk x d) with k small). Two reasons: OpenBLAS splits such a product
+    differently on 2 threads than on 1, so its float64 bits — and the report's last digits —
+    depended on the machine's core count (a Ray worker, ``OMP_NUM_THREADS=1``, gave other bits than
+    a 2-core local run); and a second thread gains nothing on a memory-bound product but its
+    spinning (5x the CPU time of one thread here, far slower when the cores are shared)."""
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=1, user_api="blas")
+
+
+def _unit_chunk(Xc: Any, buf: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``unit_rows(Xc)`` (float64, the same bits) written into ``buf[:len(Xc)]``, with each unit
+    row's squared norm (``einsum("ij,ij->i", U, U)``, the same bits) into ``q[:len(Xc)]``; a few
+    rows at a time, so each row is normalised and measured while it is in the cache."""
+    b = Xc.shape[0]
+    U = buf[:b]
+    for s in range(0, b, _SUB_ROWS):
+        e = min(b, s + _SUB_ROWS)
+        u = U[s:e]
+        np.copyto(u, Xc[s:e])  # exact: float32 (or narrower) to float64
+        sq = np.einsum("ij,ij->i", u, u)
+        np.divide(u, np.where(sq > 0, np.sqrt(sq), 1.0)[:, None], out=u)
+        np.einsum("ij,ij->i", u, u, out=q[s:e])
+    return U
+
+
 def class_sums(X: np.ndarray, codes: np.ndarray, k: int, *, weights: Optional[np.ndarray] = None,
                chunk: int = CHUNK_ROWS) -> tuple[np.ndarray, np.ndarray]:
     """Per-class sums of unit rows (k x d, float64) and per-class sums of squared unit norms.
@@ -55,18 +91,22 @@ def class_sums(X: np.ndarray, codes: np.ndarray, k: int, *, weights: Optional[np
     sums = np.zeros((k, d), dtype=np.float64)
     sq = np.zeros(k, dtype=np.float64)
     classes = np.arange(k)[:, None]
-    for sl in iter_chunks(n, chunk):
-        U = unit_rows(X[sl])
-        c = codes[sl]
-        w = np.ones(len(c)) if weights is None else np.asarray(weights[sl], dtype=np.float64)
-        if k <= 64:  # a dense weighted one-hot (k x b) @ U is one BLAS call
-            sums += ((c[None, :] == classes) * w) @ U
-        else:  # many classes: a sparse one-hot
-            from scipy.sparse import csr_matrix
+    rows = min(n, chunk)
+    buf = np.empty((rows, d), dtype=np.float64)
+    qbuf = np.empty(rows, dtype=np.float64)
+    with one_blas_thread():
+        for sl in iter_chunks(n, chunk):
+            U = _unit_chunk(X[sl], buf, qbuf)
+            c = codes[sl]
+            w = np.ones(len(c)) if weights is None else np.asarray(weights[sl], dtype=np.float64)
+            if k <= 64:  # a dense weighted one-hot (k x b) @ U is one BLAS call
+                sums += ((c[None, :] == classes) * w) @ U
+            else:  # many classes: a sparse one-hot
+                from scipy.sparse import csr_matrix
 
-            sums += csr_matrix((w, (c, np.arange(len(c)))), shape=(k, len(c))) @ U
-        q = np.einsum("ij,ij->i", U, U)
-        sq += np.bincount(c, weights=q * w * w, minlength=k)
+                sums += csr_matrix((w, (c, np.arange(len(c)))), shape=(k, len(c))) @ U
+            q = qbuf[:len(c)]
+            sq += np.bincount(c, weights=q * w * w, minlength=k)
     return sums, sq
 
 
@@ -148,18 +188,22 @@ def _sums_with_groups(X: np.ndarray, codes: np.ndarray, k: int, group_of: np.nda
     gsums = np.zeros((G * k, d), dtype=np.float64)
     gsq = np.zeros(G * k, dtype=np.float64)
     classes = np.arange(k)[:, None]
-    for sl in iter_chunks(n, chunk):
-        U = unit_rows(X[sl])
-        c = codes[sl]
-        if k <= 64:
-            sums += ((c[None, :] == classes) * np.ones(len(c))) @ U
-        else:
-            sums += csr_matrix((np.ones(len(c)), (c, np.arange(len(c)))), shape=(k, len(c))) @ U
-        q = np.einsum("ij,ij->i", U, U)
-        sq += np.bincount(c, weights=q, minlength=k)
-        gc = group_of[sl] * k + c
-        gsums += csr_matrix((np.ones(len(c)), (gc, np.arange(len(c)))), shape=(G * k, len(c))) @ U
-        gsq += np.bincount(gc, weights=q, minlength=G * k)
+    rows = min(n, chunk)
+    buf = np.empty((rows, d), dtype=np.float64)
+    qbuf = np.empty(rows, dtype=np.float64)
+    with one_blas_thread():
+        for sl in iter_chunks(n, chunk):
+            U = _unit_chunk(X[sl], buf, qbuf)
+            c = codes[sl]
+            if k <= 64:
+                sums += ((c[None, :] == classes) * np.ones(len(c))) @ U
+            else:
+                sums += csr_matrix((np.ones(len(c)), (c, np.arange(len(c)))), shape=(k, len(c))) @ U
+            q = qbuf[:len(c)]
+            sq += np.bincount(c, weights=q, minlength=k)
+            gc = group_of[sl] * k + c
+            gsums += csr_matrix((np.ones(len(c)), (gc, np.arange(len(c)))), shape=(G * k, len(c))) @ U
+            gsq += np.bincount(gc, weights=q, minlength=G * k)
     return sums, sq, gsums.reshape(G, k, d), gsq.reshape(G, k)
 
 

@@ -1,0 +1,72 @@
+"""Speed changes in the hot kernels keep the bits: the streamed AAG class sums against the plain
+formulation they replaced, and independent of the BLAS thread count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embedcheck.geometry import aag as geo
+from embedcheck.rows import iter_chunks, unit_rows
+
+
+def plain_class_sums(X, codes, k, weights=None, chunk=8192):
+    """The formulation before the speed work: unit_rows per chunk, a dense one-hot product, the
+    squared norms by einsum (run under one BLAS thread, as the kernel now always is)."""
+    n, d = X.shape
+    sums = np.zeros((k, d))
+    sq = np.zeros(k)
+    classes = np.arange(k)[:, None]
+    with geo.one_blas_thread():
+        for sl in iter_chunks(n, chunk):
+            U = unit_rows(X[sl])
+            c = codes[sl]
+            w = np.ones(len(c)) if weights is None else np.asarray(weights[sl], dtype=np.float64)
+            sums += ((c[None, :] == classes) * w) @ U
+            q = np.einsum("ij,ij->i", U, U)
+            sq += np.bincount(c, weights=q * w * w, minlength=k)
+    return sums, sq
+
+
+@pytest.mark.parametrize("n,d,k,dtype,order", [
+    (20_000, 384, 2, np.float32, "C"),
+    (9_000, 383, 5, np.float32, "C"),
+    (3_000, 12, 3, np.float64, "C"),
+    (1_000, 1024, 2, np.float32, "C"),
+    (300, 7, 2, np.float16, "C"),
+])
+def test_streamed_class_sums_are_the_bits_of_the_plain_formulation(n, d, k, dtype, order):
+    rng = np.random.default_rng(n + d)
+    X = (rng.normal(size=(n, d)) * rng.uniform(0.01, 100, size=(n, 1)) + 0.3).astype(dtype)
+    X[5] = 0  # a zero row stays zero
+    codes = rng.integers(0, k, n)
+    w = rng.integers(0, 3, n).astype(np.float64)
+    for weights in (None, w):
+        got = geo.class_sums(X, codes, k, weights=weights)
+        want = plain_class_sums(X, codes, k, weights=weights)
+        assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+
+
+def test_class_sums_do_not_depend_on_the_blas_thread_count():
+    """OpenBLAS splits a (k x 8192) @ (8192 x 384) product differently on 2 threads than on 1, so
+    the sums' last bits followed the core count (a Ray worker runs one thread); the kernel pins it."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20_000, 384)).astype(np.float32)
+    codes = rng.integers(0, 2, 20_000)
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):
+        one = geo.class_sums(X, codes, 2)
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        two = geo.class_sums(X, codes, 2)
+    assert one[0].tobytes() == two[0].tobytes() and one[1].tobytes() == two[1].tobytes()
+
+
+def test_aag_on_a_memmap_equals_the_in_memory_array(tmp_path):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(17_000, 64)).astype(np.float32)
+    y = rng.integers(0, 3, 17_000)
+    np.save(tmp_path / "x.npy", X)
+    M = np.load(tmp_path / "x.npy", mmap_mode="r")
+    a, b = geo.aag(X, y, resamples=50), geo.aag(M, y, resamples=50)
+    assert a.to_dict() == b.to_dict()
+    assert geo.aag(M, y).aag == pytest.approx(a.aag, abs=1e-12)
