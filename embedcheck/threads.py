@@ -15,6 +15,9 @@ Three rules, used by every numeric engine we start (torch, onnxruntime, numpy bl
 * **small work, one thread** — :func:`choose_threads` gives one thread when the work is too small
   for a second one to pay for its start.
 
+* **one BLAS thread where bits or spinning matter** — :func:`one_blas_thread` for the streamed
+  products of the geometry passes (OpenBLAS's last bits follow its thread count).
+
 ``EMBEDCHECK_THREADS=N`` overrides the choice everywhere. Ground floor: imports nothing heavy.
 """
 
@@ -171,3 +174,46 @@ def ort_session_options(threads: int) -> Any:
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.add_session_config_entry("session.inter_op.allow_spinning", "0")
     return so
+
+
+class _OneBlasThread:
+    """BLAS on one thread while any holder is inside (the setting is process-wide: the first to
+    enter sets it, the last to leave restores it; safe across threads and nested use)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._ctx: Any = None
+        self._controller: Any = None
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._holders == 0:
+                if self._controller is None:
+                    from threadpoolctl import ThreadpoolController
+
+                    self._controller = ThreadpoolController()
+                self._ctx = self._controller.limit(limits=1, user_api="blas")
+            self._holders += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0:
+                self._ctx.restore_original_limits()
+                self._ctx = None
+
+
+_ONE_BLAS_THREAD = _OneBlasThread()
+
+
+def one_blas_thread() -> _OneBlasThread:
+    """A context in which BLAS runs on one thread, for the skinny products of the streamed passes
+    ((k x chunk) @ (chunk x d) with k small) and label MAP's blocks (:mod:`embedcheck.geometry`). Two reasons: OpenBLAS splits
+    a product differently on 2 threads than on 1, so its bits — and the report's last digits —
+    depended on the machine's core count (a Ray worker, ``OMP_NUM_THREADS=1``, gave other bits
+    than a 2-core local run); and a second thread gains nothing on a memory-bound product but its
+    spinning (5x the CPU time of one thread here, far slower when the cores are shared)."""
+    return _ONE_BLAS_THREAD

@@ -8,6 +8,7 @@ import pytest
 
 from embedcheck.geometry import aag as geo
 from embedcheck.rows import iter_chunks, unit_rows
+from embedcheck.threads import one_blas_thread
 
 
 def plain_class_sums(X, codes, k, weights=None, chunk=8192):
@@ -17,7 +18,7 @@ def plain_class_sums(X, codes, k, weights=None, chunk=8192):
     sums = np.zeros((k, d))
     sq = np.zeros(k)
     classes = np.arange(k)[:, None]
-    with geo.one_blas_thread():
+    with one_blas_thread():
         for sl in iter_chunks(n, chunk):
             U = unit_rows(X[sl])
             c = codes[sl]
@@ -70,3 +71,35 @@ def test_aag_on_a_memmap_equals_the_in_memory_array(tmp_path):
     a, b = geo.aag(X, y, resamples=50), geo.aag(M, y, resamples=50)
     assert a.to_dict() == b.to_dict()
     assert geo.aag(M, y).aag == pytest.approx(a.aag, abs=1e-12)
+
+
+def test_label_map_is_the_same_bytes_for_any_thread_count_and_blas_setting():
+    """Each worker computes its block's cosines on one BLAS thread: the per-query APs do not follow
+    the pool size or the BLAS thread count the process started with."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from embedcheck.geometry.label_map import label_map
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(3000, 384)).astype(np.float32)
+    X[100:400] = np.round(X[100:400], 1)  # some exactly tied cosines
+    y = rng.integers(0, 3, 3000)
+    runs = []
+    for threads, blas in ((1, 1), (2, 2), (3, 2), (2, 1)):
+        with threadpoolctl.threadpool_limits(blas, user_api="blas"):
+            runs.append(label_map(X, y, threads=threads, block=256).ap.tobytes())
+    assert len(set(runs)) == 1
+
+
+def test_one_blas_thread_nests_and_restores():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        before = blas_threads()
+        with one_blas_thread():
+            with one_blas_thread():
+                assert set(blas_threads()) == {1}
+            assert set(blas_threads()) == {1}
+        assert blas_threads() == before

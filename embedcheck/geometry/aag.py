@@ -24,6 +24,7 @@ import numpy as np
 
 from ..result import Result, hidden, optional
 from ..rows import CHUNK_ROWS, encode_labels, iter_chunks, label_key, unit_rows
+from ..threads import one_blas_thread
 from .intervals import percentile_ci
 
 #: row groups of the default AAG bootstrap (each group's per-class sums are resampled whole)
@@ -47,22 +48,6 @@ def _check_labels(n: int, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
 
 #: rows normalised at a time inside a chunk (their float64 copy stays in the core's L2 cache)
 _SUB_ROWS = 256
-_BLAS: Any = None
-
-
-def one_blas_thread() -> Any:
-    """A context in which BLAS runs on one thread, for the skinny products of the streamed passes
-    ((k x chunk) @ (chunk x d) with k small). Two reasons: OpenBLAS splits such a product
-    differently on 2 threads than on 1, so its float64 bits — and the report's last digits —
-    depended on the machine's core count (a Ray worker, ``OMP_NUM_THREADS=1``, gave other bits than
-    a 2-core local run); and a second thread gains nothing on a memory-bound product but its
-    spinning (5x the CPU time of one thread here, far slower when the cores are shared)."""
-    global _BLAS
-    if _BLAS is None:
-        from threadpoolctl import ThreadpoolController
-
-        _BLAS = ThreadpoolController()
-    return _BLAS.limit(limits=1, user_api="blas")
 
 
 def _unit_chunk(Xc: Any, buf: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -397,9 +382,10 @@ def variance_share(X: np.ndarray, labels: np.ndarray, *, boot: Optional[GroupBoo
     sums, sq = class_sums(X, codes, k, chunk=chunk)
     mu, total, Q, rank = _share(sums, counts.astype(np.float64), float(sq.sum()))
     along = 0.0
-    for sl in iter_chunks(n, chunk):
-        P = (unit_rows(X[sl]) - mu) @ Q.T
-        along += float(np.einsum("ij,ij->", P, P))
+    with one_blas_thread():  # the bits of a product follow BLAS's thread count
+        for sl in iter_chunks(n, chunk):
+            P = (unit_rows(X[sl]) - mu) @ Q.T
+            along += float(np.einsum("ij,ij->", P, P))
     along /= n
     out = VarianceShare(variance_share=along / total if total > 0 else None, variance_share_dims=rank,
                         total_variance=total, along_variance=along)
@@ -448,10 +434,11 @@ def _boot_variance_share(X: np.ndarray, boot: GroupBoot, chunk: int, batch: int 
 
     def z2(Qs: np.ndarray) -> np.ndarray:
         Z2 = np.zeros((G, Qs.shape[0]))
-        for sl in iter_chunks(n, chunk):
-            Uc = U[sl] if U is not X else unit_rows(X[sl])
-            Z = np.asarray(Uc, dtype=np.float64) @ Qs.T
-            Z2 += onehot[:, sl] @ (Z * Z)
+        with one_blas_thread():
+            for sl in iter_chunks(n, chunk):
+                Uc = U[sl] if U is not X else unit_rows(X[sl])
+                Z = np.asarray(Uc, dtype=np.float64) @ Qs.T
+                Z2 += onehot[:, sl] @ (Z * Z)
         return Z2
 
     return boot_variance_shares(boot, batch, z2)
