@@ -111,18 +111,31 @@ def busy_cores(sample: float = SAMPLE_SECONDS) -> float | None:
     return max(0.0, share * len(cpus) - own)
 
 
+#: a measurement of the free cores is reused for this many seconds (one command's several passes
+#: measure once, not once per pass)
+FRESH_SECONDS = 2.0
+_last: tuple[float, int] | None = None
+
+
 def free_cores() -> int:
     """Cores not kept busy by other processes now (:func:`busy_cores`; the 1-minute load average
     only where ``/proc/stat`` is missing), rounded, at least 1 and at most :func:`available_cores`.
+    Measured at most once per :data:`FRESH_SECONDS`.
 
     >>> 1 <= free_cores() <= available_cores()
     True
     """
+    global _last
+    now = time.monotonic()
+    if _last is not None and now - _last[0] < FRESH_SECONDS:
+        return _last[1]
     avail = available_cores()
     busy = busy_cores()
     if busy is None:
         busy = _load()
-    return max(1, min(avail, int(avail - busy + 0.5)))
+    free = max(1, min(avail, int(avail - busy + 0.5)))
+    _last = (time.monotonic(), free)
+    return free
 
 
 def env_threads() -> int | None:

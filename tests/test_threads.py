@@ -13,6 +13,11 @@ import pytest
 from embedcheck import threads as thr
 
 
+@pytest.fixture(autouse=True)
+def _measure_every_time(monkeypatch):
+    monkeypatch.setattr(thr, "FRESH_SECONDS", 0.0)
+
+
 def test_free_cores_subtracts_the_cores_others_keep_busy_now(monkeypatch):
     monkeypatch.delenv(thr.THREADS_ENV, raising=False)
     monkeypatch.setattr(thr, "available_cores", lambda: 4)
@@ -39,6 +44,17 @@ def test_a_previous_steps_load_average_does_not_cost_cores(monkeypatch):
     assert thr.free_cores() == 2 and thr.choose_threads() == 2
     monkeypatch.setattr(thr, "busy_cores", lambda: None)  # no /proc/stat: the load average
     assert thr.free_cores() == 1
+
+
+def test_one_measurement_serves_a_few_seconds(monkeypatch):
+    calls = []
+    monkeypatch.setattr(thr, "FRESH_SECONDS", 60.0)
+    monkeypatch.setattr(thr, "_last", None)
+    monkeypatch.setattr(thr, "available_cores", lambda: 4)
+    monkeypatch.setattr(thr, "busy_cores", lambda: calls.append(1) or 1.0)
+    assert thr.free_cores() == thr.free_cores() == 3 and len(calls) == 1
+    monkeypatch.setattr(thr, "FRESH_SECONDS", 0.0)
+    assert thr.free_cores() == 3 and len(calls) == 2
 
 
 def test_small_work_never_pays_for_a_measurement(monkeypatch):

@@ -17,8 +17,10 @@ different-label pairs (unordered pairs ``i != j``, unit rows). It is exact in O(
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
@@ -66,6 +68,43 @@ def _unit_chunk(Xc: Any, buf: np.ndarray, q: np.ndarray) -> np.ndarray:
     return U
 
 
+def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, np.ndarray, np.ndarray], Any]) -> Iterator[Any]:
+    """``fn(sl, U, q)`` for every chunk ``sl`` of rows (``U`` its float64 unit rows, ``q`` their
+    squared norms, both in a reused buffer), yielded in row order. With several chunks and free
+    cores the chunks are computed by a few workers (each its own buffers; BLAS on one thread), at
+    most two per worker ahead of the caller: the caller adds the partials in row order, the
+    additions of one sequential loop, so the bits do not depend on the number of workers."""
+    from ..threads import choose_threads
+
+    n, d = X.shape
+    slices = list(iter_chunks(n, chunk))
+    rows = min(n, chunk)
+    local = threading.local()
+
+    def one(sl: slice) -> Any:
+        if getattr(local, "buf", None) is None:
+            local.buf, local.q = np.empty((rows, d)), np.empty(rows)
+        U = _unit_chunk(X[sl], local.buf, local.q)
+        return fn(sl, U, local.q[:U.shape[0]])
+
+    threads = choose_threads(4, work=len(slices), min_work_per_thread=4)
+    with one_blas_thread():
+        if threads <= 1:
+            for sl in slices:
+                yield one(sl)
+            return
+        from concurrent.futures import ThreadPoolExecutor  # numpy and BLAS release the GIL
+
+        with ThreadPoolExecutor(threads) as pool:
+            ahead: deque[Any] = deque()
+            for sl in slices:
+                ahead.append(pool.submit(one, sl))
+                if len(ahead) >= 2 * threads:
+                    yield ahead.popleft().result()
+            while ahead:
+                yield ahead.popleft().result()
+
+
 def class_sums(X: np.ndarray, codes: np.ndarray, k: int, *, weights: Optional[np.ndarray] = None,
                chunk: int = CHUNK_ROWS) -> tuple[np.ndarray, np.ndarray]:
     """Per-class sums of unit rows (k x d, float64) and per-class sums of squared unit norms.
@@ -76,22 +115,21 @@ def class_sums(X: np.ndarray, codes: np.ndarray, k: int, *, weights: Optional[np
     sums = np.zeros((k, d), dtype=np.float64)
     sq = np.zeros(k, dtype=np.float64)
     classes = np.arange(k)[:, None]
-    rows = min(n, chunk)
-    buf = np.empty((rows, d), dtype=np.float64)
-    qbuf = np.empty(rows, dtype=np.float64)
-    with one_blas_thread():
-        for sl in iter_chunks(n, chunk):
-            U = _unit_chunk(X[sl], buf, qbuf)
-            c = codes[sl]
-            w = np.ones(len(c)) if weights is None else np.asarray(weights[sl], dtype=np.float64)
-            if k <= 64:  # a dense weighted one-hot (k x b) @ U is one BLAS call
-                sums += ((c[None, :] == classes) * w) @ U
-            else:  # many classes: a sparse one-hot
-                from scipy.sparse import csr_matrix
 
-                sums += csr_matrix((w, (c, np.arange(len(c)))), shape=(k, len(c))) @ U
-            q = qbuf[:len(c)]
-            sq += np.bincount(c, weights=q * w * w, minlength=k)
+    def part(sl: slice, U: np.ndarray, q: np.ndarray) -> tuple[Any, np.ndarray]:
+        c = codes[sl]
+        w = np.ones(len(c)) if weights is None else np.asarray(weights[sl], dtype=np.float64)
+        if k <= 64:  # a dense weighted one-hot (k x b) @ U is one BLAS call
+            s = ((c[None, :] == classes) * w) @ U
+        else:  # many classes: a sparse one-hot
+            from scipy.sparse import csr_matrix
+
+            s = csr_matrix((w, (c, np.arange(len(c)))), shape=(k, len(c))) @ U
+        return s, np.bincount(c, weights=q * w * w, minlength=k)
+
+    for s, b in _over_chunks(X, chunk, part):  # row order
+        sums += s
+        sq += b
     return sums, sq
 
 
@@ -173,22 +211,22 @@ def _sums_with_groups(X: np.ndarray, codes: np.ndarray, k: int, group_of: np.nda
     gsums = np.zeros((G * k, d), dtype=np.float64)
     gsq = np.zeros(G * k, dtype=np.float64)
     classes = np.arange(k)[:, None]
-    rows = min(n, chunk)
-    buf = np.empty((rows, d), dtype=np.float64)
-    qbuf = np.empty(rows, dtype=np.float64)
-    with one_blas_thread():
-        for sl in iter_chunks(n, chunk):
-            U = _unit_chunk(X[sl], buf, qbuf)
-            c = codes[sl]
-            if k <= 64:
-                sums += ((c[None, :] == classes) * np.ones(len(c))) @ U
-            else:
-                sums += csr_matrix((np.ones(len(c)), (c, np.arange(len(c)))), shape=(k, len(c))) @ U
-            q = qbuf[:len(c)]
-            sq += np.bincount(c, weights=q, minlength=k)
-            gc = group_of[sl] * k + c
-            gsums += csr_matrix((np.ones(len(c)), (gc, np.arange(len(c)))), shape=(G * k, len(c))) @ U
-            gsq += np.bincount(gc, weights=q, minlength=G * k)
+
+    def part(sl: slice, U: np.ndarray, q: np.ndarray) -> tuple[Any, ...]:
+        c = codes[sl]
+        if k <= 64:
+            s = ((c[None, :] == classes) * np.ones(len(c))) @ U
+        else:
+            s = csr_matrix((np.ones(len(c)), (c, np.arange(len(c)))), shape=(k, len(c))) @ U
+        gc = group_of[sl] * k + c
+        g = csr_matrix((np.ones(len(c)), (gc, np.arange(len(c)))), shape=(G * k, len(c))) @ U
+        return s, np.bincount(c, weights=q, minlength=k), g, np.bincount(gc, weights=q, minlength=G * k)
+
+    for s, b, g, gb in _over_chunks(X, chunk, part):  # row order
+        sums += s
+        sq += b
+        gsums += g
+        gsq += gb
     return sums, sq, gsums.reshape(G, k, d), gsq.reshape(G, k)
 
 
