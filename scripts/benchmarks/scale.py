@@ -18,6 +18,8 @@ Every run is its own subprocess (its own Ray, its own RSS); each row records the
 the run's whole process tree (``os.wait4``) and ``/proc/loadavg`` before each run, and the two
 sides alternate (A, B, A, B ...; the ratio is the median of the pairs). Sizes: full = 20,000
 sentences, n = 30,000, 2,000,000 x 384 rows; quick = 2,000 sentences, n = 8,000, 200,000 x 384.
+``EMBEDCHECK_BENCH_SCALE=partner,embed`` runs some of the rows, ``EMBEDCHECK_BENCH_PAIRS=N`` sets
+the pairs (default 2; quick 1).
 """
 
 from __future__ import annotations
@@ -220,10 +222,10 @@ def run(quick: bool = False) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_scale_", dir=os.environ.get("EMBEDCHECK_BENCH_TMP")) as d:
         tmp = Path(d)
-        pairs = 1 if quick else 2
+        pairs = int(os.environ.get("EMBEDCHECK_BENCH_PAIRS", "1" if quick else "2"))
         only = [x for x in os.environ.get("EMBEDCHECK_BENCH_SCALE", "embed,partner,rss").split(",") if x]
-        for name, fn, n in (("embed", lambda n, t: bench_embed(n, t, pairs), n_embed),
-                            ("partner", lambda n, t: bench_partner(n, t, pairs), n_pairs),
+        for name, fn, n in (("partner", lambda n, t: bench_partner(n, t, pairs), n_pairs),
+                            ("embed", lambda n, t: bench_embed(n, t, pairs), n_embed),
                             ("rss", bench_rss, n_big)):
             if name not in only:
                 continue

@@ -1,7 +1,11 @@
-"""Speed changes in the hot kernels keep the bits: the streamed AAG class sums against the plain
-formulation they replaced, and independent of the BLAS thread count."""
+"""Speed under real conditions (issue 18, items 16-19) without changing a report's bytes: the
+streamed AAG class sums against the plain formulation they replaced and independent of the BLAS
+thread count and of the number of workers; label MAP the same bytes for any thread count; Ray
+workers at the driver's niceness."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -121,3 +125,33 @@ def test_chunks_on_several_workers_add_up_to_the_same_bits(monkeypatch):
         assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
         seen.add(b"".join(a.tobytes() for a in geo._sums_with_groups(X, codes, k, group_of, 64, 8192)))
     assert len(seen) == 1
+
+
+def test_ray_workers_add_no_niceness(monkeypatch):
+    """Ray's default worker niceness increment (15) starves the workers on a shared machine; the
+    engine asks for none unless the user set one."""
+    from embedcheck.engine.runner import WORKER_NICENESS, worker_env
+
+    monkeypatch.delenv(WORKER_NICENESS, raising=False)
+    assert worker_env()[WORKER_NICENESS] == "0"
+    monkeypatch.setenv(WORKER_NICENESS, "7")
+    assert worker_env()[WORKER_NICENESS] == "7"
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_ray_worker_runs_at_the_drivers_niceness(tmp_path):
+    """A real local Ray started by the engine: its task runs at the driver's niceness, not 15."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("ray")
+    code = ("import os\nfrom embedcheck.engine.runner import RayEngine\n"
+            "def niceness():\n    return os.nice(0)\n"
+            "e = RayEngine(num_cpus=1)\n"
+            "print(os.nice(0), e.map(niceness, [()])[0])\ne.close()\n")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_worker_niceness"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr[-1000:]
+    driver, worker = p.stdout.split()[-2:]
+    assert worker == driver
