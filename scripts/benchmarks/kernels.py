@@ -102,7 +102,6 @@ def aag_row(quick: bool) -> dict:
         bare()  # the file in the page cache, for both sides
         load = loadavg()
         (t_aag, c_aag), (t_bare, c_bare) = _best(lambda: aag(X, y), bare)
-        del X
     r = t_aag / t_bare
     return _row(f"aag over a {n:,} x {d} float32 memmap vs one bare read-and-sum pass",
                 f"{t_aag:.2f}s vs {t_bare:.2f}s", "read + sum the same chunks (best of 3, interleaved)",
