@@ -7,9 +7,16 @@ Three rules, used by every numeric engine we start (torch, onnxruntime, numpy bl
   cores another process needs; onnxruntime sessions also get ``allow_spinning = 0``
   (:func:`ort_session_options`);
 * **free cores** — :func:`free_cores` is the number of cores this process may run on
-  (``os.sched_getaffinity``) minus the 1-minute load average of the others, at least 1;
+  (``os.sched_getaffinity``) minus the cores other processes keep busy *now*: two readings of
+  ``/proc/stat`` ~60 ms apart, the busy time of this process's own cores less this process's own
+  CPU time (:func:`busy_cores`). Not the 1-minute load average: it lags by a minute and counts a
+  pipeline's own previous step, so consecutive steps of a Makefile ran on one core of an idle
+  machine. The load average is only the fallback where ``/proc/stat`` cannot be read;
 * **small work, one thread** — :func:`choose_threads` gives one thread when the work is too small
   for a second one to pay for its start.
+
+* **one BLAS thread where bits or spinning matter** — :func:`one_blas_thread` for the streamed
+  products of the geometry passes (OpenBLAS's last bits follow its thread count).
 
 ``EMBEDCHECK_THREADS=N`` overrides the choice everywhere. Ground floor: imports nothing heavy.
 """
@@ -17,6 +24,7 @@ Three rules, used by every numeric engine we start (torch, onnxruntime, numpy bl
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 #: environment variable that fixes the thread count of every engine
@@ -37,21 +45,97 @@ def available_cores() -> int:
 
 
 def _load() -> float:
+    """The 1-minute load average (the fallback where ``/proc/stat`` cannot be read)."""
     try:
         return float(os.getloadavg()[0])
     except (AttributeError, OSError):  # pragma: no cover - no load average on this platform
         return 0.0
 
 
+#: seconds between the two readings of ``/proc/stat``
+SAMPLE_SECONDS = 0.06
+#: where the kernel's per-core CPU times are read
+PROC_STAT = "/proc/stat"
+
+
+def _affinity() -> set[int]:
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return set(range(os.cpu_count() or 1))
+
+
+def _cpu_jiffies(cpus: set[int]) -> tuple[int, int] | None:
+    """(busy, total) clock ticks summed over ``cpus`` from ``/proc/stat`` (idle and iowait are
+    idle; steal counts as busy: a hypervisor's other guest holds the core), or ``None``."""
+    try:
+        with open(PROC_STAT, "rb") as f:
+            text = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    busy = total = seen = 0
+    for line in text.splitlines():
+        if not line.startswith("cpu") or line.startswith("cpu "):
+            continue
+        head, *fields = line.split()
+        try:
+            cpu = int(head[3:])
+            vals = [int(v) for v in fields[:8]]  # user nice system idle iowait irq softirq steal
+        except ValueError:
+            return None
+        if cpu not in cpus or len(vals) < 5:
+            continue
+        t = sum(vals)
+        busy += t - vals[3] - vals[4]
+        total += t
+        seen += 1
+    return (busy, total) if seen else None
+
+
+def busy_cores(sample: float = SAMPLE_SECONDS) -> float | None:
+    """Cores of this process's affinity kept busy by *other* processes right now: two readings of
+    ``/proc/stat`` ``sample`` seconds apart, the busy share of those cores times their number,
+    less this process's own CPU time over the same interval. ``None`` where it cannot be read."""
+    cpus = _affinity()
+    a = _cpu_jiffies(cpus)
+    if a is None:
+        return None
+    own0, wall0 = time.process_time(), time.monotonic()
+    time.sleep(sample)
+    b = _cpu_jiffies(cpus)
+    own1, wall1 = time.process_time(), time.monotonic()
+    if b is None or b[1] <= a[1]:
+        return None
+    share = (b[0] - a[0]) / (b[1] - a[1])  # busy fraction of those cores
+    own = (own1 - own0) / max(wall1 - wall0, 1e-9)  # cores this process used meanwhile
+    return max(0.0, share * len(cpus) - own)
+
+
+#: a measurement of the free cores is reused for this many seconds (one command's several passes
+#: measure once, not once per pass)
+FRESH_SECONDS = 2.0
+_last: tuple[float, int] | None = None
+
+
 def free_cores() -> int:
-    """Cores not already busy with other runnable processes (affinity minus the 1-minute load
-    average, rounded), at least 1.
+    """Cores not kept busy by other processes now (:func:`busy_cores`; the 1-minute load average
+    only where ``/proc/stat`` is missing), rounded, at least 1 and at most :func:`available_cores`.
+    Measured at most once per :data:`FRESH_SECONDS`.
 
     >>> 1 <= free_cores() <= available_cores()
     True
     """
+    global _last
+    now = time.monotonic()
+    if _last is not None and now - _last[0] < FRESH_SECONDS:
+        return _last[1]
     avail = available_cores()
-    return max(1, min(avail, int(avail - _load() + 0.5)))
+    busy = busy_cores()
+    if busy is None:
+        busy = _load()
+    free = max(1, min(avail, int(avail - busy + 0.5)))
+    _last = (time.monotonic(), free)
+    return free
 
 
 def env_threads() -> int | None:
@@ -78,11 +162,13 @@ def choose_threads(cap: int | None = None, *, work: float | None = None,
     forced = env_threads()
     if forced is not None:
         return forced
-    t = free_cores()
+    t = available_cores()
     if cap is not None:
         t = min(t, max(1, int(cap)))
     if work is not None and min_work_per_thread:
         t = min(t, max(1, int(work // min_work_per_thread)))
+    if t > 1:  # only then is it worth ~60 ms to see what the other processes use
+        t = min(t, free_cores())
     return max(1, t)
 
 
@@ -101,3 +187,46 @@ def ort_session_options(threads: int) -> Any:
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.add_session_config_entry("session.inter_op.allow_spinning", "0")
     return so
+
+
+class _OneBlasThread:
+    """BLAS on one thread while any holder is inside (the setting is process-wide: the first to
+    enter sets it, the last to leave restores it; safe across threads and nested use)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._ctx: Any = None
+        self._controller: Any = None
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._holders == 0:
+                if self._controller is None:
+                    from threadpoolctl import ThreadpoolController
+
+                    self._controller = ThreadpoolController()
+                self._ctx = self._controller.limit(limits=1, user_api="blas")
+            self._holders += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0:
+                self._ctx.restore_original_limits()
+                self._ctx = None
+
+
+_ONE_BLAS_THREAD = _OneBlasThread()
+
+
+def one_blas_thread() -> _OneBlasThread:
+    """A context in which BLAS runs on one thread, for the skinny products of the streamed passes
+    ((k x chunk) @ (chunk x d) with k small) and label MAP's blocks (:mod:`embedcheck.geometry`). Two reasons: OpenBLAS splits
+    a product differently on 2 threads than on 1, so its bits — and the report's last digits —
+    depended on the machine's core count (a Ray worker, ``OMP_NUM_THREADS=1``, gave other bits
+    than a 2-core local run); and a second thread gains nothing on a memory-bound product but its
+    spinning (5x the CPU time of one thread here, far slower when the cores are shared)."""
+    return _ONE_BLAS_THREAD

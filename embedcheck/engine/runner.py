@@ -40,6 +40,8 @@ FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"
                  "TOKENIZERS_PARALLELISM", "PYTHONPATH", "HF_HOME", "SENTENCE_TRANSFORMERS_HOME")
 INSTALL_HINT = "--engine ray needs Ray: pip install 'embedcheck[ray]' (ray[data])"
 CONNECT_TIMEOUT = 5.0
+#: Ray's increment of its workers' niceness (default 15), read by each worker at start
+WORKER_NICENESS = "RAY_worker_niceness"
 
 
 class Engine:
@@ -83,6 +85,10 @@ def worker_env() -> dict[str, str]:
     """The environment variables every Ray worker gets from the driver."""
     env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
     env.update({k: v for k, v in os.environ.items() if k.startswith("EMBEDCHECK_")})
+    # Ray's workers add 15 to the niceness they start with: beside other work on a shared machine
+    # they then get a sliver of a core, far below an in-process run. They add nothing instead (a
+    # local Ray's workers run at the driver's niceness); a RAY_worker_niceness the user set wins.
+    env[WORKER_NICENESS] = os.environ.get(WORKER_NICENESS) or "0"
     return env
 
 

@@ -17,13 +17,16 @@ different-label pairs (unordered pairs ``i != j``, unit rows). It is exact in O(
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
 from ..result import Result, hidden, optional
 from ..rows import CHUNK_ROWS, encode_labels, iter_chunks, label_key, unit_rows
+from ..threads import one_blas_thread
 from .intervals import percentile_ci
 
 #: row groups of the default AAG bootstrap (each group's per-class sums are resampled whole)
@@ -45,28 +48,96 @@ def _check_labels(n: int, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return classes, codes, counts
 
 
+#: rows normalised at a time inside a chunk (their float64 copy stays in the core's L2 cache)
+_SUB_ROWS = 256
+
+
+def _unit_chunk(Xc: Any, buf: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``unit_rows(Xc)`` (float64, the same bits) written into ``buf[:len(Xc)]``, with each unit
+    row's squared norm (``einsum("ij,ij->i", U, U)``, the same bits) into ``q[:len(Xc)]``; a few
+    rows at a time, so each row is normalised and measured while it is in the cache."""
+    b = Xc.shape[0]
+    U = buf[:b]
+    for s in range(0, b, _SUB_ROWS):
+        e = min(b, s + _SUB_ROWS)
+        u = U[s:e]
+        np.copyto(u, Xc[s:e])  # exact: float32 (or narrower) to float64
+        sq = np.einsum("ij,ij->i", u, u)
+        np.divide(u, np.where(sq > 0, np.sqrt(sq), 1.0)[:, None], out=u)
+        np.einsum("ij,ij->i", u, u, out=q[s:e])
+    return U
+
+
+def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, np.ndarray, np.ndarray], Any]) -> Iterator[Any]:
+    """``fn(sl, U, q)`` for every chunk ``sl`` of rows (``U`` its float64 unit rows, ``q`` their
+    squared norms, both in a reused buffer), yielded in row order. With several chunks and free
+    cores the chunks are computed by a few workers (each its own buffers; BLAS on one thread), at
+    most two per worker ahead of the caller: the caller adds the partials in row order, the
+    additions of one sequential loop, so the bits do not depend on the number of workers."""
+    from ..threads import choose_threads
+
+    n, d = X.shape
+    slices = list(iter_chunks(n, chunk))
+    rows = min(n, chunk)
+    local = threading.local()
+
+    def one(sl: slice) -> Any:
+        if getattr(local, "buf", None) is None:
+            local.buf, local.q = np.empty((rows, d)), np.empty(rows)
+        U = _unit_chunk(X[sl], local.buf, local.q)
+        return fn(sl, U, local.q[:U.shape[0]])
+
+    threads = choose_threads(4, work=len(slices), min_work_per_thread=4)
+    with one_blas_thread():
+        if threads <= 1:
+            for sl in slices:
+                yield one(sl)
+            return
+        from concurrent.futures import ThreadPoolExecutor  # numpy and BLAS release the GIL
+
+        with ThreadPoolExecutor(threads) as pool:
+            ahead: deque[Any] = deque()
+            for sl in slices:
+                ahead.append(pool.submit(one, sl))
+                if len(ahead) >= 2 * threads:
+                    yield ahead.popleft().result()
+            while ahead:
+                yield ahead.popleft().result()
+
+
+def class_sums_chunks(X: Any, codes: np.ndarray, k: int, *, weights: Optional[np.ndarray] = None,
+                      chunk: int = CHUNK_ROWS) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per chunk of ``chunk`` rows, in row order: (k × d class sums of unit rows, k sums of squared
+    unit norms) — the partials :func:`class_sums` adds; chunks computed by the free cores."""
+    d = X.shape[1]
+    classes = np.arange(k)[:, None]
+
+    def part(sl: slice, U: np.ndarray, q: np.ndarray) -> tuple[Any, np.ndarray]:
+        c = codes[sl]
+        w = np.ones(len(c)) if weights is None else np.asarray(weights[sl], dtype=np.float64)
+        if k <= 64:  # a dense weighted one-hot (k x b) @ U is one BLAS call
+            s = ((c[None, :] == classes) * w) @ U
+        else:  # many classes: a sparse one-hot
+            from scipy.sparse import csr_matrix
+
+            s = csr_matrix((w, (c, np.arange(len(c)))), shape=(k, len(c))) @ U
+        return np.asarray(s).reshape(k, d), np.bincount(c, weights=q * w * w, minlength=k)
+
+    return list(_over_chunks(X, chunk, part))
+
+
 def class_sums(X: np.ndarray, codes: np.ndarray, k: int, *, weights: Optional[np.ndarray] = None,
                chunk: int = CHUNK_ROWS) -> tuple[np.ndarray, np.ndarray]:
     """Per-class sums of unit rows (k x d, float64) and per-class sums of squared unit norms.
 
     ``weights`` (one per row) turns these into weighted sums, used by the bootstrap.
     """
-    n, d = X.shape
+    d = X.shape[1]
     sums = np.zeros((k, d), dtype=np.float64)
     sq = np.zeros(k, dtype=np.float64)
-    classes = np.arange(k)[:, None]
-    for sl in iter_chunks(n, chunk):
-        U = unit_rows(X[sl])
-        c = codes[sl]
-        w = np.ones(len(c)) if weights is None else np.asarray(weights[sl], dtype=np.float64)
-        if k <= 64:  # a dense weighted one-hot (k x b) @ U is one BLAS call
-            sums += ((c[None, :] == classes) * w) @ U
-        else:  # many classes: a sparse one-hot
-            from scipy.sparse import csr_matrix
-
-            sums += csr_matrix((w, (c, np.arange(len(c)))), shape=(k, len(c))) @ U
-        q = np.einsum("ij,ij->i", U, U)
-        sq += np.bincount(c, weights=q * w * w, minlength=k)
+    for s_, b in class_sums_chunks(X, codes, k, weights=weights, chunk=chunk):  # row order
+        sums += s_
+        sq += b
     return sums, sq
 
 
@@ -136,31 +207,43 @@ def _group_count(n: int, k: int, d: int, groups: int) -> int:
     return int(max(1, min(n, groups, cap)))
 
 
+def _group_sums_chunks(X: Any, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
+                       chunk: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per chunk, in row order: the class sums exactly as :func:`class_sums_chunks` computes them
+    (same bits), plus per-(group, class) sums (G × k × d, a sparse one-hot product) and sums of
+    |u|² (G × k); chunks computed by the free cores."""
+    from scipy.sparse import csr_matrix
+
+    d = X.shape[1]
+    classes = np.arange(k)[:, None]
+
+    def part(sl: slice, U: np.ndarray, q: np.ndarray) -> tuple[Any, ...]:
+        c = codes[sl]
+        if k <= 64:
+            s = ((c[None, :] == classes) * np.ones(len(c))) @ U
+        else:
+            s = csr_matrix((np.ones(len(c)), (c, np.arange(len(c)))), shape=(k, len(c))) @ U
+        gc = group_of[sl] * k + c
+        g = csr_matrix((np.ones(len(c)), (gc, np.arange(len(c)))), shape=(G * k, len(c))) @ U
+        return (np.asarray(s).reshape(k, d), np.bincount(c, weights=q, minlength=k),
+                np.asarray(g).reshape(G, k, d), np.bincount(gc, weights=q, minlength=G * k).reshape(G, k))
+
+    return list(_over_chunks(X, chunk, part))
+
+
 def _sums_with_groups(X: np.ndarray, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
                       chunk: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One streamed pass: the class sums exactly as :func:`class_sums` computes them (same bits),
-    plus per-(group, class) sums (G·k x d, a sparse one-hot product) and sums of |u|²."""
-    from scipy.sparse import csr_matrix
-
-    n, d = X.shape
-    sums = np.zeros((k, d), dtype=np.float64)
-    sq = np.zeros(k, dtype=np.float64)
-    gsums = np.zeros((G * k, d), dtype=np.float64)
-    gsq = np.zeros(G * k, dtype=np.float64)
-    classes = np.arange(k)[:, None]
-    for sl in iter_chunks(n, chunk):
-        U = unit_rows(X[sl])
-        c = codes[sl]
-        if k <= 64:
-            sums += ((c[None, :] == classes) * np.ones(len(c))) @ U
-        else:
-            sums += csr_matrix((np.ones(len(c)), (c, np.arange(len(c)))), shape=(k, len(c))) @ U
-        q = np.einsum("ij,ij->i", U, U)
-        sq += np.bincount(c, weights=q, minlength=k)
-        gc = group_of[sl] * k + c
-        gsums += csr_matrix((np.ones(len(c)), (gc, np.arange(len(c)))), shape=(G * k, len(c))) @ U
-        gsq += np.bincount(gc, weights=q, minlength=G * k)
-    return sums, sq, gsums.reshape(G, k, d), gsq.reshape(G, k)
+    plus per-(group, class) sums (G × k × d) and sums of |u|² (G × k)."""
+    d = X.shape[1]
+    sums, sq = np.zeros((k, d)), np.zeros(k)
+    gsums, gsq = np.zeros((G, k, d)), np.zeros((G, k))
+    for s_, b, g, gb in _group_sums_chunks(X, codes, k, group_of, G, chunk):  # row order
+        sums += s_
+        sq += b
+        gsums += g
+        gsq += gb
+    return sums, sq, gsums, gsq
 
 
 # ---- the one driver: per-range kernels (tasks) merged in row order, on any engine -------------
@@ -194,13 +277,10 @@ def class_sums_range(parts: Any, start: int, stop: int, codes: np.ndarray, k: in
     rows (the label-shuffle null and the row bootstrap)."""
     from ..io.source import read_range
 
-    out = []
-    for sl in iter_chunks(stop - start, chunk):
-        X = read_range(parts, start + sl.start, start + sl.stop, check=check)
-        if unit32:
-            X = _unit32(X)
-        out.append(class_sums(X, codes[sl], k, weights=None if weights is None else weights[sl], chunk=chunk))
-    return out
+    X = read_range(parts, start, stop, check=check)
+    if unit32:
+        X = _unit32(X)
+    return class_sums_chunks(X, codes, k, weights=weights, chunk=chunk)
 
 
 def group_sums_range(parts: Any, start: int, stop: int, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
@@ -209,11 +289,7 @@ def group_sums_range(parts: Any, start: int, stop: int, codes: np.ndarray, k: in
     sums (G × k × d) and Σ‖u‖² (G × k)."""
     from ..io.source import read_range
 
-    out = []
-    for sl in iter_chunks(stop - start, chunk):
-        X = read_range(parts, start + sl.start, start + sl.stop, check=True)
-        out.append(_sums_with_groups(X, codes[sl], k, group_of[sl], G, chunk))
-    return out
+    return _group_sums_chunks(read_range(parts, start, stop, check=True), codes, k, group_of, G, chunk)
 
 
 def _maybe_in_memory(X: np.ndarray, limit_bytes: int = 2 << 30) -> np.ndarray:
@@ -242,13 +318,14 @@ def boot_z2_range(parts: Any, start: int, stop: int, group_of: np.ndarray, G: in
     from ..io.source import read_range
 
     out = []
-    for sl in iter_chunks(stop - start, chunk):
-        X = read_range(parts, start + sl.start, start + sl.stop)
-        U = _unit32(X) if unit32 else unit_rows(X)
-        Z = np.asarray(U, dtype=np.float64) @ Qs.T
-        b = sl.stop - sl.start
-        onehot = csr_matrix((np.ones(b), (group_of[sl], np.arange(b))), shape=(G, b))
-        out.append(onehot @ (Z * Z))
+    with one_blas_thread():  # the bits of a product follow BLAS's thread count
+        for sl in iter_chunks(stop - start, chunk):
+            X = read_range(parts, start + sl.start, start + sl.stop)
+            U = _unit32(X) if unit32 else unit_rows(X)
+            Z = np.asarray(U, dtype=np.float64) @ Qs.T
+            b = sl.stop - sl.start
+            onehot = csr_matrix((np.ones(b), (group_of[sl], np.arange(b))), shape=(G, b))
+            out.append(onehot @ (Z * Z))
     return out
 
 
@@ -258,9 +335,10 @@ def along_range(parts: Any, start: int, stop: int, mu: np.ndarray, Q: np.ndarray
     from ..io.source import read_range
 
     out = []
-    for sl in iter_chunks(stop - start, chunk):
-        P = (unit_rows(read_range(parts, start + sl.start, start + sl.stop)) - mu) @ Q.T
-        out.append(float(np.einsum("ij,ij->", P, P)))
+    with one_blas_thread():  # the bits of a product follow BLAS's thread count
+        for sl in iter_chunks(stop - start, chunk):
+            P = (unit_rows(read_range(parts, start + sl.start, start + sl.stop)) - mu) @ Q.T
+            out.append(float(np.einsum("ij,ij->", P, P)))
     return out
 
 

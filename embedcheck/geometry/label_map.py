@@ -205,9 +205,13 @@ def label_map(X: np.ndarray, labels: np.ndarray, *, queries: int | None = None, 
     (descending; ties broken by row order), relevant = same label; AP averaged over queries.
 
     Queries whose class has no other row are skipped (their AP is undefined). ``queries``
-    samples that many query rows (seeded) for very large ``n``; memory is ``block x n``.
+    samples that many query rows (seeded) for very large ``n``; memory is ``threads x block x n``.
     ``MapResult.ap`` holds the per-query APs (fractions) in query order. ``threads`` (default:
-    the free cores, at most 4, one for small inputs) and ``block`` change nothing but the speed.
+    the free cores, at most 4, one for small inputs) changes nothing but the speed: each worker
+    computes its block's cosines with BLAS on one thread and ranks them, so the workers never
+    compete with BLAS's own threads, and a block's float32 cosines (OpenBLAS splits a product
+    differently on 2 threads than on 1: other last bits, other order of near-equal cosines) are the
+    same bits whatever the thread count or the machine's core count.
     """
     from ..threads import choose_threads
 
@@ -248,25 +252,22 @@ def label_map(X: np.ndarray, labels: np.ndarray, *, queries: int | None = None, 
     q_sorted = q_idx[order]
     aps_sorted = np.empty(len(q_idx))
 
-    import threading
+    from ..threads import one_blas_thread
 
-    blas = threading.Lock()  # one Gram block at a time: BLAS threads itself; ranking overlaps it
-
-    def one_block(start: int) -> None:
+    def one_block(start: int) -> None:  # each worker its own Gram block on one core (docstring)
         qi = q_sorted[start:start + block]
-        with blas:
-            S = scores(qi)
-        aps_sorted[start:start + len(qi)] = _rank_block(S, qi, codes)
+        aps_sorted[start:start + len(qi)] = _rank_block(scores(qi), qi, codes)
 
     starts = range(0, len(q_idx), block)
-    if threads > 1 and len(q_idx) > block:
-        from concurrent.futures import ThreadPoolExecutor  # numpy sorts release the GIL
+    with one_blas_thread():
+        if threads > 1 and len(q_idx) > block:
+            from concurrent.futures import ThreadPoolExecutor  # BLAS and numpy sorts release the GIL
 
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(one_block, starts))
-    else:
-        for start in starts:
-            one_block(start)
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(one_block, starts))
+        else:
+            for start in starts:
+                one_block(start)
     aps = np.empty(len(q_idx))
     aps[order] = aps_sorted
     chance = expected_random_ap(np.full(len(q_idx), n - 1), counts[codes[q_idx]] - 1)

@@ -1,0 +1,157 @@
+"""Speed under real conditions (issue 18, items 16-19) without changing a report's bytes: the
+streamed AAG class sums against the plain formulation they replaced and independent of the BLAS
+thread count and of the number of workers; label MAP the same bytes for any thread count; Ray
+workers at the driver's niceness."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from embedcheck.geometry import aag as geo
+from embedcheck.rows import iter_chunks, unit_rows
+from embedcheck.threads import one_blas_thread
+
+
+def plain_class_sums(X, codes, k, weights=None, chunk=8192):
+    """The formulation before the speed work: unit_rows per chunk, a dense one-hot product, the
+    squared norms by einsum (run under one BLAS thread, as the kernel now always is)."""
+    n, d = X.shape
+    sums = np.zeros((k, d))
+    sq = np.zeros(k)
+    classes = np.arange(k)[:, None]
+    with one_blas_thread():
+        for sl in iter_chunks(n, chunk):
+            U = unit_rows(X[sl])
+            c = codes[sl]
+            w = np.ones(len(c)) if weights is None else np.asarray(weights[sl], dtype=np.float64)
+            sums += ((c[None, :] == classes) * w) @ U
+            q = np.einsum("ij,ij->i", U, U)
+            sq += np.bincount(c, weights=q * w * w, minlength=k)
+    return sums, sq
+
+
+@pytest.mark.parametrize("n,d,k,dtype,order", [
+    (20_000, 384, 2, np.float32, "C"),
+    (9_000, 383, 5, np.float32, "C"),
+    (3_000, 12, 3, np.float64, "C"),
+    (1_000, 1024, 2, np.float32, "C"),
+    (300, 7, 2, np.float16, "C"),
+])
+def test_streamed_class_sums_are_the_bits_of_the_plain_formulation(n, d, k, dtype, order):
+    rng = np.random.default_rng(n + d)
+    X = (rng.normal(size=(n, d)) * rng.uniform(0.01, 100, size=(n, 1)) + 0.3).astype(dtype)
+    X[5] = 0  # a zero row stays zero
+    codes = rng.integers(0, k, n)
+    w = rng.integers(0, 3, n).astype(np.float64)
+    for weights in (None, w):
+        got = geo.class_sums(X, codes, k, weights=weights)
+        want = plain_class_sums(X, codes, k, weights=weights)
+        assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+
+
+def test_class_sums_do_not_depend_on_the_blas_thread_count():
+    """OpenBLAS splits a (k x 8192) @ (8192 x 384) product differently on 2 threads than on 1, so
+    the sums' last bits followed the core count (a Ray worker runs one thread); the kernel pins it."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20_000, 384)).astype(np.float32)
+    codes = rng.integers(0, 2, 20_000)
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):
+        one = geo.class_sums(X, codes, 2)
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        two = geo.class_sums(X, codes, 2)
+    assert one[0].tobytes() == two[0].tobytes() and one[1].tobytes() == two[1].tobytes()
+
+
+def test_aag_on_a_memmap_equals_the_in_memory_array(tmp_path):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(17_000, 64)).astype(np.float32)
+    y = rng.integers(0, 3, 17_000)
+    np.save(tmp_path / "x.npy", X)
+    M = np.load(tmp_path / "x.npy", mmap_mode="r")
+    a, b = geo.aag(X, y, resamples=50), geo.aag(M, y, resamples=50)
+    assert a.to_dict() == b.to_dict()
+    assert geo.aag(M, y).aag == pytest.approx(a.aag, abs=1e-12)
+
+
+def test_label_map_is_the_same_bytes_for_any_thread_count_and_blas_setting():
+    """Each worker computes its block's cosines on one BLAS thread: the per-query APs do not follow
+    the pool size or the BLAS thread count the process started with."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from embedcheck.geometry.label_map import label_map
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(3000, 384)).astype(np.float32)
+    X[100:400] = np.round(X[100:400], 1)  # some exactly tied cosines
+    y = rng.integers(0, 3, 3000)
+    runs = []
+    for threads, blas in ((1, 1), (2, 2), (3, 2), (2, 1)):
+        with threadpoolctl.threadpool_limits(blas, user_api="blas"):
+            runs.append(label_map(X, y, threads=threads, block=256).ap.tobytes())
+    assert len(set(runs)) == 1
+
+
+def test_one_blas_thread_nests_and_restores():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        before = blas_threads()
+        with one_blas_thread():
+            with one_blas_thread():
+                assert set(blas_threads()) == {1}
+            assert set(blas_threads()) == {1}
+        assert blas_threads() == before
+
+
+def test_chunks_on_several_workers_add_up_to_the_same_bits(monkeypatch):
+    """The chunk partials computed by 1, 2 or 3 workers are added in row order: the same bytes as
+    the plain sequential formulation, for the class sums and for the per-group sums."""
+    rng = np.random.default_rng(5)
+    n, d, k = 45_000, 96, 3
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    codes = rng.integers(0, k, n)
+    group_of = rng.permutation(n) % 64
+    want = plain_class_sums(X, codes, k)
+    seen = set()
+    for t in ("1", "2", "3"):
+        monkeypatch.setenv("EMBEDCHECK_THREADS", t)
+        got = geo.class_sums(X, codes, k)
+        assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+        seen.add(b"".join(a.tobytes() for a in geo._sums_with_groups(X, codes, k, group_of, 64, 8192)))
+    assert len(seen) == 1
+
+
+def test_ray_workers_add_no_niceness(monkeypatch):
+    """Ray's default worker niceness increment (15) starves the workers on a shared machine; the
+    engine asks for none unless the user set one."""
+    from embedcheck.engine.runner import WORKER_NICENESS, worker_env
+
+    monkeypatch.delenv(WORKER_NICENESS, raising=False)
+    assert worker_env()[WORKER_NICENESS] == "0"
+    monkeypatch.setenv(WORKER_NICENESS, "7")
+    assert worker_env()[WORKER_NICENESS] == "7"
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_ray_worker_runs_at_the_drivers_niceness(tmp_path):
+    """A real local Ray started by the engine: its task runs at the driver's niceness, not 15."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("ray")
+    code = ("import os\nfrom embedcheck.engine.runner import RayEngine\n"
+            "def niceness():\n    return os.nice(0)\n"
+            "e = RayEngine(num_cpus=1)\n"
+            "print(os.nice(0), e.map(niceness, [()])[0])\ne.close()\n")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_worker_niceness"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr[-1000:]
+    driver, worker = p.stdout.split()[-2:]
+    assert worker == driver
