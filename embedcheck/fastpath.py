@@ -96,7 +96,7 @@ def read_spec(folder: Path) -> tuple[FastSpec | None, str]:
     """``(spec, "")`` when ``folder`` is a model the fast path implements, else ``(None, why)``."""
     try:
         modules = _read_json(folder / "modules.json")
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None, "no readable modules.json"
     kinds = [_module_kind(m) for m in modules] if isinstance(modules, list) else []
     if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
@@ -113,8 +113,8 @@ def read_spec(folder: Path) -> tuple[FastSpec | None, str]:
         tok_cfg = _read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
         st_cfg = (_read_json(folder / "config_sentence_transformers.json")
                   if (folder / "config_sentence_transformers.json").is_file() else {})
-    except (OSError, ValueError) as exc:
-        return None, f"unreadable configuration ({exc})"
+    except (OSError, ValueError, RecursionError) as exc:
+        return None, f"unreadable configuration ({' '.join(str(exc).split())[:120]})"
     unknown = set(sbert) - _SBERT_KEYS
     if unknown:
         return None, f"sentence_bert_config.json has keys the fast path does not implement: {sorted(unknown)}"

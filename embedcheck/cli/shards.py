@@ -54,7 +54,7 @@ def _model_from_meta(npy: Path) -> str | None:
         return None
     try:
         meta = json.loads(m.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, ValueError, RecursionError):  # unreadable or not JSON: no model named
         return None
     model = meta.get("model") if isinstance(meta, dict) else None
     model_id = model.get("id") if isinstance(model, dict) else model

@@ -52,9 +52,9 @@ class Part:
     def read(self, chunk: slice | None = None) -> np.ndarray:
         """The part's rows (or rows ``chunk`` relative to the part), as an in-memory array."""
         X = self.open()
-        if chunk is None:
-            return np.asarray(X[self.start:self.stop])
-        return np.asarray(X[self.start + chunk.start:self.start + chunk.stop])
+        if chunk is None:  # C order whatever the file's: a Fortran .npy gives the same sums
+            return np.ascontiguousarray(X[self.start:self.stop])
+        return np.ascontiguousarray(X[self.start + chunk.start:self.start + chunk.stop])
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ def read_range(parts: Sequence[Part], start: int, stop: int, *, check: bool = Fa
         lo, hi = max(start, p.offset), min(stop, p.offset + p.rows)
         if hi <= lo:
             continue
-        X = np.asarray(p.open()[p.start + lo - p.offset:p.start + hi - p.offset])
+        X = np.ascontiguousarray(p.open()[p.start + lo - p.offset:p.start + hi - p.offset])
         if check:
             work = "float64" if X.dtype.itemsize == 8 else "float32"
             check_rows(X, p.start + lo - p.offset, Path(p.path), what=what, work=work)

