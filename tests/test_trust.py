@@ -166,3 +166,54 @@ def test_fortran_ordered_shards_give_identical_bytes(args, tmp_path, cli):
         return out
 
     assert run(fsets) == run(sets)
+
+
+# --------------------------------------------------------------------------------------------
+# 3. an output never replaces an input, nor any file inside an input shard set
+
+
+@pytest.fixture
+def head_and_set(tmp_path, cli):
+    X = np.load(TOPICS)
+    d = make_set(tmp_path / "set", X, [400, 200], read_jsonl(TOPICS_LABELS))
+    head = tmp_path / "h.safetensors"
+    res = cli(["train-head", TOPICS, TOPICS_LABELS, "--kind", "lda", "-o", head])
+    assert res.exit_code == 0, res
+    return d, head
+
+
+@pytest.mark.parametrize("case", ["project_onto_shard", "project_into_set_as_set",
+                                  "merge_onto_shard", "merge_into_set", "split_into_set", "train_head_into_set",
+                                  "report_onto_manifest", "project_via_manifest_path"])
+def test_no_output_lands_inside_an_input_shard_set(case, head_and_set, tmp_path, cli):
+    d, head = head_and_set
+    args = {
+        "project_onto_shard": ["project", d, "--head", head, "-o", d / "shard-00001.npy"],
+        "project_into_set_as_set": ["project", d, "--head", head, "-o", d / "projected"],
+        "merge_onto_shard": ["shards", "merge", d, "-o", d / "shard-00000.npy"],
+        "merge_into_set": ["shards", "merge", d, "-o", d / "all.npy"],
+        "split_into_set": ["shards", "split", d, "--rows", "100", "-o", d / "resplit"],
+        "train_head_into_set": ["train-head", d, d, "--kind", "lda", "-o", d / "h.safetensors"],
+        "report_onto_manifest": ["aag", d, d, "--no-map", "--report", d / "manifest.json"],
+        "project_via_manifest_path": ["project", d / "manifest.json", "--head", head, "-o", d / "x.npy"],
+    }[case]
+    before = tree_digest(tmp_path)
+    res = cli(args)
+    assert_one_line_error(res)
+    assert "would" in res.stderr and str(d) in res.stderr, res
+    assert tree_digest(tmp_path) == before
+
+
+def test_an_output_through_a_symbolic_link_onto_an_input_is_refused(tmp_path, cli):
+    d = make_set(tmp_path / "set", np.load(TOPICS), [400, 200])
+    (tmp_path / "link.npy").symlink_to(d / "shard-00000.npy")  # points into the input set
+    X = tmp_path / "X.npy"
+    shutil.copy(TOPICS, X)
+    (tmp_path / "x_link.npy").symlink_to(X)
+    before = tree_digest(tmp_path)
+    for args in (["shards", "merge", d, "-o", tmp_path / "link.npy"],
+                 ["shards", "split", tmp_path / "x_link.npy", "--rows", "100", "-o", tmp_path / "s",
+                  "--report", X]):
+        res = cli(args)
+        assert_one_line_error(res)
+    assert tree_digest(tmp_path) == before

@@ -82,10 +82,15 @@ class EmbedcheckGroup(TyperGroup):
         return code
 
     def _run(self, args: Any, prog_name: Any, complete_var: Any, **extra: Any) -> int:
+        from ..io.atomic import clear_guard
+
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             _shown.clear()
-            return self._run_inner(args, prog_name, complete_var, **extra)
+            try:
+                return self._run_inner(args, prog_name, complete_var, **extra)
+            finally:
+                clear_guard()  # the inputs guarded for this command only
 
     def _run_inner(self, args: Any, prog_name: Any, complete_var: Any, **extra: Any) -> int:
         try:

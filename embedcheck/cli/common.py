@@ -219,6 +219,27 @@ def _path_values(value: Any) -> list[Path]:
     return []
 
 
+#: parameters that name what a command writes (every other path argument is an input)
+OUTPUT_PARAMS = frozenset({"output", "out", "report_file", "plot", "plots"})
+
+
+def guard_outputs(ctx: Any) -> None:
+    """Register every path argument that is not an output as an input of the running command
+    (:func:`embedcheck.io.atomic.guard_inputs`: every write of the command is checked against
+    them), then refuse at once an output that would replace one, or land inside an input shard set."""
+    from ..io.atomic import check_not_input, guard_inputs
+    from ..io.provenance import meta_path
+
+    labels = {prm.name: _option_label(prm) for prm in ctx.command.params}
+    guard_inputs([(labels.get(name, name), p) for name, value in ctx.params.items()
+                  if name not in OUTPUT_PARAMS for p in _path_values(value)])
+    for name in OUTPUT_PARAMS:
+        for p in _path_values(ctx.params.get(name)):
+            outs = [p] + ([p.with_suffix(".jsonl"), meta_path(p)] if p.suffix.lower() == ".npy" else [])
+            for o in outs:
+                check_not_input(o, what=labels.get(name, name))
+
+
 def preflight() -> None:
     """Refuse, before anything is read or written, a ``--report`` file that is another argument.
 
@@ -232,6 +253,7 @@ def preflight() -> None:
     ctx = _current_context()
     if ctx is None:
         return
+    guard_outputs(ctx)
     report_names = {p.name for p in ctx.command.params if "--report" in getattr(p, "opts", ())}
     reports = [v for k in report_names for v in _path_values(ctx.params.get(k))]
     if not reports:

@@ -53,6 +53,7 @@ class AtomicBatch:
         folder = target.parent if str(target.parent) else Path(".")
         if not folder.is_dir():
             raise InputError(f"output folder {folder} does not exist")
+        check_not_input(target)  # the running command's inputs (guard_inputs)
         remove_stale_temps(target)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=folder)
         self._staged.append((tmp, target))
@@ -156,9 +157,87 @@ def save_json(path: str | os.PathLike, obj: Any) -> None:
         f.write(dumps(obj) + "\n")
 
 
-def check_not_input(out: str | os.PathLike, inputs: Sequence[str | os.PathLike]) -> None:
-    """Refuse to overwrite an input file with an output."""
-    o = Path(out).resolve()
-    for i in inputs:
-        if Path(i).resolve() == o:
-            raise InputError(f"output {out} would overwrite the input {i}")
+# ---- outputs never replace inputs ------------------------------------------------------------
+#
+# The running command's inputs (registered once, by the CLI's preflight, from every path argument
+# that is not an output) are guarded here, where every write passes: :meth:`AtomicBatch.open` and
+# :func:`embedcheck.io.shards.new_shard_folder` refuse a target that is an input, or lies inside an
+# input shard set, whatever the command. Commands also call :func:`check_not_input` up front, so
+# the refusal comes before any work.
+
+#: (label, path) of the running command's inputs; empty outside a CLI command
+_GUARDED: list[tuple[str, Path]] = []
+
+
+def guard_inputs(inputs: Sequence[tuple[str, str | os.PathLike]]) -> None:
+    """Register the running command's inputs (``(label, path)``); replaces any earlier registration."""
+    _GUARDED[:] = [(label, Path(p)) for label, p in inputs if str(p) not in ("", "-")]
+
+
+def clear_guard() -> None:
+    _GUARDED.clear()
+
+
+def _real(p: Path) -> Path:
+    return Path(os.path.realpath(p))
+
+
+def _is_shard_folder(p: Path) -> Path | None:
+    """The folder of a shard set given as its folder or its manifest, else None."""
+    if p.is_dir() and (p / "manifest.json").is_file():
+        return p
+    if p.name == "manifest.json" and p.is_file():
+        return p.parent
+    return None
+
+
+def _clash(target: Path, inp: Path) -> str | None:
+    """Why writing ``target`` would replace input ``inp`` (None when it would not)."""
+    parent = target.parent if str(target.parent) else Path(".")
+    # the entry os.replace swaps (a symbolic link itself) and, in case it is followed, where it points
+    places = {_real(parent) / target.name, _real(target)}
+    folder = _is_shard_folder(inp)
+    if folder is not None:
+        base = _real(folder)
+        if any(t == base or t.is_relative_to(base) for t in places):
+            return "write into the input shard set"
+        return None
+    if inp.is_dir():  # a folder of input files: an existing file directly in it is an input
+        base = _real(inp)
+        return "overwrite a file of the input folder" if any(
+            t.parent == base and t.exists() and not t.is_dir() for t in places) else None
+    names = {_real(inp)}
+    if inp.suffix.lower() == ".npy":  # its row sidecar and provenance are part of the artifact
+        from .provenance import meta_path
+
+        names |= {_real(q) for q in (inp.with_suffix(".jsonl"), meta_path(inp)) if q.exists()}
+    return "overwrite the input" if places & names else None
+
+
+def check_not_input(out: str | os.PathLike, inputs: Sequence[str | os.PathLike] = (), *,
+                    labels: Sequence[str] | None = None, what: str = "output") -> None:
+    """Refuse an output that would replace an input file (followed through symbolic links), a file of
+    an input ``.npy``'s artifact (its ``.jsonl`` rows, its ``.meta.json``), an existing file of an
+    input folder, or anything inside an input shard set — checked against ``inputs`` and every
+    input the running command registered (:func:`guard_inputs`).
+
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> open(os.path.join(d, "x.npy"), "w").close()
+    >>> try:
+    ...     check_not_input(os.path.join(d, "x.npy"), [os.path.join(d, "x.npy")])
+    ... except InputError as exc:
+    ...     print(str(exc).split(" would ")[1].split(" ")[0:3])
+    ['overwrite', 'the', 'input']
+    """
+    target = Path(out)
+    pairs = [(labels[k] if labels else "", Path(i)) for k, i in enumerate(inputs) if i is not None
+             and str(i) not in ("", "-")] + list(_GUARDED)
+    for label, inp in pairs:
+        try:
+            why = _clash(target, inp)
+        except (OSError, RuntimeError, ValueError):
+            continue  # an unreadable input fails where it is read
+        if why:
+            name = f"{label} {inp}" if label else str(inp)
+            raise InputError(f"{what} {out} would {why} {name}; choose another {what.lstrip('-')}")
