@@ -217,3 +217,80 @@ def test_an_output_through_a_symbolic_link_onto_an_input_is_refused(tmp_path, cl
         res = cli(args)
         assert_one_line_error(res)
     assert tree_digest(tmp_path) == before
+
+
+# --------------------------------------------------------------------------------------------
+# 14. a write killed at any moment leaves nothing behind
+
+_KILLED_WRITER = r"""
+import sys, time
+import numpy as np
+from embedcheck.io.atomic import AtomicBatch
+from embedcheck.io.shards import new_shard_folder
+moment, target = sys.argv[1], sys.argv[2]
+if moment == "staging-folder":
+    with new_shard_folder(target) as tmp, AtomicBatch() as b:
+        b.save_npy(tmp / "shard-00000.npy", np.zeros((3, 2), np.float32))
+        print("ready", flush=True)
+        time.sleep(600)
+with AtomicBatch() as batch:
+    if moment == "second-file":
+        batch.save_npy(target + ".first.npy", np.zeros((3, 2), np.float32))
+    with batch.open(target, "wb") as f:
+        for i in range(10_000):
+            f.write(b"\0" * 100_000)
+            if i == 5:
+                print("ready", flush=True)
+            if moment != "mid-write" and i == 6:
+                break
+        if moment != "mid-write":
+            f.flush()
+            print("closing", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("moment", ["mid-write", "closed-not-committed", "second-file"])
+def test_a_killed_write_leaves_nothing_behind(moment, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from embedcheck.io.atomic import AtomicBatch
+
+    if not getattr(AtomicBatch, "unnamed_supported", lambda d: True)(tmp_path):
+        pytest.skip("this file system has no O_TMPFILE: the named-temporary fallback is tested in test_atomic.py")
+    out = tmp_path / "out.npy"
+    out.write_bytes(b"old output")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env.pop("EMBEDCHECK_NAMED_TEMPS", None)
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, moment, str(out)], stdout=subprocess.PIPE, env=env)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == b"ready"
+    if moment != "mid-write":
+        assert proc.stdout.readline().strip() == b"closing"
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npy"]  # no temp, no partial first file
+    assert out.read_bytes() == b"old output"
+
+
+def test_a_killed_shard_set_write_is_cleaned_by_the_next(tmp_path, cli):
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "set"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, "staging-folder", str(out)],
+                            stdout=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    staged = [p.name for p in tmp_path.iterdir()]
+    assert len(staged) == 1 and staged[0].startswith(f".set.{proc.pid}.")  # a folder cannot be unnamed
+    res = cli(["shards", "split", TOPICS, "--rows", "300", "-o", out])
+    assert res.exit_code == 0, res
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["set"]
