@@ -294,3 +294,54 @@ def test_a_killed_shard_set_write_is_cleaned_by_the_next(tmp_path, cli):
     res = cli(["shards", "split", TOPICS, "--rows", "300", "-o", out])
     assert res.exit_code == 0, res
     assert sorted(p.name for p in tmp_path.iterdir()) == ["set"]
+
+
+# --------------------------------------------------------------------------------------------
+# 4. a significant-drop gate that cannot be evaluated fails loudly
+
+
+@pytest.fixture
+def sts_report(tmp_path, cli) -> Path:
+    out = tmp_path / "base.json"
+    res = cli(["sts", FIXTURES / "sts_a.npy", FIXTURES / "sts_b.npy", FIXTURES / "sts_scores.jsonl",
+               "--resamples", "50", "--report", out])
+    assert res.exit_code == 0, res
+    return out
+
+
+def _edit(path: Path, new: Path, fn) -> Path:
+    r = json.loads(path.read_text())
+    fn(r)
+    new.write_text(json.dumps(r))
+    return new
+
+
+BROKEN = {
+    "missing": (lambda r: r.pop("spearman"), "'spearman' is missing from"),
+    "misspelled": (lambda r: r.__setitem__("Spearman", r.pop("spearman")), "'spearman' is missing from"),
+    "null": (lambda r: r.__setitem__("spearman", None), "'spearman' is null"),
+    "nan": (lambda r: r.__setitem__("pearson", float("nan")), "'pearson' is not finite"),
+    "string": (lambda r: r.__setitem__("pearson", "81.2"), "'pearson' is not a number"),
+}
+
+
+@pytest.mark.parametrize("side", ["baseline", "current"])
+@pytest.mark.parametrize("broken", sorted(BROKEN))
+def test_compare_gate_on_a_broken_headline_is_exit_2(broken, side, sts_report, tmp_path, cli):
+    fn, expect = BROKEN[broken]
+    bad = _edit(sts_report, tmp_path / "bad.json", fn)
+    pair = [bad, sts_report] if side == "baseline" else [sts_report, bad]
+    res = cli(["compare", *pair, "--fail-on-significant-drop"])
+    assert_one_line_error(res)
+    assert expect in res.stderr and str(bad) in res.stderr, res
+    assert cli(["compare", sts_report, sts_report, "--fail-on-significant-drop"]).exit_code == 0
+
+
+@pytest.mark.parametrize("broken", ["missing", "null", "nan"])
+def test_baseline_with_a_broken_headline_is_exit_2(broken, sts_report, tmp_path, cli):
+    fn, expect = BROKEN[broken]
+    bad = _edit(sts_report, tmp_path / "bad.json", fn)
+    res = cli(["sts", FIXTURES / "sts_a.npy", FIXTURES / "sts_b.npy", FIXTURES / "sts_scores.jsonl",
+               "--resamples", "50", "--baseline", bad])
+    assert_one_line_error(res)
+    assert expect in res.stderr and str(bad) in res.stderr, res

@@ -161,6 +161,23 @@ def _check_baseline() -> None:
                          f"version {VERSIONS.get(name)}; rerun the baseline")
 
 
+def check_gate_figures(baseline: dict[str, Any], current: dict[str, Any], names: tuple[str, str]) -> None:
+    """Before a significant-drop gate: every headline figure of the command is a finite number in both
+    reports (:func:`embedcheck.io.reports.check_headline_figures`; exit 2 naming figure and file)."""
+    from ..compare import HEADLINES, report_command
+    from ..io.reports import check_headline_figures
+
+    command, _ = report_command(current, names[1])
+    keys = set(HEADLINES.get(command, {}))
+    try:  # the figures each result class declares (issue 15), where declared
+        from ..result import figures_of
+
+        keys |= {k for k, f in figures_of(command).items() if f.headline}
+    except ImportError:  # pragma: no cover
+        pass
+    check_headline_figures(baseline, current, sorted(keys), names)
+
+
 def _current_context() -> Any:
     try:  # typer >= 0.20 vendors click (the same import as ``_app``)
         from typer._click.globals import get_current_context  # type: ignore[import-not-found]
@@ -354,8 +371,9 @@ def finish(report: dict[str, Any], *, title: str, as_json: bool, fmt: Optional[O
         from ..compare import check_figures_exist, compare_reports
         from ..io.jsonio import load_report
 
-        cmp = compare_reports(load_report(base, "--baseline"), report, tolerance=tolerance,
-                              names=(f"--baseline {base}", "this run"))
+        stored = load_report(base, "--baseline")
+        check_gate_figures(stored, report, (f"--baseline {base}", "this run"))
+        cmp = compare_reports(stored, report, tolerance=tolerance, names=(f"--baseline {base}", "this run"))
         check_figures_exist(cmp, list(drops))
         report["comparison"] = {**cmp.to_dict(), "baseline": str(base)}
         report["gates"] = [*report.get("gates", []), *_report.comparison_gates(cmp, drops, significant=True)]

@@ -9,7 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from ._app import app
-from .common import FormatOpt, JsonOpt, MaxDropOpt, QuietOpt, ReportOpt, ToleranceOpt, finish, start_command
+from .common import (FormatOpt, JsonOpt, MaxDropOpt, QuietOpt, ReportOpt, ToleranceOpt, check_gate_figures, finish,
+                     start_command)
 
 _ReportArg = typer.Argument
 
@@ -46,6 +47,8 @@ def compare_cmd(
     drops = parse_max_drops(list(max_drop or []))
     base = load_report(baseline_report, "baseline report")
     cur = load_report(current_report, "current report")
+    if fail_on_significant_drop:  # a gate that cannot be evaluated is bad input (exit 2)
+        check_gate_figures(base, cur, (f"baseline {baseline_report}", f"current {current_report}"))
     cmp = compare_reports(base, cur, tolerance=tolerance, names=(f"baseline {baseline_report}", f"current {current_report}"),
                           allow_dim_change=allow_dim_change)
     check_figures_exist(cmp, list(drops))
