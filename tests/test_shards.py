@@ -433,7 +433,7 @@ def test_output_folder_rules(tmp_path, cli):
     assert cli(["shards", "split", TOPICS, "--rows", 100, "-o", tmp_path / "empty"]).exit_code == 0
     res = cli(["shards", "merge", d, "-o", d / "shard-00000.npy"])
     assert_one_line_error(res)
-    assert "would overwrite the input" in res.stderr
+    assert "would write into the input shard set" in res.stderr
     res = cli(["aag", d, TOPICS_LABELS, "--report", d / "manifest.json"])
     assert_one_line_error(res)
     assert "--report" in res.stderr

@@ -345,3 +345,96 @@ def test_baseline_with_a_broken_headline_is_exit_2(broken, sts_report, tmp_path,
                "--resamples", "50", "--baseline", bad])
     assert_one_line_error(res)
     assert expect in res.stderr and str(bad) in res.stderr, res
+
+
+# --------------------------------------------------------------------------------------------
+# 2, 8, 11. embed into shards: resume proves the plan, inputs are checked before any shard,
+# --threads works or is refused
+
+
+def _texts(folder: Path, files: int = 3, rows: int = 4, word: str = "cat") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in range(files):
+        (folder / f"part{f}.jsonl").write_text(
+            "".join(json.dumps({"text": f"a {word} sentence {f}.{i}", "label": i % 2}) + "\n" for i in range(rows)))
+    return folder
+
+
+@pytest.mark.model
+def test_resume_refuses_a_folder_made_by_another_plan(minilm_path, tmp_path, cli):
+    inputs = _texts(tmp_path / "in")
+    out = tmp_path / "out"
+    res = cli(["embed", inputs, "-o", out, "--quiet"])
+    assert res.exit_code == 0, res
+    res = cli(["embed", inputs, "-o", out, "--resume"])  # the same plan: everything kept
+    assert res.exit_code == 0 and "3 of 3 shards already complete" in res.stderr, res
+    before = tree_digest(tmp_path)
+    other = _texts(tmp_path / "other", word="dog")  # same sizes, other bytes
+    for args in (["embed", other, "-o", out, "--resume"],
+                 ["embed", inputs, "-o", out, "--resume", "--max-seq-length", "16"]):
+        res = cli(args)
+        assert_one_line_error(res)
+        assert "was made by another plan" in res.stderr, res
+    assert {k: v for k, v in tree_digest(tmp_path).items() if not k.startswith("other")} == before
+
+
+@pytest.mark.model
+def test_resume_never_writes_through_a_symbolic_link(minilm_path, tmp_path, cli):
+    inputs = _texts(tmp_path / "in", files=2)
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (out / "progress.jsonl").symlink_to(victim)
+    res = cli(["embed", inputs, "-o", out, "--resume"])
+    assert_one_line_error(res)
+    assert "symbolic link" in res.stderr
+    assert victim.read_text() == "precious\n"
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("entry", [{"index": 0, "path": "../victim.npy"}, {"index": 7}, {"index": "0"}],
+                         ids=["path_outside", "index_outside", "index_not_int"])
+def test_resume_refuses_entries_that_are_not_the_plans(entry, minilm_path, tmp_path, cli):
+    from embedcheck.engine import embed as E
+    from embedcheck.engine.embed import EmbedOptions, make_plan
+    from embedcheck.encode import DEFAULT_MODEL, resolve_model
+
+    inputs = _texts(tmp_path / "in", files=2)
+    r = resolve_model(DEFAULT_MODEL)
+    opts = EmbedOptions(model=DEFAULT_MODEL, backend="auto")
+    plan = make_plan(str(inputs), opts, None, model_files=E.model_digest(r.folder, r.model_id))
+    out = tmp_path / "out"
+    out.mkdir()
+    e = {"index": 0, "path": "shard-00000.npy", "rows": 4, "sha256": "0" * 64, "sidecar_sha256": "0" * 64, **entry}
+    (out / "progress.jsonl").write_text(json.dumps({"plan": plan.fingerprint}) + "\n" + json.dumps(e) + "\n")
+    with pytest.raises(InputError, match="records a shard that is not one of this plan's"):
+        E.read_progress(out, plan)
+
+
+@pytest.mark.model
+def test_a_bad_late_input_file_leaves_no_output_folder(minilm_path, tmp_path, cli):
+    inputs = _texts(tmp_path / "in", files=3)
+    (inputs / "part2.jsonl").write_text('{"text": "fine"}\n{"txet": "no text field"}\n')
+    out = tmp_path / "out"
+    res = cli(["embed", inputs, "-o", out])
+    assert_one_line_error(res)
+    assert "part2.jsonl" in res.stderr
+    assert not out.exists()
+
+
+@pytest.mark.model
+def test_threads_on_a_one_file_embed_is_honoured(minilm_path, tmp_path, cli):
+    inputs = _texts(tmp_path / "in", files=1)
+    for t in (1, 2):
+        out = tmp_path / f"t{t}.npy"
+        res = cli(["embed", inputs / "part0.jsonl", "-o", out, "--threads", str(t), "--quiet"])
+        assert res.exit_code == 0, res
+        meta = json.loads((tmp_path / f"t{t}.meta.json").read_text())
+        assert meta["model"]["threads"] == t
+
+
+@pytest.mark.parametrize("command", [["embed", "x.jsonl", "-o", "x.npy"], ["aag", "x.npy", "y.npy"]])
+def test_an_empty_address_is_refused(command, cli):
+    res = cli([*command, "--engine", "ray", "--address", ""])
+    assert res.exit_code == 2 and "--address" in res.stderr and "empty" in res.stderr, res

@@ -148,7 +148,7 @@ def embed_sharded(*, input: str, output: Path, engine: Any, address: str | None,
                           prompt=o["prompt"], prompt_name=o["prompt_name"], batch_size=o["batch_size"],
                           max_seq_length=o["max_seq_length"], device=o["device"], normalize=not o["no_normalize"],
                           backend=o["backend"], no_text=o["no_text"], threads=threads)
-    plan = E.make_plan(input, opts, shard_rows)
+    plan = E.make_plan(input, opts, shard_rows, model_files=E.model_digest(resolved.folder, resolved.model_id))
     t0 = time.perf_counter()
     summary = E.embed_shards(plan, opts, output, engine=engine.value, address=address, workers=workers,
                              gpus_per_worker=gpus_per_worker, resume=resume, log=hint)
@@ -156,7 +156,7 @@ def embed_sharded(*, input: str, output: Path, engine: Any, address: str | None,
             "address": address, "shard_rows": shard_rows, "workers": workers, "gpus_per_worker": gpus_per_worker},
             "inputs": {"files": plan.inputs}, "model": resolved.as_dict(), "shards": summary["shards"],
             "rows": summary["rows"], "dimension": summary["dim"], "dtype": "float32",
-            "resumed_shards": summary["skipped"], "seconds": round(summary["seconds"], 3),
+            "resumed_shards": summary["skipped"], "plan": summary["plan"], "seconds": round(summary["seconds"], 3),
             "rows_per_second": round(summary["rows_per_second"], 2) if summary["rows_per_second"] else None,
             "versions": package_versions(["sentence-transformers", "transformers", "torch", "tokenizers"]
                                          + (["ray"] if engine.value == "ray" else [])),

@@ -52,7 +52,37 @@ class EngineName(str, Enum):
 
 
 EngineOpt = Annotated[EngineName, typer.Option("--engine", help="local: in this process (default). ray: per-shard tasks on a Ray cluster (a local one on this machine's cores unless --address); needs pip install 'embedcheck[ray]'. Both merge per-shard results in manifest order: the same bytes.", case_sensitive=False)]
-AddressOpt = Annotated[Optional[str], typer.Option("--address", help="With --engine ray: HOST:PORT of a running Ray cluster ('ray start --head --port=PORT'; token auth: RAY_AUTH_MODE=token).")]
+def _check_address(value: Optional[str]) -> Optional[str]:
+    """``--address`` given but empty (an unset CI variable) is refused, not read as "no address"."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter("is empty; give HOST:PORT of a running Ray cluster, or leave --address out")
+    return value
+
+
+def force_threads(threads: Optional[int]) -> None:
+    """``--threads N``: every thread choice of this command (torch, onnxruntime, BLAS through
+    :func:`embedcheck.threads.choose_threads`) uses N — in this process and in Ray workers, which
+    inherit ``EMBEDCHECK_*`` variables; restored when the command ends."""
+    import os
+
+    from ..threads import THREADS_ENV
+
+    ctx = _current_context()
+    if threads is None or ctx is None:
+        return
+    old = os.environ.get(THREADS_ENV)
+    os.environ[THREADS_ENV] = str(int(threads))
+
+    def restore() -> None:
+        if old is None:
+            os.environ.pop(THREADS_ENV, None)
+        else:
+            os.environ[THREADS_ENV] = old
+
+    ctx.call_on_close(restore)
+
+
+AddressOpt = Annotated[Optional[str], typer.Option("--address", callback=_check_address, help="With --engine ray: HOST:PORT of a running Ray cluster ('ray start --head --port=PORT'; token auth: RAY_AUTH_MODE=token).")]
 
 
 
