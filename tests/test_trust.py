@@ -438,3 +438,74 @@ def test_threads_on_a_one_file_embed_is_honoured(minilm_path, tmp_path, cli):
 def test_an_empty_address_is_refused(command, cli):
     res = cli([*command, "--engine", "ray", "--address", ""])
     assert res.exit_code == 2 and "--address" in res.stderr and "empty" in res.stderr, res
+
+
+# --------------------------------------------------------------------------------------------
+# 5. the fast-path cache: keyed by the model's contents, verified on load, rebuilt when broken
+
+
+@pytest.fixture
+def tiny_model(tmp_path, minilm_path) -> Path:
+    """A random-weight 2-layer BERT with MiniLM's tokenizer, saved as a sentence-transformers folder."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules.transformer import Transformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling
+    from transformers import BertConfig, BertModel
+
+    hf = tmp_path / "hf"
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=64)).save_pretrained(hf)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        shutil.copy(minilm_path / name, hf / name)
+    st = SentenceTransformer(modules=[Transformer(str(hf), max_seq_length=24), Pooling(32, pooling_mode="mean"),
+                                      Normalize()], device="cpu")
+    st.save(str(tmp_path / "model"))
+    return tmp_path / "model"
+
+
+def _torch_vectors(folder: Path, texts: list[str]) -> np.ndarray:
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(folder), device="cpu").encode(texts, convert_to_numpy=True)
+
+
+@pytest.mark.model
+def test_the_fast_path_cache_is_keyed_by_content_and_verified(tiny_model, tmp_path, monkeypatch):
+    from safetensors.numpy import load_file, save_file
+
+    from embedcheck import encode as enc
+    from embedcheck import fastpath
+
+    monkeypatch.setenv("EMBEDCHECK_CACHE", str(tmp_path / "cache"))
+    texts = ["a small test", "another sentence, longer than the first one"]
+    seen: list[str] = []
+    enc.set_warning_sink(seen.append)
+    try:
+        model, _ = enc.load_model(str(tiny_model), backend="onnx")
+        assert isinstance(model, fastpath.FastEncoder)
+        assert np.allclose(model.encode(texts), _torch_vectors(tiny_model, texts), atol=1e-5)
+        cdir = fastpath.cache_dir(tiny_model, enc.ONNX_OPSET)
+
+        # a truncated export: named, rebuilt, right again
+        onnx = cdir / "model.onnx"
+        onnx.write_bytes(onnx.read_bytes()[: onnx.stat().st_size // 2])
+        model, _ = enc.load_model(str(tiny_model), backend="onnx")
+        assert any(str(cdir) in w and "broken" in w for w in seen), seen
+        assert np.allclose(model.encode(texts), _torch_vectors(tiny_model, texts), atol=1e-5)
+
+        # other weights of the same shapes (same file size), the old mtime put back: another model
+        w = tiny_model / "model.safetensors"
+        st = w.stat()
+        tensors = load_file(str(w))
+        tensors = {k: (v * -1.0).astype(v.dtype) if v.ndim == 2 else v for k, v in tensors.items()}
+        save_file(tensors, str(w), metadata={"format": "pt"})
+        assert w.stat().st_size == st.st_size
+        os.utime(w, ns=(st.st_atime_ns, st.st_mtime_ns))
+        model, _ = enc.load_model(str(tiny_model), backend="onnx")
+        assert fastpath.cache_dir(tiny_model, enc.ONNX_OPSET) != cdir
+        want = _torch_vectors(tiny_model, texts)
+        assert np.allclose(model.encode(texts), want, atol=1e-5)  # not the first model's vectors
+    finally:
+        enc.set_warning_sink(None)
