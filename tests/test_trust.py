@@ -509,3 +509,117 @@ def test_the_fast_path_cache_is_keyed_by_content_and_verified(tiny_model, tmp_pa
         assert np.allclose(model.encode(texts), want, atol=1e-5)  # not the first model's vectors
     finally:
         enc.set_warning_sink(None)
+
+
+# --------------------------------------------------------------------------------------------
+# 6, 7. Ray: a non-Ray service, work no node can run, Ray's own logging
+
+
+@pytest.fixture
+def tcp_listener():
+    """A real TCP server on localhost that is not Ray: ``mode`` "garbage" answers every connection
+    with bytes that are not HTTP/2, "silent" accepts and says nothing."""
+    import socket
+    import threading
+
+    servers = []
+
+    def start(mode: str) -> str:
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        servers.append(srv)
+        conns = []
+
+        def serve() -> None:
+            while True:
+                try:
+                    c, _ = srv.accept()
+                except OSError:
+                    return
+                conns.append(c)
+                if mode == "garbage":
+                    try:
+                        c.sendall(b"220 totally not ray \x00\xff garbage\r\n" * 4)
+                    except OSError:
+                        pass
+
+        threading.Thread(target=serve, daemon=True).start()
+        return f"127.0.0.1:{srv.getsockname()[1]}"
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+@pytest.mark.parametrize("mode", ["garbage", "silent"])
+def test_a_non_ray_service_at_address_is_one_line_in_bounded_time(mode, tcp_listener, cli, monkeypatch):
+    import time
+
+    pytest.importorskip("ray")
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # --address may set token mode: keep it out of this session
+    address = tcp_listener(mode)
+    t0 = time.monotonic()
+    res = cli(["aag", TOPICS, TOPICS_LABELS, "--no-map", "--engine", "ray", "--address", address])
+    assert time.monotonic() - t0 < 30
+    assert_one_line_error(res)
+    assert "not a Ray cluster" in res.stderr, res
+
+
+def test_a_real_ray_gcs_passes_the_probe(ray_local):
+    from embedcheck.engine.runner import _probe
+
+    _probe(ray_local.get_runtime_context().gcs_address)  # no error: real Ray answers HTTP/2
+
+
+def test_work_no_node_can_run_is_refused_before_it_is_submitted(ray_local, minilm_path, tmp_path, cli):
+    import time
+
+    inputs = _texts(tmp_path / "in", files=2)
+    t0 = time.monotonic()
+    res = cli(["embed", inputs, "-o", tmp_path / "out", "--engine", "ray", "--threads", "1000"])
+    assert time.monotonic() - t0 < 120
+    assert_one_line_error(res)
+    assert "needs 1000 CPUs" in res.stderr, res
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_task_wait_is_bounded(ray_local, monkeypatch):
+    import time
+
+    from embedcheck.engine.runner import RayEngine
+
+    monkeypatch.setenv("EMBEDCHECK_RAY_TIMEOUT", "2")
+    eng = RayEngine()
+    t0 = time.monotonic()
+    with pytest.raises(InputError, match="no result from the Ray cluster within 2 s"):
+        eng.map(lambda s: time.sleep(s), [(30,)])
+    assert time.monotonic() - t0 < 20
+
+
+def test_ray_runs_print_nothing_on_stderr_with_quiet(ray_local, tmp_path):
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    gcs = ray_local.get_runtime_context().gcs_address
+    p = subprocess.run([sys.executable, "-m", "embedcheck", "aag", str(TOPICS), str(TOPICS_LABELS), "--no-map",
+                        "--engine", "ray", "--address", gcs, "--quiet"], capture_output=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    assert p.stderr.decode() == ""
+    assert json.loads(p.stdout)["schema"].startswith("embedcheck.aag/")
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_int8_quantisation_prints_nothing_on_stderr_with_quiet(tiny_model, tmp_path):
+    import subprocess
+    import sys
+
+    inputs = _texts(tmp_path / "in", files=1)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), EMBEDCHECK_CACHE=str(tmp_path / "c"))
+    p = subprocess.run([sys.executable, "-m", "embedcheck", "embed", str(inputs / "part0.jsonl"), "-o",
+                        str(tmp_path / "e.npy"), "--model", str(tiny_model), "--backend", "onnx-int8", "--quiet"],
+                       capture_output=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    assert p.stderr.decode() == ""

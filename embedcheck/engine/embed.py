@@ -384,9 +384,8 @@ def _clean_temps(folder: Path) -> None:
 def embed_shards(plan: Plan, opts: EmbedOptions, out: Path, *, engine: str = "local", address: str | None = None,
                  workers: int | None = None, gpus_per_worker: float = 0.0, resume: bool = False,
                  log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    """Run the plan into the shard-set folder ``out``; returns a summary (entries, timings)."""
-    from ..io.shards import ShardEntry, write_manifest
-
+    """Run the plan into the shard-set folder ``out``; returns a summary (entries, timings). A folder
+    this call created is removed again when it fails before any shard landed."""
     if out.exists() and not out.is_dir():
         raise InputError(f"output {out} exists and is not a folder (a shard set is a folder)")
     parent = out.parent if str(out.parent) else Path(".")
@@ -395,7 +394,24 @@ def embed_shards(plan: Plan, opts: EmbedOptions, out: Path, *, engine: str = "lo
     if out.is_dir() and any(out.iterdir()) and not resume:
         raise InputError(f"output folder {out} is not empty; pass --resume to continue a run there, or choose a new folder")
     done = read_progress(out, plan) if resume and out.is_dir() else {}
+    created = not out.exists()
     out.mkdir(exist_ok=True)
+    try:
+        return _embed_into(plan, opts, out, done, engine=engine, address=address, workers=workers,
+                           gpus_per_worker=gpus_per_worker, log=log)
+    except BaseException:
+        if created and not any(p.suffix == ".npy" for p in out.iterdir()):  # nothing to resume: leave nothing
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _embed_into(plan: Plan, opts: EmbedOptions, out: Path, done: dict[int, dict[str, Any]], *, engine: str,
+                address: str | None, workers: int | None, gpus_per_worker: float,
+                log: Callable[[str], None]) -> dict[str, Any]:
+    from ..io.shards import ShardEntry, write_manifest
+
     _clean_temps(out)
     todo = [j for j in plan.jobs if j.index not in done]
     prog_path = out / PROGRESS
@@ -472,6 +488,7 @@ def _run_ray(todo: list[Job], opts: EmbedOptions, out: Path, address: str | None
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False
+        eng.check_feasible(opts.threads or 1, gpus or 0, what="an embed actor (--threads, --gpus-per-worker)")
         size = max(1, min(workers or eng.workers, len(todo)))
         ds = ray.data.from_items([{"job": j.to_json()} for j in todo], override_num_blocks=len(todo))
         # Ray Data restarts dead actors and retries their batch (max_restarts = max_task_retries = -1)
