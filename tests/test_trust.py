@@ -623,3 +623,42 @@ def test_int8_quantisation_prints_nothing_on_stderr_with_quiet(tiny_model, tmp_p
                        capture_output=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr.decode()[-2000:]
     assert p.stderr.decode() == ""
+
+
+# --------------------------------------------------------------------------------------------
+# 9. schemas: the shards reports carry one; a degenerate but valid input validates
+
+
+def test_shards_reports_carry_a_schema_and_validate(tmp_path, cli):
+    jsonschema = pytest.importorskip("jsonschema")
+    from embedcheck.schemas import json_schema
+
+    out = {}
+    res = cli(["shards", "split", TOPICS, "--rows", "250", "-o", tmp_path / "s", "--json"])
+    out["shards-split"] = res
+    out["shards-verify"] = cli(["shards", "verify", tmp_path / "s", "--json"])
+    out["shards-merge"] = cli(["shards", "merge", tmp_path / "s", "-o", tmp_path / "m.npy", "--json"])
+    for name, res in out.items():
+        assert res.exit_code == 0, res
+        rep = res.json()
+        assert rep["schema"] == f"embedcheck.{name}/1" and list(rep)[0] == "schema"
+        jsonschema.Draft202012Validator(json_schema(name)).validate(rep)
+        assert cli(["schema", name.replace("-", " ")]).json() == json_schema(name)
+
+
+def test_identical_rows_give_a_report_its_schema_accepts(tmp_path, cli):
+    jsonschema = pytest.importorskip("jsonschema")
+    from embedcheck.schemas import json_schema
+
+    np.save(tmp_path / "x.npy", np.full((40, 8), 1 / np.sqrt(8), dtype=np.float32))
+    np.save(tmp_path / "y.npy", np.arange(40) % 2)
+    for args, name in ((["aag", tmp_path / "x.npy", tmp_path / "y.npy"], "aag"),
+                       (["neighbors", tmp_path / "x.npy", tmp_path / "x.npy", "--labels", tmp_path / "y.npy", "--k", "3"],
+                        "neighbors"),
+                       (["probe", tmp_path / "x.npy", tmp_path / "y.npy", tmp_path / "x.npy", tmp_path / "y.npy"], "probe")):
+        res = cli(args)
+        assert res.exit_code == 0, res
+        rep = res.json()
+        jsonschema.Draft202012Validator(json_schema(name)).validate(rep)
+        if name == "aag":  # no variance at all: the share is undefined, and says so
+            assert rep["variance_share"] is None and rep["aag"] == pytest.approx(0.0, abs=1e-6)
