@@ -662,3 +662,22 @@ def test_identical_rows_give_a_report_its_schema_accepts(tmp_path, cli):
         jsonschema.Draft202012Validator(json_schema(name)).validate(rep)
         if name == "aag":  # no variance at all: the share is undefined, and says so
             assert rep["variance_share"] is None and rep["aag"] == pytest.approx(0.0, abs=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# 12. labels from a shard set's sidecars, everywhere
+
+
+def test_neighbors_labels_from_a_shard_folder_equal_the_labels_file(tmp_path, cli):
+    X = np.load(FIXTURES / "topics_test.npy")
+    d = make_set(tmp_path / "set", X, [len(X) // 2, len(X) - len(X) // 2],
+                 read_jsonl(FIXTURES / "topics_test.labels.jsonl"))
+    base = ["neighbors", FIXTURES / "topics_test.npy", FIXTURES / "topics_test.npy", "--k", "4", "--resamples", "20"]
+    want = cli([*base, "--labels", FIXTURES / "topics_test.labels.jsonl"])
+    got = cli([*base, "--labels", d])
+    assert want.exit_code == 0 and got.exit_code == 0, (want, got)
+    assert got.json()["labels"] == want.json()["labels"]
+    split = cli(["shards", "split", FIXTURES / "topics_test.npy", "--rows", "50", "-o", tmp_path / "s2", "--labels", d])
+    assert split.exit_code == 0, split
+    assert [r["label"] for r in read_jsonl(tmp_path / "s2" / "shard-00000.jsonl")] == \
+        [r["label"] for r in read_jsonl(FIXTURES / "topics_test.labels.jsonl")][:50]
