@@ -681,3 +681,56 @@ def test_neighbors_labels_from_a_shard_folder_equal_the_labels_file(tmp_path, cl
     assert split.exit_code == 0, split
     assert [r["label"] for r in read_jsonl(tmp_path / "s2" / "shard-00000.jsonl")] == \
         [r["label"] for r in read_jsonl(FIXTURES / "topics_test.labels.jsonl")][:50]
+
+
+# --------------------------------------------------------------------------------------------
+# 15. every numeric option has a range its computation holds, checked before anything is read
+
+
+def _numeric_options():
+    import typer
+
+    from embedcheck.cli import app
+
+    out = []
+
+    def walk(c, path):
+        if hasattr(c, "commands"):
+            for k, v in c.commands.items():
+                walk(v, [*path, k])
+            return
+        base: list[str] = []  # positional arguments and required options, never read
+        for p in c.params:
+            opts = [o for o in getattr(p, "opts", ()) if o.startswith("-")]
+            if not opts:
+                base.append("in.npy")
+            elif p.required:
+                base += [opts[0], "1" if "int" in str(getattr(p, "type_descriptor", "")) else "out.x"]
+        for p in c.params:
+            td = str(getattr(p, "type_descriptor", ""))
+            opt = next((o for o in getattr(p, "opts", ()) if o.startswith("--")), None)
+            if opt and ("'int'" in td or "'float'" in td) and opt != "--seed" and not p.required:
+                out.append(([*path, *base], opt, "'float'" in td))
+
+    walk(typer.main.get_command(app), [])
+    return out
+
+
+def test_every_numeric_option_refuses_a_value_its_computation_cannot_hold(cli):
+    opts = _numeric_options()
+    assert len(opts) > 50 and ("train-head" in [p[0] for p, _, _ in opts])
+    for path, opt, is_float in opts:
+        huge = "1e300" if is_float else str(10 ** 30)
+        res = cli([*path, opt, huge])
+        assert res.exit_code == 2, (path, opt, res)
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: ") and opt in lines[0], (path, opt, res)
+        assert "Traceback" not in res.stderr and "Warning" not in res.stderr
+
+
+def test_lda_scale_is_refused_before_the_computation_overflows(tmp_path, cli):
+    res = cli(["train-head", TOPICS, TOPICS_LABELS, "--kind", "lda", "--scale", "1e300", "-o", tmp_path / "h.safetensors"])
+    assert_one_line_error(res)
+    assert "--scale must be in (0, 1000000]" in res.stderr
+    res = cli(["train-head", TOPICS, TOPICS_LABELS, "--kind", "lda", "--scale", "1e6", "-o", tmp_path / "h.safetensors"])
+    assert res.exit_code == 0 and "warning" not in res.stderr.lower(), res  # the top of the range holds

@@ -221,11 +221,49 @@ def _option_label(prm: Any) -> str:
     return longs[0] if getattr(prm, "param_type_name", "") == "option" and longs else (prm.name or "").upper()
 
 
-def check_finite_options() -> None:
-    """Refuse a float option (or float in a list option) that is NaN or ±inf, naming the option.
+#: the range every numeric option of every command must lie in, by option name — what the
+#: computation behind it can hold (sizes that fit memory and int64 products, floats that neither
+#: overflow nor underflow float32). ``(lo, hi, lo_open)``; an option not listed gets the defaults
+#: below. Checked by :func:`check_finite_options` before anything is read.
+OPTION_RANGES: dict[str, tuple[float, float, bool]] = {
+    "--scale": (0.0, 1e6, True),  # the linear heads' stretch: float32 outputs stay far from overflow
+    "--temperature": (1e-4, 1e4, False),  # SupCon logits cos/τ in float32
+    "--lr": (0.0, 10.0, True),
+    "--weight-decay": (0.0, 1e3, False),
+    "--C": (1e-12, 1e12, False),
+    "--alpha": (0.0, 1.0, False),
+    "--hidden-dim": (1, 65536, False),
+    "--out-dim": (1, 65536, False),
+    "--epochs": (1, 1_000_000, False),
+    "--batch-size": (1, 1 << 24, False),
+    "--threads": (1, 4096, False),
+    "--workers": (1, 100_000, False),
+    "--gpus-per-worker": (0, 1024, False),
+    "--max-seq-length": (1, 1 << 20, False),
+    "--perms": (1, 1_000_000, False),
+    "--permutations": (0, 1_000_000, False),
+    "--bootstrap": (0, 1_000_000, False),
+    "--resamples": (0, 1_000_000, False),
+    "--repeats": (1, 1_000_000, False),
+    "--shots": (1, 1_000_000, False),
+    "--max-iter": (1, 10_000_000, False),
+    "--plot-pairs": (1, 100_000_000, False),
+    "--block": (1, 1 << 16, False),  # ~4 x block² floats of work memory
+    "--block-mb": (1, 1 << 20, False),
+    "--chunk": (1, 1 << 24, False),
+    "--tolerance": (0.0, 1e12, False),
+}
+#: every other integer option (row counts, k, sizes): int64 products of two stay exact
+INT_RANGE = (-(1 << 40), 1 << 40)
+#: every other float option (gate thresholds ...)
+FLOAT_RANGE = (-1e12, 1e12)
 
-    Range checks (> 0, in [0, 1] ...) belong to the computation layer, whose messages name the
-    value; this one check covers every float option of every command in one place.
+
+def check_finite_options() -> None:
+    """Refuse a numeric option (or number in a list option) outside the range its computation can
+    hold, naming the option: NaN and ±inf always, then :data:`OPTION_RANGES` (or :data:`INT_RANGE`
+    / :data:`FLOAT_RANGE`). Narrower domain checks (> 0, in [0, 1] ...) stay with the computation,
+    whose messages name the value; this one check covers every option of every command in one place.
     """
     import math
 
@@ -235,9 +273,23 @@ def check_finite_options() -> None:
     for prm in ctx.command.params:
         value = ctx.params.get(prm.name)
         values = value if isinstance(value, (list, tuple)) else [value]
+        label = _option_label(prm)
         for v in values:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or isinstance(v, Enum):
+                continue
             if isinstance(v, float) and not math.isfinite(v):
-                raise InputError(f"{_option_label(prm)} must be a finite number, got {v}")
+                raise InputError(f"{label} must be a finite number, got {v}")
+            if label == "--seed":
+                continue  # its own range (0 to 2^32-1) is checked by click
+            lo, hi, lo_open = OPTION_RANGES.get(label, (*(INT_RANGE if isinstance(v, int) else FLOAT_RANGE), False))
+            if (v <= lo if lo_open else v < lo) or v > hi:
+                want = f"{'(' if lo_open else '['}{_num(lo)}, {_num(hi)}]"
+                raise InputError(f"{label} must be in {want} (the range its computation holds), got {_num(v)}")
+
+
+def _num(x: float) -> str:
+    """``1099511627776`` for integers up to 1e15, else ``1e+300``."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
 
 @contextlib.contextmanager
