@@ -734,3 +734,92 @@ def test_lda_scale_is_refused_before_the_computation_overflows(tmp_path, cli):
     assert "--scale must be in (0, 1000000]" in res.stderr
     res = cli(["train-head", TOPICS, TOPICS_LABELS, "--kind", "lda", "--scale", "1e6", "-o", tmp_path / "h.safetensors"])
     assert res.exit_code == 0 and "warning" not in res.stderr.lower(), res  # the top of the range holds
+
+
+# --------------------------------------------------------------------------------------------
+# Done when: every command, driven at a folder of symbolic links pointing out of it, changes no
+# file outside (the outside tree is hashed before and after)
+
+
+def _outside_and_links(tmp: Path) -> tuple[Path, Path]:
+    """``outside/``: real inputs and victim files; ``work/``: symbolic links to all of them, a shard
+    set whose shard and sidecar point outside, and output names that are links to victims."""
+    outside, work = tmp / "outside", tmp / "work"
+    outside.mkdir()
+    work.mkdir()
+    for name in ("topics.npy", "topics.labels.jsonl", "topics_test.npy", "topics_test.labels.jsonl",
+                 "sts_a.npy", "sts_b.npy", "sts_scores.jsonl", "pairs_a.npy", "pairs_b.npy"):
+        shutil.copy(FIXTURES / name, outside / name)
+        (work / name).symlink_to(outside / name)
+    (outside / "texts.jsonl").write_text("".join(json.dumps({"text": f"row {i} about cats", "label": i % 2}) + "\n"
+                                                 for i in range(6)))
+    (work / "texts.jsonl").symlink_to(outside / "texts.jsonl")
+    # a shard set whose second shard and first sidecar leave the folder
+    S.write_shard_set(outside / "set_src", np.load(TOPICS), read_jsonl(TOPICS_LABELS), [300, 300])
+    (work / "set").mkdir()
+    for f in ("manifest.json", "shard-00000.npy", "shard-00001.jsonl"):
+        shutil.copy(outside / "set_src" / f, work / "set" / f)
+    (work / "set" / "shard-00001.npy").symlink_to(outside / "set_src" / "shard-00001.npy")
+    (work / "set" / "shard-00000.jsonl").symlink_to(outside / "set_src" / "shard-00000.jsonl")
+    # output names that are links to victims outside, and output folders that are links
+    for name in ("out.npy", "out.jsonl", "out.meta.json", "h.safetensors", "h.meta.json", "r.json", "p.png",
+                 "phr.jsonl", "phr.meta.json", "merged.npy", "merged.jsonl", "merged.meta.json", "progress.jsonl"):
+        (outside / f"victim_{name}").write_text(f"victim {name}\n")
+        (work / name).symlink_to(outside / f"victim_{name}")
+    for name in ("emb_set", "split_set", "plots", "proj_set"):
+        (outside / f"victim_dir_{name}").mkdir()
+        (work / name).symlink_to(outside / f"victim_dir_{name}", target_is_directory=True)
+    return outside, work
+
+
+def test_no_command_writes_outside_through_a_folder_of_symbolic_links(tmp_path, cli, minilm_path):
+    outside, w = _outside_and_links(tmp_path)
+    rows = 0
+    before = tree_digest(outside)
+    runs = {
+        "embed": ["embed", w / "texts.jsonl", "-o", w / "out.npy", "--quiet"],
+        "embed-sharded": ["embed", w / "texts.jsonl", "--shard-rows", "3", "-o", w / "emb_set", "--quiet"],
+        "embed-resume": ["embed", w / "texts.jsonl", "--shard-rows", "3", "-o", w, "--resume", "--quiet"],
+        "aag": ["aag", w / "topics.npy", w / "topics.labels.jsonl", "--report", w / "r.json", "--plot", w / "p.png"],
+        "aag-set": ["aag", w / "set", w / "set", "--report", w / "r.json"],
+        "probe": ["probe", w / "topics.npy", w / "topics.labels.jsonl", w / "topics_test.npy",
+                  w / "topics_test.labels.jsonl", "--report", w / "r.json"],
+        "sts": ["sts", w / "sts_a.npy", w / "sts_b.npy", w / "sts_scores.jsonl", "--report", w / "r.json"],
+        "anisotropy": ["anisotropy", w / "pairs_a.npy", w / "pairs_b.npy", "--report", w / "r.json"],
+        "neighbors": ["neighbors", w / "topics_test.npy", w / "topics_test.npy", "--k", "3",
+                      "--labels", w / "topics_test.labels.jsonl", "--report", w / "r.json"],
+        "train-head": ["train-head", w / "topics.npy", w / "topics.labels.jsonl", "--kind", "lda",
+                       "-o", w / "h.safetensors", "--report", w / "r.json"],
+        "project": ["project", w / "topics_test.npy", "--head", w / "h.safetensors", "-o", w / "out.npy"],
+        "project-set": ["project", w / "set", "--head", w / "h.safetensors", "-o", w / "proj_set"],
+        "shards-split": ["shards", "split", w / "topics.npy", "--rows", "100", "-o", w / "split_set"],
+        "shards-merge": ["shards", "merge", w / "set", "-o", w / "merged.npy"],
+        "shards-verify": ["shards", "verify", w / "set", "--report", w / "r.json"],
+        "physscore-phrases": ["physscore", "phrases", "-o", w / "phr.jsonl", "--sets", "benchmark"],
+        "compare": ["compare", w / "r.json", w / "r.json", "--report", w / "merged.jsonl"],
+        "schema": ["schema", "aag"],
+    }
+    codes = {}
+    for name, args in runs.items():
+        res = cli(args)
+        codes[name] = res.exit_code
+        assert "Traceback" not in res.stderr, (name, res)
+        if name == "physscore-phrases" and res.exit_code == 0:
+            rows = sum(1 for _ in open(w / "phr.jsonl"))
+    if rows:
+        np.save(outside / "pe.npy", np.random.default_rng(0).standard_normal((rows, 12)).astype(np.float32))
+        (w / "pe.npy").symlink_to(outside / "pe.npy")
+        before = {**before, "pe.npy": tree_digest(outside)["pe.npy"]}
+        res = cli(["physscore", "score", w / "pe.npy", w / "phr.jsonl", "--tables", "1", "--plots", w / "plots",
+                   "--report", w / "r.json"])
+        codes["physscore-score-plots"] = res.exit_code
+        res = cli(["physscore", "score", w / "pe.npy", w / "phr.jsonl", "--tables", "1", "--report", w / "r.json"])
+        codes["physscore-score"] = res.exit_code
+    assert tree_digest(outside) == before, codes  # nothing outside changed, whatever each command did
+    # the links that leave a shard set and output folders that are links are refused; the rest ran
+    assert {k for k, v in codes.items() if v == 2} == {"aag-set", "project-set", "shards-merge", "shards-verify",
+                                                        "embed-sharded", "embed-resume", "shards-split",
+                                                        "physscore-score-plots"}, codes
+    assert all(v == 0 for k, v in codes.items() if k in ("embed", "aag", "probe", "sts", "anisotropy", "neighbors",
+                                                          "train-head", "project", "physscore-phrases", "compare",
+                                                          "physscore-score", "schema")), codes

@@ -326,7 +326,7 @@ def guard_outputs(ctx: Any) -> None:
     """Register every path argument that is not an output as an input of the running command
     (:func:`embedcheck.io.atomic.guard_inputs`: every write of the command is checked against
     them), then refuse at once an output that would replace one, or land inside an input shard set."""
-    from ..io.atomic import check_not_input, guard_inputs
+    from ..io.atomic import check_not_input, check_output_folder, guard_inputs
     from ..io.provenance import meta_path
 
     labels = {prm.name: _option_label(prm) for prm in ctx.command.params}
@@ -334,6 +334,8 @@ def guard_outputs(ctx: Any) -> None:
                   if name not in OUTPUT_PARAMS for p in _path_values(value)])
     for name in OUTPUT_PARAMS:
         for p in _path_values(ctx.params.get(name)):
+            if p.is_symlink() and p.is_dir():
+                check_output_folder(p, labels.get(name, name))
             outs = [p] + ([p.with_suffix(".jsonl"), meta_path(p)] if p.suffix.lower() == ".npy" else [])
             for o in outs:
                 check_not_input(o, what=labels.get(name, name))

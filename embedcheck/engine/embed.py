@@ -386,6 +386,9 @@ def embed_shards(plan: Plan, opts: EmbedOptions, out: Path, *, engine: str = "lo
                  log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Run the plan into the shard-set folder ``out``; returns a summary (entries, timings). A folder
     this call created is removed again when it fails before any shard landed."""
+    from ..io.atomic import check_output_folder
+
+    check_output_folder(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"output {out} exists and is not a folder (a shard set is a folder)")
     parent = out.parent if str(out.parent) else Path(".")

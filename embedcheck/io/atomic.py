@@ -327,6 +327,15 @@ def _clash(target: Path, inp: Path) -> str | None:
     return "overwrite the input" if places & names else None
 
 
+def check_output_folder(out: str | os.PathLike, what: str = "output") -> None:
+    """An output folder (a shard set, a plot folder) is never reached through a symbolic link: its
+    files would land wherever the link points, outside the folder named."""
+    p = Path(out)
+    if p.is_symlink():
+        raise InputError(f"{what} {p} is a symbolic link (to {os.readlink(p)}); an output folder is written "
+                         "only where it is named: give the real folder")
+
+
 def check_not_input(out: str | os.PathLike, inputs: Sequence[str | os.PathLike] = (), *,
                     labels: Sequence[str] | None = None, what: str = "output") -> None:
     """Refuse an output that would replace an input file (followed through symbolic links), a file of

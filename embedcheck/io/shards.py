@@ -62,7 +62,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..rows import iter_chunks
-from .atomic import AtomicBatch, atomic_writer, check_not_input, remove_stale_temps
+from .atomic import AtomicBatch, atomic_writer, check_not_input, check_output_folder, remove_stale_temps
 from .jsonio import dumps, loads, parse_jsonl
 from .npyfile import check_matrix_shape, check_rows, open_npy
 from .provenance import sha256_file
@@ -583,6 +583,7 @@ def new_shard_folder(out: str | os.PathLike) -> Iterator[Path]:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"output {out} already exists; a shard set is written into a new (or empty) folder")
     check_not_input(out)  # never inside an input shard set
+    check_output_folder(out)
     remove_stale_temps(out)  # staging folders of killed writers of the same output
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{os.getpid()}.", suffix=".tmp", dir=parent))
     try:
