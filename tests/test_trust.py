@@ -823,3 +823,47 @@ def test_no_command_writes_outside_through_a_folder_of_symbolic_links(tmp_path, 
     assert all(v == 0 for k, v in codes.items() if k in ("embed", "aag", "probe", "sts", "anisotropy", "neighbors",
                                                           "train-head", "project", "physscore-phrases", "compare",
                                                           "physscore-score", "schema")), codes
+
+
+# --------------------------------------------------------------------------------------------
+# 10. JSON readers name the file for every failure; error lines are capped
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+HUGE_INT = "9" * 5000
+
+
+@pytest.mark.parametrize("kind", ["deep", "huge_int", "bad"])
+@pytest.mark.parametrize("where", ["labels", "report", "manifest", "texts_json"])
+def test_json_readers_name_the_file_for_every_failure(kind, where, tmp_path, cli):
+    body = {"deep": DEEP, "huge_int": HUGE_INT, "bad": "{oops"}[kind]
+    if where == "labels":
+        f = tmp_path / "y.jsonl"
+        f.write_text('{"label": 0}\n' + '{"label": ' + body + '}\n')
+        args = ["aag", TOPICS, f]
+    elif where == "report":
+        f = tmp_path / "r.json"
+        f.write_text('{"schema": "embedcheck.sts/1", "x": ' + body + '}')
+        args = ["compare", f, f]
+    elif where == "manifest":
+        d = make_set(tmp_path / "set", np.load(TOPICS), [300, 300])
+        f = d / "manifest.json"
+        f.write_text('{"format": "embedcheck-shards/1", "dim": ' + body + '}')
+        args = ["aag", d, TOPICS_LABELS]
+    else:
+        f = tmp_path / "t.json"
+        f.write_text('[{"text": "a"}, ' + body + ']')
+        args = ["embed", f, "-o", tmp_path / "e.npy"]
+    res = cli(args)
+    assert_one_line_error(res)
+    assert str(f) in res.stderr and "not valid JSON" in res.stderr, res
+
+
+def test_error_lines_are_capped_and_keep_both_ends(tmp_path, cli):
+    f2 = tmp_path / ("long_" + "n" * 200 + ".jsonl")
+    f2.write_text("".join('{"label": %d}\n' % (i % 2) for i in range(3)) + '{"label": "' + "z" * 50_000 + '"}\n')
+    res = cli(["aag", TOPICS, f2])  # 4 labels for 600 rows, the last a 50,000-character name
+    assert_one_line_error(res)
+    line = res.stderr.strip()
+    assert len(line) <= len("error: ") + 400 and "characters cut" in line, len(line)
+    assert line.startswith("error: labels") or "long_" in line
