@@ -396,9 +396,9 @@ def test_resume_never_writes_through_a_symbolic_link(minilm_path, tmp_path, cli)
 @pytest.mark.parametrize("entry", [{"index": 0, "path": "../victim.npy"}, {"index": 7}, {"index": "0"}],
                          ids=["path_outside", "index_outside", "index_not_int"])
 def test_resume_refuses_entries_that_are_not_the_plans(entry, minilm_path, tmp_path, cli):
+    from embedcheck.encode import DEFAULT_MODEL, resolve_model
     from embedcheck.engine import embed as E
     from embedcheck.engine.embed import EmbedOptions, make_plan
-    from embedcheck.encode import DEFAULT_MODEL, resolve_model
 
     inputs = _texts(tmp_path / "in", files=2)
     r = resolve_model(DEFAULT_MODEL)

@@ -9,8 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from ._app import app
-from .common import (FormatOpt, JsonOpt, MaxDropOpt, QuietOpt, ReportOpt, ToleranceOpt, check_gate_figures, finish,
-                     start_command)
+from .common import FormatOpt, JsonOpt, MaxDropOpt, QuietOpt, ReportOpt, ToleranceOpt, check_gate_figures, finish, start_command
 
 _ReportArg = typer.Argument
 
