@@ -179,15 +179,21 @@ class RayEngine(Engine):
             return
         env = {"env_vars": worker_env()}
         _quiet_ray()
-        if address:
-            try:
-                ray.init(address=address, runtime_env=env, log_to_driver=False, logging_level="ERROR")
-            except Exception as exc:  # noqa: BLE001 - one line for any connection failure
-                raise InputError(f"--address {address}: cannot connect to the Ray cluster: "
-                                 f"{' '.join(str(exc).split())[:300]}") from None
-        else:
-            ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, runtime_env=env,
-                     log_to_driver=False, logging_level="ERROR")
+        self._native = NativeStderr()
+        self._native.start()  # Ray's C++ core logs to file descriptor 2: into a log file instead
+        try:
+            if address:
+                try:
+                    ray.init(address=address, runtime_env=env, log_to_driver=False, logging_level="ERROR")
+                except Exception as exc:  # noqa: BLE001 - one line for any connection failure
+                    raise InputError(f"--address {address}: cannot connect to the Ray cluster: "
+                                     f"{' '.join(str(exc).split())[:300]}") from None
+            else:
+                ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+                         runtime_env=env, log_to_driver=False, logging_level="ERROR")
+        except BaseException:
+            self._native.stop()
+            raise
         self._started = True
 
     @property
@@ -250,8 +256,66 @@ class RayEngine(Engine):
 
     def close(self) -> None:
         if self._started:
-            self.ray.shutdown()
-            self._started = False
+            try:
+                self.ray.shutdown()
+            finally:
+                self._started = False
+                self._native.stop()
+
+
+class NativeStderr:
+    """While this process runs Ray, what native code writes straight to file descriptor 2 (Ray's
+    C++ core worker: ``core_worker.cc ... E ...`` lines, with or without ``--quiet``) goes to a log
+    file (``$TMPDIR/embedcheck-ray/driver-<pid>.log``), while Python's ``sys.stderr`` — progress,
+    hints, the one ``error:`` line — keeps the original stream. A no-op when descriptor 2 cannot
+    be duplicated."""
+
+    def __init__(self) -> None:
+        self._saved: int | None = None
+        self._stream: Any = None
+        self.log: Path | None = None
+
+    def start(self) -> None:
+        import sys
+        import tempfile
+
+        if self._saved is not None:
+            return
+        try:
+            folder = Path(tempfile.gettempdir()) / "embedcheck-ray"
+            folder.mkdir(parents=True, exist_ok=True)
+            self.log = folder / f"driver-{os.getpid()}.log"
+            sys.stderr.flush()
+            saved = os.dup(2)
+            fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except (OSError, ValueError, AttributeError):
+            return
+        os.dup2(fd, 2)
+        os.close(fd)
+        self._saved = saved
+        self._stream = sys.stderr
+        if getattr(sys.stderr, "fileno", None) is not None:
+            try:
+                if sys.stderr.fileno() == 2:  # the real stream: keep writing to the original descriptor
+                    sys.stderr = open(os.dup(saved), "w", buffering=1, encoding="utf-8", errors="replace",
+                                      closefd=True)
+            except (OSError, ValueError):
+                pass
+
+    def stop(self) -> None:
+        import sys
+
+        if self._saved is None:
+            return
+        try:
+            if sys.stderr is not self._stream:
+                sys.stderr.flush()
+                sys.stderr.close()
+                sys.stderr = self._stream
+            os.dup2(self._saved, 2)
+        finally:
+            os.close(self._saved)
+            self._saved = None
 
 
 def _quiet_ray() -> None:
