@@ -248,6 +248,15 @@ def compare_reports(baseline: dict[str, Any], current: dict[str, Any], *, tolera
     return out
 
 
+def check_gate_figures(baseline: dict[str, Any], current: dict[str, Any], names: tuple[str, str]) -> None:
+    """Before a significant-drop gate: every headline figure of the command is a finite number in both
+    reports (:func:`embedcheck.io.reports.check_headline_figures`; exit 2 naming figure and file)."""
+    from .io.reports import check_headline_figures
+
+    command, _ = report_command(current, names[1])
+    check_headline_figures(baseline, current, sorted(headlines(command)), names)
+
+
 def parse_max_drops(items: list[str], option: str = "--max-drop") -> dict[str, float]:
     """``["aag=0.01", "centred.gap_over_floor_sd=0.5"]`` → ``{"aag": 0.01, ...}`` (finite, >= 0)."""
     out: dict[str, float] = {}

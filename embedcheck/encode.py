@@ -310,7 +310,10 @@ def _fast_model(resolved: ResolvedModel, device: str | None, backend: str, max_s
     if max_seq_length is not None and spec.max_positions is not None and max_seq_length > spec.max_positions:
         raise InputError(f"--max-seq-length {max_seq_length} exceeds the model's {spec.max_positions} positions")
     cdir = fastpath.cache_dir(resolved.folder, ONNX_OPSET)
-    manifest = fastpath.read_manifest(cdir)
+    manifest, broken = fastpath.check_cache(cdir, resolved.folder)
+    if broken:  # verified on every load: what is broken is rebuilt
+        _warn(f"fast-path cache {cdir} is broken ({broken}); rebuilding it")
+        fastpath.clear_cache(cdir)
     if manifest is None:
         st = _load_sentence_transformer(resolved, "cpu", None)
         try:
@@ -330,7 +333,11 @@ def _fast_model(resolved: ResolvedModel, device: str | None, backend: str, max_s
     used = "fast"
     if backend == "onnx-int8":
         path, used = fastpath.quantized(cdir), "fast-int8"
-    model = fastpath.FastEncoder(spec, path, manifest["inputs"], backend=used, max_seq_length=max_seq_length)
+    try:
+        model = fastpath.FastEncoder(spec, path, manifest["inputs"], backend=used, max_seq_length=max_seq_length)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's errors, one line naming the cache
+        raise InputError(f"fast-path cache {cdir}: cannot load {path.name} ({' '.join(str(exc).split())[:200]}); "
+                         f"remove {cdir} to rebuild it") from None
     return model
 
 
@@ -402,7 +409,7 @@ def export_onnx(model: Any, path: Path, model_id: str | None = None) -> list[str
         os.replace(tmp, path)
     except Exception as exc:  # noqa: BLE001 - any exporter failure means "not for this model"
         tmp.unlink(missing_ok=True)
-        raise InputError(f"could not export {model_id} to onnx: {' '.join(str(exc).split())[:200]}; "
+        raise InputError(f"could not export {model_id} to onnx in {path.parent}: {' '.join(str(exc).split())[:200]}; "
                          "use --backend torch") from None
     return names
 

@@ -11,7 +11,8 @@ sentence-transformers:
   padded to the longest text of the batch (right padding);
 * the transformer by onnxruntime on an export made once with torch (:func:`build_export`, which
   reuses :func:`embedcheck.encode.export_onnx`) and cached under ``$EMBEDCHECK_CACHE/fast/KEY/``,
-  KEY a hash of every model file's name, size and mtime plus the opset and this path's version;
+  KEY a hash of every model file's name and **contents** (sha256) plus the opset and this path's
+  version — another model's export is never found, whatever its width, names, sizes or mtimes;
 * pooling — ``cls``, ``max``, ``mean``, ``mean_sqrt_len_tokens``, ``weightedmean``, ``lasttoken``,
   alone or concatenated, with ``include_prompt`` — and ``Normalize`` in numpy, after
   sentence-transformers' own formulas; prompts (``--prompt``, ``--prompt-name``, the model's
@@ -19,7 +20,14 @@ sentence-transformers:
 
 When the export is made it is checked against sentence-transformers on torch on a few texts (one
 longer than ``max_seq_length``); the verdict (min cosine ≥ :data:`MIN_COSINE`) is stored in the
-cache's ``manifest.json`` and a failing model keeps the torch path. Any other module list (Dense
+cache's ``manifest.json`` and a failing model keeps the torch path.
+
+**The cache is verified on every load.** The manifest records the model's content digest and the
+sha256 of ``model.onnx`` (and of ``model.int8.onnx`` once made); :func:`check_cache` re-hashes them
+(through :func:`file_sha256`, which re-reads a file only when its inode, size, mtime or ctime
+changed since it was last hashed — a truncated or replaced export always changes one of those). A
+missing, truncated, foreign or unreadable entry is rebuilt with one warning naming the cache
+folder; every error of the cache names its path. Any other module list (Dense
 layers, custom modules, a ``tokenizer.json``-less tokenizer, processor arguments) is not taken.
 """
 
@@ -96,7 +104,7 @@ def read_spec(folder: Path) -> tuple[FastSpec | None, str]:
     """``(spec, "")`` when ``folder`` is a model the fast path implements, else ``(None, why)``."""
     try:
         modules = _read_json(folder / "modules.json")
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None, "no readable modules.json"
     kinds = [_module_kind(m) for m in modules] if isinstance(modules, list) else []
     if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
@@ -113,8 +121,8 @@ def read_spec(folder: Path) -> tuple[FastSpec | None, str]:
         tok_cfg = _read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
         st_cfg = (_read_json(folder / "config_sentence_transformers.json")
                   if (folder / "config_sentence_transformers.json").is_file() else {})
-    except (OSError, ValueError) as exc:
-        return None, f"unreadable configuration ({exc})"
+    except (OSError, ValueError, RecursionError) as exc:
+        return None, f"unreadable configuration ({' '.join(str(exc).split())[:120]})"
     unknown = set(sbert) - _SBERT_KEYS
     if unknown:
         return None, f"sentence_bert_config.json has keys the fast path does not implement: {sorted(unknown)}"
@@ -175,19 +183,66 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")).expanduser() / "embedcheck"
 
 
-def model_key(folder: Path, opset: int) -> str:
-    """Hash of every file's relative name, size and mtime under ``folder``, the opset and
-    :data:`FAST_VERSION` (no torch needed, so a warm start can find its export)."""
-    h = hashlib.sha256(f"fast{FAST_VERSION}|opset{opset}|{folder}".encode())
+#: file identities already hashed by this process: (path, dev, inode, size, mtime_ns, ctime_ns) → sha256
+_HASHED: dict[tuple[str, int, int, int, int, int], str] = {}
+
+
+def _memo_path() -> Path:
+    return cache_root() / "fast" / "hashes.json"
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, remembered (in this process and in ``fast/hashes.json``) under its
+    identity — device, inode, size, mtime and ctime — so an unchanged model costs a ``stat`` per
+    file on a warm start; any change to the file (ctime cannot be set back) re-reads it."""
+    from .io.provenance import sha256_file
+
+    st = path.stat()
+    ident = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if ident in _HASHED:
+        return _HASHED[ident]
+    if not _HASHED:
+        try:
+            memo = json.loads(_memo_path().read_text(encoding="utf-8"))
+            for k, v in (memo.items() if isinstance(memo, dict) else ()):
+                parts = json.loads(k)
+                if isinstance(parts, list) and len(parts) == 6 and isinstance(v, str) and len(v) == 64:
+                    _HASHED[tuple(parts)] = v  # type: ignore[arg-type]
+        except (OSError, ValueError, RecursionError):
+            pass
+        if ident in _HASHED:
+            return _HASHED[ident]
+    digest = sha256_file(path)
+    _HASHED[ident] = digest
+    try:  # best effort: a read-only cache still works, it only hashes again next time
+        memo_file = _memo_path()
+        memo_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo_file.parent / f".hashes.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({json.dumps(list(k)): v for k, v in list(_HASHED.items())[-4096:]}),
+                       encoding="utf-8")
+        os.replace(tmp, memo_file)
+    except OSError:
+        pass
+    return digest
+
+
+def model_digest(folder: Path) -> str:
+    """sha256 over every model file's relative name and contents (hidden files skipped)."""
+    h = hashlib.sha256(b"model-files|")
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
             if name.startswith("."):
                 continue
             p = Path(root) / name
-            st = p.stat()
-            h.update(f"{p.relative_to(folder)}:{st.st_size}:{st.st_mtime_ns}|".encode())
-    return h.hexdigest()[:24]
+            h.update(f"{p.relative_to(folder).as_posix()}:{file_sha256(p)}|".encode())
+    return h.hexdigest()
+
+
+def model_key(folder: Path, opset: int) -> str:
+    """Hash of the model's contents (:func:`model_digest`), the opset and :data:`FAST_VERSION`
+    (no torch needed, so a warm start can find its export)."""
+    return hashlib.sha256(f"fast{FAST_VERSION}|opset{opset}|{model_digest(folder)}".encode()).hexdigest()[:24]
 
 
 def cache_dir(folder: Path, opset: int) -> Path:
@@ -197,11 +252,38 @@ def cache_dir(folder: Path, opset: int) -> Path:
 def read_manifest(cdir: Path) -> dict[str, Any] | None:
     try:
         m = _read_json(cdir / "manifest.json")
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(m, dict) or not (cdir / "model.onnx").is_file():
         return None
     return m
+
+
+def check_cache(cdir: Path, folder: Path) -> tuple[dict[str, Any] | None, str]:
+    """``(manifest, "")`` when the cached export in ``cdir`` is complete and is the export of the
+    model in ``folder`` (its recorded model digest and ``model.onnx`` sha256 both match), else
+    ``(None, why)`` — ``why`` is ``""`` when there is simply no cache yet."""
+    if not (cdir / "manifest.json").exists() and not (cdir / "model.onnx").exists():
+        return None, ""
+    m = read_manifest(cdir)
+    if m is None:
+        return None, "its manifest.json or model.onnx is missing or unreadable"
+    if m.get("model_digest") != model_digest(folder):
+        return None, "it was made from other model files"
+    try:
+        actual = file_sha256(cdir / "model.onnx")
+    except OSError as exc:
+        return None, f"model.onnx cannot be read ({exc.strerror or exc})"
+    if actual != m.get("onnx_sha256"):
+        return None, "model.onnx does not match the sha256 recorded when it was made (truncated or replaced)"
+    return m, ""
+
+
+def clear_cache(cdir: Path) -> None:
+    """Remove a broken cache entry (before it is rebuilt)."""
+    import shutil
+
+    shutil.rmtree(cdir, ignore_errors=True)
 
 
 def write_manifest(cdir: Path, manifest: dict[str, Any]) -> None:
@@ -211,17 +293,30 @@ def write_manifest(cdir: Path, manifest: dict[str, Any]) -> None:
 
 
 def quantized(cdir: Path) -> Path:
-    """The int8 dynamic quantisation of the cached export (made once, cached beside it)."""
+    """The int8 dynamic quantisation of the cached export (made once, cached beside it, its sha256 in
+    the manifest; a file that no longer matches is made again)."""
     path = cdir / "model.int8.onnx"
-    if not path.is_file():
-        from onnxruntime.quantization import QuantType, quantize_dynamic
+    manifest = read_manifest(cdir) or {}
+    if path.is_file() and manifest.get("int8_sha256") == file_sha256(path):
+        return path
+    import logging
 
-        tmp = cdir / f".model.int8.{os.getpid()}.onnx"
-        try:
-            quantize_dynamic(str(cdir / "model.onnx"), str(tmp), weight_type=QuantType.QInt8)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    tmp = cdir / f".model.int8.{os.getpid()}.onnx"
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # the quantiser logs through the root logger (stderr, --quiet or not)
+    try:
+        quantize_dynamic(str(cdir / "model.onnx"), str(tmp), weight_type=QuantType.QInt8)
+        os.replace(tmp, path)
+    except Exception as exc:  # noqa: BLE001 - one line naming the cache
+        raise InputError(f"fast-path cache {cdir}: int8 quantisation failed: {' '.join(str(exc).split())[:200]}") from None
+    finally:
+        root.setLevel(level)
+        tmp.unlink(missing_ok=True)
+    manifest["int8_sha256"] = file_sha256(path)
+    write_manifest(cdir, manifest)
     return path
 
 
@@ -451,6 +546,7 @@ def build_export(spec: FastSpec, st_model: Any, cdir: Path, *, model_id: str,
     got = fast.encode(texts, batch_size=2)
     cos = min_cosine(ref, got) if ref.shape == got.shape else float("nan")
     manifest = {"ok": bool(cos >= MIN_COSINE), "min_cosine": cos, "inputs": names, "model": model_id,
+                "model_digest": model_digest(spec.folder), "onnx_sha256": file_sha256(cdir / "model.onnx"),
                 "folder": str(spec.folder), "pooling": list(spec.pooling), "normalize": spec.normalize,
                 "max_seq_length": spec.max_seq_length, "torch": torch.__version__, "fast_version": FAST_VERSION}
     write_manifest(cdir, manifest)

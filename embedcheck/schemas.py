@@ -93,6 +93,10 @@ VERSIONS: dict[str, int] = {
     # compression (issue 16)
     "compress-write": 1,
     "compress-sweep": 1,
+    # the shards commands (issue 18: their reports carried no schema)
+    "shards-split": 1,
+    "shards-merge": 1,
+    "shards-verify": 1,
 }
 
 
@@ -182,7 +186,8 @@ _BODIES: dict[str, dict[str, Any]] = {
         "n": INT, "dim": INT, "classes": INT, "class_counts": COUNTS,
         "aag": NUM, "mean_same": NUM, "mean_diff": NUM, "n_same_pairs": INT, "n_diff_pairs": INT,
         "within": {"type": "object", "additionalProperties": NUM_OR_NULL},
-        "variance_share": NUM, "variance_share_dims": INT,
+        # null when the rows have no variance at all (identical rows): the share is undefined
+        "variance_share": NUM_OR_NULL, "variance_share_dims": INT,
         "label_map": obj({"map": NUM, "chance": NUM, "queries": INT, "sampled": BOOL}),
     }, optional=("label_map",)),
     "probe": obj({
@@ -235,6 +240,17 @@ _BODIES: dict[str, dict[str, Any]] = {
         })},
         "truncation": {"type": ["object", "null"]}, "ci_method": STR, "seed": INT,
     }),
+    # ---- shards (issue 18) ----
+    "shards-split": obj({"output": STR, "manifest": STR, "rows": INT, "dim": INT, "dtype": STR, "shards": INT,
+                         "rows_per_shard": INT, "sidecar": {"type": ["string", "null"]},
+                         "labels": {"type": ["string", "null"]}, "model": {"type": ["string", "null"]}}),
+    "shards-merge": obj({"output": STR, "sidecar": STR, "rows": INT, "dim": INT, "dtype": STR, "shards": INT,
+                         "model": {"type": ["string", "null"]}}),
+    "shards-verify": obj({"manifest": STR, "format": STR, "rows": INT, "dim": INT, "dtype": STR,
+                          "model": {"type": ["string", "null"]}, "shards": INT, "files_hashed": INT, "ok": BOOL,
+                          "mismatches": {"type": "array", "items": obj({"shard": STR, "file": STR,
+                                                                        "kind": {"enum": ["npy", "jsonl"]},
+                                                                        "expected": STR, "actual": STR})}}),
 }
 # ---- retrieve (issue 16) ----
 _BODIES["retrieve"] = obj({

@@ -1,5 +1,7 @@
-"""Atomic writes after a writer was killed outright: the old output survives, and the next write
-of the same target removes the killed writer's temporary file — never a live writer's."""
+"""Atomic writes after a writer was killed outright, on the fallback path (named temporary files,
+``EMBEDCHECK_NAMED_TEMPS=1``): the old output survives, and the next write of the same target
+removes the killed writer's temporary file — never a live writer's. Unnamed temporary files
+(``O_TMPFILE``), which leave nothing at all, are tested in ``test_trust.py``."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def _temps(folder: Path) -> list[str]:
 
 
 def _start_writer(target: Path) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), EMBEDCHECK_NAMED_TEMPS="1")  # the fallback path
     proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(target)], stdout=subprocess.PIPE, env=env)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == b"staged"

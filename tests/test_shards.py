@@ -115,12 +115,17 @@ def test_sidecar_fields_are_checked(tmp_path, cli):
     assert_one_line_error(res)
     assert "no field 'score' (use --score-field)" in res.stderr
     m = _manifest(d)
-    del m["shards"][1]["sidecar_sha256"]  # optional in the format: then the record count still is checked
+    del m["shards"][1]["sidecar_sha256"]  # every file the manifest names is pinned: refused
     _set_manifest(d, m)
-    side = d / "shard-00001.jsonl"
-    side.write_text("".join(side.read_text().splitlines(keepends=True)[:-1]))
     res = cli(["aag", d, TOPICS_LABELS, "--no-map"])
-    assert res.exit_code == 0, res  # the vectors do not need the sidecar
+    assert_one_line_error(res)
+    assert "shard 1 (shard-00001.npy) has no sidecar_sha256" in res.stderr
+    side = d / "shard-00001.jsonl"  # a pinned sidecar one record short: its record count is checked
+    side.write_text("".join(side.read_text().splitlines(keepends=True)[:-1]))
+    m["shards"][1]["sidecar_sha256"] = hashlib.sha256(side.read_bytes()).hexdigest()
+    _set_manifest(d, m)
+    res = cli(["aag", d, TOPICS_LABELS, "--no-map"])
+    assert res.exit_code == 0, res  # the vectors do not need the sidecar's records
     res = cli(["aag", TOPICS, d, "--label-field", "index"])
     assert_one_line_error(res)
     assert "shard-00001.jsonl has 198 records but its shard has 199 rows" in res.stderr
@@ -196,7 +201,7 @@ def _break_raw_pickle(d: Path) -> str:
 
 def _break_not_json(d: Path) -> str:
     (d / "manifest.json").write_text('{"format": "embedcheck-shards/1", "dim": 48,')
-    return "manifest.json is not valid JSON"
+    return "manifest.json: not valid JSON"
 
 
 def _break_format(d: Path) -> str:
@@ -429,7 +434,7 @@ def test_output_folder_rules(tmp_path, cli):
     assert cli(["shards", "split", TOPICS, "--rows", 100, "-o", tmp_path / "empty"]).exit_code == 0
     res = cli(["shards", "merge", d, "-o", d / "shard-00000.npy"])
     assert_one_line_error(res)
-    assert "would overwrite the input" in res.stderr
+    assert "would write into the input shard set" in res.stderr
     res = cli(["aag", d, TOPICS_LABELS, "--report", d / "manifest.json"])
     assert_one_line_error(res)
     assert "--report" in res.stderr

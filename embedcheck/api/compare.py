@@ -44,6 +44,10 @@ def compare(baseline: Any, current: Any, *, tolerance: float = 0.0, max_drop: Op
 
     base, bname = _report(baseline, "baseline report")
     cur, cname = _report(current, "current report")
+    if fail_on_significant_drop:  # a gate that cannot be evaluated is bad input (exit 2)
+        from ..comparison import check_gate_figures
+
+        check_gate_figures(base, cur, (f"baseline {bname}", f"current {cname}"))
     cmp = compare_reports(base, cur, tolerance=tolerance, names=(f"baseline {bname}", f"current {cname}"),
                           allow_dim_change=allow_dim_change)
     drops = dict(max_drop or {})

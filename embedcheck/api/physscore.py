@@ -100,7 +100,7 @@ def _model_from_meta(emb: Path) -> Optional[str]:
         import json
 
         meta = json.loads(m.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     cand = meta.get("model") if isinstance(meta, dict) else None
     if isinstance(cand, dict):

@@ -26,11 +26,32 @@ except ImportError:  # pragma: no cover
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
 
-def _one_line(msg: str) -> str:
-    return " ".join(str(msg).split()) or "failed"
+#: longest error or warning line (characters after ``error: ``): messages quote input values
+#: (a manifest field, a JSON line, a label) and a hostile input must not flood the terminal or a CI log
+MAX_LINE = 400
+
+
+def _one_line(msg: str, limit: int = MAX_LINE) -> str:
+    """``msg`` on one line, at most ``limit`` characters: a longer one keeps its start (what failed,
+    which file) and its end (the hint), with `` [... N characters cut ...] `` between.
+
+    >>> _one_line("a\\n  b")
+    'a b'
+    >>> len(_one_line("x" * 10_000)) <= MAX_LINE
+    True
+    """
+    text = " ".join(str(msg).split()) or "failed"
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    cut = len(text) - (limit - tail - 32)
+    mark = f" [... {cut - tail} characters cut ...] "
+    head = limit - tail - len(mark)
+    return text[:head] + mark + text[len(text) - tail:]
 
 
 def error_line(msg: str) -> None:
+    """The one error path's output: ``error: <one line, capped at MAX_LINE characters>``."""
     sys.stderr.write(f"error: {_one_line(msg)}\n")
     sys.stderr.flush()
 
@@ -61,10 +82,15 @@ class EmbedcheckGroup(TyperGroup):
         return code
 
     def _run(self, args: Any, prog_name: Any, complete_var: Any, **extra: Any) -> int:
+        from ..io.atomic import clear_guard
+
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             _shown.clear()
-            return self._run_inner(args, prog_name, complete_var, **extra)
+            try:
+                return self._run_inner(args, prog_name, complete_var, **extra)
+            finally:
+                clear_guard()  # the inputs guarded for this command only
 
     def _run_inner(self, args: Any, prog_name: Any, complete_var: Any, **extra: Any) -> int:
         try:

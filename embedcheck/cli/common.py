@@ -52,7 +52,37 @@ class EngineName(str, Enum):
 
 
 EngineOpt = Annotated[EngineName, typer.Option("--engine", help="local: in this process (default). ray: per-shard tasks on a Ray cluster (a local one on this machine's cores unless --address); needs pip install 'embedcheck[ray]'. Both merge per-shard results in manifest order: the same bytes.", case_sensitive=False)]
-AddressOpt = Annotated[Optional[str], typer.Option("--address", help="With --engine ray: HOST:PORT of a running Ray cluster ('ray start --head --port=PORT'; token auth: RAY_AUTH_MODE=token).")]
+def _check_address(value: Optional[str]) -> Optional[str]:
+    """``--address`` given but empty (an unset CI variable) is refused, not read as "no address"."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter("is empty; give HOST:PORT of a running Ray cluster, or leave --address out")
+    return value
+
+
+def force_threads(threads: Optional[int]) -> None:
+    """``--threads N``: every thread choice of this command (torch, onnxruntime, BLAS through
+    :func:`embedcheck.threads.choose_threads`) uses N — in this process and in Ray workers, which
+    inherit ``EMBEDCHECK_*`` variables; restored when the command ends."""
+    import os
+
+    from ..threads import THREADS_ENV
+
+    ctx = _current_context()
+    if threads is None or ctx is None:
+        return
+    old = os.environ.get(THREADS_ENV)
+    os.environ[THREADS_ENV] = str(int(threads))
+
+    def restore() -> None:
+        if old is None:
+            os.environ.pop(THREADS_ENV, None)
+        else:
+            os.environ[THREADS_ENV] = old
+
+    ctx.call_on_close(restore)
+
+
+AddressOpt = Annotated[Optional[str], typer.Option("--address", callback=_check_address, help="With --engine ray: HOST:PORT of a running Ray cluster ('ray start --head --port=PORT'; token auth: RAY_AUTH_MODE=token).")]
 
 
 
@@ -161,11 +191,49 @@ def _option_label(prm: Any) -> str:
     return longs[0] if getattr(prm, "param_type_name", "") == "option" and longs else (prm.name or "").upper()
 
 
-def check_finite_options() -> None:
-    """Refuse a float option (or float in a list option) that is NaN or ±inf, naming the option.
+#: the range every numeric option of every command must lie in, by option name — what the
+#: computation behind it can hold (sizes that fit memory and int64 products, floats that neither
+#: overflow nor underflow float32). ``(lo, hi, lo_open)``; an option not listed gets the defaults
+#: below. Checked by :func:`check_finite_options` before anything is read.
+OPTION_RANGES: dict[str, tuple[float, float, bool]] = {
+    "--scale": (0.0, 1e6, True),  # the linear heads' stretch: float32 outputs stay far from overflow
+    "--temperature": (1e-4, 1e4, False),  # SupCon logits cos/τ in float32
+    "--lr": (0.0, 10.0, True),
+    "--weight-decay": (0.0, 1e3, False),
+    "--C": (1e-12, 1e12, False),
+    "--alpha": (0.0, 1.0, False),
+    "--hidden-dim": (1, 65536, False),
+    "--out-dim": (1, 65536, False),
+    "--epochs": (1, 1_000_000, False),
+    "--batch-size": (1, 1 << 24, False),
+    "--threads": (1, 4096, False),
+    "--workers": (1, 100_000, False),
+    "--gpus-per-worker": (0, 1024, False),
+    "--max-seq-length": (1, 1 << 20, False),
+    "--perms": (1, 1_000_000, False),
+    "--permutations": (0, 1_000_000, False),
+    "--bootstrap": (0, 1_000_000, False),
+    "--resamples": (0, 1_000_000, False),
+    "--repeats": (1, 1_000_000, False),
+    "--shots": (1, 1_000_000, False),
+    "--max-iter": (1, 10_000_000, False),
+    "--plot-pairs": (1, 100_000_000, False),
+    "--block": (1, 1 << 16, False),  # ~4 x block² floats of work memory
+    "--block-mb": (1, 1 << 20, False),
+    "--chunk": (1, 1 << 24, False),
+    "--tolerance": (0.0, 1e12, False),
+}
+#: every other integer option (row counts, k, sizes): int64 products of two stay exact
+INT_RANGE = (-(1 << 40), 1 << 40)
+#: every other float option (gate thresholds ...)
+FLOAT_RANGE = (-1e12, 1e12)
 
-    Range checks (> 0, in [0, 1] ...) belong to the computation layer, whose messages name the
-    value; this one check covers every float option of every command in one place.
+
+def check_finite_options() -> None:
+    """Refuse a numeric option (or number in a list option) outside the range its computation can
+    hold, naming the option: NaN and ±inf always, then :data:`OPTION_RANGES` (or :data:`INT_RANGE`
+    / :data:`FLOAT_RANGE`). Narrower domain checks (> 0, in [0, 1] ...) stay with the computation,
+    whose messages name the value; this one check covers every option of every command in one place.
     """
     import math
 
@@ -175,9 +243,23 @@ def check_finite_options() -> None:
     for prm in ctx.command.params:
         value = ctx.params.get(prm.name)
         values = value if isinstance(value, (list, tuple)) else [value]
+        label = _option_label(prm)
         for v in values:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or isinstance(v, Enum):
+                continue
             if isinstance(v, float) and not math.isfinite(v):
-                raise InputError(f"{_option_label(prm)} must be a finite number, got {v}")
+                raise InputError(f"{label} must be a finite number, got {v}")
+            if label == "--seed":
+                continue  # its own range (0 to 2^32-1) is checked by click
+            lo, hi, lo_open = OPTION_RANGES.get(label, (*(INT_RANGE if isinstance(v, int) else FLOAT_RANGE), False))
+            if (v <= lo if lo_open else v < lo) or v > hi:
+                want = f"{'(' if lo_open else '['}{_num(lo)}, {_num(hi)}]"
+                raise InputError(f"{label} must be in {want} (the range its computation holds), got {_num(v)}")
+
+
+def _num(x: float) -> str:
+    """``1099511627776`` for integers up to 1e15, else ``1e+300``."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
 
 @contextlib.contextmanager
@@ -206,6 +288,29 @@ def _path_values(value: Any) -> list[Path]:
     return []
 
 
+#: parameters that name what a command writes (every other path argument is an input)
+OUTPUT_PARAMS = frozenset({"output", "out", "report_file", "plot", "plots"})
+
+
+def guard_outputs(ctx: Any) -> None:
+    """Register every path argument that is not an output as an input of the running command
+    (:func:`embedcheck.io.atomic.guard_inputs`: every write of the command is checked against
+    them), then refuse at once an output that would replace one, or land inside an input shard set."""
+    from ..io.atomic import check_not_input, check_output_folder, guard_inputs
+    from ..io.provenance import meta_path
+
+    labels = {prm.name: _option_label(prm) for prm in ctx.command.params}
+    guard_inputs([(labels.get(name, name), p) for name, value in ctx.params.items()
+                  if name not in OUTPUT_PARAMS for p in _path_values(value)])
+    for name in OUTPUT_PARAMS:
+        for p in _path_values(ctx.params.get(name)):
+            if p.is_symlink() and p.is_dir():
+                check_output_folder(p, labels.get(name, name))
+            outs = [p] + ([p.with_suffix(".jsonl"), meta_path(p)] if p.suffix.lower() == ".npy" else [])
+            for o in outs:
+                check_not_input(o, what=labels.get(name, name))
+
+
 def preflight() -> None:
     """Refuse, before anything is read or written, a ``--report`` file that is another argument.
 
@@ -219,6 +324,7 @@ def preflight() -> None:
     ctx = _current_context()
     if ctx is None:
         return
+    guard_outputs(ctx)
     report_names = {p.name for p in ctx.command.params if "--report" in getattr(p, "opts", ())}
     reports = [v for k in report_names for v in _path_values(ctx.params.get(k))]
     if not reports:
@@ -317,13 +423,13 @@ def finish(report: dict[str, Any], *, title: str, as_json: bool, fmt: Optional[O
     view = renderer
     base = baseline
     if base is not None:
-        from ..comparison import check_figures_exist, compare_reports, parse_max_drops
-
-        drops = parse_max_drops(list(max_drop or []))
+        from ..comparison import check_figures_exist, check_gate_figures, compare_reports, parse_max_drops
         from ..io.jsonio import load_report
 
-        cmp = compare_reports(load_report(base, "--baseline"), report, tolerance=tolerance,
-                              names=(f"--baseline {base}", "this run"))
+        drops = parse_max_drops(list(max_drop or []))
+        stored = load_report(base, "--baseline")
+        check_gate_figures(stored, report, (f"--baseline {base}", "this run"))
+        cmp = compare_reports(stored, report, tolerance=tolerance, names=(f"--baseline {base}", "this run"))
         check_figures_exist(cmp, list(drops))
         report["comparison"] = {**cmp.to_dict(), "baseline": str(base)}
         report["gates"] = [*report.get("gates", []), *_report.comparison_gates(cmp, drops, significant=True)]

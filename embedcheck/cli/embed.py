@@ -20,7 +20,7 @@ from ..io.atomic import AtomicBatch, check_not_input
 from ..io.jsonio import dumps
 from ..io.provenance import provenance
 from ._app import app
-from .common import AddressOpt, EngineName, EngineOpt, QuietOpt, check_engine, hint, progress, start_command, warn
+from .common import AddressOpt, EngineName, EngineOpt, QuietOpt, check_engine, force_threads, hint, progress, start_command, warn
 
 _EPILOG = (
     "Inputs: .jsonl, .json (list of objects or strings), .csv (RFC 4180), .tsv (tab-separated, no quoting), "
@@ -100,7 +100,7 @@ def embed_cmd(
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="With --engine ray: actors in the pool, each loading the model once (default: the cluster's CPUs).")] = None,
     gpus_per_worker: Annotated[int, typer.Option("--gpus-per-worker", min=0, help="With --engine ray: GPUs per actor (0: CPU).")] = 0,
     resume: Annotated[bool, typer.Option("--resume", help="Sharded output: keep the shards of an earlier (killed) run that are present and hash right; embed the rest.")] = False,
-    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="Sharded output: torch threads per worker (default: all cores in-process, 1 per Ray actor). Runs with the same --threads write the same bytes.")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="Threads of the encoder (per worker with --engine ray; default: the free cores in-process, 1 per Ray actor). Runs with the same --threads write the same bytes.")] = None,
 ) -> None:
     """Encode texts with sentence-transformers into OUT.npy (float32, unit rows), OUT.jsonl and OUT.meta.json.
 
@@ -108,6 +108,7 @@ def embed_cmd(
     """
     start_command(quiet)
     check_engine(engine, address)
+    force_threads(threads)  # one-file and sharded runs alike
     t_start = time.perf_counter()
     if engine is EngineName.ray or shard_rows is not None or resume or _sharded_input(input):
         return _embed_sharded(**{k: v for k, v in locals().items() if k != "t_start"})
@@ -275,7 +276,7 @@ def _embed_sharded(*, input: str, output: Path, engine: Any, address: str | None
                           prompt=o["prompt"], prompt_name=o["prompt_name"], batch_size=o["batch_size"],
                           max_seq_length=o["max_seq_length"], device=o["device"], normalize=not o["no_normalize"],
                           backend=o["backend"], no_text=o["no_text"], threads=threads)
-    plan = E.make_plan(input, opts, shard_rows)
+    plan = E.make_plan(input, opts, shard_rows, model_files=E.model_digest(resolved.folder, resolved.model_id))
     t0 = time.perf_counter()
     summary = E.embed_shards(plan, opts, output, engine=engine.value, address=address, workers=workers,
                              gpus_per_worker=gpus_per_worker, resume=resume, log=hint)
@@ -283,7 +284,7 @@ def _embed_sharded(*, input: str, output: Path, engine: Any, address: str | None
             "address": address, "shard_rows": shard_rows, "workers": workers, "gpus_per_worker": gpus_per_worker},
             "inputs": {"files": plan.inputs}, "model": resolved.as_dict(), "shards": summary["shards"],
             "rows": summary["rows"], "dimension": summary["dim"], "dtype": "float32",
-            "resumed_shards": summary["skipped"], "seconds": round(summary["seconds"], 3),
+            "resumed_shards": summary["skipped"], "plan": summary["plan"], "seconds": round(summary["seconds"], 3),
             "rows_per_second": round(summary["rows_per_second"], 2) if summary["rows_per_second"] else None,
             "versions": package_versions(["sentence-transformers", "transformers", "torch", "tokenizers"]
                                          + (["ray"] if engine.value == "ray" else [])),

@@ -25,7 +25,7 @@ def neighbors_cmd(
     b: Annotated[Path, typer.Argument(metavar="B.npy", help="The same rows embedded another way (n x d' float .npy): projected, fused, model v2 ...", show_default=False)],
     k: Annotated[int, typer.Option("--k", min=1, help="Neighbours per row (cosine, self excluded).")] = 10,
     queries: Annotated[Optional[int], typer.Option("--queries", min=1, help="Sample this many query rows (seeded, without replacement); neighbours are still searched among all rows.", show_default=False)] = None,
-    labels: Annotated[Optional[Path], typer.Option("--labels", help="Labels of the rows (1-D .npy, .jsonl or .txt): share of neighbours with the query's label, before and after.", dir_okay=False, show_default=False)] = None,
+    labels: Annotated[Optional[Path], typer.Option("--labels", help="Labels of the rows (1-D .npy, .jsonl, .txt, or a shard set's sidecars): share of neighbours with the query's label, before and after.", show_default=False)] = None,
     label_field: LabelFieldOpt = "label",
     resamples: Annotated[int, typer.Option("--resamples", min=1, help="Bootstrap resamples (over query rows) of the 95% intervals.")] = 1000,
     block_mb: Annotated[int, typer.Option("--block-mb", min=1, help="Work memory of one block of query rows against a 4,096-row column tile, in MB (plus one float32 copy of a matrix).")] = 128,

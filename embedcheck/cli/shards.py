@@ -55,7 +55,7 @@ def _model_from_meta(npy: Path) -> str | None:
         return None
     try:
         meta = json.loads(m.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, ValueError, RecursionError):  # unreadable or not JSON: no model named
         return None
     model = meta.get("model") if isinstance(meta, dict) else None
     model_id = model.get("id") if isinstance(model, dict) else model
@@ -67,7 +67,7 @@ def split_cmd(
     input: Annotated[Path, typer.Argument(metavar="BIG.npy", help="A 2-D float .npy (or a shard set, to re-shard it).", show_default=False)],
     rows: Annotated[int, typer.Option("--rows", min=1, help="Rows per shard (the last shard holds the rest).", show_default=False)],
     output: Annotated[Path, typer.Option("--output", "-o", metavar="DIR", help="New folder for the shard set (must not exist, or be empty).", show_default=False)],
-    labels: Annotated[Path | None, typer.Option("--labels", help="Attach these labels (.npy/.jsonl/.txt) as the 'label' field of every sidecar record.", dir_okay=False)] = None,
+    labels: Annotated[Path | None, typer.Option("--labels", help="Attach these labels (.npy/.jsonl/.txt, or a shard set's sidecars) as the 'label' field of every sidecar record.")] = None,
     label_field: LabelFieldOpt = "label",
     model: Annotated[str | None, typer.Option("--model", help="Model id for the manifest (default: the one in BIG.meta.json, if any).")] = None,
     as_json: JsonOpt = False,

@@ -19,18 +19,32 @@ shard itself, atomically (temporary file + rename, npy and sidecar together), an
 (index, path, rows, sha256). An actor killed mid-shard is restarted by Ray and the job retried; its
 temporary files are removed at the end. Every node must see the output folder.
 
-**Resume.** The driver appends each finished shard to ``progress.jsonl`` (first line: a hash of
-the plan) as it lands; the manifest is written last, in job order. ``--resume`` skips every job
-whose shard is present and hashes to its recorded sha256; a partial shard (killed before the
-rename) has no entry and is redone. Progress on stderr: shards done/total, rows/s, ETA.
+**Validation first.** :func:`make_plan` reads every input file once on the driver (fields, labels,
+empty texts, JSON) and hashes its bytes before the first shard is written, so a bad third file
+is refused before anything exists, never after two shards.
+
+**Resume.** The plan's fingerprint is a sha256 over the inputs' contents, every option that
+changes the bytes (fields, prompt, normalisation, backend, threads, ...), the shard size and the
+model files' contents (:func:`model_digest`). The driver appends each finished shard to
+``progress.jsonl`` (first line: the fingerprint) as it lands; the manifest is written last, in job
+order, and the fingerprint goes into ``manifest.meta.json``. ``--resume`` proves the plan
+identical — the fingerprint in ``progress.jsonl``, or for a finished folder in
+``manifest.meta.json`` — or refuses with one line; it then keeps every job whose shard is present
+under its plan name (``shard-{i:05d}``) as a regular file (never a symbolic link) hashing to its
+recorded sha256 and sidecar sha256; a partial shard (killed before the rename) has no entry and is
+redone. A recorded entry that names another path, index or a malformed hash is refused. No file of
+the folder is ever opened through a symbolic link (``O_NOFOLLOW``). Progress on stderr: shards
+done/total, rows/s, ETA.
 """
 
 from __future__ import annotations
 
+import errno
 import glob
 import hashlib
 import json
 import os
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -131,7 +145,31 @@ def _record_rows(data: Any) -> list[dict[str, Any]]:
              "extra": r.extra or {}} for r in data.records]
 
 
-def make_plan(spec: str, opts: EmbedOptions, shard_rows: int | None) -> Plan:
+def model_digest(folder: str | os.PathLike | None, model_id: str = "") -> str:
+    """sha256 over every file of a model folder (relative name, size, sha256 of the bytes), so a
+    resumed run proves it embeds with the very same weights and tokenizer; the id alone when the
+    model has no local folder."""
+    from ..io.provenance import sha256_file
+
+    h = hashlib.sha256(f"model|{model_id}|".encode())
+    if folder is None:
+        return h.hexdigest()
+    root = Path(folder)
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            p = Path(dirpath) / name
+            h.update(f"{p.relative_to(root).as_posix()}:{p.stat().st_size}:{sha256_file(p)}|".encode())
+    return h.hexdigest()
+
+
+def make_plan(spec: str, opts: EmbedOptions, shard_rows: int | None, *, model_files: str = "") -> Plan:
+    """The jobs, after every input file was read and checked once (nothing written yet), and the
+    plan's fingerprint (inputs' bytes, options, shard size, ``model_files`` = :func:`model_digest`)."""
+    from ..io.provenance import sha256_file
+
     files = input_files(spec)
     if shard_rows is not None:
         if len(files) != 1:
@@ -148,10 +186,18 @@ def make_plan(spec: str, opts: EmbedOptions, shard_rows: int | None) -> Plan:
         for f in files:
             if f.suffix.lower() not in SUFFIXES:
                 raise InputError(f"input {f}: sharded embed reads .jsonl or .parquet files")
+        for f in files:  # every file read and checked before the first shard is written
+            if not _record_rows(_records(str(f), opts)):
+                raise InputError(f"input {f} has no rows to embed")
         jobs = [Job(i, f"shard-{i:05d}", str(f)) for i, f in enumerate(files)]
         plan = Plan(jobs, [str(f) for f in files])
-    h = hashlib.sha256(json.dumps({"inputs": plan.inputs, "shard_rows": shard_rows, "options": opts.as_dict(),
-                                   "sizes": [os.path.getsize(f) for f in plan.inputs]}, sort_keys=True).encode())
+    try:
+        contents = [sha256_file(f) for f in plan.inputs]
+    except OSError as exc:
+        raise InputError(f"cannot read input {exc.filename}: {exc.strerror or exc}") from None
+    h = hashlib.sha256(json.dumps({"inputs": contents, "shard_rows": shard_rows, "options": opts.as_dict(),
+                                   "model_files": model_files, "jobs": [j.name for j in plan.jobs]},
+                                  sort_keys=True).encode())
     plan.fingerprint = h.hexdigest()
     return plan
 
@@ -235,26 +281,94 @@ def _sha(path: Path) -> str:
     return sha256_file(path)
 
 
-def read_progress(folder: Path, fingerprint: str) -> dict[int, dict[str, Any]]:
-    """Finished shards recorded by an earlier run (only those still present and hashing right)."""
-    done: dict[int, dict[str, Any]] = {}
-    prog = folder / PROGRESS
-    manifest = folder / "manifest.json"
+def _regular(path: Path, what: str) -> bool:
+    """Whether ``path`` exists as a regular file; a symbolic link (or a folder, a device ...) in its
+    place is refused: resume never reads or writes through one."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+        raise InputError(f"--resume: {what} {path} is {kind}; embed never reads or writes through one "
+                         "(remove it or use a new output folder)")
+    return True
+
+
+def _read_nofollow(path: Path) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputError(f"--resume: cannot read {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def open_nofollow(path: Path, mode: str) -> Any:
+    """``open(path, mode)`` for ``"w"`` or ``"a"`` text that refuses a symbolic link at ``path``
+    (``O_NOFOLLOW``) instead of writing to whatever it points at."""
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags |= os.O_APPEND if mode == "a" else os.O_TRUNC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(f"{path} is a symbolic link; embed never writes through one") from None
+        raise
+    return os.fdopen(fd, mode, encoding="utf-8")
+
+
+def _entry(e: Any, plan: Plan, where: str) -> dict[str, Any]:
+    """A recorded shard entry, checked against the plan (index, path, hashes), or one-line refusal."""
+    from ..io.shards import _SHA
+
+    ok = (isinstance(e, dict) and isinstance(e.get("index"), int) and not isinstance(e.get("index"), bool)
+          and 0 <= e["index"] < len(plan.jobs) and e.get("path") == f"{plan.jobs[e['index']].name}.npy"
+          and isinstance(e.get("rows"), int) and not isinstance(e.get("rows"), bool) and e["rows"] >= 0
+          and all(isinstance(e.get(k), str) and _SHA.fullmatch(e[k]) for k in ("sha256", "sidecar_sha256")))
+    if not ok:
+        shown = json.dumps(e)[:120] if isinstance(e, dict) else repr(e)[:120]
+        raise InputError(f"--resume: {where} records a shard that is not one of this plan's ({shown}); "
+                         "use a new output folder")
+    return {k: e[k] for k in ENTRY_KEYS}
+
+
+def read_progress(folder: Path, plan: Plan) -> dict[int, dict[str, Any]]:
+    """Finished shards of an earlier run of the **same plan** (proved by its fingerprint), those still
+    present as regular files hashing right; anything else about the folder is refused."""
+    from ..io.jsonio import loads
+    from ..io.shards import MANIFEST, parse_manifest
+
+    fingerprint = plan.fingerprint
+    differs = ("was made by another plan (its inputs' contents, options, shard size, model files or backend "
+               "differ from this run's); use a new output folder")
+    prog, manifest, meta = folder / PROGRESS, folder / MANIFEST, folder / "manifest.meta.json"
     entries: list[dict[str, Any]] = []
-    if prog.is_file():
-        lines = [json.loads(x) for x in prog.read_text().splitlines() if x.strip().startswith("{")]
-        if lines and lines[0].get("plan") not in (None, fingerprint):
-            raise InputError(f"--resume: {folder} was started with other inputs or options "
-                             "(the plan in progress.jsonl differs); use a new output folder")
-        entries = [x for x in lines[1:] if "index" in x]
-    elif manifest.is_file():
-        m = json.loads(manifest.read_text())
-        entries = [{"index": i, **s} for i, s in enumerate(m.get("shards", []))]
+    if _regular(prog, "progress file"):
+        lines = [ln for ln in _read_nofollow(prog).decode("utf-8", "replace").splitlines() if ln.strip()]
+        if not lines:
+            raise InputError(f"--resume: {prog} is empty; use a new output folder")
+        head = loads(lines[0], f"{prog}:1")
+        if not isinstance(head, dict) or head.get("plan") != fingerprint:
+            raise InputError(f"--resume: {folder} {differs}")
+        entries = [_entry(loads(ln, f"{prog}:{k}"), plan, str(prog)) for k, ln in enumerate(lines[1:], 2)]
+    elif _regular(manifest, "manifest"):
+        recorded = loads(_read_nofollow(meta), str(meta)) if _regular(meta, "provenance file") else None
+        if not isinstance(recorded, dict) or recorded.get("plan") != fingerprint:
+            raise InputError(f"--resume: the finished shard set {folder} {differs}"
+                             + ("" if isinstance(recorded, dict) and "plan" in recorded else
+                                " (its manifest.meta.json records no plan to compare)"))
+        ss = parse_manifest(loads(_read_nofollow(manifest), str(manifest)), manifest)
+        entries = [_entry({"index": i, **e.to_json()}, plan, str(manifest)) for i, e in enumerate(ss.shards)]
+    elif any(not p.name.startswith(".") for p in folder.iterdir()):
+        raise InputError(f"--resume: {folder} holds no {PROGRESS} or {MANIFEST} of an earlier embed; "
+                         "nothing to resume there, use a new output folder")
+    done: dict[int, dict[str, Any]] = {}
     for e in entries:
         p = folder / e["path"]
         side = p.with_suffix(".jsonl")
-        if p.is_file() and side.is_file() and _sha(p) == e["sha256"] and (
-                e.get("sidecar_sha256") is None or _sha(side) == e["sidecar_sha256"]):
+        if _regular(p, "shard") and _regular(side, "shard sidecar") and _sha(p) == e["sha256"] \
+                and _sha(side) == e["sidecar_sha256"]:
             done[int(e["index"])] = e
     return done
 
@@ -270,9 +384,11 @@ def _clean_temps(folder: Path) -> None:
 def embed_shards(plan: Plan, opts: EmbedOptions, out: Path, *, engine: str = "local", address: str | None = None,
                  workers: int | None = None, gpus_per_worker: float = 0.0, resume: bool = False,
                  log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    """Run the plan into the shard-set folder ``out``; returns a summary (entries, timings)."""
-    from ..io.shards import ShardEntry, write_manifest
+    """Run the plan into the shard-set folder ``out``; returns a summary (entries, timings). A folder
+    this call created is removed again when it fails before any shard landed."""
+    from ..io.atomic import check_output_folder
 
+    check_output_folder(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"output {out} exists and is not a folder (a shard set is a folder)")
     parent = out.parent if str(out.parent) else Path(".")
@@ -280,12 +396,29 @@ def embed_shards(plan: Plan, opts: EmbedOptions, out: Path, *, engine: str = "lo
         raise InputError(f"output folder {parent} does not exist")
     if out.is_dir() and any(out.iterdir()) and not resume:
         raise InputError(f"output folder {out} is not empty; pass --resume to continue a run there, or choose a new folder")
-    done = read_progress(out, plan.fingerprint) if resume and out.is_dir() else {}
+    done = read_progress(out, plan) if resume and out.is_dir() else {}
+    created = not out.exists()
     out.mkdir(exist_ok=True)
+    try:
+        return _embed_into(plan, opts, out, done, engine=engine, address=address, workers=workers,
+                           gpus_per_worker=gpus_per_worker, log=log)
+    except BaseException:
+        if created and not any(p.suffix == ".npy" for p in out.iterdir()):  # nothing to resume: leave nothing
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _embed_into(plan: Plan, opts: EmbedOptions, out: Path, done: dict[int, dict[str, Any]], *, engine: str,
+                address: str | None, workers: int | None, gpus_per_worker: float,
+                log: Callable[[str], None]) -> dict[str, Any]:
+    from ..io.shards import ShardEntry, write_manifest
+
     _clean_temps(out)
     todo = [j for j in plan.jobs if j.index not in done]
     prog_path = out / PROGRESS
-    with open(prog_path, "w", encoding="utf-8") as f:  # rewritten: the plan, then what is verified done
+    with open_nofollow(prog_path, "w") as f:  # rewritten: the plan, then what is verified done
         f.write(json.dumps({"plan": plan.fingerprint}) + "\n")
         f.writelines(json.dumps({k: done[i].get(k) for k in ENTRY_KEYS}) + "\n" for i in sorted(done))
     total = len(plan.jobs)
@@ -298,7 +431,7 @@ def embed_shards(plan: Plan, opts: EmbedOptions, out: Path, *, engine: str = "lo
 
     def landed(e: dict[str, Any]) -> None:
         entries[int(e["index"])] = e
-        with open(prog_path, "a", encoding="utf-8") as f:
+        with open_nofollow(prog_path, "a") as f:
             f.write(json.dumps({k: e.get(k) for k in ENTRY_KEYS}) + "\n")
             f.flush()
             os.fsync(f.fileno())
@@ -337,6 +470,7 @@ def embed_shards(plan: Plan, opts: EmbedOptions, out: Path, *, engine: str = "lo
     seconds = time.perf_counter() - t0
     n_rows = sum(int(e["rows"]) for e in ordered)
     return {"shards": len(ordered), "rows": n_rows, "dim": dim, "skipped": len(done), "seconds": seconds,
+            "plan": plan.fingerprint,
             "load_seconds": load_seconds, "rows_per_second": (rows_done[0] / seconds) if seconds > 0 else None}
 
 
@@ -357,6 +491,7 @@ def _run_ray(todo: list[Job], opts: EmbedOptions, out: Path, address: str | None
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False
+        eng.check_feasible(opts.threads or 1, gpus or 0, what="an embed actor (--threads, --gpus-per-worker)")
         size = max(1, min(workers or eng.workers, len(todo)))
         ds = ray.data.from_items([{"job": j.to_json()} for j in todo], override_num_blocks=len(todo))
         # Ray Data restarts dead actors and retries their batch (max_restarts = max_task_retries = -1)

@@ -13,7 +13,14 @@ numpy commands never import it.
 * ``--address HOST:PORT`` connects to a running cluster (``ray start --head --port=PORT`` on one
   node, ``ray start --address=HOST:PORT`` on the others). A port nothing listens on is refused
   at once (a TCP probe with a 5 s timeout before ``ray.init``, which would otherwise retry for
-  minutes). ``ray start --head`` turns on token authentication (Ray ≥ 2.5x): a client then needs
+  minutes), and so is a port where something else listens: Ray's GCS speaks gRPC, so the probe
+  sends the HTTP/2 connection preface and needs a SETTINGS frame back within 5 s (a web server,
+  a database, a service writing garbage or nothing fails it). (``ray.init`` cannot be run under a
+  watchdog thread: Ray ties its child processes to the starting thread's life.)
+* **Bounded waits.** Work the cluster can never schedule is refused before it is submitted
+  (:meth:`RayEngine.check_feasible`: a node must have the CPUs and GPUs one task or actor asks
+  for, e.g. ``--threads 1000``), and every wait for one task result is bounded by
+  ``EMBEDCHECK_RAY_TIMEOUT`` seconds (default :data:`TASK_TIMEOUT`): one line, never a hang. ``ray start --head`` turns on token authentication (Ray ≥ 2.5x): a client then needs
   ``RAY_AUTH_MODE=token`` and the token (``~/.ray/auth_token`` on the same machine, or
   ``RAY_AUTH_TOKEN``); when ``RAY_AUTH_MODE`` is unset and a token is found we set it.
 * Workers are separate processes: the offline switches (``HF_HUB_OFFLINE``, ``HF_DATASETS_OFFLINE``,
@@ -42,6 +49,11 @@ INSTALL_HINT = "--engine ray needs Ray: pip install 'embedcheck[ray]' (ray[data]
 CONNECT_TIMEOUT = 5.0
 #: Ray's increment of its workers' niceness (default 15), read by each worker at start
 WORKER_NICENESS = "RAY_worker_niceness"
+#: default longest wait for one task's result (``EMBEDCHECK_RAY_TIMEOUT`` overrides)
+TASK_TIMEOUT = 1800.0
+TIMEOUT_ENV = "EMBEDCHECK_RAY_TIMEOUT"
+#: HTTP/2 client connection preface followed by an empty SETTINGS frame
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 
 
 class Engine:
@@ -108,11 +120,41 @@ def _probe(address: str) -> None:
     if not host or not port.isdigit():
         raise InputError(f"--address {address!r}: expected HOST:PORT (the GCS port given to 'ray start --head --port')")
     try:
-        with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT):
-            pass
+        conn = socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT)
     except OSError as exc:
         raise InputError(f"--address {address}: no Ray cluster reachable there ({exc.strerror or exc}); "
                          "start one with 'ray start --head --port=PORT' or drop --address for a local Ray") from None
+    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+        conn.close()
+        return  # a TLS cluster answers only after the handshake; ray.init's own timeout bounds it
+    not_ray = (f"--address {address}: something listens there but it is not a Ray cluster (no gRPC/HTTP/2 "
+               f"answer within {CONNECT_TIMEOUT:g} s); give the GCS port of 'ray start --head --port=PORT'")
+    try:
+        with conn:
+            conn.settimeout(CONNECT_TIMEOUT)
+            conn.sendall(_H2_PREFACE)
+            head = b""
+            while len(head) < 9:
+                chunk = conn.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+    except OSError:
+        raise InputError(not_ray) from None
+    if len(head) < 9 or head[3] != 0x04 or head[5:9] != b"\x00\x00\x00\x00":  # a SETTINGS frame on stream 0
+        raise InputError(not_ray)
+
+
+def task_timeout() -> float:
+    """Longest wait for one task result: ``EMBEDCHECK_RAY_TIMEOUT`` seconds, else :data:`TASK_TIMEOUT`."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    try:
+        value = float(raw) if raw else TASK_TIMEOUT
+    except ValueError:
+        raise InputError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+    if not (value > 0 and value < 1e9):
+        raise InputError(f"{TIMEOUT_ENV}={raw!r} must be a number of seconds > 0")
+    return value
 
 
 def _auth_env() -> None:
@@ -142,20 +184,39 @@ class RayEngine(Engine):
         if ray.is_initialized():  # a test session (or a library user) is already connected: use it
             return
         env = {"env_vars": worker_env()}
-        if address:
-            try:
-                ray.init(address=address, runtime_env=env, log_to_driver=False, logging_level="ERROR")
-            except Exception as exc:  # noqa: BLE001 - one line for any connection failure
-                raise InputError(f"--address {address}: cannot connect to the Ray cluster: "
-                                 f"{' '.join(str(exc).split())[:300]}") from None
-        else:
-            ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, runtime_env=env,
-                     log_to_driver=False, logging_level="ERROR")
+        _quiet_ray()
+        self._native = NativeStderr()
+        self._native.start()  # Ray's C++ core logs to file descriptor 2: into a log file instead
+        try:
+            if address:
+                try:
+                    ray.init(address=address, runtime_env=env, log_to_driver=False, logging_level="ERROR")
+                except Exception as exc:  # noqa: BLE001 - one line for any connection failure
+                    raise InputError(f"--address {address}: cannot connect to the Ray cluster: "
+                                     f"{' '.join(str(exc).split())[:300]}") from None
+            else:
+                ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+                         runtime_env=env, log_to_driver=False, logging_level="ERROR")
+        except BaseException:
+            self._native.stop()
+            raise
         self._started = True
 
     @property
     def workers(self) -> int:
         return max(1, int(self.ray.cluster_resources().get("CPU", 1)))
+
+    def check_feasible(self, num_cpus: float = 1, num_gpus: float = 0, what: str = "a task") -> None:
+        """Refuse, before submitting, work no node of the cluster can ever run (Ray would wait for it
+        forever): some alive node must hold ``num_cpus`` CPUs and ``num_gpus`` GPUs."""
+        nodes = [n.get("Resources", {}) for n in self.ray.nodes() if n.get("Alive")]
+        if any(r.get("CPU", 0) >= num_cpus and r.get("GPU", 0) >= num_gpus for r in nodes):
+            return
+        most_cpu = max((r.get("CPU", 0) for r in nodes), default=0)
+        most_gpu = max((r.get("GPU", 0) for r in nodes), default=0)
+        raise InputError(f"{what} needs {num_cpus:g} CPUs" + (f" and {num_gpus:g} GPUs" if num_gpus else "")
+                         + f" on one node, but the largest node of the Ray cluster has {most_cpu:g} CPUs"
+                         + (f" and {most_gpu:g} GPUs" if num_gpus else "") + "; ask for less (--threads, --gpus-per-worker)")
 
     def put(self, value: Any) -> Any:
         return self.ray.put(value)
@@ -163,6 +224,7 @@ class RayEngine(Engine):
     def remote(self, fn: Callable[..., Any], **options: Any) -> Any:
         key = (fn, tuple(sorted(options.items())))
         if key not in self._remote:
+            self.check_feasible(options.get("num_cpus", 1), options.get("num_gpus", 0) or 0)
             self._remote[key] = self.ray.remote(**{"num_cpus": 1, "max_retries": 3, **options})(fn)
         return self._remote[key]
 
@@ -186,8 +248,12 @@ class RayEngine(Engine):
 
     def get(self, refs: Any) -> Any:
         """``ray.get``; a task's :class:`InputError` (a bad row in a shard ...) comes back as itself."""
+        timeout = task_timeout()
         try:
-            return self.ray.get(refs)
+            return self.ray.get(refs, timeout=timeout)
+        except self.ray.exceptions.GetTimeoutError:
+            raise InputError(f"no result from the Ray cluster within {timeout:g} s (busy, lost its nodes, or cannot "
+                             f"schedule the tasks); set {TIMEOUT_ENV}=SECONDS to wait longer") from None
         except self.ray.exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
             if isinstance(cause, (InputError, ValueError)):
@@ -196,8 +262,78 @@ class RayEngine(Engine):
 
     def close(self) -> None:
         if self._started:
-            self.ray.shutdown()
-            self._started = False
+            try:
+                self.ray.shutdown()
+            finally:
+                self._started = False
+                self._native.stop()
+
+
+class NativeStderr:
+    """While this process runs Ray, what native code writes straight to file descriptor 2 (Ray's
+    C++ core worker: ``core_worker.cc ... E ...`` lines, with or without ``--quiet``) goes to a log
+    file (``$TMPDIR/embedcheck-ray/driver-<pid>.log``), while Python's ``sys.stderr`` — progress,
+    hints, the one ``error:`` line — keeps the original stream. A no-op when descriptor 2 cannot
+    be duplicated."""
+
+    def __init__(self) -> None:
+        self._saved: int | None = None
+        self._stream: Any = None
+        self.log: Path | None = None
+
+    def start(self) -> None:
+        import sys
+        import tempfile
+
+        if self._saved is not None:
+            return
+        try:
+            folder = Path(tempfile.gettempdir()) / "embedcheck-ray"
+            folder.mkdir(parents=True, exist_ok=True)
+            self.log = folder / f"driver-{os.getpid()}.log"
+            sys.stderr.flush()
+            saved = os.dup(2)
+            fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except (OSError, ValueError, AttributeError):
+            return
+        os.dup2(fd, 2)
+        os.close(fd)
+        self._saved = saved
+        self._stream = sys.stderr
+        if getattr(sys.stderr, "fileno", None) is not None:
+            try:
+                if sys.stderr.fileno() == 2:  # the real stream: keep writing to the original descriptor
+                    sys.stderr = open(os.dup(saved), "w", buffering=1, encoding="utf-8", errors="replace",
+                                      closefd=True)
+            except (OSError, ValueError):
+                pass
+
+    def stop(self) -> None:
+        import sys
+
+        if self._saved is None:
+            return
+        try:
+            if sys.stderr is not self._stream:
+                sys.stderr.flush()
+                sys.stderr.close()
+                sys.stderr = self._stream
+            os.dup2(self._saved, 2)
+        finally:
+            os.close(self._saved)
+            self._saved = None
+
+
+def _quiet_ray() -> None:
+    """Ray's own Python loggers and its C++ core worker write to stderr; keep them to errors so
+    ``--quiet`` and the one-line error rule hold (set before ``ray.init``; a user's explicit
+    ``RAY_BACKEND_LOG_LEVEL`` wins)."""
+    import logging
+
+    os.environ.setdefault("RAY_LOG_TO_STDERR", "0")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    for name in ("ray", "ray.data", "ray._private", "ray.runtime_env"):
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def make_engine(name: str, address: str | None = None) -> Engine:

@@ -72,6 +72,8 @@ def head_from_bytes(data: bytes, source: str = "head") -> Head:
         header = json.loads(data[8:8 + n].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise InputError(f"{source} is not a safetensors file (header is not JSON)") from None
+    except (ValueError, OverflowError):
+        raise InputError(f"{source} is not a safetensors file (a header number is out of range)") from None
     except RecursionError:
         raise InputError(f"{source} is not an embedcheck head (its header JSON is nested too deeply)") from None
     meta = header.get("__metadata__") if isinstance(header, dict) else None
@@ -93,7 +95,7 @@ def head_from_bytes(data: bytes, source: str = "head") -> Head:
     text = meta.get("config", "{}")
     try:
         config = json.loads(text) if isinstance(text, str) else None
-    except json.JSONDecodeError:
+    except (ValueError, OverflowError):  # JSONDecodeError, the integer digit limit
         raise InputError(f"{source}: head config metadata is not JSON") from None
     except RecursionError:
         raise InputError(f"{source}: head config metadata is nested too deeply") from None

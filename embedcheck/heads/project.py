@@ -7,7 +7,6 @@ concatenation of unit vectors, renormalised).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -90,9 +89,11 @@ def project_part(parts: tuple[Part, ...], start: int, stop: int, n: int, sidecar
         P = project_rows(head, X, mode, alpha)
         lo, hi = max(b0, start), min(b1, stop)
         Y[lo - start:hi - start] = P[lo - b0:hi - b0]
-    if sidecar and Path(sidecar).is_file():
+    if sidecar and Path(sidecar).is_file():  # pinned by the manifest's sidecar_sha256 (verified when opened)
+        from ..io.jsonio import parse_jsonl
+
         with open(sidecar, encoding="utf-8") as f:
-            rows = [json.loads(x) for x in f if x.strip()]
+            rows = parse_jsonl(f, sidecar)
     else:
         rows = [{"index": start + i} for i in range(stop - start)]
     with AtomicBatch() as batch:

@@ -1,16 +1,26 @@
 """Atomic writes: a temporary file beside the target, renamed over it only on success; several
 outputs renamed together (:class:`AtomicBatch`). An output never overwrites an input.
 
-A temporary file is named ``.<target name>.<writer pid>.<random>.tmp``. A writer killed outright
-(SIGKILL, power loss) cannot remove its own; the next write of the same target removes every such
-temp whose writer process is gone (:func:`remove_stale_temps`), never one of a live writer.
+**Unnamed temporary files.** Where the file system supports it (Linux ``O_TMPFILE``: ext4, xfs,
+btrfs, tmpfs ...), the temporary file has no name at all while it is written: it is linked into
+the folder only when complete (``linkat`` through ``/proc/self/fd``, straight to the target when
+the target does not exist yet, else to a temporary name renamed over the target at once). A writer
+killed at any moment — SIGKILL, power loss — leaves nothing behind: the kernel frees an unnamed
+file with its last descriptor.
+
+**Fallback.** Elsewhere (no ``O_TMPFILE``, no ``/proc``, a file system that refuses it, or
+``EMBEDCHECK_NAMED_TEMPS=1``) the temporary file is named ``.<target name>.<writer pid>.<random>.tmp``.
+A writer killed outright cannot remove its own; the next write of the same target removes every
+such temp whose writer process is gone (:func:`remove_stale_temps`), never one of a live writer.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import secrets
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -19,6 +29,11 @@ import numpy as np
 
 from ..errors import InputError
 from .jsonio import dumps
+
+#: unnamed temporary files a batch keeps open at once; further ones get a name when closed
+MAX_OPEN_UNNAMED = 128
+#: set to 1 to force named temporary files (the fallback) everywhere
+NAMED_TEMPS_ENV = "EMBEDCHECK_NAMED_TEMPS"
 
 
 @contextlib.contextmanager
@@ -32,6 +47,49 @@ def atomic_writer(path: str | os.PathLike, mode: str = "wb") -> Iterator[Any]:
         yield f
 
 
+def _open_unnamed(folder: Path) -> int | None:
+    """A descriptor of an unnamed file in ``folder`` (``O_TMPFILE``), or None where unsupported."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None or os.environ.get(NAMED_TEMPS_ENV) == "1" or not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        return os.open(folder, flag | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT, errno.ENOTSUP):
+            return None  # the file system has no unnamed files: named temporaries
+        raise
+
+
+def _temp_name(target: Path) -> Path:
+    folder = target.parent if str(target.parent) else Path(".")
+    return folder / f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+
+
+def _link_unnamed(fd: int, target: Path, *, replace: bool) -> Path | None:
+    """Give the unnamed file ``fd`` a name: ``target`` itself (``replace``; straight when it does
+    not exist, else through a temporary name renamed over it), or a named temporary (returned)."""
+    src = f"/proc/self/fd/{fd}"
+    folder = target.parent if str(target.parent) else Path(".")
+    # a directory descriptor makes os.link call linkat(..., AT_SYMLINK_FOLLOW), which links the
+    # file the /proc entry stands for (plain link(2) would link the /proc symbolic link itself)
+    dfd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if replace:
+            try:
+                os.link(src, target.name, dst_dir_fd=dfd)  # atomic, leaves no name behind
+                return None
+            except FileExistsError:
+                pass
+        tmp = _temp_name(target)
+        os.link(src, tmp.name, dst_dir_fd=dfd)
+        if replace:
+            os.replace(tmp.name, target.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            return None
+        return tmp
+    finally:
+        os.close(dfd)
+
+
 class AtomicBatch:
     """Stage several output files and rename them all at the end (all or nothing).
 
@@ -40,12 +98,24 @@ class AtomicBatch:
     >>> with AtomicBatch() as batch:
     ...     with batch.open(os.path.join(d, "a.txt"), "w") as f:
     ...         _ = f.write("x")
+    ...     print(os.listdir(d) if AtomicBatch.unnamed_supported(d) else [])
+    []
     >>> sorted(os.listdir(d))
     ['a.txt']
     """
 
     def __init__(self) -> None:
-        self._staged: list[tuple[str, Path]] = []
+        #: (named temporary path or None, open unnamed descriptor or None, target)
+        self._staged: list[tuple[str | None, int | None, Path]] = []
+
+    @staticmethod
+    def unnamed_supported(folder: str | os.PathLike) -> bool:
+        """Whether writes into ``folder`` use unnamed temporary files."""
+        fd = _open_unnamed(Path(folder))
+        if fd is None:
+            return False
+        os.close(fd)
+        return True
 
     @contextlib.contextmanager
     def open(self, path: str | os.PathLike, mode: str = "wb") -> Iterator[Any]:
@@ -53,10 +123,31 @@ class AtomicBatch:
         folder = target.parent if str(target.parent) else Path(".")
         if not folder.is_dir():
             raise InputError(f"output folder {folder} does not exist")
+        check_not_input(target)  # the running command's inputs (guard_inputs)
         remove_stale_temps(target)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=folder)
-        self._staged.append((tmp, target))
         encoding = None if "b" in mode else "utf-8"
+        fd = _open_unnamed(folder)
+        if fd is not None:
+            entry_fd: int | None = fd
+            try:
+                with os.fdopen(fd, mode, encoding=encoding, closefd=False) as f:
+                    yield f
+                    f.flush()
+                    os.fsync(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            tmp: str | None = None
+            if sum(1 for _, d, _ in self._staged if d is not None) >= MAX_OPEN_UNNAMED:
+                try:  # too many open: this one gets a (cleanable) name now
+                    tmp = str(_link_unnamed(fd, target, replace=False))
+                finally:
+                    os.close(fd)
+                entry_fd = None
+            self._staged.append((tmp, entry_fd, target))
+            return
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=folder)
+        self._staged.append((tmp, None, target))
         with os.fdopen(fd, mode, encoding=encoding) as f:
             yield f
             f.flush()
@@ -76,15 +167,30 @@ class AtomicBatch:
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
 
     def commit(self) -> None:
-        for tmp, target in self._staged:
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
-        self._staged.clear()
+        try:
+            for tmp, fd, target in self._staged:
+                if fd is not None:
+                    os.fchmod(fd, 0o644)
+                    _link_unnamed(fd, target, replace=True)
+                else:
+                    assert tmp is not None
+                    os.chmod(tmp, 0o644)
+                    os.replace(tmp, target)
+        finally:
+            self._close()
 
     def abort(self) -> None:
-        for tmp, _ in self._staged:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        for tmp, _, _ in self._staged:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+        self._close()
+
+    def _close(self) -> None:
+        for _, fd, _ in self._staged:
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
         self._staged.clear()
 
     def __enter__(self) -> "AtomicBatch":
@@ -113,7 +219,8 @@ def _pid_alive(pid: int) -> bool:
 
 
 def remove_stale_temps(target: str | os.PathLike) -> list[Path]:
-    """Remove the temporary files of ``target`` left by writers that no longer run; return them.
+    """Remove the temporary files (and shard-set staging folders) of ``target`` left by writers that
+    no longer run; return them.
 
     Only names of the form ``.<target name>.<pid>.<random>.tmp`` whose ``pid`` is not a live
     process are removed (a live writer's temp, this process's own included, is kept).
@@ -139,9 +246,16 @@ def remove_stale_temps(target: str | os.PathLike) -> list[Path]:
             continue  # not one of ours (or another target whose name extends this one)
         if _pid_alive(int(pid_s)):
             continue
+        p = folder / name
+        if p.is_dir() and not p.is_symlink():  # a killed writer's shard-set staging folder
+            import shutil
+
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+            continue
         with contextlib.suppress(FileNotFoundError):
-            (folder / name).unlink()
-            removed.append(folder / name)
+            p.unlink()
+            removed.append(p)
     return removed
 
 
@@ -156,9 +270,96 @@ def save_json(path: str | os.PathLike, obj: Any) -> None:
         f.write(dumps(obj) + "\n")
 
 
-def check_not_input(out: str | os.PathLike, inputs: Sequence[str | os.PathLike]) -> None:
-    """Refuse to overwrite an input file with an output."""
-    o = Path(out).resolve()
-    for i in inputs:
-        if Path(i).resolve() == o:
-            raise InputError(f"output {out} would overwrite the input {i}")
+# ---- outputs never replace inputs ------------------------------------------------------------
+#
+# The running command's inputs (registered once, by the CLI's preflight, from every path argument
+# that is not an output) are guarded here, where every write passes: :meth:`AtomicBatch.open` and
+# :func:`embedcheck.io.shards.new_shard_folder` refuse a target that is an input, or lies inside an
+# input shard set, whatever the command. Commands also call :func:`check_not_input` up front, so
+# the refusal comes before any work.
+
+#: (label, path) of the running command's inputs; empty outside a CLI command
+_GUARDED: list[tuple[str, Path]] = []
+
+
+def guard_inputs(inputs: Sequence[tuple[str, str | os.PathLike]]) -> None:
+    """Register the running command's inputs (``(label, path)``); replaces any earlier registration."""
+    _GUARDED[:] = [(label, Path(p)) for label, p in inputs if str(p) not in ("", "-")]
+
+
+def clear_guard() -> None:
+    _GUARDED.clear()
+
+
+def _real(p: Path) -> Path:
+    return Path(os.path.realpath(p))
+
+
+def _is_shard_folder(p: Path) -> Path | None:
+    """The folder of a shard set given as its folder or its manifest, else None."""
+    if p.is_dir() and (p / "manifest.json").is_file():
+        return p
+    if p.name == "manifest.json" and p.is_file():
+        return p.parent
+    return None
+
+
+def _clash(target: Path, inp: Path) -> str | None:
+    """Why writing ``target`` would replace input ``inp`` (None when it would not)."""
+    parent = target.parent if str(target.parent) else Path(".")
+    # the entry os.replace swaps (a symbolic link itself) and, in case it is followed, where it points
+    places = {_real(parent) / target.name, _real(target)}
+    folder = _is_shard_folder(inp)
+    if folder is not None:
+        base = _real(folder)
+        if any(t == base or t.is_relative_to(base) for t in places):
+            return "write into the input shard set"
+        return None
+    if inp.is_dir():  # a folder of input files: an existing file directly in it is an input
+        base = _real(inp)
+        return "overwrite a file of the input folder" if any(
+            t.parent == base and t.exists() and not t.is_dir() for t in places) else None
+    names = {_real(inp)}
+    if inp.suffix.lower() == ".npy":  # its row sidecar and provenance are part of the artifact
+        from .provenance import meta_path
+
+        names |= {_real(q) for q in (inp.with_suffix(".jsonl"), meta_path(inp)) if q.exists()}
+    return "overwrite the input" if places & names else None
+
+
+def check_output_folder(out: str | os.PathLike, what: str = "output") -> None:
+    """An output folder (a shard set, a plot folder) is never reached through a symbolic link: its
+    files would land wherever the link points, outside the folder named."""
+    p = Path(out)
+    if p.is_symlink():
+        raise InputError(f"{what} {p} is a symbolic link (to {os.readlink(p)}); an output folder is written "
+                         "only where it is named: give the real folder")
+
+
+def check_not_input(out: str | os.PathLike, inputs: Sequence[str | os.PathLike] = (), *,
+                    labels: Sequence[str] | None = None, what: str = "output") -> None:
+    """Refuse an output that would replace an input file (followed through symbolic links), a file of
+    an input ``.npy``'s artifact (its ``.jsonl`` rows, its ``.meta.json``), an existing file of an
+    input folder, or anything inside an input shard set — checked against ``inputs`` and every
+    input the running command registered (:func:`guard_inputs`).
+
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> open(os.path.join(d, "x.npy"), "w").close()
+    >>> try:
+    ...     check_not_input(os.path.join(d, "x.npy"), [os.path.join(d, "x.npy")])
+    ... except InputError as exc:
+    ...     print(str(exc).split(" would ")[1].split(" ")[0:3])
+    ['overwrite', 'the', 'input']
+    """
+    target = Path(out)
+    pairs = [(labels[k] if labels else "", Path(i)) for k, i in enumerate(inputs) if i is not None
+             and str(i) not in ("", "-")] + list(_GUARDED)
+    for label, inp in pairs:
+        try:
+            why = _clash(target, inp)
+        except (OSError, RuntimeError, ValueError):
+            continue  # an unreadable input fails where it is read
+        if why:
+            name = f"{label} {inp}" if label else str(inp)
+            raise InputError(f"{what} {out} would {why} {name}; choose another {what.lstrip('-')}")

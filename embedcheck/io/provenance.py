@@ -46,7 +46,11 @@ def package_versions(extra: Sequence[str] = ()) -> dict[str, str]:
 
 def input_record(path: str | os.PathLike) -> dict[str, str]:
     """``{"path", "sha256"}`` of one input file: hash it once and pass the record to
-    :func:`provenance` for every sidecar that names it."""
+    :func:`provenance` for every sidecar that names it. A shard-set folder is recorded by its
+    manifest's sha256 (the manifest pins every shard and sidecar)."""
+    p = Path(path)
+    if p.is_dir() and (p / "manifest.json").is_file():
+        return {"path": str(path), "manifest_sha256": sha256_file(p / "manifest.json")}
     return {"path": str(path), "sha256": sha256_file(path)}
 
 

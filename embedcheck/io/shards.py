@@ -10,14 +10,23 @@ A **shard set** is a folder holding ``manifest.json``::
 plus, per shard, a plain 2-D ``.npy`` (``path``, relative to the folder) and its ``.jsonl`` sidecar
 (same stem: one JSON object per row — ids, labels, kept fields, the records ``embed`` writes in its
 ``OUT.jsonl``). The global row order is manifest order. ``sidecar_sha256`` is optional (it is
-always written here; a manifest from another writer may leave it out). JSON and ``.npy`` only:
-nothing is ever unpickled.
+always written here and **required** on reading: a sidecar's labels and texts flow into outputs, so
+an unpinned sidecar would let them change unnoticed; every embedcheck writer has always written
+it, so only a hand-made manifest lacks it, and one ``sha256sum`` fixes that). JSON and ``.npy``
+only: nothing is ever unpickled.
+
+**Containment.** Every file the manifest names (shards, sidecars) and the manifest itself are
+resolved to their real paths (symbolic links followed, sub-folders included) and must lie inside
+the set's real folder; a link that leaves it is refused with one line naming it, before any row is
+read. Reads go through :meth:`ShardSet.shard_path` / :meth:`ShardSet.sidecar_path`, which
+re-check it.
 
 **Verification policy.** :func:`open_shard_set` validates the manifest (JSON, format string, field
 types, safe relative paths, rows adding up) and every shard's ``.npy`` header (exists, not a
-pickle, 2-D, the manifest's dtype and dim, its row count, not truncated) and that its sidecar
-exists; with ``verify=True`` (what every command uses) it also re-hashes every shard (streaming
-sha256) and stops at the first mismatch with one line naming the shard — so a changed shard is
+pickle, 2-D, the manifest's dtype and dim, its row count, not truncated), that its sidecar
+exists and that every named file stays inside the folder; with ``verify=True`` (what every command
+uses) it also re-hashes every shard and every sidecar (streaming sha256) and stops at the first
+mismatch with one line naming the file — so a changed shard is
 refused before anything is computed or written. A sidecar is checked against its
 ``sidecar_sha256`` whenever it is read (:meth:`ShardSet.read_sidecar`: labels, ``project``,
 ``merge``). ``embedcheck shards verify`` hashes everything and lists every mismatch.
@@ -52,8 +61,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from .atomic import AtomicBatch, atomic_writer
-from .jsonio import dumps, parse_jsonl
+from .atomic import AtomicBatch, atomic_writer, check_not_input, check_output_folder, remove_stale_temps
+from .jsonio import dumps, loads, parse_jsonl
 from .npyfile import open_npy
 from .provenance import sha256_file
 
@@ -109,11 +118,13 @@ class ShardSet:
         return np.array([e.start for e in self.shards] + [self.rows], dtype=np.int64)
 
     def shard_path(self, i: int) -> Path:
-        return self.folder / self.shards[i].path
+        """Shard ``i``'s ``.npy`` (checked to resolve inside the folder)."""
+        return contained(self.folder, self.folder / self.shards[i].path, "shard", self.manifest_path)
 
     def sidecar_path(self, i: int) -> Path:
-        """The shard's ``.jsonl`` sidecar (same stem)."""
-        return self.shard_path(i).with_suffix(".jsonl")
+        """The shard's ``.jsonl`` sidecar (same stem; checked to resolve inside the folder)."""
+        p = (self.folder / self.shards[i].path).with_suffix(".jsonl")
+        return contained(self.folder, p, "shard sidecar", self.manifest_path)
 
     def open_shard(self, i: int) -> np.ndarray:
         """Shard ``i`` as a read-only memmap ``(rows_i, dim)`` after header checks against the manifest
@@ -173,15 +184,39 @@ class ShardSet:
             raise InputError(f"cannot read shard {self.shard_path(i)}: {exc.strerror or exc}") from None
 
     def verify_shard(self, i: int) -> None:
-        """Raise :class:`InputError` naming shard ``i`` when its bytes do not hash to the manifest's sha256."""
+        """Raise :class:`InputError` naming shard ``i`` (or its sidecar) when its bytes do not hash to
+        the manifest's sha256."""
         actual = self.hash_shard(i)
         if actual != self.shards[i].sha256:
             raise InputError(_mismatch(self.shard_path(i), actual, self.shards[i].sha256, self.manifest_path))
+        side, want = self.sidecar_path(i), self.shards[i].sidecar_sha256
+        if want is not None:
+            try:
+                got = sha256_file(side)
+            except OSError as exc:
+                raise InputError(f"cannot read shard sidecar {side}: {exc.strerror or exc}") from None
+            if got != want:
+                raise InputError(_mismatch(side, got, want, self.manifest_path))
 
     def __getstate__(self) -> dict[str, Any]:  # no open memmaps travel with the object (e.g. to a worker)
         state = dict(self.__dict__)
         state["_maps"] = OrderedDict()
         return state
+
+
+def contained(folder: Path, p: Path, what: str, manifest: Path) -> Path:
+    """``p`` (a path under ``folder``) when its real path (symbolic links and ``..`` resolved) lies
+    inside ``folder``'s real path; else one-line :class:`InputError` naming both. ``p`` itself is
+    returned (messages keep the names the user sees)."""
+    try:
+        base = Path(os.path.realpath(folder))
+        real = Path(os.path.realpath(p))
+    except (OSError, RuntimeError, ValueError) as exc:  # a symbolic-link loop, a NUL byte
+        raise InputError(f"{what} {p}: cannot resolve its path ({exc}); manifest {manifest}") from None
+    if real != base and not real.is_relative_to(base):
+        raise InputError(f"{what} {p} resolves to {real}, outside the shard folder (a shard set may not "
+                         "reach outside its folder, symbolic links included)")
+    return p
 
 
 def _mismatch(p: Path, actual: str, expected: str, manifest: Path) -> str:
@@ -273,7 +308,10 @@ def parse_manifest(obj: Any, manifest: Path) -> ShardSet:
         if not isinstance(sha, str) or not _SHA.fullmatch(sha):
             raise InputError(f"{w} ({path}): sha256 must be 64 lowercase hex digits, got {sha!r}")
         side = s.get("sidecar_sha256")
-        if side is not None and (not isinstance(side, str) or not _SHA.fullmatch(side)):
+        if side is None:
+            raise InputError(f"{w} ({path}) has no sidecar_sha256: every file a manifest names must be pinned "
+                             "by its sha256 (add the sha256 of the shard's .jsonl)")
+        if not isinstance(side, str) or not _SHA.fullmatch(side):
             raise InputError(f"{w} ({path}): sidecar_sha256 must be 64 lowercase hex digits, got {side!r}")
         entries.append(ShardEntry(path=path, rows=n_k, sha256=sha, start=start, sidecar_sha256=side))
         start += n_k
@@ -286,17 +324,16 @@ def parse_manifest(obj: Any, manifest: Path) -> ShardSet:
 def read_manifest(path: str | os.PathLike) -> ShardSet:
     """Read and validate the manifest of a shard folder (or the manifest itself); no shard is opened."""
     m = manifest_path(path)
+    contained(m.parent, m, "shard manifest", m)
     try:
         raw = m.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read shard manifest {m}: {exc.strerror or exc}") from None
-    try:
-        obj = json.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError as exc:
-        raise InputError(f"shard manifest {m} is not valid UTF-8 (byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"shard manifest {m} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
-    return parse_manifest(obj, m)
+    ss = parse_manifest(loads(raw, f"shard manifest {m}"), m)
+    for i in range(len(ss.shards)):  # every named file, before anything is opened
+        ss.shard_path(i)
+        ss.sidecar_path(i)
+    return ss
 
 
 def open_shard_set(path: str | os.PathLike, *, verify: bool = True) -> ShardSet:
@@ -417,7 +454,10 @@ def new_shard_folder(out: str | os.PathLike) -> Iterator[Path]:
         raise InputError(f"output folder {parent} does not exist")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"output {out} already exists; a shard set is written into a new (or empty) folder")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=parent))
+    check_not_input(out)  # never inside an input shard set
+    check_output_folder(out)
+    remove_stale_temps(out)  # staging folders of killed writers of the same output
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{os.getpid()}.", suffix=".tmp", dir=parent))
     try:
         yield tmp
         os.chmod(tmp, 0o755)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 import os
 import re
 import sys
@@ -27,7 +26,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..hub import hf_offline_env, hub_reachable
-from .jsonio import parse_jsonl
+from .jsonio import loads, parse_jsonl
 from .labels import check_label_kinds
 
 # ============================================================================================
@@ -87,10 +86,7 @@ def _rows_jsonl(text: str, where: str) -> list[dict]:
 
 
 def _rows_json(text: str, where: str) -> list[dict]:
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    obj = loads(text, where)
     if isinstance(obj, dict):  # column-oriented {"text": [...], "label": [...]}
         cols = {k: v for k, v in obj.items() if isinstance(v, list)}
         if not cols or len(cols) != len(obj) or len({len(v) for v in cols.values()}) != 1:
