@@ -167,7 +167,7 @@ def aag_report(engine: Engine, src: Source, labels: np.ndarray, *, resamples: in
                         n_same_pairs=int(same_pairs // 2), n_diff_pairs=int((all_pairs - same_pairs) // 2),
                         within=within, boot=boot)
     if boot is not None:
-        res.aag_ci95 = percentile_ci(geo.group_boot_aag(boot), level)
+        res.aag_ci95 = geo.aag_interval(res.aag, boot, level)
         res.ci_method = boot.method()
     # variance_share recomputes the class sums (same bits as pass 1 either way: class_sums)
     mu, total, Q, rank = geo._share(sums, counts.astype(np.float64), float(sq.sum()))

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..result import Result, hidden, optional
 from ..rows import CHUNK_ROWS, encode_labels, iter_chunks, label_key, unit_rows
-from .intervals import percentile_ci
+from .intervals import bca_ci, percentile_ci
 
 #: row groups of the default AAG bootstrap (each group's per-class sums are resampled whole)
 BOOT_GROUPS = 256
@@ -114,8 +114,9 @@ class GroupBoot:
 
     def method(self) -> str:
         unit = "rows" if self.groups == len(self.group_of) else f"{self.groups} seeded random groups of rows"
-        return (f"percentile bootstrap over {unit} (multinomial weights on per-group class sums, a row never "
-                f"paired with its own copy), {self.resamples} resamples, seed {self.seed}")
+        return (f"BCa bootstrap over {unit} (multinomial weights on per-group class sums, a row never "
+                f"paired with its own copy; acceleration from the delete-one-group jackknife), "
+                f"{self.resamples} resamples, seed {self.seed}")
 
 
 def _aag_from_sums(sums: np.ndarray, sq: np.ndarray,
@@ -200,9 +201,20 @@ def aag(X: np.ndarray, labels: np.ndarray, *, resamples: int = 0, seed: int = 0,
                     n_same_pairs=int(same_pairs // 2), n_diff_pairs=int((all_pairs - same_pairs) // 2),
                     within=within, boot=boot)
     if boot is not None:
-        res.aag_ci95 = percentile_ci(group_boot_aag(boot), level)
+        res.aag_ci95 = aag_interval(res.aag, boot, level)
         res.ci_method = boot.method()
     return res
+
+
+def aag_interval(theta: float, boot: GroupBoot, level: float = 0.95) -> Optional[list[float]]:
+    """``aag_ci95``: the BCa interval of the group bootstrap (bias correction from the resamples,
+    acceleration from the delete-one-group jackknife — the same exact quadratic forms with one
+    group's weight set to 0)."""
+    import dataclasses
+
+    G = boot.groups
+    jack = group_boot_aag(dataclasses.replace(boot, W=np.ones((G, G)) - np.eye(G)))
+    return bca_ci(theta, group_boot_aag(boot), jack, level)
 
 
 def group_boot_aag(boot: GroupBoot, batch: int = 256) -> np.ndarray:
