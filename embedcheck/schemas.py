@@ -40,6 +40,9 @@ VERSIONS: dict[str, int] = {
     "physscore-run": 1,
     "neighbors": 1,
     "compare": 1,
+    # ---- decisions: threshold, report (issue 17) ----
+    "threshold": 1,
+    "report": 1,
 }
 
 
@@ -89,7 +92,7 @@ GATE = obj({"name": STR, "op": {"enum": [">=", "<="]}, "threshold": NUM, "value"
 FIGURE = obj({
     "figure": STR, "baseline": NUM, "current": NUM, "difference": NUM,
     "difference_ci95": {"anyOf": [INTERVAL, {"type": "null"}]},
-    "noise": {"enum": ["intervals", "tolerance"]}, "beyond_noise": BOOL,
+    "noise": {"enum": ["intervals", "tolerance", "no interval"]}, "beyond_noise": BOOL,
     "direction": {"enum": ["higher", "lower"]}, "drop": NUM, "headline": BOOL,
 })
 
@@ -168,6 +171,16 @@ _BODIES: dict[str, dict[str, Any]] = {
                        "entering_same_label": NUM_OR_NULL, "leaving_same_label": NUM_OR_NULL}),
     }, optional=("labels",)),
     "compare": obj({**COMPARISON["properties"], "current": STR}),
+    # ---- decisions: threshold, report (issue 17) ----
+    "threshold": obj({
+        "n": INT, "dim": INT, "mode": {"enum": ["labels", "matched pairs"]}, "positives": INT, "negatives": INT,
+        "average_precision": NUM,
+        "at_precision": obj({"threshold": NUM_OR_NULL, "target_precision": NUM}),
+        "best_f1": obj({"threshold": NUM_OR_NULL, "f1": NUM_OR_NULL}),
+        "floor": obj({"pairs": INT, "mean": NUM, "sd": NUM}),
+        "curve": {"type": "array", "items": obj({"threshold": NUM, "precision": NUM, "recall": NUM})},
+    }),
+    "report": obj({"output": STR, "folder": STR, "reports": INT, "plots": INT}),
 }
 # the linear heads report the share of their output variance along the class means (the key the
 # lda report once lost): required for them
