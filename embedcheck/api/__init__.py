@@ -14,6 +14,7 @@ from typing import Any
 #: public name at ``embedcheck.<name>`` → module ``embedcheck.api.<module>`` that defines it
 MODULES: dict[str, str] = {
     "threshold": "threshold",
+    "html_report": "report",
 }
 
 

@@ -5,12 +5,12 @@ registered here explicitly, in the order ``--help`` lists them."""
 from __future__ import annotations
 
 from . import aag, anisotropy, compare, embed, head, neighbors, physscore, probe, schema, shards, sts
-from . import threshold  # decisions (issue 17)
+from . import report, threshold  # decisions (issue 17)
 from ._app import app
 
 #: the command modules, in --help order (importing one registers its commands on ``app``)
 COMMAND_MODULES = (embed, aag, probe, sts, head, anisotropy, physscore, shards, neighbors, compare, schema,
-                   threshold)
+                   threshold, report)
 
 
 def main() -> None:

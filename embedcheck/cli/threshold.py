@@ -49,12 +49,14 @@ def threshold_cmd(
 ) -> None:
     """Calibrate a similarity threshold for "match" or "duplicate".
 
-    Pairs are row i of A and row i of B, scored by cosine. Reports the precision-recall
-    curve, the threshold at --precision and at best F1 (95% bootstrap intervals), each
-    threshold's percentile among the unrelated pairs (a_i, b_j), i != j, and with --corpus
-    the exact count of corpus pairs at or above it.
+    Pairs are row i of A and row i of B, scored by cosine. Reports the
+    precision-recall curve, the threshold at --precision and at best F1 (95%
+    bootstrap intervals), each threshold's percentile among the unrelated
+    pairs (a_i, b_j), i != j, and with --corpus the exact count of corpus
+    pairs at or above it.
 
-    Example: embedcheck threshold s1.npy s2.npy stsb.jsonl --label-field score --match-at 4 --check 0.82
+    Example: embedcheck threshold s1.npy s2.npy s1.jsonl --label-field score
+    --match-at 4 --check 0.82
     """
     from ..api.threshold import threshold
 
