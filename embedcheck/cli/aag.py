@@ -37,6 +37,7 @@ from .common import (  # --baseline: compared in finish()
     write_plot,
 )
 from .output import add_gates, min_gate
+from .paired_opts import AgainstOpt, FailOn, FailOnOpt, MarginOpt, check_ids, check_paired_options, paired_gates, parse_margins
 
 
 @app.command("aag")
@@ -59,6 +60,9 @@ def aag_cmd(
     map_at: Annotated[Optional[int], typer.Option("--map-at", min=1, help="MAP@K: average precision over each query's top K only (per-shard top-K lists merge exactly).")] = None,
     engine: EngineOpt = EngineName.local,
     address: AddressOpt = None,
+    against: AgainstOpt = None,
+    margin: MarginOpt = None,
+    fail_on: FailOnOpt = None,
     baseline: BaselineOpt = None,
     max_drop: MaxDropOpt = None,
     tolerance: ToleranceOpt = 0.0,
@@ -81,6 +85,19 @@ def aag_cmd(
     start_command(quiet)
     check_plot(plot, [embeddings, labels])
     check_engine(engine, address)
+    margins = parse_margins(margin)
+    check_paired_options(against, 1, margins, fail_on, "EMB")
+    if against:
+        from ..geometry.paired import check_margins
+
+        check_margins(margins, ["aag", "label_map.map"] if label_map else ["aag"])
+        if engine is EngineName.ray or map_at is not None:
+            raise ValueError("--against runs in this process: not with --engine ray or --map-at (yet)")
+        if resamples < 2:
+            raise ValueError("--against needs --resamples >= 2 (the paired bootstrap)")
+        need = {"aag", "label_map.map"} if label_map else {"aag"}
+        if fail_on is FailOn.not_non_inferior and not need <= set(margins):
+            raise ValueError(f"--fail-on not-non-inferior needs --margin for {', '.join(sorted(need))}")
     if engine is EngineName.ray or map_at is not None:  # per-chunk partials on the engine (local or Ray)
         from ._engine import aag_sharded
 
@@ -100,11 +117,21 @@ def aag_cmd(
     res = aag_mod.aag(X, y, resamples=resamples, seed=seed)
     vs = aag_mod.variance_share(X, y, boot=res.boot if ci else None)
     report: dict[str, Any] = {**res.to_dict(), **vs.to_dict()}
+    m = None
     if label_map:
         if map_queries is None and n > 50_000:
             hint(f"label MAP over all {n} queries is O(n²); --map-queries N samples queries")
         m = map_mod.label_map(X, y, queries=map_queries, seed=seed)
         report["label_map"] = map_mod.with_interval(m, resamples, seed).to_dict()
+    paired = None
+    if against:
+        from ..geometry.paired import aag_paired
+
+        XB = load_matrix(against[0], what="--against B")
+        check_ids(str(embeddings), against[0], n, XB.shape[0])
+        mb = map_mod.label_map(XB, y, queries=map_queries, seed=seed) if m is not None else None
+        paired = aag_paired(X, XB, y, resamples=resamples, permutations=resamples, seed=seed, margins=margins,
+                            ap_a=None if m is None else m.ap, ap_b=None if mb is None else mb.ap, against=against[0])
     if permutations:
         report["permutation"] = aag_mod.aag_permutation_null(X, y, permutations, seed, observed=res.aag)
     if bootstrap:
@@ -120,8 +147,11 @@ def aag_cmd(
         report["plot"] = write_plot(plot, plots.aag_png(
             samples, res.class_counts, res.aag,
             title=f"{Path(embeddings).name}: within- vs between-class cosine ({plot_pairs:,} sampled pairs each)"))
+    if paired is not None:
+        report["paired"] = paired.to_dict()
     add_gates(report, [
         min_gate("aag", res.aag, fail_below) if fail_below is not None else None,
         min_gate("label_map", report.get("label_map", {}).get("map"), fail_map_below) if fail_map_below is not None else None,
+        *paired_gates(paired, fail_on),
     ])
     finish(report, title=f"AAG — {Path(embeddings).name}", as_json=as_json, fmt=fmt, report_file=report_file)
