@@ -58,7 +58,7 @@ def test_paired_interval_is_narrower_than_the_quadrature_interval():
     X = np.load(TOPICS)
     y = np.array([json.loads(line)["label"] for line in open(LABELS)])
     XB = X + 0.05 * np.random.default_rng(0).normal(size=X.shape)
-    p = aag_paired(X, XB, y, resamples=400, seed=0).figures["aag"]
+    p = aag_paired(X, XB, y, resamples=400, seed=0).items["aag"]
     ra = aag_mod.aag(X, y, resamples=400, seed=0)
     rb = aag_mod.aag(XB, y, resamples=400, seed=0)
     quad = math.hypot(ra.aag_ci95[1] - ra.aag_ci95[0], rb.aag_ci95[1] - rb.aag_ci95[0])
@@ -88,6 +88,6 @@ def test_sts_paired_same_resamples_make_a_pure_shift_exact():
     A1 = rng.normal(size=(300, 6))
     A2 = A1 + rng.normal(size=(300, 6)) * (6 - g)[:, None] / 3
     p = sts_paired(A1, A2, 2 * A1, 3 * A2, g, resamples=100, permutations=50)  # cosines unchanged by scaling
-    assert all(f.difference == pytest.approx(0, abs=1e-9) for f in p.figures.values())
-    np.testing.assert_allclose(p.figures["spearman"].boot, 0, atol=1e-9)
+    assert all(f.difference == pytest.approx(0, abs=1e-9) for f in p.items.values())
+    np.testing.assert_allclose(p.items["spearman"].boot, 0, atol=1e-9)
     assert isinstance(p, P.Paired) and "spearman" in p.to_dict()

@@ -69,7 +69,7 @@ def _folder(cli, tmp_path):
     assert cli(["threshold", tmp_path / "a.npy", tmp_path / "b.npy", "--report", d / "sub" / "t.json", "-q"]).exit_code == 0
     sts = json.loads((d / "sub" / "x.sts.json").read_text())
     pf = paired_items(np.arange(60.0), np.arange(60.0) + 0.5, resamples=50, permutations=50, margin=0.1)
-    sts["paired"] = Paired(against="b.npy", ci_method="test", figures={"spearman": pf}).to_dict()
+    sts["paired"] = Paired(against="b.npy", ci_method="test", items={"spearman": pf}).to_dict()
     (d / "sub" / "paired.sts.json").write_text(json.dumps(sts))
     (d / "notes.json").write_text(json.dumps({"not": "a report"}))
     _png(d / "sub" / "plot.png")

@@ -72,9 +72,10 @@ def threshold(a: Any, b: Any, labels: Any = None, *, precision: float = 0.95, ma
         raise InputError("match_at needs labels (the similarity scores to cut)")
     res = calibrate(A, B, y, precision=precision, check=check, resamples=resamples, seed=seed)
     if corpus is not None:
-        points = [("at_precision", res.at_precision), ("best_f1", res.best_f1), ("check", res.check)]
-        points = [(k, p) for k, p in points if p is not None and p.threshold is not None]
-        cnt = count_pairs_above(corpus, [p.threshold for _, p in points], engine=engine, address=address)
+        points = [(k, p) for k, p in (("at_precision", res.at_precision), ("best_f1", res.best_f1),
+                                      ("check", res.check)) if p is not None and p.threshold is not None]
+        cnt = count_pairs_above(corpus, [float(p.threshold) for _, p in points if p.threshold is not None],
+                                engine=engine, address=address)
         above = {}
         for (k, p), c in zip(points, cnt["counts"]):
             p.corpus_pairs_above = c

@@ -97,7 +97,7 @@ def paired_gates(paired: Any, fail_on: Optional[FailOn]) -> list[dict[str, Any]]
     if fail_on is None or paired is None:
         return []
     gates = []
-    for k, f in paired.figures.items():
+    for k, f in paired.items.items():
         ci = f.difference_ci95
         if fail_on is FailOn.worse:
             gates.append(min_gate(f"paired.{k}.difference_ci95_high", None if ci is None else ci[1], 0.0))

@@ -36,7 +36,7 @@ def threshold_cmd(
     match_at: Annotated[Optional[float], typer.Option("--match-at", help="LABELS are scores: a match when >= this (STS-B: 4.0).", show_default=False)] = None,
     precision: Annotated[float, typer.Option("--precision", callback=in_range(0, 1, lo_open=True), help="Target precision in (0, 1] of the calibrated threshold.")] = 0.95,
     check: Annotated[Optional[float], typer.Option("--check", metavar="T", callback=in_range(-1, 1), help="A threshold from elsewhere: its precision, recall and floor percentile here.", show_default=False)] = None,
-    fail_if_below_floor_pct: Annotated[Optional[float], typer.Option("--fail-if-below-floor-pct", metavar="P", callback=in_range(0, 100), help="Gate (with --check): exit 1 when T sits below the P-th percentile of unrelated pairs.", show_default=False)] = None,
+    fail_if_below_floor_pct: Annotated[Optional[float], typer.Option("--fail-if-below-floor-pct", metavar="P", callback=in_range(0, 100), help="Gate: with --check, exit 1 when T sits below the P-th percentile of unrelated pairs.", show_default=False)] = None,
     corpus: Annotated[Optional[str], typer.Option("--corpus", metavar="EMB", help="Count the corpus pairs at or above each threshold (.npy or shard set).", show_default=False)] = None,
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Bootstrap resamples of the threshold intervals; 0: none.")] = 1000,
     seed: SeedOpt = 0,

@@ -15,7 +15,7 @@ returns a :class:`~embedcheck.stats.paired.Paired` section (one
 >>> rng = np.random.default_rng(0); g = np.linspace(0, 5, 200)
 >>> A1 = rng.normal(size=(200, 8)); A2 = A1 + rng.normal(size=(200, 8)) * (6 - g)[:, None] / 3
 >>> p = sts_paired(A1, A2, A1, A2, g, resamples=100, permutations=100)
->>> p.figures["spearman"].difference, p.figures["spearman"].verdict
+>>> p.items["spearman"].difference, p.items["spearman"].verdict
 (0.0, 'inconclusive')
 """
 
@@ -68,7 +68,7 @@ def sts_paired(A1: Any, A2: Any, B1: Any, B2: Any, gold: np.ndarray, *, resample
     figs = {k: P.paired_items(xa, xb, f, resamples=resamples, permutations=permutations, seed=seed,
                               margin=_margin(margins, k))
             for k, f in (("spearman", spearman), ("pearson", pearson))}
-    return P.Paired(against=against, ci_method=P.method_text("pairs", resamples, permutations, seed), figures=figs)
+    return P.Paired(against=against, ci_method=P.method_text("pairs", resamples, permutations, seed), items=figs)
 
 
 def aag_paired(XA: Any, XB: Any, labels: np.ndarray, *, resamples: int = P.RESAMPLES,
@@ -87,12 +87,14 @@ def aag_paired(XA: Any, XB: Any, labels: np.ndarray, *, resamples: int = P.RESAM
     G = min(aag_mod._group_count(n, k, XA.shape[1], groups), aag_mod._group_count(n, k, XB.shape[1], groups))
     ra = aag_mod.aag(XA, labels, resamples=resamples, seed=seed, groups=G)
     rb = aag_mod.aag(XB, labels, resamples=resamples, seed=seed, groups=G)
-    assert np.array_equal(ra.boot.group_of, rb.boot.group_of) and np.array_equal(ra.boot.W, rb.boot.W)
+    ba, bb = ra.boot, rb.boot
+    assert ba is not None and bb is not None
+    assert np.array_equal(ba.group_of, bb.group_of) and np.array_equal(ba.W, bb.W)
     J = np.ones((G, G)) - np.eye(G)
     figs = {"aag": P.paired_figure(
-        ra.aag, rb.aag, aag_mod.group_boot_aag(ra.boot), aag_mod.group_boot_aag(rb.boot),
-        jack_a=aag_mod.group_boot_aag(dataclasses.replace(ra.boot, W=J)),
-        jack_b=aag_mod.group_boot_aag(dataclasses.replace(rb.boot, W=J)),
+        ra.aag, rb.aag, aag_mod.group_boot_aag(ba), aag_mod.group_boot_aag(bb),
+        jack_a=aag_mod.group_boot_aag(dataclasses.replace(ba, W=J)),
+        jack_b=aag_mod.group_boot_aag(dataclasses.replace(bb, W=J)),
         margin=_margin(margins, "aag"))}
     unit = f"{G} seeded random groups of rows" if G < n else "rows"
     method = P.method_text(unit, resamples, permutations, seed).replace(
@@ -105,7 +107,7 @@ def aag_paired(XA: Any, XB: Any, labels: np.ndarray, *, resamples: int = P.RESAM
         figs["label_map.map"] = P.paired_items(100 * np.asarray(ap_a), 100 * np.asarray(ap_b), resamples=resamples,
                                                permutations=permutations, seed=seed,
                                                margin=_margin(margins, "label_map.map"))
-    return P.Paired(against=against, ci_method=method, figures=figs)
+    return P.Paired(against=against, ci_method=method, items=figs)
 
 
 __all__ = ["aag_paired", "check_margins", "sts_paired"]

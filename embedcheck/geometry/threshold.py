@@ -408,9 +408,9 @@ def _at_threshold(s: np.ndarray, y: Optional[np.ndarray], t: float, UA: np.ndarr
         tp = float((flag * y).sum())
         nf = int(flag.sum())
         return (tp / nf if nf else None), tp / float(y.sum())
-    tp = float((s >= t).sum())
-    nf = tp + unrelated_flagged
-    return (tp / nf if nf else None), tp / len(s)
+    tpm = float((s >= t).sum())
+    nfm = tpm + unrelated_flagged
+    return (tpm / nfm if nfm else None), tpm / len(s)
 
 
 def _matched_curve(UA: np.ndarray, UB: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:

@@ -240,19 +240,19 @@ class Paired(Result):
 
     against: Optional[str] = optional()  #: what B is (a path), when the caller names it
     ci_method: str = ""
-    figures: dict[str, PairedFigure] = field(default_factory=dict)
+    items: dict[str, PairedFigure] = field(default_factory=dict)  #: figure key → its comparison
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if self.against is not None:
             out["against"] = self.against
         out["ci_method"] = self.ci_method
-        for k, f in self.figures.items():
+        for k, f in self.items.items():
             out[k] = f.to_dict()
         return out
 
     def verdicts(self) -> dict[str, str]:
-        return {k: f.verdict for k, f in self.figures.items()}
+        return {k: f.verdict for k, f in self.items.items()}
 
 
 def method_text(unit: str, resamples: int, permutations: int, seed: int) -> str:
@@ -388,22 +388,22 @@ def permutation_null(a: np.ndarray, b: np.ndarray, statistic: Statistic, unit_of
     n = len(unit_of)
     if mean and a.ndim == 1:
         d = b - a
-        out = []
+        parts: list[np.ndarray] = []
         per = max(1, BATCH_CELLS // max(n, 1))
         for s in range(0, permutations, per):
             flips = rng.integers(0, 2, size=(min(per, permutations - s), units))
             signs = (1.0 - 2.0 * flips)[:, unit_of]
-            out.append(signs @ d / n)
-        return np.concatenate(out)
+            parts.append(signs @ d / n)
+        return np.concatenate(parts)
     ones = np.ones((1, n))
-    out = np.empty(permutations)
+    null = np.empty(permutations)
     for p in range(permutations):
         swap = rng.integers(0, 2, size=units).astype(bool)[unit_of]
         m = swap.reshape((n,) + (1,) * (a.ndim - 1))
         xa = np.where(m, b, a)
         xb = np.where(m, a, b)
-        out[p] = float(statistic(xb, ones)[0]) - float(statistic(xa, ones)[0])
-    return out
+        null[p] = float(statistic(xb, ones)[0]) - float(statistic(xa, ones)[0])
+    return null
 
 
 def check_same_rows(ids_a: Optional[list[Any]], ids_b: Optional[list[Any]], n_a: int, n_b: int,
