@@ -185,6 +185,21 @@ def _report_section(rel: str, rep: dict[str, Any]) -> tuple[str, dict[str, Any]]
                        "<th>margin</th><th>verdict</th></tr>" + "".join(prow) + "</table>")
             if paired.get("ci_method"):
                 out.append(f'<p class="muted">{_e(paired["ci_method"])}</p>')
+    if command == "compare" and isinstance(rep.get("figures"), list):
+        crow = []
+        for f in rep["figures"]:
+            if not isinstance(f, dict) or not f.get("headline"):
+                continue
+            ci = f.get("difference_ci95")
+            mark = ("worse" if f.get("drop", 0) > 0 else "better") if f.get("beyond_noise") else f.get("noise", "")
+            crow.append(f"<tr><td>{_e(f.get('figure'))}</td><td class=num>{_e(_fmt(f.get('baseline')))}</td>"
+                        f"<td class=num>{_e(_fmt(f.get('current')))}</td><td class=num>{_e(_fmt(f.get('difference')))}</td>"
+                        f"<td class=num>{_e(f'[{_fmt(ci[0])}, {_fmt(ci[1])}]' if isinstance(ci, list) else '-')}</td>"
+                        f'<td class="{_e(mark)}">{_e(mark if f.get("beyond_noise") else "within noise" if ci else mark)}</td></tr>')
+        if crow:
+            out.append(f"<h3>{_e(rep.get('command', ''))}: {_e(rep.get('baseline', ''))} → {_e(rep.get('current', ''))}"
+                       "</h3><table><tr><th>headline figure</th><th>baseline</th><th>current</th><th>difference</th>"
+                       "<th>95% interval (runs independent)</th><th>call</th></tr>" + "".join(crow) + "</table>")
     cmp = rep.get("comparison")
     if isinstance(cmp, dict):
         drops = cmp.get("significant_drops") or []

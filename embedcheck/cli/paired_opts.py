@@ -64,7 +64,10 @@ def row_ids(path: str) -> Optional[list[Any]]:
             return sidecar_field(path, "id")
     except InputError:
         return None
-    side = Path(path).with_suffix(".jsonl")
+    stem = Path(path).with_suffix("")
+    side = Path(f"{stem}.jsonl")
+    if not side.is_file():
+        side = stem.with_suffix(".jsonl")  # where `embed -o X.s1.npy` writes it (X.jsonl)
     if not side.is_file():
         return None
     ids = []
