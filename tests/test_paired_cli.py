@@ -91,3 +91,42 @@ def test_sts_paired_same_resamples_make_a_pure_shift_exact():
     assert all(f.difference == pytest.approx(0, abs=1e-9) for f in p.items.values())
     np.testing.assert_allclose(p.items["spearman"].boot, 0, atol=1e-9)
     assert isinstance(p, P.Paired) and "spearman" in p.to_dict()
+
+
+def _rounded(x, rng):
+    return (x * (1 + rng.normal(0, 6e-8, size=x.shape))).astype(np.float32).astype(np.float64)
+
+
+def test_a_a_reduced_for_sts_and_aag_rarely_worse():
+    """B = A at float32 rounding level (full check: scripts/coverage.py, 200 seeds)."""
+    worse = 0
+    for s in range(15):
+        rng = np.random.default_rng(500 + s)
+        g = rng.uniform(0, 5, 200)
+        A1 = rng.normal(size=(200, 6))
+        A2 = A1 + rng.normal(size=(200, 6)) * (6 - g)[:, None] / 3
+        p = sts_paired(_rounded(A1, rng), _rounded(A2, rng), _rounded(A1, rng), _rounded(A2, rng), g,
+                       resamples=200, permutations=0, seed=s)
+        y = rng.integers(0, 2, 200)
+        X = rng.normal(size=(200, 8))
+        X[:, 0] += np.where(y == 1, 0.6, -0.6)
+        q = aag_paired(_rounded(X, rng), _rounded(X, rng), y, resamples=200, seed=s)
+        worse += any(f.verdict == "worse" for f in [*p.items.values(), *q.items.values()])
+    assert worse <= 2
+
+
+def test_paired_aag_interval_covers_the_population_difference_reduced():
+    def pair(n, rng):
+        y = rng.integers(0, 2, n)
+        X = rng.normal(size=(n, 8))
+        X[:, 0] += np.where(y == 1, 0.6, -0.6)
+        XB = X.copy()
+        XB[:, 0] *= 1.15
+        return X, XB + 0.3 * rng.normal(size=X.shape), y
+
+    X, XB, y = pair(200_000, np.random.default_rng(1))
+    truth = aag_mod.aag(XB, y).aag - aag_mod.aag(X, y).aag
+    hits = [lo <= truth <= hi for lo, hi in
+            (aag_paired(*pair(300, np.random.default_rng(s)), resamples=300, seed=s).items["aag"].difference_ci95
+             for s in range(60))]
+    assert 0.85 <= np.mean(hits) <= 1.0  # 95 % nominal; full check (500 samples): scripts/coverage.py
