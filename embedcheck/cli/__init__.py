@@ -4,21 +4,7 @@ registered here explicitly, in the order ``--help`` lists them."""
 
 from __future__ import annotations
 
-from . import (  # decisions (issue 17)
-    aag,
-    anisotropy,
-    compare,
-    embed,
-    head,
-    neighbors,
-    physscore,
-    probe,
-    report,
-    schema,
-    shards,
-    sts,
-    threshold,
-)
+from . import aag, anisotropy, compare, embed, head, neighbors, physscore, probe, report, schema, shards, sts, threshold
 from ._app import app
 
 #: the command modules, in --help order (importing one registers its commands on ``app``)
