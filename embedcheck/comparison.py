@@ -18,8 +18,15 @@ shape; for symmetric intervals it is ``d ± sqrt(h_b² + h_c²)``)::
     hi = d + sqrt((c_hi − c)² + (b − b_lo)²)
 
 A side without an interval counts as exact (width 0). The change is *beyond noise* when that
-interval excludes 0. A figure with no interval on either side is beyond noise when
-``|d| > tolerance`` (absolute, default 0: any change).
+interval excludes 0. A figure with no interval on either side is ``no interval`` — never beyond
+noise, whatever its change — unless a tolerance > 0 is given; then it is beyond noise when
+``|d| > tolerance`` (absolute).
+
+**Pairing.** The quadrature interval treats the two runs as independent. When both reports carry
+input hashes (``sha256`` values under a ``provenance`` or ``inputs`` key) and share one, they come
+from the same inputs: the comparison says so in ``pairing`` — the two figures are correlated, the
+quadrature interval ignores that, and the paired comparison (``--against``, the report's
+``paired`` section) is the one to read.
 
 **Direction.** Each figure is "higher is better" except those in :data:`LOWER_IS_BETTER`
 (``floor_share``, ``p_value``, ``top1_changed`` ...). ``drop`` is the worsening:
@@ -69,7 +76,16 @@ _SKIP_LEAF = frozenset({"seed", "seconds"})
 
 NOISE_RULE = ("difference interval from the two 95% intervals (<figure>_ci95), runs independent, "
               "half-widths combined in quadrature per side; beyond noise when it excludes 0; "
-              "without intervals, beyond noise when |difference| > tolerance")
+              "without intervals: 'no interval' (never beyond noise), or with a tolerance > 0, "
+              "beyond noise when |difference| > tolerance")
+
+#: ``FigureChange.noise`` of a figure with no interval on either side and no tolerance
+NO_INTERVAL = "no interval"
+
+PAIRING_NOTE = ("both reports come from the same inputs (shared input sha256: {shared}); the quadrature "
+                "interval treats the runs as independent and ignores the pairing, so it is too wide "
+                "for figures of the same rows: use the paired comparison (--against B, the report's "
+                "'paired' section: the same resamples for both)")
 
 
 def _is_num(v: Any) -> bool:
@@ -136,11 +152,11 @@ class FigureChange:
     current: float
     difference: float
     difference_ci95: Optional[list[float]]
-    noise: str  # "intervals" or "tolerance"
+    noise: str  # "intervals", "tolerance" or "no interval"
     beyond_noise: bool
     direction: str
     drop: float  # worsening (negative: improved)
-    noise_bound: float  # a drop above this is beyond noise
+    noise_bound: Optional[float]  # a drop above this is beyond noise (None: no interval)
     headline: bool
 
     @property
@@ -156,6 +172,7 @@ class Comparison:
     figures: list[FigureChange] = field(default_factory=list)
     only_in_baseline: list[str] = field(default_factory=list)
     only_in_current: list[str] = field(default_factory=list)
+    pairing: Optional[str] = None  #: set when the reports come from the same inputs
 
     def figure(self, key: str) -> FigureChange:
         for f in self.figures:
@@ -171,7 +188,8 @@ class Comparison:
         return {"command": self.command, "compared_schema": self.compared_schema, "tolerance": self.tolerance,
                 "noise_rule": NOISE_RULE, "figures": [asdict(f) for f in self.figures],
                 "only_in_baseline": self.only_in_baseline, "only_in_current": self.only_in_current,
-                "significant_drops": self.significant_drops}
+                "significant_drops": self.significant_drops,
+                **({"pairing": self.pairing} if self.pairing else {})}
 
 
 def report_command(report: Any, where: str) -> tuple[str, int]:
@@ -237,14 +255,22 @@ def compare_reports(baseline: dict[str, Any], current: dict[str, Any], *, tolera
             bound = up if way == "higher" else down
             ci: Optional[list[float]] = [lo, hi]
             noise = "intervals"
-        else:
+        elif tolerance > 0:
             beyond = abs(d) > tolerance
             bound = float(tolerance)
             ci = None
             noise = "tolerance"
+        else:  # nothing says how large a change noise makes: no verdict
+            beyond = False
+            bound = None
+            ci = None
+            noise = NO_INTERVAL
         out.figures.append(FigureChange(figure=key, baseline=b, current=c, difference=d, difference_ci95=ci,
                                         noise=noise, beyond_noise=bool(beyond), direction=way, drop=drop,
                                         noise_bound=bound, headline=key in heads))
+    shared = sorted(input_hashes(baseline) & input_hashes(current))
+    if shared:
+        out.pairing = PAIRING_NOTE.format(shared=", ".join(h[:12] + "..." for h in shared[:3]))
     return out
 
 
@@ -255,6 +281,31 @@ def check_gate_figures(baseline: dict[str, Any], current: dict[str, Any], names:
 
     command, _ = report_command(current, names[1])
     check_headline_figures(baseline, current, sorted(headlines(command)), names)
+
+
+def input_hashes(report: dict[str, Any]) -> set[str]:
+    """The input sha256 values a report carries (keys ``sha256`` / ``*_sha256`` anywhere under a
+    ``provenance`` or ``inputs`` key).
+
+    >>> sorted(input_hashes({"provenance": {"inputs": {"labels": {"sha256": "ab" * 32}}}, "x": 1}))[0][:4]
+    'abab'
+    """
+    found: set[str] = set()
+
+    def walk(obj: Any, inside: bool) -> None:
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                k = str(k)
+                if inside and (k == "sha256" or k.endswith("_sha256")) and isinstance(v, str) and len(v) >= 16:
+                    found.add(v.lower())
+                else:
+                    walk(v, inside or k in ("provenance", "inputs"))
+        elif isinstance(obj, list):
+            for x in obj:
+                walk(x, inside)
+
+    walk(report, False)
+    return found
 
 
 def parse_max_drops(items: list[str], option: str = "--max-drop") -> dict[str, float]:
@@ -284,6 +335,6 @@ def check_figures_exist(cmp: Comparison, keys: list[str], option: str = "--max-d
             raise InputError(f"{option} {k}: no such figure in both reports; e.g. {', '.join(near)}")
 
 
-__all__ = ["headlines", "LOWER_IS_BETTER", "NOISE_RULE", "SHAPE_KEYS", "Comparison", "FigureChange",
+__all__ = ["headlines", "LOWER_IS_BETTER", "NOISE_RULE", "NO_INTERVAL", "input_hashes", "SHAPE_KEYS", "Comparison", "FigureChange",
            "check_compatible", "check_figures_exist", "compare_reports", "direction", "flatten_figures",
            "parse_max_drops", "report_command"]

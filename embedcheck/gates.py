@@ -64,5 +64,5 @@ def comparison_gates(cmp: Any, max_drops: dict[str, float], significant: bool) -
     gates = [max_gate(f"drop.{key}", cmp.figure(key).drop, x) for key, x in max_drops.items()]
     if significant:
         gates += [max_gate(f"significant_drop.{f.figure}", f.drop, f.noise_bound)
-                  for f in cmp.figures if f.headline]
+                  for f in cmp.figures if f.headline and f.noise_bound is not None]  # "no interval": no verdict
     return gates

@@ -97,6 +97,9 @@ VERSIONS: dict[str, int] = {
     "shards-split": 1,
     "shards-merge": 1,
     "shards-verify": 1,
+    # ---- decisions: threshold, report (issue 17) ----
+    "threshold": 1,
+    "report": 1,
 }
 
 
@@ -146,7 +149,7 @@ GATE = obj({"name": STR, "op": {"enum": [">=", "<="]}, "threshold": NUM, "value"
 FIGURE = obj({
     "figure": STR, "baseline": NUM, "current": NUM, "difference": NUM,
     "difference_ci95": {"anyOf": [INTERVAL, {"type": "null"}]},
-    "noise": {"enum": ["intervals", "tolerance"]}, "beyond_noise": BOOL,
+    "noise": {"enum": ["intervals", "tolerance", "no interval"]}, "beyond_noise": BOOL,
     "direction": {"enum": ["higher", "lower"]}, "drop": NUM, "headline": BOOL,
 })
 
@@ -251,6 +254,16 @@ _BODIES: dict[str, dict[str, Any]] = {
                           "mismatches": {"type": "array", "items": obj({"shard": STR, "file": STR,
                                                                         "kind": {"enum": ["npy", "jsonl"]},
                                                                         "expected": STR, "actual": STR})}}),
+    # ---- decisions: threshold, report (issue 17) ----
+    "threshold": obj({
+        "n": INT, "dim": INT, "mode": {"enum": ["labels", "matched pairs"]}, "positives": INT, "negatives": INT,
+        "average_precision": NUM,
+        "at_precision": obj({"threshold": NUM_OR_NULL, "target_precision": NUM}),
+        "best_f1": obj({"threshold": NUM_OR_NULL, "f1": NUM_OR_NULL}),
+        "floor": obj({"pairs": INT, "mean": NUM, "sd": NUM}),
+        "curve": {"type": "array", "items": obj({"threshold": NUM, "precision": NUM, "recall": NUM})},
+    }),
+    "report": obj({"output": STR, "folder": STR, "reports": INT, "plots": INT}),
 }
 # ---- retrieve (issue 16) ----
 _BODIES["retrieve"] = obj({

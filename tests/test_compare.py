@@ -70,7 +70,10 @@ def test_direction_lower_is_better_and_headlines():
     assert fs.direction == "lower" and fs.drop == pytest.approx(0.1) and fs.headline
     assert cmp.figure("raw.floor").drop == pytest.approx(-0.1) and not cmp.figure("raw.floor").headline
     assert cmp.figure("centred.gap").drop == pytest.approx(-0.1)
-    assert cmp.significant_drops == ["raw.floor_share"]
+    # no interval and no tolerance: no verdict, never "beyond noise"
+    assert fs.noise == "no interval" and not fs.beyond_noise and fs.noise_bound is None
+    assert cmp.significant_drops == []
+    assert compare_reports(b, c, tolerance=0.05).significant_drops == ["raw.floor_share"]
 
 
 def test_incompatible_reports_say_which():
@@ -174,8 +177,10 @@ def test_baseline_passes_against_itself_and_fails_on_a_real_drop(cli, tmp_path):
     assert res.exit_code == 0, res
     out = res.json()
     assert out["comparison"]["command"] == "aag" and out["comparison"]["baseline"] == str(base)
-    assert {g["name"] for g in out["gates"]} == {"significant_drop.aag", "significant_drop.variance_share",
-                                                 "significant_drop.label_map.map"}
+    # variance_share has no interval (no --ci): "no interval", so no significant-drop gate
+    assert {g["name"] for g in out["gates"]} == {"significant_drop.aag", "significant_drop.label_map.map"}
+    vs = next(f for f in out["comparison"]["figures"] if f["figure"] == "variance_share")
+    assert vs["noise"] == "no interval" and vs["beyond_noise"] is False
     # shuffled labels: the same rows, a much lower AAG -> a headline drop beyond noise (exit 1)
     y = [json.loads(line)["label"] for line in open(TOPIC_LABELS)]
     (tmp_path / "shuffled.txt").write_text("\n".join(np.random.default_rng(0).permutation(y)) + "\n")
@@ -220,3 +225,25 @@ def test_baseline_table_view_shows_the_comparison(cli, tmp_path):
     res = cli(["sts", FIXTURES / "sts_a.npy", FIXTURES / "sts_b.npy", FIXTURES / "sts_scores.jsonl", "--baseline", base,
                "--format", "table"])
     assert res.exit_code == 0 and "against --baseline" in res.stdout and "PASS significant_drop.spearman" in res.stdout
+
+
+def test_no_interval_figure_is_never_beyond_noise_without_tolerance():
+    b = rep(spearman=80.0, pearson=70.0)
+    c = rep(spearman=60.0, pearson=71.0)
+    cmp = compare_reports(b, c)
+    assert [f.noise for f in cmp.figures] == ["no interval", "no interval"]
+    assert not any(f.beyond_noise for f in cmp.figures) and cmp.significant_drops == []
+    d = cmp.to_dict()
+    assert json.loads(json.dumps(d, allow_nan=False))["figures"][0]["noise_bound"] is None
+
+
+def test_same_inputs_say_the_quadrature_interval_ignores_the_pairing():
+    h = "ab" * 32
+    b = rep(spearman=80.0, spearman_ci95=[78.0, 82.0], provenance={"inputs": {"scores": {"sha256": h}}})
+    c = rep(spearman=81.0, spearman_ci95=[79.0, 83.0], provenance={"inputs": {"scores": {"sha256": h}}})
+    cmp = compare_reports(b, c)
+    assert "ignores the pairing" in cmp.pairing and "--against" in cmp.pairing and "abababababab" in cmp.pairing
+    assert "pairing" in cmp.to_dict()
+    other = rep(spearman=81.0, spearman_ci95=[79.0, 83.0], provenance={"inputs": {"scores": {"sha256": "cd" * 32}}})
+    assert compare_reports(b, other).pairing is None and "pairing" not in compare_reports(b, other).to_dict()
+    assert compare_reports(rep(spearman=1.0), rep(spearman=2.0)).pairing is None  # no provenance: nothing claimed

@@ -57,7 +57,7 @@ def test_aag_ray_with_default_intervals_equals_the_one_file_run(cli, ray_local, 
         assert mono.exit_code == 0 and ray.exit_code == 0, ray
         assert ray.stdout == mono.stdout
         assert ("variance_share_ci95" in ray.json()) == bool(extra)
-        assert ray.json()["ci_method"].startswith("percentile bootstrap over 256 seeded random groups of rows")
+        assert ray.json()["ci_method"].startswith("BCa bootstrap over 256 seeded random groups of rows")
     if k == 1:  # a plain .npy under --engine ray (row-range tasks): the same bytes
         plain = cli(["aag", FIXTURES / "topics.npy", labels, *extra, "--json", "--engine", "ray"])
         assert plain.exit_code == 0 and plain.stdout == mono.stdout

@@ -69,6 +69,10 @@ OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
     **{(c, "--tolerance"): "-1" for c in (("aag",), ("anisotropy",), ("probe",), ("sts",), ("physscore", "score"),
                                          ("physscore", "run"), ("neighbors",), ("compare",))},
     (("neighbors",), "--min-overlap"): "1.5",  # a share of k
+    (("threshold",), "--match-at"): None,  # any score scale
+    (("threshold",), "--precision"): "0",  # in (0, 1]
+    (("threshold",), "--check"): "1.5",  # a cosine
+    (("threshold",), "--fail-if-below-floor-pct"): "101",  # a percentile
 }
 
 FLOATS = float_options()
@@ -81,7 +85,7 @@ def test_every_float_option_is_listed():
                      (("anisotropy",), "--max-floor-share"), (("anisotropy",), "--min-partner-first"),
                      (("probe",), "--fail-below"), (("sts",), "--fail-below"),
                      (("physscore", "score"), "--fail-below"), (("physscore", "run"), "--fail-below"),
-                     (("neighbors",), "--min-overlap")}
+                     (("neighbors",), "--min-overlap"), (("threshold",), "--fail-if-below-floor-pct")}
 
 
 @pytest.fixture
@@ -119,6 +123,7 @@ def _base(path: tuple[str, ...], w: Path) -> list[Any]:
         ("physscore", "run"): ["physscore", "run", "--tables", "1", "--model", w / "no-such-model"],
         ("neighbors",): ["neighbors", w / "topics_test.npy", w / "topics_test.npy", "--k", "3"],
         ("compare",): ["compare", w / "report.json", w / "report.json"],
+        ("threshold",): ["threshold", w / "sts_a.npy", w / "sts_b.npy", "--check", "0.5"],
     }[path]
 
 

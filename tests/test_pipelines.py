@@ -62,6 +62,8 @@ def test_sise_summary_tables(pipelines, name):
     sts_compact = json.loads((out / name / "compact.s0.sts.json").read_text())["spearman"]
     assert sts_compact < sts_fused < sts_base + 1  # the paper's ordering of the STS-B cost
     assert 75 < sts_base < 90  # MiniLM on STS-B test: ~82
+    page = (out / name / "report.html").read_text()  # make <name> writes the one-page report
+    assert f'data-report="base.aag.json" data-figure="aag" data-value="{float(base["aag"])!r}"' in page
 
 
 def test_scifact_halves_summary_and_gate(pipelines):

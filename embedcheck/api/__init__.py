@@ -28,6 +28,8 @@ MODULES: dict[str, str] = {
     "retrieve": "retrieve",
     "compress": "compress",
     "compress_sweep": "compress",
+    "threshold": "threshold",
+    "html_report": "report",
 }
 
 

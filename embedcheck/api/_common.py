@@ -81,3 +81,14 @@ def matrix(x: Any, what: str = "embeddings", *, need_direction: bool = True) -> 
 def label_of(x: Any, default: str) -> str:
     """How an input is named in a message: its path as given, else ``default``."""
     return str(x) if isinstance(x, (str, Path)) else default
+
+
+def check_same_rows(a: Any, b: Any, n_a: int, n_b: int) -> None:
+    """A and B hold the same rows: the same row count, and the same ids when both are files whose
+    sidecars carry them."""
+    from ..io.rowids import row_ids
+    from ..stats.paired import check_same_rows as same
+
+    ids_a = row_ids(str(a)) if isinstance(a, (str, Path)) else None
+    ids_b = row_ids(str(b)) if isinstance(b, (str, Path)) else None
+    same(ids_a, ids_b, n_a, n_b, names=(label_of(a, "A"), label_of(b, "B")))

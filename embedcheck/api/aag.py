@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..result import Figure, Report
-from ._common import Hint, labels_for, name_of, running, source
+from ._common import Hint, check_same_rows, label_of, labels_for, name_of, running, source
 
 MAP_HINT_ROWS = 50_000
 
@@ -38,19 +38,33 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
         map_queries: Optional[int] = None, map_at: Optional[int] = None, permutations: int = 0,
         resamples: int = 1000, ci: bool = False, bootstrap: int = 0, ci_level: float = 0.95, seed: int = 0,
         plot: Optional[Path] = None, plot_pairs: int = 2000, engine: Any = "local", address: Optional[str] = None,
-        hint: Hint = None) -> AagReport:
+        against: Any = None, margins: Optional[dict[str, float]] = None, hint: Hint = None) -> AagReport:
     """Attribute Alignment Gap of ``embeddings`` (array, ``.npy``, memmap or shard set) under
     ``labels`` (array or labels file), with variance share, label-retrieval MAP and 95 % intervals.
 
     One driver on every engine: per-chunk partial statistics merged in row order, random draws
     over the global row index — the same bytes in this process (``engine="local"``), on Ray and
     over any sharding. ``plot``: also draw the within/between cosine figure into this ``.png``.
+
+    ``against``: B's embeddings of the same rows (checked by their sidecar ids); the report gains
+    ``paired``: AAG (and label MAP) of A and B on the same resamples, their difference with its
+    95 % interval, a p-value, the minimum detectable effect and a verdict at ``margins``
+    (figure → margin).
     """
     from ..geometry import aag as geo
     from ..geometry import label_map as emap
 
     src = source(embeddings)
     y = labels_for(labels, src.n, label_field)
+    if against is not None:
+        from ..errors import InputError
+        from ..geometry.paired import check_margins
+
+        check_margins(margins, ["aag", "label_map.map"] if label_map else ["aag"])
+        if getattr(engine, "value", engine) == "ray" or map_at is not None:
+            raise InputError("against runs in this process: not with engine ray or map_at (yet)")
+        if resamples < 2:
+            raise InputError("against needs resamples >= 2 (the paired bootstrap)")
     body: dict[str, Any] = {}
     results: dict[str, Any] = {}
     with running(engine, address) as eng:
@@ -82,4 +96,17 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
         if hint is not None:
             hint(f"plot: {plot}")
         body["plot"] = str(plot)
+    if against is not None:
+        from ..geometry.paired import aag_paired
+
+        srcb = source(against, "--against B")
+        check_same_rows(embeddings, against, src.n, srcb.n)
+        ap_b = None
+        if label_map:
+            with running("local") as eng:
+                _, ap_b = emap.label_map_with_aps(eng, srcb, y, queries=map_queries, seed=seed, resamples=0)
+        paired = aag_paired(src, srcb, y, resamples=resamples, permutations=resamples, seed=seed, margins=margins,
+                            ap_a=results.get("label_map_ap"), ap_b=ap_b, against=label_of(against, "array"))
+        body["paired"] = paired.to_dict()
+        results["paired"] = paired
     return AagReport(body=body, results=results)

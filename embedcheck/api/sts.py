@@ -11,12 +11,12 @@ of ``embedcheck sts``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
 from ..result import Figure, Report
-from ._common import label_of, matrix
+from ._common import check_same_rows, label_of, matrix
 
 
 class StsReport(Report):
@@ -29,9 +29,14 @@ class StsReport(Report):
     }
 
 
-def sts(a: Any, b: Any, scores: Any, *, score_field: str = "score", resamples: int = 1000, seed: int = 0) -> StsReport:
+def sts(a: Any, b: Any, scores: Any, *, score_field: str = "score", resamples: int = 1000, seed: int = 0,
+        against: Optional[tuple[Any, Any]] = None, margins: Optional[dict[str, float]] = None) -> StsReport:
     """Spearman x100 (and Pearson x100) of the cosine of row i of ``a`` and row i of ``b`` against
-    gold ``scores`` (array or scores file), each with a 95 % interval (bootstrap over pairs)."""
+    gold ``scores`` (array or scores file), each with a 95 % interval (bootstrap over pairs).
+
+    ``against`` = (B1, B2): a second embedding of the same two sides (ids checked from the
+    sidecars); the report gains ``paired`` (same resampled pairs for both, difference with its
+    95 % interval, p-value, minimum detectable effect, verdict at ``margins``)."""
     from pathlib import Path
 
     from ..geometry.sts import sts_correlation
@@ -47,5 +52,22 @@ def sts(a: Any, b: Any, scores: Any, *, score_field: str = "score", resamples: i
         gold = np.asarray(scores, dtype=np.float64)
         if gold.shape != (A.shape[0],):
             raise ValueError(f"scores have shape {gold.shape} but A has {A.shape[0]} rows")
+    paired = None
+    if against is not None:
+        from ..errors import InputError
+        from ..geometry.paired import check_margins, sts_paired
+
+        if len(against) != 2:
+            raise InputError(f"against must be two embeddings (B1, B2), once per side, got {len(against)}")
+        check_margins(margins, ["spearman", "pearson"])
+        B1 = matrix(against[0], "--against B1")
+        B2 = matrix(against[1], "--against B2")
+        check_same_rows(a, against[0], A.shape[0], B1.shape[0])
+        check_same_rows(b, against[1], B.shape[0], B2.shape[0])
+        paired = sts_paired(A, B, B1, B2, gold, resamples=max(resamples, 2), permutations=resamples, seed=seed,
+                            margins=margins, against=" ".join(label_of(x, "array") for x in against))
     res = sts_correlation(A, B, gold, resamples=resamples, seed=seed)
-    return StsReport(body=res.to_dict(), results={"sts": res})
+    body = res.to_dict()
+    if paired is not None:
+        body["paired"] = paired.to_dict()
+    return StsReport(body=body, results={"sts": res, "paired": paired})

@@ -4,12 +4,28 @@ registered here explicitly, in the order ``--help`` lists them."""
 
 from __future__ import annotations
 
-from . import aag, anisotropy, compare, compress, embed, head, neighbors, physscore, probe, retrieve, schema, shards, sts
+from . import (
+    aag,
+    anisotropy,
+    compare,
+    compress,
+    embed,
+    head,
+    neighbors,
+    physscore,
+    probe,
+    report,
+    retrieve,
+    schema,
+    shards,
+    sts,
+    threshold,
+)
 from ._app import app
 
 #: the command modules, in --help order (importing one registers its commands on ``app``)
-COMMAND_MODULES = (embed, aag, probe, sts, head, anisotropy, physscore, shards, neighbors, retrieve, compress, compare,
-                   schema)
+COMMAND_MODULES = (embed, aag, probe, sts, head, anisotropy, physscore, shards, neighbors, retrieve, compress,
+                   threshold, compare, report, schema)
 
 
 def main() -> None:

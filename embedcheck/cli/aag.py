@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..errors import InputError
 from ..gates import add_gates, min_gate
 from ._app import app
 from .common import (
@@ -23,6 +24,7 @@ from .common import (
     hint,
     in_range,
 )
+from .paired_opts import AgainstOpt, FailOn, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
 
@@ -47,6 +49,9 @@ def aag_cmd(
     map_at: Annotated[Optional[int], typer.Option("--map-at", min=1, help="MAP@K: average precision over each query's top K only (per-shard top-K lists merge exactly).")] = None,
     engine: EngineOpt = EngineName.local,
     address: AddressOpt = None,
+    against: AgainstOpt = None,
+    margin: MarginOpt = None,
+    fail_on: FailOnOpt = None,
     *,
     out: Output,
 ) -> None:
@@ -64,15 +69,21 @@ def aag_cmd(
     out.start()
     check_plot(plot, [embeddings, labels])
     check_engine(engine, address)
+    margins = parse_margins(margin)
+    check_paired_options(against, 1, margins, fail_on, "EMB")
+    need = {"aag", "label_map.map"} if label_map else {"aag"}
+    if fail_on is FailOn.not_non_inferior and not need <= set(margins):
+        raise InputError(f"--fail-on not-non-inferior needs --margin for {', '.join(sorted(need))}")
     from ..api.aag import aag
 
     rep = aag(embeddings, labels, label_field=label_field, label_map=label_map, map_queries=map_queries,
               map_at=map_at, permutations=permutations, resamples=resamples, ci=ci, bootstrap=bootstrap,
               ci_level=ci_level, seed=seed, plot=plot, plot_pairs=plot_pairs, engine=engine.value,
-              address=address, hint=hint)
+              address=address, against=against[0] if against else None, margins=margins or None, hint=hint)
     report = rep.to_dict()
     add_gates(report, [
         min_gate("aag", rep["aag"], fail_below) if fail_below is not None else None,
         min_gate("label_map", rep.get("label_map.map"), fail_map_below) if fail_map_below is not None else None,
+        *paired_gates(rep.results.get("paired"), fail_on),
     ])
     out.finish(report, title=f"AAG — {Path(embeddings).name}")

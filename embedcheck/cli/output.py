@@ -92,18 +92,21 @@ def render_comparison(comparison: dict[str, Any], console: Any = None, title: Op
         t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
     for f in comparison["figures"]:
         ci = f["difference_ci95"]
-        mark = "yes" if f["beyond_noise"] else "no"
+        mark = "yes" if f["beyond_noise"] else ("no interval" if f["noise"] == "no interval" else "no")
         if f["beyond_noise"] and f["drop"] > 0:
             mark = "[red]worse[/red]" if f["headline"] else "worse"
         elif f["beyond_noise"]:
             mark = "[green]better[/green]" if f["headline"] else "better"
         name = f"[bold]{f['figure']}[/bold]" if f["headline"] else f["figure"]
         t.add_row(name, _fmt(f["baseline"]), _fmt(f["current"]), _fmt(f["difference"]),
-                  f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else f"tol {_fmt(comparison['tolerance'])}", mark)
+                  f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else (
+                      f"tol {_fmt(comparison['tolerance'])}" if f["noise"] == "tolerance" else "-"), mark)
     console.print(t)
     for key in ("only_in_baseline", "only_in_current"):
         if comparison.get(key):
             console.print(f"{key.replace('_', ' ')}: {', '.join(comparison[key][:20])}")
+    if comparison.get("pairing"):
+        console.print(f"[yellow]pairing:[/yellow] {comparison['pairing']}")
     if comparison.get("significant_drops"):
         console.print(f"[red]significant drops (headline figures):[/red] {', '.join(comparison['significant_drops'])}")
 

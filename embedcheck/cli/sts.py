@@ -7,12 +7,14 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..errors import InputError
 from ._app import app
 from .common import (  # --baseline: compared in finish()
     SeedOpt,
     in_range,
 )
 from .output import add_gates, min_gate
+from .paired_opts import AgainstOpt, FailOn, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
 
@@ -26,6 +28,9 @@ def sts_cmd(
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals of Spearman and Pearson (bootstrap over pairs); 0: none.")] = 1000,
     seed: SeedOpt = 0,
     fail_below: Annotated[Optional[float], typer.Option("--fail-below", callback=in_range(-100, 100), help="Gate: exit 1 when Spearman x100 (-100 to 100) is below this.")] = None,
+    against: AgainstOpt = None,
+    margin: MarginOpt = None,
+    fail_on: FailOnOpt = None,
     mteb_json: Annotated[Optional[Path], typer.Option("--mteb-json", help="Also write MTEB's result JSON (TaskResult layout; --task-name) to this file.", dir_okay=False, show_default=False)] = None,
     task_name: Annotated[str, typer.Option("--task-name", help="With --mteb-json: the MTEB task name (e.g. STSBenchmark).")] = "STS",
     *,
@@ -41,16 +46,22 @@ def sts_cmd(
     from ..api.sts import sts
 
     out.start()
+    margins = parse_margins(margin)
+    check_paired_options(against, 2, margins, fail_on, "A and B")
+    if fail_on is FailOn.not_non_inferior and set(margins) != {"spearman", "pearson"}:
+        raise InputError("--fail-on not-non-inferior needs --margin spearman=X and --margin pearson=X")
     if mteb_json is not None:
         from ..io.mteb import check_output
 
         check_output(mteb_json, [a, b, scores, out.report_file])
-    rep = sts(a, b, scores, score_field=score_field, resamples=resamples, seed=seed)
+    rep = sts(a, b, scores, score_field=score_field, resamples=resamples, seed=seed,
+              against=(against[0], against[1]) if against else None, margins=margins or None)
     if mteb_json is not None:  # MTEB's keys and scale (0 to 1); main score cosine_spearman
         from ..io.mteb import write_json
 
         write_json(mteb_json, {"cosine_spearman": rep["spearman"] / 100, "cosine_pearson": rep["pearson"] / 100},
                    main_score="cosine_spearman", task_name=task_name, extra={"n": rep["n"]})
     report = rep.to_dict()
-    add_gates(report, [min_gate("spearman", rep["spearman"], fail_below) if fail_below is not None else None])
+    add_gates(report, [min_gate("spearman", rep["spearman"], fail_below) if fail_below is not None else None,
+                       *paired_gates(rep.results.get("paired"), fail_on)])
     out.finish(report, title="STS")

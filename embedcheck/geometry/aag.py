@@ -27,7 +27,7 @@ import numpy as np
 from ..result import Result, hidden, optional
 from ..rows import CHUNK_ROWS, encode_labels, iter_chunks, label_key, unit_rows
 from ..threads import one_blas_thread
-from .intervals import percentile_ci
+from .intervals import bca_ci, percentile_ci
 
 #: row groups of the default AAG bootstrap (each group's per-class sums are resampled whole)
 BOOT_GROUPS = 256
@@ -185,8 +185,9 @@ class GroupBoot:
 
     def method(self) -> str:
         unit = "rows" if self.groups == len(self.group_of) else f"{self.groups} seeded random groups of rows"
-        return (f"percentile bootstrap over {unit} (multinomial weights on per-group class sums, a row never "
-                f"paired with its own copy), {self.resamples} resamples, seed {self.seed}")
+        return (f"BCa bootstrap over {unit} (multinomial weights on per-group class sums, a row never "
+                f"paired with its own copy; acceleration from the delete-one-group jackknife), "
+                f"{self.resamples} resamples, seed {self.seed}")
 
 
 def _aag_from_sums(sums: np.ndarray, sq: np.ndarray,
@@ -416,7 +417,7 @@ def aag_and_variance_share(X: Any, labels: np.ndarray, *, resamples: int = 0, se
                     n_same_pairs=int(same_pairs // 2), n_diff_pairs=int((all_pairs - same_pairs) // 2),
                     within=within, boot=boot)
     if boot is not None:
-        res.aag_ci95 = percentile_ci(group_boot_aag(boot), level)
+        res.aag_ci95 = aag_interval(res.aag, boot, level)
         res.ci_method = boot.method()
     if not share:
         return res, None
@@ -556,6 +557,17 @@ def aag_bootstrap(X: Any, labels: np.ndarray, resamples: int, seed: int = 0, *,
     lo, hi = np.quantile(v, [(1 - level) / 2, 1 - (1 - level) / 2]) if len(v) else (np.nan, np.nan)
     return {"resamples": int(len(v)), "level": float(level), "ci_low": float(lo), "ci_high": float(hi),
             "sd": float(v.std(ddof=1)) if len(v) > 1 else None, "seed": int(seed)}
+
+
+def aag_interval(theta: float, boot: GroupBoot, level: float = 0.95) -> Optional[list[float]]:
+    """``aag_ci95``: the BCa interval of the group bootstrap (bias correction from the resamples,
+    acceleration from the delete-one-group jackknife — the same exact quadratic forms with one
+    group's weight set to 0)."""
+    import dataclasses
+
+    G = boot.groups
+    jack = group_boot_aag(dataclasses.replace(boot, W=np.ones((G, G)) - np.eye(G)))
+    return bca_ci(theta, group_boot_aag(boot), jack, level)
 
 
 def group_boot_aag(boot: GroupBoot, batch: int = 256) -> np.ndarray:

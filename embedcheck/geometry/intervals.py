@@ -46,6 +46,16 @@ def percentile_ci(values: np.ndarray, level: float = 0.95) -> Optional[list[floa
     return [float(lo), float(hi)]
 
 
+def bca_ci(theta: float, values: np.ndarray, jackknife: Optional[np.ndarray] = None,
+           level: float = 0.95) -> Optional[list[float]]:
+    """``[low, high]`` BCa interval (bias-corrected and accelerated; acceleration from the
+    delete-one-unit ``jackknife`` values, 0 without them) of ``theta`` from its resampled
+    ``values`` (see :func:`embedcheck.stats.paired.bca_interval`)."""
+    from ..stats.paired import bca_interval
+
+    return bca_interval(theta, values, jackknife, level)
+
+
 def resample_indices(n: int, resamples: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
     """Batches of bootstrap index rows (``b x n``, drawn with replacement), ``resamples`` in all."""
     per = max(1, BATCH_CELLS // max(n, 1))

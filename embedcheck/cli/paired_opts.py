@@ -1,0 +1,71 @@
+"""The paired-comparison options shared by the measuring commands (``--against``, ``--margin``,
+``--fail-on``) and their gates (logic in :mod:`embedcheck.stats.paired`)."""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..errors import InputError
+
+AgainstOpt = Annotated[Optional[list[str]], typer.Option("--against", metavar="B.npy", help="Paired comparison: B's embeddings of the same rows, once per embedding argument, in order; the report gains 'paired'.", show_default=False)]
+MarginOpt = Annotated[Optional[list[str]], typer.Option("--margin", metavar="FIGURE=X", help="With --against: the margin of a figure (equivalent / non-inferior within X). Repeatable.", show_default=False)]
+
+
+class FailOn(str, Enum):
+    worse = "worse"
+    not_non_inferior = "not-non-inferior"
+
+
+FailOnOpt = Annotated[Optional[FailOn], typer.Option("--fail-on", help="With --against: gate, exit 1 when a figure is worse (interval below 0), or not non-inferior at its --margin.", case_sensitive=False, show_default=False)]
+
+
+def parse_margins(items: Optional[list[str]]) -> dict[str, float]:
+    """``["spearman=1.0"]`` → ``{"spearman": 1.0}`` (finite, > 0)."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        key, sep, val = item.rpartition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--margin {item!r}: expected FIGURE=X, e.g. --margin spearman=1.0")
+        try:
+            x = float(val)
+        except ValueError:
+            raise InputError(f"--margin {item!r}: {val!r} is not a number") from None
+        if not (math.isfinite(x) and x > 0):
+            raise InputError(f"--margin {item!r}: the margin must be a finite number > 0")
+        out[key.strip()] = x
+    return out
+
+
+def check_paired_options(against: Optional[list[str]], wanted: int, margins: dict[str, float],
+                         fail_on: Optional[FailOn], names: str) -> None:
+    """``--against`` given once per embedding argument; --margin / --fail-on only with it."""
+    if not against:
+        if margins or fail_on is not None:
+            raise InputError("--margin and --fail-on need --against (the second embedding of the same rows)")
+        return
+    if len(against) != wanted:
+        raise InputError(f"--against must be given {wanted} time(s), once per embedding argument ({names}), in order; "
+                         f"got {len(against)}")
+
+
+def paired_gates(paired: Any, fail_on: Optional[FailOn]) -> list[dict[str, Any]]:
+    """``--fail-on worse``: per figure, ``paired.<f>.difference_ci95_high >= 0`` (the interval does not
+    lie below 0); ``--fail-on not-non-inferior``: ``paired.<f>.difference_ci95_low >= -margin``."""
+    from ..gates import min_gate
+
+    if fail_on is None or paired is None:
+        return []
+    gates = []
+    for k, f in paired.items.items():
+        ci = f.difference_ci95
+        if fail_on is FailOn.worse:
+            gates.append(min_gate(f"paired.{k}.difference_ci95_high", None if ci is None else ci[1], 0.0))
+        else:
+            if f.margin is None:
+                raise InputError(f"--fail-on not-non-inferior needs --margin {k}=X")
+            gates.append(min_gate(f"paired.{k}.difference_ci95_low", None if ci is None else ci[0], -f.margin))
+    return gates

@@ -1,0 +1,37 @@
+"""``embedcheck report DIR -o report.html``: one self-contained HTML page of a pipeline's reports
+and plots (API :func:`embedcheck.api.report.html_report`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ._app import app
+from .common import FormatOpt, JsonOpt, QuietOpt, finish, hint, start_command
+
+
+@app.command("report")
+def report_cmd(
+    folder: Annotated[Path, typer.Argument(metavar="DIR", help="A pipeline's output folder (searched recursively).", show_default=False)],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The .html page to write (atomically).", dir_okay=False, show_default=False)],
+    as_json: JsonOpt = False,
+    fmt: FormatOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """One HTML page of every embedcheck report and plot in a folder.
+
+    Headline figures with their 95% intervals, gates passed and failed,
+    paired verdicts, warnings and provenance (model, input hashes, versions)
+    of every *.json report with an embedcheck schema; every *.png inline.
+    No external reference: it opens from disk.
+
+    Example: embedcheck report out/sst2 -o out/sst2/report.html
+    """
+    from ..api.report import html_report
+
+    start_command(quiet)
+    res = html_report(folder, output)
+    hint(f"wrote {output}: {res.reports} reports, {res.plots} plots")
+    finish(res.to_dict(), title="report", as_json=as_json, fmt=fmt, report_file=None)

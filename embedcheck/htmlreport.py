@@ -1,0 +1,284 @@
+"""One self-contained HTML page for humans from a pipeline's output folder (``embedcheck report``).
+
+Gathers every embedcheck report (``*.json`` whose ``schema`` is ``embedcheck.<command>/<version>``)
+and every plot (``*.png``) under a folder, and the provenance sidecars (``*.meta.json``: model,
+input hashes, package versions). The page has no external reference at all — styles inline,
+images as ``data:image/png;base64`` URIs — so it opens from disk, offline, and can be uploaded
+as one CI artifact.
+
+Per report: its headline figures with their 95 % intervals (the figure declarations of the
+command, :func:`embedcheck.schemas.figures_of`), the
+gates passed and failed, the paired verdicts (``paired`` section), a ``--baseline``
+comparison's significant drops, warnings and notes, and ``ci_method``. Every headline value
+sits in a cell ``<td data-report="REL" data-figure="KEY" data-value="REPR">`` so a machine can
+read the page back exactly.
+
+>>> from pathlib import Path; import tempfile, json
+>>> d = Path(tempfile.mkdtemp()); _ = (d / "a.json").write_text(json.dumps({"schema": "embedcheck.sts/1", "n": 3, "spearman": 80.5}))
+>>> page, summary = build_report(d)
+>>> summary["reports"], 'data-figure="spearman"' in page, "http" in page
+(1, True, False)
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+from .errors import InputError
+
+#: the largest file read as a report or a plot (bigger ones are listed, not inlined)
+MAX_JSON_BYTES = 50 << 20
+MAX_PNG_BYTES = 20 << 20
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:70em;color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}h3{font-size:1.05em}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top}
+th{background:#f4f4f4}.num{text-align:right;font-variant-numeric:tabular-nums}
+.pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}.warn{color:#9a6700}
+.better{color:#1a7f37;font-weight:600}.worse{color:#cf222e;font-weight:600}.muted{color:#666}
+pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:.85em}img{max-width:100%;border:1px solid #eee}
+nav ul{columns:2}
+"""
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return str(v)
+        return f"{v:.4g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.3e}"
+    return str(v)
+
+
+def _get(report: dict[str, Any], dotted: str) -> Any:
+    """``report["a"]["b"]`` for ``"a.b"``; a key may itself hold dots (``paired["label_map.map"]``)."""
+    cur: Any = report
+    parts = dotted.split(".")
+    i = 0
+    while i < len(parts):
+        if not isinstance(cur, dict):
+            return None
+        for j in range(len(parts), i, -1):  # the longest key that exists
+            k = ".".join(parts[i:j])
+            if k in cur:
+                cur = cur[k]
+                i = j
+                break
+        else:
+            return None
+    return cur
+
+
+def headline_figures(command: str) -> dict[str, str]:
+    """Headline figure key → better direction: the command's Figure declarations."""
+    from .comparison import headlines
+
+    return headlines(command)
+
+
+def _interval_of(report: dict[str, Any], command: str, key: str) -> Optional[list[float]]:
+    from .schemas import figures_of
+
+    fig = figures_of(command).get(key)
+    ikey = fig.interval if fig is not None and fig.interval else key + "_ci95"
+    v = _get(report, ikey)
+    return v if isinstance(v, list) and len(v) == 2 else None
+
+
+def gather(folder: Path) -> tuple[list[tuple[Path, dict[str, Any]]], list[Path], list[tuple[Path, dict[str, Any]]]]:
+    """(reports, plots, provenance sidecars) under ``folder``, each sorted by relative path."""
+    from .schemas import parse_schema_id
+
+    reports, metas = [], []
+    for p in sorted(folder.rglob("*.json")):
+        if not p.is_file() or p.stat().st_size > MAX_JSON_BYTES:
+            continue
+        try:
+            obj = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        if p.name.endswith(".meta.json") and isinstance(obj, dict):
+            metas.append((p, obj))
+        elif isinstance(obj, dict) and parse_schema_id(obj.get("schema")) is not None:
+            reports.append((p, obj))
+    plots = [p for p in sorted(folder.rglob("*.png")) if p.is_file()]
+    return reports, plots, metas
+
+
+def _rel(p: Path, folder: Path) -> str:
+    try:
+        return str(p.relative_to(folder))
+    except ValueError:
+        return p.name
+
+
+def _e(s: Any) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def _report_section(rel: str, rep: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    from .schemas import parse_schema_id
+
+    command, version = parse_schema_id(rep.get("schema")) or ("?", 0)
+    out = [f'<section id="{_e(rel)}"><h2>{_e(rel)} <span class="muted">({_e(rep["schema"])})</span></h2>']
+    heads = headline_figures(command)
+    rows = []
+    for key, better in heads.items():
+        v = _get(rep, key)
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            continue
+        ci = _interval_of(rep, command, key)
+        ci_s = f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else '<span class="muted">no interval</span>'
+        rows.append(f'<tr><td>{_e(key)}</td><td class="num" data-report="{_e(rel)}" data-figure="{_e(key)}" '
+                    f'data-value="{_e(repr(float(v)))}">{_e(_fmt(v))}</td><td class="num">{ci_s}</td>'
+                    f"<td>{_e(better)} is better</td></tr>")
+    if rows:
+        out.append("<h3>Headline figures</h3><table><tr><th>figure</th><th>value</th><th>95% interval</th>"
+                   "<th>direction</th></tr>" + "".join(rows) + "</table>")
+    gates = rep.get("gates") or []
+    failed = [g for g in gates if isinstance(g, dict) and not g.get("passed")]
+    if gates:
+        grow = "".join(
+            f'<tr><td>{_e(g.get("name"))}</td><td class="num">{_e(_fmt(g.get("value")))}</td>'
+            f'<td>{_e(g.get("op"))} {_e(_fmt(g.get("threshold")))}</td>'
+            f'<td class="{"pass" if g.get("passed") else "fail"}">{"passed" if g.get("passed") else "FAILED"}</td></tr>'
+            for g in gates if isinstance(g, dict))
+        out.append("<h3>Gates</h3><table><tr><th>gate</th><th>value</th><th>needs</th><th>result</th></tr>"
+                   + grow + "</table>")
+    paired = rep.get("paired")
+    verdicts: dict[str, str] = {}
+    if isinstance(paired, dict):
+        prow = []
+        for k, f in paired.items():
+            if not isinstance(f, dict) or "verdict" not in f:
+                continue
+            verdicts[k] = str(f["verdict"])
+            ci = f.get("difference_ci95")
+            prow.append(
+                f"<tr><td>{_e(k)}</td><td class=num>{_e(_fmt(f.get('a')))}</td><td class=num>{_e(_fmt(f.get('b')))}</td>"
+                f"<td class=num>{_e(_fmt(f.get('difference')))}</td>"
+                f"<td class=num>{_e(f'[{_fmt(ci[0])}, {_fmt(ci[1])}]' if isinstance(ci, list) else 'none')}</td>"
+                f"<td class=num>{_e(_fmt(f.get('p_value')))}</td><td class=num>{_e(_fmt(f.get('min_detectable_effect')))}</td>"
+                f"<td class=num>{_e(_fmt(f.get('margin')))}</td>"
+                f'<td class="{_e(f["verdict"])}">{_e(f["verdict"])}</td></tr>')
+        if prow:
+            against = f' against {_e(paired["against"])}' if paired.get("against") else ""
+            out.append(f"<h3>Paired comparison{against}</h3><table><tr><th>figure</th><th>A</th><th>B</th>"
+                       "<th>difference (positive: better)</th><th>95% interval</th><th>p</th><th>min. detectable</th>"
+                       "<th>margin</th><th>verdict</th></tr>" + "".join(prow) + "</table>")
+            if paired.get("ci_method"):
+                out.append(f'<p class="muted">{_e(paired["ci_method"])}</p>')
+    if command == "compare" and isinstance(rep.get("figures"), list):
+        crow = []
+        for f in rep["figures"]:
+            if not isinstance(f, dict) or not f.get("headline"):
+                continue
+            ci = f.get("difference_ci95")
+            mark = ("worse" if f.get("drop", 0) > 0 else "better") if f.get("beyond_noise") else f.get("noise", "")
+            crow.append(f"<tr><td>{_e(f.get('figure'))}</td><td class=num>{_e(_fmt(f.get('baseline')))}</td>"
+                        f"<td class=num>{_e(_fmt(f.get('current')))}</td><td class=num>{_e(_fmt(f.get('difference')))}</td>"
+                        f"<td class=num>{_e(f'[{_fmt(ci[0])}, {_fmt(ci[1])}]' if isinstance(ci, list) else '-')}</td>"
+                        f'<td class="{_e(mark)}">{_e(mark if f.get("beyond_noise") else "within noise" if ci else mark)}</td></tr>')
+        if crow:
+            out.append(f"<h3>{_e(rep.get('command', ''))}: {_e(rep.get('baseline', ''))} → {_e(rep.get('current', ''))}"
+                       "</h3><table><tr><th>headline figure</th><th>baseline</th><th>current</th><th>difference</th>"
+                       "<th>95% interval (runs independent)</th><th>call</th></tr>" + "".join(crow) + "</table>")
+    cmp = rep.get("comparison")
+    if isinstance(cmp, dict):
+        drops = cmp.get("significant_drops") or []
+        out.append(f"<h3>Against the baseline {_e(cmp.get('baseline', ''))}</h3><p>"
+                   + (f'<span class="fail">significant drops: {_e(", ".join(drops))}</span>' if drops
+                      else '<span class="pass">no headline figure dropped beyond noise</span>') + "</p>")
+        if cmp.get("pairing"):
+            out.append(f'<p class="warn">{_e(cmp["pairing"])}</p>')
+    notes = [(k, rep[k]) for k in ("warning", "warnings", "note", "reading", "pairing") if rep.get(k)]
+    for k, v in notes:
+        vals = v if isinstance(v, list) else [v]
+        for x in vals:
+            out.append(f'<p class="{"warn" if k.startswith("warn") else "muted"}"><b>{_e(k)}:</b> {_e(x)}</p>')
+    if rep.get("ci_method"):
+        out.append(f'<p class="muted">intervals: {_e(rep["ci_method"])}</p>')
+    out.append("</section>")
+    return "".join(out), {"command": command, "gates_failed": [g.get("name") for g in failed],
+                          "verdicts": verdicts}
+
+
+def _provenance(metas: list[tuple[Path, dict[str, Any]]], folder: Path) -> str:
+    if not metas:
+        return ""
+    rows = []
+    for p, m in metas:
+        model = m.get("model")
+        if isinstance(model, dict):
+            model = model.get("name") or model.get("id") or model.get("path")
+        hashes = []
+
+        def walk(o: Any) -> None:
+            if isinstance(o, dict):
+                for k, v in o.items():
+                    if (k == "sha256" or str(k).endswith("_sha256")) and isinstance(v, str):
+                        hashes.append(v[:12])
+                    else:
+                        walk(v)
+            elif isinstance(o, list):
+                for x in o:
+                    walk(x)
+
+        walk(m.get("inputs"))
+        versions = m.get("versions") or m.get("packages") or {}
+        vs = ", ".join(f"{k} {v}" for k, v in versions.items()) if isinstance(versions, dict) else str(versions)
+        rows.append(f"<tr><td>{_e(_rel(p, folder))}</td><td>{_e(m.get('command', ''))}</td><td>{_e(model or '')}</td>"
+                    f"<td>{_e(', '.join(hashes[:4]))}</td><td>{_e(vs)}</td></tr>")
+    return ("<h2>Provenance</h2><table><tr><th>sidecar</th><th>command</th><th>model</th><th>input sha256</th>"
+            "<th>versions</th></tr>" + "".join(rows) + "</table>")
+
+
+def build_report(folder: Any, *, title: Optional[str] = None) -> tuple[str, dict[str, Any]]:
+    """(HTML page, summary) of every report and plot under ``folder``; an InputError when the folder
+    does not exist or holds neither."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(f"folder {folder} does not exist or is not a folder")
+    reports, plots, metas = gather(folder)
+    if not reports and not plots:
+        raise InputError(f"folder {folder} holds no embedcheck report (*.json with an embedcheck schema) and no plot (*.png)")
+    title = title or f"embedcheck: {folder.resolve().name}"
+    body, summary_reports = [], []
+    for p, rep in reports:
+        rel = _rel(p, folder)
+        sec, info = _report_section(rel, rep)
+        body.append(sec)
+        summary_reports.append({"path": rel, **info})
+    figs = []
+    for p in plots:
+        rel = _rel(p, folder)
+        if p.stat().st_size > MAX_PNG_BYTES:
+            figs.append(f"<figure><figcaption>{_e(rel)} (too large to inline)</figcaption></figure>")
+            continue
+        data = base64.b64encode(p.read_bytes()).decode("ascii")
+        figs.append(f'<figure><img alt="{_e(rel)}" src="data:image/png;base64,{data}">'
+                    f"<figcaption>{_e(rel)}</figcaption></figure>")
+    failed = [f"{r['path']}: {g}" for r in summary_reports for g in r["gates_failed"]]
+    nav = "".join(f'<li><a href="#{_e(r["path"])}">{_e(r["path"])}</a> ({_e(r["command"])})</li>' for r in summary_reports)
+    head = (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
+            f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>"
+            f"<p>{len(reports)} reports, {len(plots)} plots. "
+            + (f'<span class="fail">{len(failed)} gates failed: {_e("; ".join(failed))}</span>' if failed
+               else '<span class="pass">every gate passed</span>') + "</p>"
+            + (f"<nav><ul>{nav}</ul></nav>" if nav else ""))
+    page = head + "".join(body) + (("<h2>Plots</h2>" + "".join(figs)) if figs else "") + _provenance(metas, folder) \
+        + "</body></html>\n"
+    summary = {"folder": str(folder), "reports": len(reports), "plots": len(plots), "gates_failed": failed,
+               "commands": sorted({r["command"] for r in summary_reports}),
+               "verdicts": {r["path"]: r["verdicts"] for r in summary_reports if r["verdicts"]}}
+    return page, summary
+
+
+__all__ = ["build_report", "gather", "headline_figures"]

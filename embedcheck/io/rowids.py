@@ -1,0 +1,41 @@
+"""The ids of an embedding artifact's rows, from its sidecar (for checking that two embeddings hold
+the same rows)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+from ..errors import InputError
+
+
+def row_ids(path: str) -> Optional[list[Any]]:
+    """The ``id`` of every row from the sidecar (``X.jsonl`` beside ``X.npy``, or a shard set's
+    sidecars); None when there is no sidecar or a row has no id."""
+    from .shards import is_shard_set, sidecar_field
+
+    try:
+        if is_shard_set(path):
+            return sidecar_field(path, "id")
+    except InputError:
+        return None
+    stem = Path(path).with_suffix("")
+    side = Path(f"{stem}.jsonl")
+    if not side.is_file():
+        side = stem.with_suffix(".jsonl")  # where `embed -o X.s1.npy` writes it (X.jsonl)
+    if not side.is_file():
+        return None
+    ids = []
+    with open(side, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                return None
+            if not isinstance(r, dict) or "id" not in r:
+                return None
+            ids.append(r["id"])
+    return ids

@@ -1,0 +1,124 @@
+"""``report DIR -o report.html``: the page parses (stdlib html.parser), holds every headline figure of
+every report in the folder with its exact value, inlines every plot and references no external URL."""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from html.parser import HTMLParser
+
+import numpy as np
+from conftest import FIXTURES, assert_one_line_error
+
+from embedcheck.htmlreport import headline_figures
+from embedcheck.stats.paired import Paired, paired_items
+
+
+def _png(path):
+    """A valid 1x1 PNG, written without any plotting library."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    raw = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)) \
+        + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b"")
+    path.write_bytes(raw)
+    return raw
+
+
+class _Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.cells, self.refs, self.imgs, self.text = [], [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "data-figure" in a:
+            self.cells.append((a["data-report"], a["data-figure"], a["data-value"]))
+        for k in ("src", "href", "action", "srcset", "poster", "data"):
+            if k in a:
+                self.refs.append(a[k])
+        if tag == "img":
+            self.imgs.append(a.get("src", ""))
+        if tag in ("link", "script", "iframe", "object", "embed"):
+            self.refs.append(f"<{tag}>")
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def _get(rep, key):
+    cur = rep
+    for k in key.split("."):
+        cur = cur[k]
+    return cur
+
+
+def _folder(cli, tmp_path):
+    d = tmp_path / "out"
+    (d / "sub").mkdir(parents=True)
+    topics = FIXTURES / "topics.npy"
+    labels = FIXTURES / "topics.labels.jsonl"
+    assert cli(["aag", topics, labels, "--no-map", "--fail-below", "0.9", "--report", d / "base.aag.json", "-q"]).exit_code == 1
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(60, 8)).astype(np.float32)
+    B = (A + rng.normal(size=(60, 8))).astype(np.float32)
+    np.save(tmp_path / "a.npy", A)
+    np.save(tmp_path / "b.npy", B)
+    np.save(tmp_path / "g.npy", np.linspace(0, 5, 60))
+    assert cli(["sts", tmp_path / "a.npy", tmp_path / "b.npy", tmp_path / "g.npy", "--report", d / "sub" / "x.sts.json", "-q"]).exit_code == 0
+    assert cli(["threshold", tmp_path / "a.npy", tmp_path / "b.npy", "--report", d / "sub" / "t.json", "-q"]).exit_code == 0
+    sts = json.loads((d / "sub" / "x.sts.json").read_text())
+    pf = paired_items(np.arange(60.0), np.arange(60.0) + 0.5, resamples=50, permutations=50, margin=0.1)
+    sts["paired"] = Paired(against="b.npy", ci_method="test", items={"spearman": pf}).to_dict()
+    (d / "sub" / "paired.sts.json").write_text(json.dumps(sts))
+    (d / "notes.json").write_text(json.dumps({"not": "a report"}))
+    _png(d / "sub" / "plot.png")
+    return d
+
+
+def test_page_parses_holds_every_headline_and_no_external_url(cli, tmp_path):
+    d = _folder(cli, tmp_path)
+    out = tmp_path / "report.html"
+    res = cli(["report", d, "-o", out])
+    assert res.exit_code == 0, res
+    summ = res.json()
+    assert summ["schema"] == "embedcheck.report/1" and summ["reports"] == 4 and summ["plots"] == 1
+    assert summ["gates_failed"] == ["base.aag.json: aag"]
+    page = _Page()
+    page.feed(out.read_text())
+    page.close()
+    cells = set(page.cells)
+    for p in d.rglob("*.json"):
+        rep = json.loads(p.read_text())
+        if "schema" not in rep:
+            assert str(p.relative_to(d)) not in {c[0] for c in cells}
+            continue
+        cmd = rep["schema"].split(".", 1)[1].split("/")[0]
+        heads = [k for k in headline_figures(cmd) if _maybe(rep, k) is not None]
+        assert heads, cmd
+        for k in heads:
+            assert (str(p.relative_to(d)), k, repr(float(_get(rep, k)))) in cells, (p, k)
+    assert page.imgs and all(s.startswith("data:image/png;base64,") for s in page.imgs)
+    assert all(r.startswith(("#", "data:")) for r in page.refs), page.refs
+    text = " ".join(page.text)
+    assert "better" in text and "FAILED" in text  # the paired verdict and the failed gate are shown
+    assert "http://" not in out.read_text() and "https://" not in out.read_text()
+
+
+def _maybe(rep, key):
+    try:
+        v = _get(rep, key)
+    except (KeyError, TypeError):
+        return None
+    return v if isinstance(v, (int, float)) else None
+
+
+def test_empty_folder_and_bad_output_are_one_line_errors(cli, tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "x.json").write_text("{}")
+    assert_one_line_error(cli(["report", tmp_path / "empty", "-o", tmp_path / "r.html"]))
+    assert not (tmp_path / "r.html").exists()
+    assert_one_line_error(cli(["report", tmp_path / "missing", "-o", tmp_path / "r.html"]))
+    _png(tmp_path / "empty" / "p.png")
+    assert_one_line_error(cli(["report", tmp_path / "empty", "-o", tmp_path / "r.json"]))
+    assert cli(["report", tmp_path / "empty", "-o", tmp_path / "r.html"]).exit_code == 0
