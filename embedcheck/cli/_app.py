@@ -51,7 +51,14 @@ def _show_warning(message: Any, category: type, filename: str, lineno: int, file
 
 
 class EmbedcheckGroup(TyperGroup):
-    """Runs click in non-standalone mode and maps every exception to one line + exit code."""
+    """Runs click in non-standalone mode and maps every exception to one line + exit code; its
+    commands' help follows the conventions of :mod:`embedcheck.cli.helpfmt` (applied once, here)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from .helpfmt import tidy
+
+        tidy(self)
 
     def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,  # type: ignore[override]
              standalone_mode: bool = True, **extra: Any) -> Any:
@@ -94,7 +101,7 @@ class EmbedcheckGroup(TyperGroup):
         except BrokenPipeError:
             return 0
         except MemoryError:
-            error_line("out of memory; use a smaller --chunk or --map-queries")
+            error_line("out of memory; use a smaller --chunk or --queries")
             return 2
         except OSError as exc:
             if exc.errno == errno.EPIPE:
@@ -119,6 +126,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: wrapped once, nothing cut with "…" (see helpfmt)
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
