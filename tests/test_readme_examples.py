@@ -49,7 +49,7 @@ from typing import Any
 import pytest
 from conftest import ROOT, SHARED_DATA
 
-pytestmark = [pytest.mark.model]
+pytestmark = [pytest.mark.model, pytest.mark.data]
 
 MARKER = re.compile(r"<!--\s*example:\s*([\w.-]+)([^>]*)-->")
 FENCE = re.compile(r"^```(\w*)\s*$")
@@ -354,7 +354,8 @@ def run_examples(examples: list[Example], tmp: Path, timeout: float = 900) -> li
             n += 1
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env.update({"COLUMNS": "80", "TERM": "dumb", "NO_COLOR": "1", "HF_HUB_OFFLINE": "1", "LC_ALL": "C.UTF-8",
-                "PATH": f"{os.path.dirname(sys.executable)}:{env.get('PATH', '/usr/bin:/bin')}"})
+                # this tree's embedcheck first, then the venv's tools (python, pip ...), then the system's
+                "PATH": f"{repo / '.venv' / 'bin'}:{os.path.dirname(sys.executable)}:{env.get('PATH', '/usr/bin:/bin')}"})
     subprocess.run(["bash", "-c", "\n".join(script)], cwd=repo, env=env, timeout=timeout, check=False,
                    stdin=subprocess.DEVNULL)
     problems: list[str] = []
@@ -380,6 +381,7 @@ SURVEY = os.environ.get("EMBEDCHECK_EXAMPLES") == "all"
 WITH_EXAMPLES = [d for d in DOCS if collect(d, survey=SURVEY)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("doc", WITH_EXAMPLES, ids=[d.name for d in WITH_EXAMPLES])
 def test_documented_examples_run_and_print_what_is_shown(doc, tmp_path, minilm_path, shared_data):
     examples = collect(doc, survey=SURVEY)
