@@ -14,7 +14,8 @@ over) in a clean temporary folder laid out like a clone: ``fixtures/``, ``ci/``,
 ``docs/`` of the tree under test, ``../shared/data`` (the real data, when present), and a
 ``.venv/bin/activate`` that puts this tree's ``embedcheck`` (``python -m embedcheck`` with this
 tree on ``PYTHONPATH``) first on ``PATH``. A command's stdout is a terminal of 80 columns unless
-the example pipes or redirects it, as for a user.
+the example pipes or redirects it, as for a user, or the example shows JSON (a pipe); the marker
+option ``stdout=terminal|pipe`` says it explicitly.
 
 Checks, per command:
 
@@ -22,8 +23,9 @@ Checks, per command:
   command ends with a ``# exit N`` comment;
 * **shown lines**, in order: each shown line must appear in the output, whitespace collapsed, every
   number equal to the shown one within the example's ``tol`` (default: half a unit of the last
-  shown digit; at most 1e-6 relative for long floats). ``...`` or ``…`` in a shown line matches
-  anything; a line that is only ``...`` skips output. Times (``3.4s``, ``(258 sentences/s)``,
+  shown digit; at most 1e-6 relative for long floats). ``...`` or ``…`` in a shown line (or JSON
+  string) matches anything; a line that is only ``...`` skips output, and ``  # ...`` annotations
+  are not output. Times (``3.4s``, ``(258 sentences/s)``,
   ``seconds``, ``*_per_second``) are not compared;
 * **JSON**: when the command printed JSON and the example shows ``"key": value`` pairs, each pair
   must be in the printed JSON (at any depth), its value within the tolerance.
@@ -74,6 +76,7 @@ class Example:
     lineno: int
     tol: float | None
     commands: list[Command]
+    stdout: str | None = None      # "terminal" or "pipe"; None: a pipe when the example shows JSON
 
 
 def _options(text: str) -> dict[str, str]:
@@ -118,6 +121,11 @@ def _commands(kind: str, body: list[str]) -> list[Command]:
     return cmds
 
 
+def _shows_json(c: Command) -> bool:
+    first = next((s.strip() for s in c.shown if s.strip()), "")
+    return first.startswith(("{", "["))
+
+
 def collect(doc: Path, survey: bool = False) -> list[Example]:
     """The examples of one Markdown file (marked ones; with ``survey``, unmarked ``embedcheck``
     console blocks too)."""
@@ -141,7 +149,7 @@ def collect(doc: Path, survey: bool = False) -> list[Example]:
             if marker is not None and kind in ("console", "bash", "sh", "shell"):
                 name, opts = marker
                 out.append(Example(doc, name, start + 1, float(opts["tol"]) if "tol" in opts else None,
-                                   _commands("console" if kind == "console" else "bash", body)))
+                                   _commands("console" if kind == "console" else "bash", body), opts.get("stdout")))
             elif survey and kind == "console" and body and body[0].startswith("$ embedcheck"):
                 out.append(Example(doc, f"unmarked@{start + 1}", start + 1, None, _commands("console", body)))
             marker = None
@@ -235,6 +243,9 @@ def _leaves(obj: Any) -> dict[str, list[Any]]:
 
 
 def _value_matches(shown: Any, actual: Any, raw_shown: str, tol: float | None) -> bool:
+    if isinstance(shown, str) and isinstance(actual, str) and ("..." in shown or "…" in shown):
+        parts = re.split(r"\.\.\.|…", shown)
+        return re.fullmatch(".*".join(re.escape(p) for p in parts), actual, re.S) is not None
     if isinstance(shown, bool) or shown is None or isinstance(shown, str):
         return shown == actual
     if isinstance(shown, (int, float)):
@@ -248,7 +259,7 @@ def _value_matches(shown: Any, actual: Any, raw_shown: str, tol: float | None) -
 def check_output(cmd: Command, stdout: str, stderr: str, tol: float | None) -> list[str]:
     """Mismatches between what ``cmd`` shows and what it printed (empty: all shown)."""
     problems: list[str] = []
-    shown = [s for s in cmd.shown if s.strip()]
+    shown = [re.sub(r"\s{2,}#\s.*$", "", s) for s in cmd.shown if s.strip() and not s.lstrip().startswith("# ")]
     if not shown:
         return problems
     printed: Any = None
@@ -346,7 +357,8 @@ def run_examples(examples: list[Example], tmp: Path, timeout: float = 900) -> li
     for ex in examples:
         for c in ex.commands:
             out, err, rc = cap / f"{n}.out", cap / f"{n}.err", cap / f"{n}.rc"
-            script.append(f"export EMBEDCHECK_EXAMPLE_STDOUT={shlex.quote(str(out))}")
+            tty = ex.stdout == "terminal" or (ex.stdout is None and not _shows_json(c))
+            script.append(f"export EMBEDCHECK_EXAMPLE_STDOUT={shlex.quote(str(out)) if tty else ''}")
             script.append("(exit $__rc)")  # `echo $?` in an example sees the previous command's code
             script.append(f"{{\n{c.line}\n}} > {shlex.quote(str(out))} 2> {shlex.quote(str(err))}")
             script.append(f"__rc=$?; echo $__rc > {shlex.quote(str(rc))}")
