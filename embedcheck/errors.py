@@ -13,3 +13,9 @@ from __future__ import annotations
 
 class InputError(Exception):
     """Bad input or bad usage: reported as one ``error:`` line, exit 2."""
+
+
+class InputWarning(UserWarning):
+    """The input is usable but probably not what was meant (e.g. no label field found): the CLI
+    prints one ``warning: ...`` line on stderr (silenced by ``--quiet``); Python callers get a
+    :mod:`warnings` warning they can filter or turn into an error."""

@@ -37,6 +37,10 @@ def test_ci_check_script(minilm_path, tmp_path):
         names = {g["name"] for g in rep["gates"]}
         assert {"drop.aag", "aag", "significant_drop.aag"} <= names if name == "aag" else \
             {"centred.gap_over_floor_sd", "drop.centred.gap_over_floor_sd", "significant_drop.centred.gap"} <= names
+    # one PASS line per gate in the log, from the reports just written
+    for name in ("aag", "anisotropy"):
+        for g in json.loads((out / f"{name}.json").read_text())["gates"]:
+            assert f"PASS {name}: {g['name']} = " in res.stdout, (name, g["name"], res.stdout[-2000:])
     aag = json.loads((out / "aag.json").read_text())
     assert aag["n"] == 200 and aag["aag"] >= 0.05
     assert aag["aag"] == pytest.approx(json.loads((ROOT / "ci" / "baseline" / "aag.json").read_text())["aag"], abs=1e-4)
@@ -49,14 +53,23 @@ def test_ci_check_script(minilm_path, tmp_path):
     if "aag_ci95" in b:  # the whole interval moves with the figure
         b["aag_ci95"] = [x + 0.1 for x in b["aag_ci95"]]
     (better / "aag.json").write_text(json.dumps(b))
-    res = run_check(out, minilm_path, BASELINE=str(better))  # embeddings reused
+    res = run_check(out, minilm_path, BASELINE=str(better), REUSE="1")  # embeddings reused
     assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
-    assert "embedcheck check: FAIL" in res.stdout
+    assert "embedcheck check: FAIL (failed gates: aag:drop.aag aag:significant_drop.aag;" in res.stdout
+    assert "FAIL aag: drop.aag = " in res.stdout and "FAIL aag: significant_drop.aag = " in res.stdout
     failed = {g["name"] for g in json.loads((out / "aag.json").read_text())["gates"] if not g["passed"]}
     assert failed == {"drop.aag", "significant_drop.aag"}
 
     # a baseline of another command: bad input, exit 2
     (better / "aag.json").write_text((better / "anisotropy.json").read_text())
-    res = run_check(out, minilm_path, BASELINE=str(better))
+    res = run_check(out, minilm_path, BASELINE=str(better), REUSE="1")
     assert res.returncode == 2, res.stdout[-3000:] + res.stderr[-3000:]
     assert "not of 'aag'" in res.stderr
+    # the aag report of the run before is gone, not compared again (a clean start)
+    assert not (out / "aag.json").exists() and "ERROR aag: no report" in res.stdout
+    assert "embedcheck check: ERROR (exit 2)" in res.stdout
+
+    # without REUSE the embeddings are made anew
+    (out / "probe.npy").write_bytes(b"stale")
+    res = run_check(out, minilm_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

@@ -18,7 +18,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from ..errors import InputError
+from ..errors import InputError, InputWarning
 
 try:  # typer >= 0.20 vendors click
     from typer._click import exceptions as click_exc  # type: ignore[attr-defined]
@@ -65,14 +65,22 @@ def _show_warning(message: Any, category: type, filename: str, lineno: int, file
     once per message, silenced by ``--quiet`` — never a raw source excerpt."""
     from .common import warn
 
-    text = f"{category.__name__}: {_one_line(str(message))}"
+    text = _one_line(str(message)) if issubclass(category, InputWarning) else \
+        f"{category.__name__}: {_one_line(str(message))}"
     if text not in _shown:
         _shown.add(text)
         warn(text)
 
 
 class EmbedcheckGroup(TyperGroup):
-    """Runs click in non-standalone mode and maps every exception to one line + exit code."""
+    """Runs click in non-standalone mode and maps every exception to one line + exit code; its
+    commands' help follows the conventions of :mod:`embedcheck.cli.helpfmt` (applied once, here)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from .helpfmt import tidy
+
+        tidy(self)
 
     def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,  # type: ignore[override]
              standalone_mode: bool = True, **extra: Any) -> Any:
@@ -120,7 +128,7 @@ class EmbedcheckGroup(TyperGroup):
         except BrokenPipeError:
             return 0
         except MemoryError:
-            error_line("out of memory; use a smaller --chunk or --map-queries")
+            error_line("out of memory; use a smaller --chunk or --queries")
             return 2
         except OSError as exc:
             if exc.errno == errno.EPIPE:
@@ -145,6 +153,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: wrapped once, nothing cut with "…" (see helpfmt)
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

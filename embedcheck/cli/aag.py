@@ -35,7 +35,7 @@ def aag_cmd(
     labels: LabelsArg,
     label_field: LabelFieldOpt = "label",
     label_map: Annotated[bool, typer.Option("--map/--no-map", help="Compute label-retrieval MAP (O(n²) cosines, blocked).")] = True,
-    map_queries: Annotated[Optional[int], typer.Option("--map-queries", min=1, help="Sample this many MAP queries (seeded) instead of all n.")] = None,
+    map_queries: Annotated[Optional[int], typer.Option("--queries", "--map-queries", min=1, help="Sample this many MAP queries (seeded) instead of all n.")] = None,
     permutations: Annotated[int, typer.Option("--permutations", min=0, help="Label-shuffle null with this many permutations (p-value, null mean, null sd).")] = 0,
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals (aag_ci95 over row groups, label_map.map_ci95 over queries); 0: none.")] = 1000,
     ci: Annotated[bool, typer.Option("--ci", help="Also the intervals that cost more than 20% of the command: variance_share_ci95 (same resamples as aag_ci95).")] = False,

@@ -31,13 +31,16 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress, hint
 # ---- comparison against a stored report (every gated command; handled by start_command/finish) ----
 BaselineOpt = Annotated[Optional[Path], typer.Option("--baseline", help="Compare this run with a stored report of the same command (its --report): the comparison joins the report and its gates (a headline figure that drops beyond noise fails; see `embedcheck compare`).", dir_okay=False, show_default=False)]
 MaxDropOpt = Annotated[Optional[list[str]], typer.Option("--max-drop", metavar="FIGURE=X", help="With --baseline (or compare): gate, the figure (dotted key, e.g. centred.gap_over_floor_sd) may worsen by at most X. Repeatable.", show_default=False)]
-ToleranceOpt = Annotated[float, typer.Option("--tolerance", min=0.0, help="With --baseline (or compare): a figure without a 95% interval (<figure>_ci95) changed beyond noise when |difference| > this.")]
+ToleranceOpt = Annotated[float, typer.Option("--tolerance", min=0.0, help="With --baseline (or compare): a figure without a 95% interval (FIGURE_ci95) changed beyond noise when |difference| > this.")]
 
 # ---- inputs and randomness ------------------------------------------------------------------
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for every random choice (same seed, same output); 0 to 2^32-1.")]
-LabelFieldOpt = Annotated[str, typer.Option("--label-field", help="Field holding the label in a .jsonl labels file.")]
+LabelFieldOpt = Annotated[str, typer.Option("--label-field", help="Field (column) holding the label in a .jsonl, .csv, .tsv or .parquet labels file.")]
 EmbArg = Annotated[Path, typer.Argument(help="Embeddings: a 2-D float .npy (rows x dims).", show_default=False)]
-LabelsArg = Annotated[Path, typer.Argument(help="Labels: 1-D .npy, .jsonl (--label-field) or .txt (one per line); ints or strings.", show_default=False)]
+_LABELS_HELP = ("Labels, one per row: a 1-D .npy, .txt (one per line), or a table (.jsonl, .csv, .tsv, "
+                ".parquet) read by --label-field; ints or strings.")
+LabelsArg = Annotated[Path, typer.Argument(help=_LABELS_HELP, show_default=False)]
+OptLabelsArg = Annotated[Optional[Path], typer.Argument(help=f"{_LABELS_HELP} Optional.", show_default=False)]
 OutOpt = Annotated[Path, typer.Option("--output", "-o", help="Output file (written atomically).", dir_okay=False, show_default=False)]
 PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Also draw the figure into this .png file, written atomically "
                                                  "(needs matplotlib: pip install 'embedcheck\\[plots]').",

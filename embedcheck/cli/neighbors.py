@@ -11,6 +11,7 @@ import typer
 from ._app import app
 from .common import (
     LabelFieldOpt,
+    OptLabelsArg,
     SeedOpt,
     in_range,
     progress,
@@ -25,7 +26,7 @@ def neighbors_cmd(
     b: Annotated[Path, typer.Argument(metavar="B.npy", help="The same rows embedded another way (n x d' float .npy): projected, fused, model v2 ...", show_default=False)],
     k: Annotated[int, typer.Option("--k", min=1, help="Neighbours per row (cosine, self excluded).")] = 10,
     queries: Annotated[Optional[int], typer.Option("--queries", min=1, help="Sample this many query rows (seeded, without replacement); neighbours are still searched among all rows.", show_default=False)] = None,
-    labels: Annotated[Optional[Path], typer.Option("--labels", help="Labels of the rows (1-D .npy, .jsonl, .txt, or a shard set's sidecars): share of neighbours with the query's label, before and after.", show_default=False)] = None,
+    labels: OptLabelsArg = None,
     label_field: LabelFieldOpt = "label",
     resamples: Annotated[int, typer.Option("--resamples", min=1, help="Bootstrap resamples (over query rows) of the 95% intervals.")] = 1000,
     block_mb: Annotated[int, typer.Option("--block-mb", min=1, help="Work memory of one block of query rows against a 4,096-row column tile, in MB (plus one float32 copy of a matrix).")] = 128,
@@ -36,12 +37,12 @@ def neighbors_cmd(
 ) -> None:
     """Overlap@k of each row's k nearest neighbours in A and in B, with a 95% interval.
 
-    Also the share of rows whose top-1 neighbour changed and, with --labels, how many
+    Also the share of rows whose top-1 neighbour changed and, with LABELS, how many
     neighbours share the query's label in A and in B (and among those that enter and leave).
     Exact: the k rows with the largest float64 cosine, equal cosines by the smaller row index;
     computed in float32 blocks (never an n x n matrix) with a float64 re-check.
 
-    Example: embedcheck neighbors test.npy test.fused.npy --k 10 --labels test.jsonl --min-overlap 0.5
+    Example: embedcheck neighbors test.npy test.fused.npy test.jsonl --k 10 --min-overlap 0.5
     """
     from ..api.neighbors import neighbors
     from ..errors import InputError

@@ -51,7 +51,7 @@ TablesOpt = Annotated[Optional[str], typer.Option(
     "--tables", help="Comma list of the paper's tables to compute: 1 (benchmark), 3 (recalibration probe), "
     "4 (lexical vs numeric). Default: all three.", show_default=False)]
 PlotsOpt = Annotated[Optional[Path], typer.Option(
-    "--plots", help="Write the overview heatmap grid and the conversion curves as PNG into this folder "
+    "--plot", "--plots", help="Write the overview heatmap grid and the conversion curves as PNG into this folder "
     "(needs matplotlib: pip install 'embedcheck\\[plots]').", file_okay=False, show_default=False)]
 PaperConvOpt = Annotated[bool, typer.Option(
     "--paper-conversions", help="Use the paper's litre→gallon factor ×3.785 (physically inverted) instead of "
@@ -151,7 +151,7 @@ def score_cmd(
 
     Phrases are matched to embedding rows by their text, so any row order works and the file may hold more rows than needed; every phrase a requested table needs must be present. Table 4 loads only the model's tokenizer.
 
-    Example: embedcheck physscore score phrases_emb.npy phrases.jsonl --plots figs/
+    Example: embedcheck physscore score phrases_emb.npy phrases.jsonl --plot figs/
     """
     from ..api.physscore import physscore
 
@@ -182,7 +182,7 @@ def run_cmd(
 
     Bare phrases (no prompt), L2-normalised float32 embeddings, each unique string embedded once.
 
-    Example: embedcheck physscore run --tables 1,3,4 --plots figs/
+    Example: embedcheck physscore run --tables 1,3,4 --plot figs/
     """
     from ..api.physscore import physscore_run
 

@@ -67,7 +67,7 @@ def split_cmd(
     input: Annotated[Path, typer.Argument(metavar="BIG.npy", help="A 2-D float .npy (or a shard set, to re-shard it).", show_default=False)],
     rows: Annotated[int, typer.Option("--rows", min=1, help="Rows per shard (the last shard holds the rest).", show_default=False)],
     output: Annotated[Path, typer.Option("--output", "-o", metavar="DIR", help="New folder for the shard set (must not exist, or be empty).", show_default=False)],
-    labels: Annotated[Path | None, typer.Option("--labels", help="Attach these labels (.npy/.jsonl/.txt, or a shard set's sidecars) as the 'label' field of every sidecar record.")] = None,
+    labels: Annotated[Path | None, typer.Argument(help="Optional labels (.npy, .txt, a .jsonl/.csv/.tsv/.parquet table read by --label-field, or a shard set's sidecars), attached as the 'label' field of every sidecar record.", show_default=False)] = None,
     label_field: LabelFieldOpt = "label",
     model: Annotated[str | None, typer.Option("--model", help="Model id for the manifest (default: the one in BIG.meta.json, if any).")] = None,
     as_json: JsonOpt = False,

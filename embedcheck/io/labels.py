@@ -1,4 +1,9 @@
-"""Labels and scores: one parser for ``.npy``, ``.jsonl`` and ``.txt`` label files, one for score files.
+"""Labels and scores: one parser for label files, one for score files.
+
+A label file is a 1-D ``.npy``, a ``.txt`` (one label per line), or a table — ``.jsonl``,
+``.csv``, ``.tsv`` (header row) or ``.parquet`` — whose field ``field`` (``--label-field``) holds
+the labels. A field that is missing is reported with the fields that exist and the file and row
+they came from; an ``embed`` sidecar written without labels says so.
 
 **One kind per label column.** Labels are integers (ints, integral floats, or strings of digits
 such as ``"1"``) or names (any other string). A column that mixes the two kinds (``0, 1, "pos"``)
@@ -20,6 +25,7 @@ from .jsonio import read_jsonl
 from .npy import open_npy
 from .paths import check_file
 from .shards import is_shard_set, sidecar_field
+from .tables import TABLE_SUFFIXES, missing_field, read_table
 
 
 def _is_integer_label(v: Any) -> bool:
@@ -94,7 +100,8 @@ def _text_lines(p: Path) -> list[str]:
 
 def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: str = "label",
                 what: str = "labels") -> np.ndarray:
-    """Labels from a 1-D ``.npy``, a ``.jsonl`` (``field``) or a ``.txt`` (one per line).
+    """Labels from a 1-D ``.npy``, a ``.txt`` (one per line), or the ``field`` column of a table
+    (``.jsonl``, ``.csv``, ``.tsv``, ``.parquet``).
 
     Returns an int64 array when every label is an integer (or an integer string), else a
     str array. ``n_rows`` checks the count against the embeddings. A shard set (folder or
@@ -125,13 +132,22 @@ def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: st
             labels = a.astype(np.int64)
         else:
             raise InputError(f"{what} {p} has dtype {arr.dtype}; expected ints or strings")
-    elif suffix in (".jsonl", ".ndjson"):
-        rows = read_jsonl(p, what)
-        missing = [i for i, r in enumerate(rows) if field not in r]
-        if missing:
-            raise InputError(f"{p}: row {missing[0]} has no field {field!r} (use --label-field)")
-        labels = _normalise_label_values([r[field] for r in rows], str(p))
-    elif suffix in (".txt", ".tsv", ".csv", ""):
+    elif suffix in TABLE_SUFFIXES:
+        rows = read_table(p, what)
+        if not rows:
+            raise InputError(f"{what} {p} has no rows")
+        missing = next((i for i, r in enumerate(rows) if field not in r), None)
+        if missing is not None:
+            raise InputError(missing_field(field, list(rows[missing]), f"{what} {p} row {missing}",
+                                           option="--label-field") + _unlabelled_sidecar(p))
+        values = [r[field] for r in rows]
+        if suffix in (".csv", ".tsv"):
+            blank = next((i for i, v in enumerate(values) if not str(v).strip()), None)
+            if blank is not None:
+                raise InputError(f"{what} {p} row {blank}: the {field!r} cell is empty")
+            values = [v.strip() for v in values]
+        labels = _normalise_label_values(values, str(p))
+    elif suffix in (".txt", ""):
         lines = _text_lines(p)
         empty = [i for i, s in enumerate(lines) if not s.strip()]
         if empty:
@@ -140,10 +156,30 @@ def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: st
             raise InputError(f"{what} {p} has no labels")
         labels = _normalise_label_values([s.strip() for s in lines], str(p), lambda i: f"line {i + 1}")
     else:
-        raise InputError(f"{what} {p}: unsupported format {suffix!r} (use .npy, .jsonl or .txt)")
+        raise InputError(f"{what} {p}: unsupported format {suffix!r} (use .npy, .txt, .jsonl, .csv, .tsv or .parquet)")
     if n_rows is not None and len(labels) != n_rows:
         raise InputError(f"{what} {p} has {len(labels)} labels but the embeddings have {n_rows} rows")
     return labels
+
+
+def _unlabelled_sidecar(p: Path) -> str:
+    """When ``p`` is an ``embed`` sidecar written without labels, where the labels went."""
+    import json
+
+    from .provenance import meta_path
+
+    if p.suffix.lower() != ".jsonl":  # embed writes OUT.jsonl beside OUT.npy and OUT.meta.json
+        return ""
+    try:
+        meta = json.loads(meta_path(p).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(meta, dict) or meta.get("command") != "embed" or meta.get("labels") is not False:
+        return ""
+    src = meta.get("inputs", {}).get("input", {})
+    name = src.get("path") or src.get("name") if isinstance(src, dict) else None
+    return (f" ({p} was written by embed, which found no label field in its input{f' {name}' if name else ''}; "
+            "re-run embed with --label-field NAME)")
 
 
 def load_scores(path: str | os.PathLike, n_rows: int | None = None, *, field: str = "score") -> np.ndarray:

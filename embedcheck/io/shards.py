@@ -65,6 +65,7 @@ from .atomic import AtomicBatch, atomic_writer, check_not_input, check_output_fo
 from .jsonio import dumps, loads, parse_jsonl
 from .npyfile import open_npy
 from .provenance import sha256_file
+from .tables import missing_field
 
 FORMAT = "embedcheck-shards/1"
 #: the manifest's file name inside a shard folder
@@ -357,7 +358,7 @@ def sidecar_field(path: str | os.PathLike, field: str, *, what: str = "labels") 
         for k, r in enumerate(ss.read_sidecar(i)):
             if field not in r:
                 option = "--score-field" if what == "scores" else "--label-field"
-                raise InputError(f"{what} {ss.sidecar_path(i)}: record {k} has no field {field!r} (use {option})")
+                raise InputError(missing_field(field, list(r), f"{what} {ss.sidecar_path(i)} record {k}", option=option))
             values.append(r[field])
     return values
 

@@ -12,9 +12,7 @@ Pure Python and numpy (``datasets`` and ``pyarrow`` are imported only for ``hf:`
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import os
 import re
 import sys
@@ -24,10 +22,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, InputWarning
 from ..hub import hf_offline_env, hub_reachable
 from .jsonio import loads, parse_jsonl
 from .labels import check_label_kinds
+from .tables import missing_field
+from .tables import rows_delimited as _rows_delimited
+from .tables import rows_parquet as _rows_parquet
 
 # ============================================================================================
 # input records
@@ -104,29 +105,6 @@ def _rows_json(text: str, where: str) -> list[dict]:
     return obj
 
 
-def _rows_delimited(text: str, where: str, tsv: bool) -> list[dict]:
-    if tsv:  # IANA text/tab-separated-values: no quoting at all (GLUE / STS-B files contain bare ")
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
-    else:  # RFC 4180 CSV
-        reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        table = [r for r in reader]
-    except csv.Error as exc:
-        raise InputError(f"{where}: malformed {'TSV' if tsv else 'CSV'} ({exc})") from None
-    table = [r for r in table if r and any(c != "" for c in r)] if table else []
-    if not table:
-        raise InputError(f"{where} has no header row")
-    header = table[0]
-    if len(set(header)) != len(header):
-        raise InputError(f"{where}: duplicate column names in the header {header}")
-    rows = []
-    for i, r in enumerate(table[1:], 2):
-        if len(r) != len(header):
-            raise InputError(f"{where}:{i}: {len(r)} columns but the header has {len(header)}")
-        rows.append(dict(zip(header, r)))
-    return rows
-
-
 def _maybe_int(v: Any) -> Any:
     if not isinstance(v, str):
         return v
@@ -134,18 +112,6 @@ def _maybe_int(v: Any) -> Any:
     if s and (s.isdigit() or (s[0] in "+-" and s[1:].isdigit())):
         return int(s)
     return v
-
-
-def _rows_parquet(data: bytes, where: str) -> list[dict]:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:  # pragma: no cover - pyarrow is a dependency
-        raise InputError(f"{where}: reading .parquet needs pyarrow (pip install pyarrow)") from None
-    try:
-        table = pq.read_table(io.BytesIO(data))
-    except Exception as exc:  # noqa: BLE001 - any arrow error is a bad file
-        raise InputError(f"{where}: not a readable parquet file ({' '.join(str(exc).split())[:200]})") from None
-    return table.to_pylist()
 
 
 def parse_hf_spec(spec: str) -> tuple[str, list[str | None]]:
@@ -293,7 +259,8 @@ def read_records(source: str, *, text_field: str | None = None, label_field: str
     else:
         tf = text_field or next((f for f in TEXT_FIELD_AUTO if f in rows[0]), None)
         if tf is None:
-            raise InputError(f"{where}: no 'text' or 'sentence' field; pass --text-field (fields: {', '.join(map(str, fields))})")
+            raise InputError(f"{where} has no 'text' or 'sentence' field; pass --text-field NAME; its fields are: "
+                             f"{', '.join(map(str, fields))}")
         lf = label_field if label_field is not None else next((f for f in LABEL_FIELD_AUTO if f in rows[0]), None)
         idf = id_field if id_field is not None else next((f for f in ID_FIELD_AUTO if f in rows[0]), None)
 
@@ -304,7 +271,7 @@ def read_records(source: str, *, text_field: str | None = None, label_field: str
     for i, r in enumerate(rows):
         loc = f"{where} line {i + 1}" if lines_only else f"{where} row {i}"
         if tf not in r:
-            raise InputError(f"{loc} has no field {tf!r} (use --text-field)")
+            raise InputError(missing_field(str(tf), list(r), loc, option="--text-field"))
         t = r[tf]
         if not isinstance(t, str):
             raise InputError(f"{loc}: field {tf!r} is {type(t).__name__}, not a string")
@@ -316,12 +283,12 @@ def read_records(source: str, *, text_field: str | None = None, label_field: str
         label = None
         if lf is not None:
             if lf not in r:
-                raise InputError(f"{loc} has no field {lf!r} (use --label-field)")
+                raise InputError(missing_field(lf, list(r), loc, option="--label-field"))
             label = _check_label(_maybe_int(r[lf]) if untyped else r[lf], loc, lf)
         rid: Any = i
         if idf is not None:
             if idf not in r:
-                raise InputError(f"{loc} has no field {idf!r} (use --id-field)")
+                raise InputError(missing_field(idf, list(r), loc, option="--id-field"))
             rid = _maybe_int(r[idf]) if untyped else r[idf]
             if not isinstance(rid, (str, int)) or isinstance(rid, bool):
                 raise InputError(f"{loc}: id field {idf!r} is {type(rid).__name__}; ids must be strings or ints")
@@ -335,7 +302,7 @@ def read_records(source: str, *, text_field: str | None = None, label_field: str
                 raise InputError(f"{where}: --keep-field needs records with fields (not one text per line)")
             missing = [k for k in keep_fields if k not in r]
             if missing:
-                raise InputError(f"{loc} has no field {missing[0]!r} (named by --keep-field)")
+                raise InputError(missing_field(missing[0], list(r), loc, option="--keep-field"))
             extra = {k: r[k] for k in keep_fields}
         records.append(TextRecord(text=t, row=i, id=rid, label=label, sentences=sents, extra=extra))
         if limit is not None and len(records) >= limit:
@@ -345,8 +312,23 @@ def read_records(source: str, *, text_field: str | None = None, label_field: str
     if lf is not None:
         check_label_kinds([r.label for r in records], f"input {where} field {lf!r}",
                           lambda k: f"row {records[k].row}")
+    elif not lines_only:
+        _warn_no_label_field(where, fields, used={tf, idf, *keep_fields})
     return InputData(records=records, source=info, text_field=None if lines_only else tf, label_field=lf,
                      id_field=idf, rows_read=len(rows), skipped_empty=skipped, fields=[str(f) for f in fields])
+
+
+def _warn_no_label_field(where: str, fields: Sequence[Any], used: set[Any]) -> None:
+    """No ``label`` field and none named: say so (an InputWarning), naming the other fields, so a
+    column called ``sentiment`` or ``category`` does not vanish silently from the sidecar."""
+    import warnings
+
+    others = [str(f) for f in fields if f not in used and f != "sentences"]
+    if not others:
+        return
+    warnings.warn(f"{where} has no {' or '.join(repr(f) for f in LABEL_FIELD_AUTO)} field, so no labels are "
+                  f"written; if one of its other fields ({', '.join(others)}) is the label, pass --label-field NAME",
+                  InputWarning, stacklevel=3)
 
 
 def _check_label(v: Any, loc: str, lf: str) -> Any:
