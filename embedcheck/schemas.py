@@ -90,14 +90,14 @@ VERSIONS: dict[str, int] = {
     "neighbors": 1,
     "compare": 1,
     "retrieve": 1,
-    # compression (issue 16)
+    # compression
     "compress-write": 1,
     "compress-sweep": 1,
-    # the shards commands (issue 18: their reports carried no schema)
+    # the shards commands
     "shards-split": 1,
     "shards-merge": 1,
     "shards-verify": 1,
-    # ---- decisions: threshold, report (issue 17) ----
+    # ---- decisions: threshold, report ----
     "threshold": 1,
     "report": 1,
 }
@@ -229,7 +229,7 @@ _BODIES: dict[str, dict[str, Any]] = {
                        "entering_same_label": NUM_OR_NULL, "leaving_same_label": NUM_OR_NULL}),
     }, optional=("labels",)),
     "compare": obj({**COMPARISON["properties"], "current": STR}),
-    # compression (issue 16)
+    # compression
     "compress-write": obj({
         "output": {"type": ["string", "null"]}, "format": STR, "n": INT, "original_dim": INT, "dim": INT,
         "stored_dtype": STR, "bytes_per_vector": INT, "input_bytes_per_vector": INT, "ratio": NUM,
@@ -243,7 +243,7 @@ _BODIES: dict[str, dict[str, Any]] = {
         })},
         "truncation": {"type": ["object", "null"]}, "ci_method": STR, "seed": INT,
     }),
-    # ---- shards (issue 18) ----
+    # ---- shards ----
     "shards-split": obj({"output": STR, "manifest": STR, "rows": INT, "dim": INT, "dtype": STR, "shards": INT,
                          "rows_per_shard": INT, "sidecar": {"type": ["string", "null"]},
                          "labels": {"type": ["string", "null"]}, "model": {"type": ["string", "null"]}}),
@@ -254,7 +254,7 @@ _BODIES: dict[str, dict[str, Any]] = {
                           "mismatches": {"type": "array", "items": obj({"shard": STR, "file": STR,
                                                                         "kind": {"enum": ["npy", "jsonl"]},
                                                                         "expected": STR, "actual": STR})}}),
-    # ---- decisions: threshold, report (issue 17) ----
+    # ---- decisions: threshold, report ----
     "threshold": obj({
         "n": INT, "dim": INT, "mode": {"enum": ["labels", "matched pairs"]}, "positives": INT, "negatives": INT,
         "average_precision": NUM,
@@ -265,7 +265,7 @@ _BODIES: dict[str, dict[str, Any]] = {
     }),
     "report": obj({"output": STR, "folder": STR, "reports": INT, "plots": INT}),
 }
-# ---- retrieve (issue 16) ----
+# ---- retrieve ----
 _BODIES["retrieve"] = obj({
     "queries": INT, "queries_without_relevant": INT, "queries_without_qrels": INT, "corpus": INT, "dim": INT,
     "judgements": INT, "k": {"type": "array", "items": INT, "minItems": 1}, "main_score": STR,

@@ -1,4 +1,4 @@
-"""Issue 9 defects: mixed label kinds, corrupt .npy headers, malformed head files, the ``hf:`` spec
+"""Malformed inputs are refused with one line: mixed label kinds, corrupt .npy headers, malformed head files, the ``hf:`` spec
 that pools several configs (TweetEval stance), and dead code that must stay gone."""
 
 from __future__ import annotations

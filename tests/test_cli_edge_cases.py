@@ -1,4 +1,4 @@
-"""Regression tests from the adversarial CLI review (conventions of DESIGN.md).
+"""CLI edge cases (conventions of DESIGN.md), each pinned by a test.
 
 Each test pins one defect that was found by running the CLI on crafted inputs: ``--version``,
 ``--report`` aimed at an input / output / sidecar / missing folder, negative seeds, magnitudes
