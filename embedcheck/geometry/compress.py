@@ -251,7 +251,11 @@ class CompressedIndex:
                 S = Qc[s:s + block] @ self.unit.T
             v, i = topk_rows(S, kk, self.ranks)
             if rescore_multiplier > 0:  # float32 query · decoded document, as sentence-transformers rescores
-                v = np.einsum("ij,ikj->ik", Qf[s:s + block].astype(np.float64), self.raw[i].astype(np.float64))
+                q64 = Qf[s:s + block].astype(np.float64)
+                # one query at a time: the candidates' rows are gathered per query (a (b, m·k, d)
+                # gather of the whole block costs more memory traffic than the products)
+                v = np.stack([self.raw[i[r]].astype(np.float64) @ q64[r] for r in range(len(q64))]) if len(q64) \
+                    else np.zeros((0, i.shape[1]))
                 v, i = topk_rows_with_ids(v, i, k, self.ranks)
             scores[s:s + block] = v[:, :k]
             rows[s:s + block] = i[:, :k]

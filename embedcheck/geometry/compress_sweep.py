@@ -244,13 +244,22 @@ def _map_chance(y: np.ndarray, map_queries: Optional[int], seed: int) -> np.ndar
 
 
 def _label_measure(Xd: np.ndarray, y: np.ndarray, resamples: int, seed: int, map_queries: Optional[int],
-                   map_idx: Optional[np.ndarray], chance: np.ndarray) -> dict[str, tuple[float, np.ndarray, float]]:
-    """aag and label MAP; label MAP's retention is measured above its chance level."""
+                   map_idx: Optional[np.ndarray], chance: np.ndarray,
+                   draws: dict[str, Any]) -> dict[str, tuple[float, np.ndarray, float]]:
+    """aag and label MAP; label MAP's retention is measured above its chance level. ``draws``
+    holds the float32 row's AAG bootstrap draws (set by the first call); a row whose draws differ
+    gets no AAG interval rather than an unpaired one."""
     from . import aag as aag_mod
     from . import label_map as map_mod
 
     res = aag_mod.aag(Xd, y, resamples=resamples, seed=seed)
-    boot_vals = aag_mod.group_boot_aag(res.boot) if res.boot is not None else np.zeros(0)
+    boot_vals = np.zeros(0)
+    if res.boot is not None:
+        # paired only when this row's resamples are float32's: same seeded groups and weights
+        # (the group count depends on n, classes and d only through a memory cap)
+        base = draws.setdefault("aag", (res.boot.group_of, res.boot.W))
+        if np.array_equal(base[0], res.boot.group_of) and np.array_equal(base[1], res.boot.W):
+            boot_vals = aag_mod.group_boot_aag(res.boot)
     m = map_mod.label_map(Xd, y, queries=map_queries, seed=seed)
     gain = 100.0 * np.asarray(m.ap, dtype=np.float64) - chance
     boot_map = _boot_means(gain, map_idx) if map_idx is not None else np.zeros(0)
@@ -371,6 +380,7 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
         return out
 
     base: dict[str, tuple[float, np.ndarray, float]] = {}
+    aag_draws: dict[str, Any] = {}
     base_rows = None
     rows: list[SweepRow] = []
     boots: dict[str, dict[str, np.ndarray]] = {}
@@ -393,7 +403,7 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
                 ov = _overlap(rws, base_rows)[ret.qrels.query_rows]  # the evaluated queries, as the metrics
             if lab is not None and not rescore:
                 Xd = comps["labels"].decoded()
-                figs.update(_label_measure(Xd, lab[1], resamples, seed, lab[0].map_queries, lab[2], lab[3]))
+                figs.update(_label_measure(Xd, lab[1], resamples, seed, lab[0].map_queries, lab[2], lab[3], aag_draws))
                 if ov_rows is not None:
                     index = CompressedIndex(comps["labels"].stored, comps["labels"].record, comps["labels"].projection)
                     t0 = time.perf_counter()
