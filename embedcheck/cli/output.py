@@ -13,11 +13,12 @@ writes it to ``--report FILE``, and returns the exit code: 0, or 1 when a gate f
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
-from ..gates import EXIT_GATE, EXIT_OK, add_gates, exit_code, max_gate, min_gate  # noqa: F401  (re-exported)
 from ..io.atomic import save_json
 from ..io.jsonio import dumps
+
+from ..gates import EXIT_GATE, EXIT_OK, add_gates, exit_code, max_gate, min_gate  # noqa: F401  (re-exported)
 
 
 def _fmt(v: Any) -> str:
