@@ -79,7 +79,7 @@ def anisotropy_cmd(
     fit_a: Annotated[Optional[Path], typer.Option("--fit-a", help="Fit side A's mean on these (train) rows instead of A's compared rows (a .npy or a shard set).")] = None,
     fit_b: Annotated[Optional[Path], typer.Option("--fit-b", help="Fit side B's mean on these (train) rows instead of B's compared rows (a .npy or a shard set).")] = None,
     shared: Annotated[bool, typer.Option("--shared", help="One mean for both sides (one model, one population), fitted on the union of both sides' fit rows.")] = False,
-    perms: Annotated[int, typer.Option("--permutations", "--perms", help="Derangements of B's rows that make the unrelated pairs (the same for raw and centred).")] = 20,
+    perms: Annotated[int, typer.Option("--permutations", "--perms", min=1, help="Derangements of B's rows that make the unrelated pairs (the same for raw and centred).")] = 20,
     seed: SeedOpt = 0,
     map_fit: Annotated[Optional[tuple[Path, Path]], typer.Option("--map-fit", metavar="TRAIN_A TRAIN_B", help="Two different models: fit an orthogonal Procrustes map from A's space onto B's on these paired training rows (dims may differ: semi-orthogonal map from the thin SVD of A_train^T B_train), then compare mapped rows.")] = None,
     min_gap_sd: Annotated[Optional[float], typer.Option("--min-gap-sd", help="Gate: gap_over_floor_sd (on --gate-on) must be >= X.")] = None,

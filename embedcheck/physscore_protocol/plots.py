@@ -34,8 +34,8 @@ from .protocol import (
 
 
 def require_matplotlib() -> Any:
-    """``matplotlib.pyplot`` on the Agg backend, or a one-line InputError naming ``--plots``."""
-    return geometry_plots.require_matplotlib("--plots")
+    """``matplotlib.pyplot`` on the Agg backend, or a one-line InputError naming ``--plot``."""
+    return geometry_plots.require_matplotlib("--plot")
 
 
 _png = geometry_plots.png_bytes
