@@ -73,7 +73,7 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
         body.update({**res.to_dict(), **vs.to_dict()})
         if label_map:
             if map_queries is None and src.n > MAP_HINT_ROWS and hint is not None:
-                hint(f"label MAP over all {src.n} queries is O(n²); --map-queries N samples queries")
+                hint(f"label MAP over all {src.n} queries is O(n²); sampling queries (map_queries, --queries N) bounds it")
             body["label_map"], results["label_map_ap"] = emap.label_map_with_aps(
                 eng, src, y, queries=map_queries, seed=seed, at=map_at, resamples=resamples)
         if permutations:

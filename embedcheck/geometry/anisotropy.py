@@ -717,7 +717,7 @@ def check_result(A: Any, B: Any, *, fit_a: Any = None, fit_b: Any = None,
         raise InputError(f"A has dimension {A.dim} but B has {B.dim}; "
                          "for two different models fit a map first (--map-fit TRAIN_A TRAIN_B)")
     if perms < 1:
-        raise InputError(f"--perms must be ≥ 1, got {perms}")
+        raise InputError(f"perms must be >= 1, got {perms}")
     for F, X, side in ((fit_a, A, "a"), (fit_b, B, "b")):
         if F is not None and F.dim != X.dim:
             label = f"--fit-{side} {names[f'fit_{side}']}" if names.get(f"fit_{side}") else f"--fit-{side}"
