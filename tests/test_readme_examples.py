@@ -402,9 +402,9 @@ def test_documented_examples_run_and_print_what_is_shown(doc, tmp_path, minilm_p
 
 
 def test_quick_start_is_an_executed_example():
-    names = [e.name for e in collect(ROOT / "docs" / "quickstart.md")]
+    names = [e.name for e in collect(ROOT / "README.md")]
     assert names and all(n.startswith("quickstart") for n in names)
-    cmds = [c.line for e in collect(ROOT / "docs" / "quickstart.md") for c in e.commands]
+    cmds = [c.line for e in collect(ROOT / "README.md") for c in e.commands]
     assert any("--label-field" in c and c.startswith("embedcheck embed") for c in cmds)
     assert any(c.startswith("embedcheck train-head") for c in cmds) and any(c.startswith("embedcheck project") for c in cmds)
 
