@@ -69,6 +69,7 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
     results: dict[str, Any] = {}
     with running(engine, address) as eng:
         res, vs = geo.aag_and_variance_share(src, y, resamples=resamples, seed=seed, ci=ci, engine=eng)
+        assert vs is not None
         results.update(aag=res, variance_share=vs)
         body.update({**res.to_dict(), **vs.to_dict()})
         if label_map:

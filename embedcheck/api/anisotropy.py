@@ -64,7 +64,7 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
     keep: dict[str, Any] = {}
     with running(engine, address) as eng:
         res = geo.check_result(A, B, fit_a=FA, fit_b=FB, shared=shared, perms=perms, seed=seed, names=names,
-                               map_fit=maps, block=block, keep=keep, engine=eng)
+                               map_fit=maps, block=block, keep=keep, engine=eng)  # type: ignore[arg-type]
     body = res.to_dict()
     if plot is not None:
         from ..geometry import plots

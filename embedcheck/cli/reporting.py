@@ -84,7 +84,8 @@ def reporting(*, gated: bool = True, name: str = "out") -> Callable[[Callable[..
         if sig.return_annotation is not inspect.Signature.empty:
             hints["return"] = sig.return_annotation
         wrapper.__annotations__ = hints
-        del wrapper.__wrapped__  # type: ignore[attr-defined]  (typer must read the new signature)
+        # typer must read the new signature, not the wrapped one
+        del wrapper.__wrapped__  # type: ignore[attr-defined]
         return wrapper
 
     return deco

@@ -116,8 +116,8 @@ class RetrievalInput:
     queries: Any
     corpus: Any
     qrels: tuple[Any, Any, Any]  # (query ids, doc ids, grades): arrays of the same length
-    query_ids: Sequence[Any]
-    corpus_ids: Sequence[Any]
+    query_ids: Any  #: a sequence or array of ids
+    corpus_ids: Any
 
 
 @dataclass

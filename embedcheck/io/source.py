@@ -84,7 +84,8 @@ class Source:
     ndim = 2
 
     def __init__(self, name: str, n: int, dim: int, dtype: str, parts: tuple[Part, ...], shard_set: Any = None):
-        self.name, self.n, self.dim, self.parts, self.shard_set = name, int(n), int(dim), tuple(parts), shard_set
+        self.name, self.n, self.dim, self.parts = name, int(n), int(dim), tuple(parts)
+        self.shard_set: Any = shard_set
         self.dtype = np.dtype(dtype)
         self.shape: tuple[int, int] = (self.n, self.dim)
         self._starts = np.array([p.offset for p in self.parts] + [self.n], dtype=np.int64)
