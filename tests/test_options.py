@@ -8,6 +8,7 @@ added later without a declared out-of-range value fails ``test_every_float_optio
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
     (("physscore", "run"), "--fail-below"): "101",
     # --baseline's noise tolerance: a non-negative absolute difference
     **{(c, "--tolerance"): "-1" for c in (("aag",), ("anisotropy",), ("probe",), ("sts",), ("physscore", "score"),
-                                         ("physscore", "run"), ("neighbors",), ("compare",))},
+                                         ("physscore", "run"), ("neighbors",), ("compare",), ("retrieve",))},
     (("neighbors",), "--min-overlap"): "1.5",  # a share of k
     (("threshold",), "--match-at"): None,  # any score scale
     (("threshold",), "--precision"): "0",  # in (0, 1]
@@ -103,6 +104,11 @@ def work(tmp_path: Path) -> Path:
                 {"kind": "lda", "input_dim": d, "output_dim": d, "hyperparameters": {}})
     (tmp_path / "head.safetensors").write_bytes(head_to_bytes(head))
     (tmp_path / "phrases.jsonl").write_text('{"text": "1 meter"}\n')
+    # a tiny retrieval triplet: queries and corpus with id sidecars, and a qrels file
+    for name, n in (("q", 3), ("c", 5)):
+        np.save(tmp_path / f"{name}.npy", np.eye(n, 4, dtype=np.float32) + 0.1)
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"id": f"{name}{i}"}) + "\n" for i in range(n)))
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq0\tc0\t1\nq1\tc1\t1\n")
     np.save(tmp_path / "phrases_emb.npy", np.ones((1, 4), np.float32))
     (tmp_path / "report.json").write_text('{"schema": "embedcheck.sts/1", "n": 3, "spearman": 50.0}\n')
     return tmp_path
@@ -124,6 +130,7 @@ def _base(path: tuple[str, ...], w: Path) -> list[Any]:
         ("neighbors",): ["neighbors", w / "topics_test.npy", w / "topics_test.npy", "--k", "3"],
         ("compare",): ["compare", w / "report.json", w / "report.json"],
         ("threshold",): ["threshold", w / "sts_a.npy", w / "sts_b.npy", "--check", "0.5"],
+        ("retrieve",): ["retrieve", w / "q.npy", w / "c.npy", w / "qrels.tsv", "--resamples", "0"],
     }[path]
 
 

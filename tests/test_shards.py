@@ -110,10 +110,10 @@ def test_sidecar_fields_are_checked(tmp_path, cli):
     d = make_set(tmp_path, "s", np.load(TOPICS), CUTS[2], [{k: v for k, v in r.items() if k != "label"} for r in recs])
     res = cli(["aag", d, d])
     assert_one_line_error(res)
-    assert "shard-00000.jsonl: record 0 has no field 'label' (use --label-field)" in res.stderr
+    assert "shard-00000.jsonl record 0 has no field 'label'" in res.stderr and "its fields are: index" in res.stderr
     res = cli(["sts", d, d, d])
     assert_one_line_error(res)
-    assert "no field 'score' (use --score-field)" in res.stderr
+    assert "no field 'score' (--score-field); its fields are: index" in res.stderr
     m = _manifest(d)
     del m["shards"][1]["sidecar_sha256"]  # every file the manifest names is pinned: refused
     _set_manifest(d, m)

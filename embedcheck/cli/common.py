@@ -292,7 +292,7 @@ def _path_values(value: Any) -> list[Path]:
 
 
 #: parameters that name what a command writes (every other path argument is an input)
-OUTPUT_PARAMS = frozenset({"output", "out", "report_file", "plot", "plots"})
+OUTPUT_PARAMS = frozenset({"output", "out", "report_file", "plot", "plots", "mteb_json"})
 
 
 def guard_outputs(ctx: Any) -> None:

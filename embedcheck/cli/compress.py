@@ -120,14 +120,14 @@ def _render(report: dict[str, Any]) -> None:
 @reporting(gated=False)
 def sweep_cmd(
     retrieval: Annotated[Optional[tuple[Path, Path, Path]], typer.Option("--retrieval", metavar="Q C QRELS", help="Queries, corpus (.npy or shard set; ids in their .jsonl rows) and qrels (TSV or JSONL).", show_default=False)] = None,
-    labels: Annotated[Optional[tuple[Path, Path]], typer.Option("--labels", metavar="EMB LABELS", help="Embeddings and their labels (.npy/.jsonl/.txt): aag and label MAP.", show_default=False)] = None,
+    labels: Annotated[Optional[tuple[Path, Path]], typer.Option("--labelled", "--labels", metavar="EMB LABELS", help="Embeddings and their labels (.npy/.jsonl/.txt): aag and label MAP.", show_default=False)] = None,
     sts: Annotated[Optional[tuple[Path, Path, Path]], typer.Option("--sts", metavar="A B SCORES", help="STS pairs (row i of A with row i of B) and gold scores: Spearman.", show_default=False)] = None,
     calibration: Annotated[Optional[Path], typer.Option("--calibration", metavar="CAL", help="Rows that calibrate int8/uint8 and fit pca (default: each input itself).", show_default=False)] = None,
     precisions: Annotated[Optional[str], typer.Option("--precisions", help="Comma list of the precision rows to measure (default: all six).", show_default=False)] = None,
     rescore_multiplier: Annotated[int, typer.Option("--rescore-multiplier", min=1, help="binary+rescore: candidates searched = this x k.")] = 4,
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the paired 95% intervals; 0: none.")] = 1000,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed of every resample.")] = 0,
-    map_queries: Annotated[Optional[int], typer.Option("--map-queries", min=1, help="Label MAP on this many seeded query rows.", show_default=False)] = None,
+    map_queries: Annotated[Optional[int], typer.Option("--queries", "--map-queries", min=1, help="Label MAP on this many seeded query rows.", show_default=False)] = None,
     id_field: Annotated[str, typer.Option("--id-field", help="Id field of the .jsonl rows (retrieval).")] = "id",
     label_field: Annotated[str, typer.Option("--label-field", help="Label field of a .jsonl labels file.")] = "label",
     score_field: Annotated[str, typer.Option("--score-field", help="Score field of a .jsonl STS file.")] = "score",
@@ -143,7 +143,7 @@ def sweep_cmd(
 
     A flag when truncation to d/4 loses clearly more than PCA to d/4 (a model not trained for truncation).
 
-    Example: embedcheck compress sweep --retrieval q.npy corpus.npy qrels.tsv --plot sweep.png
+    Example: embedcheck compress sweep --retrieval q.npy c.npy qrels.tsv --plot s.png
     """
     from ..api.compress import check_gate_targets, compress_sweep, parse_retention, retention_gates
     from ..gates import add_gates
@@ -159,7 +159,7 @@ def sweep_cmd(
                 raise InputError(f"--precisions: unknown {p!r}; use {', '.join(PRECISION_ROWS)}")
         given = [name for name, v in (("retrieval", retrieval), ("labels", labels), ("sts", sts)) if v]
         if not given:
-            raise InputError("give at least one input: --retrieval Q C QRELS, --labels EMB LABELS or --sts A B SCORES")
+            raise InputError("give at least one input: --retrieval Q C QRELS, --labelled EMB LABELS or --sts A B SCORES")
         check_gate_targets(below, ship, inputs=given, precisions=precs)
     ins = [p for group in (retrieval, labels, sts) if group for p in group]
     check_plot(plot, [*ins, calibration])

@@ -187,7 +187,7 @@ def _labels_alias(cmd: Any) -> None:
     from typer.models import ParamMeta
 
     alias = _get_param(ParamMeta(name="labels_alias", annotation=Optional[Path], default=typer.Option(
-        None, "--labels", hidden=True, expose_value=False, callback=stash, dir_okay=False)))
+        None, "--labels", hidden=True, expose_value=False, callback=stash, dir_okay=True)))
     alias.__class__ = Option
     cmd.params.append(alias)
 

@@ -108,7 +108,7 @@ def retrieve_cmd(
     Every query is searched over all documents (exact, float32 cosine, in blocks); equal
     scores are ordered as trec_eval orders them (document id descending).
 
-    Example: embedcheck retrieve queries.npy corpus.npy qrels.tsv --fail-below ndcg@10=0.6
+    Example: embedcheck retrieve q.npy corpus.npy qrels.tsv --fail-below ndcg@10=0.6
     """
     import embedcheck
 
