@@ -51,7 +51,10 @@ def project_rows(head: Head, X: np.ndarray, mode: str = "compact", alpha: float 
     if X.shape[1] != head.input_dim:
         raise InputError(f"the vectors have dimension {X.shape[1]} but the head expects {head.input_dim}")
     U = _unit32(X)
-    Hh = _unit32(head.raw(U))
+    from ..threads import one_blas_thread
+
+    with one_blas_thread():  # the bits of a product follow BLAS's thread count: one thread, as a Ray worker
+        Hh = _unit32(head.raw(U))
     if mode == "compact":
         return Hh
     d = U.shape[1]
