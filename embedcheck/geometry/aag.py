@@ -421,17 +421,27 @@ def aag_and_variance_share(X: Any, labels: np.ndarray, *, resamples: int = 0, se
         res.ci_method = boot.method()
     if not share:
         return res, None
+    return res, _variance_share_from(eng, src, sums, sq, counts, boot if ci else None, level, chunk)
+
+
+def _variance_share_from(eng: Any, src: Any, sums: np.ndarray, sq: np.ndarray, counts: np.ndarray,
+                         boot: Optional[GroupBoot], level: float, chunk: int) -> VarianceShare:
+    """The variance share from the class sums of a first pass: one more pass for the variance along
+    the class-mean span (per-chunk sums added in row order), and with ``boot`` its interval."""
+    from ..io.source import ranges
+
+    n = src.n
     mu, total, Q, rank = _share(sums, counts.astype(np.float64), float(sq.sum()))
     along = 0.0
     for chunks in eng.map(along_range, [(src.parts, a0, b0, mu, Q, chunk) for a0, b0 in ranges(n, TASK_CHUNKS * chunk)]):
         for x in chunks:
             along += x
     along /= n
-    vs = VarianceShare(variance_share=along / total if total > 0 else None, variance_share_dims=rank,
-                       total_variance=total, along_variance=along)
-    if ci and boot is not None:
-        vs.variance_share_ci95 = percentile_ci(boot_variance_share_values(src, boot, engine=eng, chunk=chunk), level)
-    return res, vs
+    out = VarianceShare(variance_share=along / total if total > 0 else None, variance_share_dims=rank,
+                        total_variance=total, along_variance=along)
+    if boot is not None:
+        out.variance_share_ci95 = percentile_ci(boot_variance_share_values(src, boot, engine=eng, chunk=chunk), level)
+    return out
 
 
 def aag(X: Any, labels: np.ndarray, *, resamples: int = 0, seed: int = 0, groups: int = BOOT_GROUPS,
@@ -461,23 +471,10 @@ def variance_share(X: Any, labels: np.ndarray, *, boot: Optional[GroupBoot] = No
     resamples: each recomputes the class means and their span from the resampled group sums
     (exact) and the variance along it in one streamed product per batch of resamples.
     """
-    from ..io.source import ranges
-
     src, eng = _opened(X, engine)
-    n = src.n
-    classes, codes, counts = _check_labels(n, labels)
+    classes, codes, counts = _check_labels(src.n, labels)
     sums, sq = _sums(eng, src, codes, len(classes), chunk=chunk)
-    mu, total, Q, rank = _share(sums, counts.astype(np.float64), float(sq.sum()))
-    along = 0.0
-    for chunks in eng.map(along_range, [(src.parts, a0, b0, mu, Q, chunk) for a0, b0 in ranges(n, TASK_CHUNKS * chunk)]):
-        for x in chunks:
-            along += x
-    along /= n
-    out = VarianceShare(variance_share=along / total if total > 0 else None, variance_share_dims=rank,
-                        total_variance=total, along_variance=along)
-    if boot is not None:
-        out.variance_share_ci95 = percentile_ci(boot_variance_share_values(src, boot, engine=eng, chunk=chunk), level)
-    return out
+    return _variance_share_from(eng, src, sums, sq, counts, boot, level, chunk)
 
 
 def boot_variance_share_values(X: Any, boot: GroupBoot, *, engine: Any = None, chunk: int = CHUNK_ROWS,
