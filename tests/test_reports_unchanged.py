@@ -1,7 +1,7 @@
 """Every command's report on the fixtures is byte-identical to the report saved before the library
 refactor (``tests/golden/<case>.json``, made by ``python tests/test_reports_unchanged.py --save``).
 
-Timings (``seconds``, ``*_per_second``) and temporary paths are the only keys masked. A change
+Timings (``seconds``, ``*_per_second``), temporary paths and the checkout's path are the only things masked. A change
 that is meant to change a report re-saves its golden file in the same commit and says why.
 """
 
@@ -21,12 +21,14 @@ CASES: dict[str, list[str]] = json.loads((GOLDEN / "cases.json").read_text())
 
 
 def _mask(v, tmp: str):
+    """Timings masked; the temporary folder and the checkout's own path replaced by placeholders,
+    so the saved reports hold on any clone (CI checks out somewhere else)."""
     if isinstance(v, dict):
         return {k: ("<masked>" if (k == "seconds" or k.endswith("_per_second")) else _mask(x, tmp)) for k, x in v.items()}
     if isinstance(v, list):
         return [_mask(x, tmp) for x in v]
-    if isinstance(v, str) and tmp in v:
-        return v.replace(tmp, "<tmp>")
+    if isinstance(v, str):
+        return v.replace(tmp, "<tmp>").replace(str(ROOT), "<root>")
     return v
 
 
