@@ -161,6 +161,20 @@ COMPARISON = obj({
     "significant_drops": {"type": "array", "items": STR},
 })
 
+#: one figure of a ``paired`` section (``--against``): A, B, the signed difference and the verdict
+PAIRED_FIGURE = obj({
+    "a": NUM_OR_NULL, "b": NUM_OR_NULL, "difference": NUM_OR_NULL,
+    "difference_ci95": {"type": ["array", "null"], "items": NUM_OR_NULL, "minItems": 2, "maxItems": 2},
+    "p_value": NUM_OR_NULL, "min_detectable_effect": NUM_OR_NULL, "margin": NUM_OR_NULL,
+    "verdict": {"enum": ["better", "worse", "equivalent", "non-inferior", "inconclusive", "underpowered"]},
+    "better": {"enum": ["higher", "lower"]}, "p_method": {"enum": ["permutation", "bootstrap"]},
+}, optional=("underpowered",))
+#: the ``paired`` section: ``ci_method``, optionally ``against``, one PAIRED_FIGURE per compared figure
+PAIRED = {"type": "object", "properties": {"ci_method": STR, "against": STR}, "required": ["ci_method"],
+          "additionalProperties": PAIRED_FIGURE}
+#: the commands that take ``--against``
+PAIRED_COMMANDS = ("aag", "sts", "probe", "anisotropy", "neighbors", "retrieve", "physscore-score")
+
 _ANISO_SIDE = obj({
     "matched": NUM, "floor": NUM, "floor_sd": NUM, "gap": NUM, "gap_se": NUM, "gap_ci95": INTERVAL,
     "min_detectable_gap": NUM, "gap_over_floor_sd": NUM_OR_NULL, "cohens_d": NUM_OR_NULL,
@@ -291,6 +305,8 @@ def json_schema(command: str) -> dict[str, Any]:
     body = copy.deepcopy(_BODIES[name])
     body["properties"] = {"schema": {"const": sid}, **body["properties"],
                           "gates": {"type": "array", "items": GATE}, "comparison": COMPARISON}
+    if name in PAIRED_COMMANDS:
+        body["properties"]["paired"] = PAIRED
     body["required"] = ["schema", *body["required"]]
     # the headline figures the report class declares (top-level ones) are required numbers
     for key, fig in figures_of(name).items():

@@ -12,10 +12,10 @@ of ``embedcheck anisotropy``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ..result import Figure, Report
-from ._common import Hint, name_of, running, source
+from ._common import Hint, check_same_rows, label_of, name_of, running, source
 
 
 class AnisotropyReport(Report):
@@ -38,11 +38,18 @@ class AnisotropyReport(Report):
 def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: bool = False, perms: int = 20,
                seed: int = 0, map_fit: Optional[tuple[Any, Any]] = None, block: int = 1024,
                plot: Optional[Path] = None, engine: Any = "local", address: Optional[str] = None,
-               hint: Hint = None) -> AnisotropyReport:
+               hint: Hint = None, against: Optional[Sequence[Any]] = None, resamples: int = 1000,
+               margins: Optional[dict[str, float]] = None) -> AnisotropyReport:
     """Matched cosine of row i of ``a`` with row i of ``b`` against the floor of unrelated pairs
     (``perms`` seeded derangements; and exact over all n(n−1) pairs), raw and mean-centred, with
     ``partner_ranked_first``. Inputs: arrays, ``.npy``, memmaps or shard sets. ``map_fit``: two
-    training matrices (A-space, B-space) for an orthogonal map between two different models."""
+    training matrices (A-space, B-space) for an orthogonal map between two different models.
+
+    ``against`` = (A2, B2): a second embedding of the same pairs (ids checked from the sidecars);
+    the same check runs on it (the same derangements) and the report gains ``paired``: every
+    headline figure of both on the same resampled rows (``resamples``, ``seed``), the difference
+    with its 95 % interval, p-value, minimum detectable effect and verdict at ``margins``.
+    Not with ``fit_a``/``fit_b``/``map_fit`` (fitted for A's space only)."""
     from ..errors import InputError
     from ..geometry import anisotropy as geo
 
@@ -50,6 +57,19 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
         raise InputError(f"perms must be >= 1, got {perms}")
     if block < 1:
         raise InputError(f"block must be >= 1, got {block}")
+    PAIRED = ["raw.gap", "raw.gap_over_floor_sd", "raw.partner_ranked_first", "raw.floor_share", "centred.gap",
+              "centred.gap_over_floor_sd", "centred.matched", "centred.partner_ranked_first"]
+    if against is not None:
+        from ..geometry.paired import check_margins
+
+        if len(against) != 2:
+            raise InputError(f"against must be two embeddings (A2, B2), once per side, got {len(against)}")
+        if fit_a is not None or fit_b is not None or map_fit:
+            raise InputError("against compares the same check of two embeddings: not with fit_a, fit_b or map_fit "
+                             "(fitted in one embedding's space)")
+        check_margins(margins, PAIRED)
+        if resamples < 2:
+            raise InputError(f"resamples must be >= 2 for a paired comparison, got {resamples}")
     A, B = source(a, "A"), source(b, "B")
     FA = source(fit_a, "--fit-a") if fit_a is not None else None
     FB = source(fit_b, "--fit-b") if fit_b is not None else None
@@ -77,4 +97,19 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
         if hint is not None:
             hint(f"plot: {plot}")
         body["plot"] = str(plot)
-    return AnisotropyReport(body=body, results={"anisotropy": res, "cosines": keep})
+    results: dict[str, Any] = {"anisotropy": res, "cosines": keep}
+    if against is not None:
+        from ..geometry.paired import anisotropy_paired
+
+        A2, B2 = source(against[0], "against A2"), source(against[1], "against B2")
+        check_same_rows(a, against[0], A.n, A2.n)
+        check_same_rows(b, against[1], B.n, B2.n)
+        keep_b: dict[str, Any] = {}
+        with running(engine, address) as eng:
+            res_b = geo.check_result(A2, B2, shared=shared, perms=perms, seed=seed, block=block, keep=keep_b,
+                                     engine=eng)
+        paired = anisotropy_paired(keep, keep_b, resamples=resamples, permutations=resamples, seed=seed,
+                                   margins=margins, against=" ".join(label_of(x, "array") for x in against))
+        body["paired"] = paired.to_dict()
+        results.update(paired=paired, anisotropy_b=res_b, cosines_b=keep_b)
+    return AnisotropyReport(body=body, results=results)

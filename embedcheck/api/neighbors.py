@@ -3,10 +3,10 @@ of ``embedcheck neighbors``."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from ..result import Figure, Report
-from ._common import label_of, labels_for, matrix
+from ._common import check_same_rows, label_of, labels_for, matrix
 
 
 class NeighborsReport(Report):
@@ -22,10 +22,17 @@ class NeighborsReport(Report):
 
 def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, labels: Any = None,
               label_field: str = "label", resamples: int = 1000, block_mb: int = 128, seed: int = 0,
-              progress: Optional[Callable[[int, int], None]] = None) -> NeighborsReport:
+              progress: Optional[Callable[[int, int], None]] = None, against: Optional[Sequence[Any]] = None,
+              margins: Optional[dict[str, float]] = None) -> NeighborsReport:
     """Overlap@k of each row's ``k`` nearest neighbours (exact, blocked) in ``a`` and in ``b`` (two
     embeddings of the same rows), the share whose top-1 changed, and with ``labels`` the share of
-    neighbours with the query's label before and after; 95 % intervals over query rows."""
+    neighbours with the query's label before and after; 95 % intervals over query rows.
+
+    ``against`` = (A2, B2): a second pair of embeddings of the same rows (e.g. the same float32
+    reference against another export); the same comparison runs on it (the same query rows) and
+    the report gains ``paired``: overlap, top-1 changed and (with labels) the same-label share of
+    both on the same resampled query rows, the difference with its 95 % interval, p-value,
+    minimum detectable effect and verdict at ``margins``."""
     from ..errors import InputError
     from ..geometry.neighbors import neighbors as _neighbors
 
@@ -40,6 +47,33 @@ def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, lab
     if k > n - 1:
         raise InputError(f"k {k} is too large for {n} rows (at most {n - 1})")
     y = labels_for(labels, n, label_field) if labels is not None else None
+    known = ["overlap", "top1_changed"] + (["labels.same_label_b"] if y is not None else [])
+    if against is not None:
+        from ..geometry.paired import check_margins
+
+        if len(against) != 2:
+            raise InputError(f"against must be two embeddings (A2, B2), once per side, got {len(against)}")
+        check_margins(margins, known)
+        if resamples < 2:
+            raise InputError(f"resamples must be >= 2 for a paired comparison, got {resamples}")
+        A2 = matrix(against[0], "against A2")
+        B2 = matrix(against[1], "against B2")
+        check_same_rows(a, against[0], n, A2.shape[0])
+        check_same_rows(b, against[1], n, B2.shape[0])
     res = _neighbors(A, B, k, queries=queries, seed=seed, labels=y, resamples=resamples,
                      block_bytes=block_mb * 2**20, progress=progress)
-    return NeighborsReport(body=res.to_dict(), results={"neighbors": res})
+    body = res.to_dict()
+    results: dict[str, Any] = {"neighbors": res}
+    if against is not None:
+        from ..geometry.paired import neighbor_items, neighbors_paired
+        from ..rows import encode_labels
+
+        res_b = _neighbors(A2, B2, k, queries=queries, seed=seed, labels=y, resamples=resamples,
+                           block_bytes=block_mb * 2**20)
+        codes = encode_labels(y, n)[1] if y is not None else None
+        paired = neighbors_paired(neighbor_items(res, codes), neighbor_items(res_b, codes), resamples=resamples,
+                                  permutations=resamples, seed=seed, margins=margins,
+                                  against=" ".join(label_of(x, "array") for x in against))
+        body["paired"] = paired.to_dict()
+        results.update(paired=paired, neighbors_b=res_b)
+    return NeighborsReport(body=body, results=results)

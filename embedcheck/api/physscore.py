@@ -127,9 +127,10 @@ def _write_plots(plot_dir: Path, lookup: Callable[[Sequence[str]], np.ndarray], 
 
 def _compute(lookup: Callable[[Sequence[str]], np.ndarray], tables: Sequence[int],
              token_ids: Optional[Callable[[str], list[int]]],
-             on_probe_step: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
+             on_probe_step: Optional[Callable[[str], None]] = None,
+             keep: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     return ps_tables.physscore_report(lookup, tables=tables, token_ids=token_ids,
-                                      on_probe_step=on_probe_step or (lambda info: None))
+                                      on_probe_step=on_probe_step or (lambda info: None), keep=keep)
 
 
 def _assemble(model: Optional[str], tables: Sequence[int], body: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -142,11 +143,23 @@ def _assemble(model: Optional[str], tables: Sequence[int], body: dict[str, Any],
 
 
 def physscore(embeddings: Any, phrases: Any, *, model: Optional[str] = None, tables: Optional[str] = None,
-              plots: Optional[Path] = None, paper_conversions: bool = False) -> PhysScoreReport:
+              plots: Optional[Path] = None, paper_conversions: bool = False, against: Any = None,
+              margins: Optional[dict[str, float]] = None) -> PhysScoreReport:
     """Score embeddings of the PhysScore phrases (``phrases``: the phrases ``.jsonl`` or embed's
     sidecar; row i holds the text of embedding row i): Tables 1, 3 and 4 (``tables``, e.g.
-    ``"1,3"``) and with ``plots`` the figures into that folder."""
+    ``"1,3"``) and with ``plots`` the figures into that folder.
+
+    ``against``: a second model's embeddings of the same phrase rows; the report gains ``paired``:
+    Table 1's τ, PACC and AVG ×100 of both on the same resampled items of every cell, the
+    difference with its 95 % interval, p-value, minimum detectable effect and verdict at
+    ``margins`` (``table1.kendall_tau`` ...). Table 1 is computed for both (``tables`` must include 1)."""
     which = ps_tables.parse_tables(tables)
+    if against is not None:
+        from ..geometry.paired import check_margins
+
+        if 1 not in which:
+            raise InputError("against compares Table 1: include table 1 in tables")
+        check_margins(margins, ["table1.kendall_tau", "table1.pacc", "table1.avg"])
     X = matrix(embeddings)
     rows = read_jsonl(phrases, "phrases")
     if len(rows) != X.shape[0]:
@@ -163,13 +176,27 @@ def physscore(embeddings: Any, phrases: Any, *, model: Optional[str] = None, tab
         or DEFAULT_MODEL_NAME
     token_ids = _token_ids(_load_tokenizer(model_name)) if 4 in which else None
     t0 = time.perf_counter()
-    body = _compute(lookup, which, token_ids)
+    keep: dict[str, Any] = {}
+    body = _compute(lookup, which, token_ids, keep=keep)
     report = _assemble(model_name, which, body, embeddings=str(embeddings), phrases=str(phrases),
                        n_rows=int(X.shape[0]), dim=int(X.shape[1]))
+    results: dict[str, Any] = dict(keep)
+    if against is not None:
+        from ..physscore_protocol.protocol import table1_paired
+        from ._common import check_same_rows, label_of
+
+        XB = matrix(against, "against B")
+        check_same_rows(embeddings, against, X.shape[0], XB.shape[0])
+        keep_b: dict[str, Any] = {}
+        _compute(_text_lookup(XB, texts, str(phrases)), (1,), None, keep=keep_b)
+        paired = table1_paired(keep["table1_scores"], keep_b["table1_scores"], margins=margins,
+                               against=label_of(against, "array"))
+        report["paired"] = paired.to_dict()
+        results.update(paired=paired, table1_scores_b=keep_b["table1_scores"])
     if plots is not None:
         report["plots"] = _write_plots(plots, lookup, model_name, paper_conversions)
     report["seconds"] = {"score": time.perf_counter() - t0}
-    return PhysScoreReport(body=report)
+    return PhysScoreReport(body=report, results=results)
 
 
 def physscore_run(*, model: str = DEFAULT_MODEL_NAME, tables: Optional[str] = None, plots: Optional[Path] = None,

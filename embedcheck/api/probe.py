@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ..result import Figure, Report
-from ._common import label_of, labels_for, matrix
+from ._common import check_same_rows, label_of, labels_for, matrix
 
 
 class ProbeReport(Report):
@@ -23,10 +23,17 @@ class ProbeReport(Report):
 
 def probe(train: Any, train_labels: Any, test: Any, test_labels: Any, *, label_field: str = "label", C: float = 1.0,
           max_iter: int = 1000, standardize: bool = False, shots: Optional[int] = None, repeats: int = 10,
-          resamples: int = 1000, seed: int = 0) -> ProbeReport:
+          resamples: int = 1000, seed: int = 0, against: Optional[Sequence[Any]] = None,
+          margins: Optional[dict[str, float]] = None) -> ProbeReport:
     """Logistic-regression probe fitted on ``train`` and scored on ``test`` (arrays or files):
     accuracy x100 and macro-F1 x100 with 95 % intervals (bootstrap over test rows), the majority
-    baseline; with ``shots``, the few-shot mean and sd over ``repeats`` seeded draws."""
+    baseline; with ``shots``, the few-shot mean and sd over ``repeats`` seeded draws.
+
+    ``against`` = (B_train, B_test): a second embedding of the same training and test rows (ids
+    checked from the sidecars); a probe with the same settings is fitted on B and the report
+    gains ``paired``: accuracy and macro-F1 of A and B on the same resampled test rows, their
+    difference with its 95 % interval, p-value, minimum detectable effect and verdict at
+    ``margins`` (figure → margin, x100 units). The few-shot figures are not paired."""
     from ..errors import InputError
     from ..geometry import probe as _probe
     from ..io.npy import check_same_dim
@@ -40,6 +47,19 @@ def probe(train: Any, train_labels: Any, test: Any, test_labels: Any, *, label_f
         kinds = {True: "strings", False: "ints"}
         raise InputError(f"train labels {train_labels} are {kinds[ytr.dtype.kind == 'U']} but test labels "
                          f"{test_labels} are {kinds[yte.dtype.kind == 'U']}; use the same label kind for both")
+    if against is not None:
+        from ..geometry.paired import check_margins
+
+        if len(against) != 2:
+            raise InputError(f"against must be two embeddings (B_train, B_test), got {len(against)}")
+        check_margins(margins, ["accuracy", "macro_f1"])
+        if resamples < 2:
+            raise InputError("against needs resamples >= 2 (the paired bootstrap)")
+        Btr = matrix(against[0], "against B_train", need_direction=False)
+        Bte = matrix(against[1], "against B_test", need_direction=False)
+        check_same_rows(train, against[0], Xtr.shape[0], Btr.shape[0])
+        check_same_rows(test, against[1], Xte.shape[0], Bte.shape[0])
+        check_same_dim(Btr, Bte, label_of(against[0], "B_train"), label_of(against[1], "B_test"))
     full = _probe.fit_probe(Xtr, ytr, Xte, yte, C=C, max_iter=max_iter, standardize=standardize, seed=seed,
                             resamples=resamples)
     body = full.to_dict()
@@ -51,4 +71,19 @@ def probe(train: Any, train_labels: Any, test: Any, test_labels: Any, *, label_f
                              C=C, max_iter=max_iter, standardize=standardize)
         body["few_shot"] = fs.to_dict()
         results["few_shot"] = fs
+    if against is not None:
+        import numpy as np
+
+        from ..geometry.paired import probe_paired
+
+        fb = _probe.fit_probe(Btr, ytr, Bte, yte, C=C, max_iter=max_iter, standardize=standardize, seed=seed)
+        assert full.predictions is not None and fb.predictions is not None
+        if not fb.converged:
+            body["warning"] = " ".join(filter(None, [body.get("warning"), f"B's LogisticRegression did not converge "
+                                                                             f"in {max_iter} iterations; raise --max-iter"]))
+        paired = probe_paired(yte, full.predictions, fb.predictions, np.unique(np.concatenate([ytr, yte])),
+                              resamples=resamples, permutations=resamples, seed=seed, margins=margins,
+                              against=" ".join(label_of(x, "array") for x in against))
+        body["paired"] = paired.to_dict()
+        results.update(paired=paired, probe_b=fb)
     return ProbeReport(body=body, results=results)

@@ -87,7 +87,8 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
              query_ids: Optional[Sequence[Any]] = None, doc_ids: Optional[Sequence[Any]] = None,
              query_id_field: str = "id", doc_id_field: str = "id",
              score: Callable[[np.ndarray, np.ndarray], np.ndarray] = cosine, score_name: str = "cosine",
-             progress: Optional[Callable[[int, int], None]] = None) -> RetrievalReport:
+             progress: Optional[Callable[[int, int], None]] = None, against: Optional[Sequence[Any]] = None,
+             margins: Optional[Mapping[str, float]] = None) -> RetrievalReport:
     """Retrieval quality of query vectors against corpus vectors, judged by qrels.
 
     ``queries``, ``corpus``: a ``.npy`` path, a shard-set folder or a 2-D array. ``qrels``: a
@@ -100,6 +101,12 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
     ``"local"`` or ``"ray"`` (``address``: a running cluster); the report is the same bytes.
     ``score``: a picklable ``f(Q, C) -> float32 (b, t)`` replacing the cosine (``score_name``
     names it in the report).
+
+    ``against`` = (B_queries, B_corpus): a second embedding of the same query and document rows
+    (the same ids); the same search runs on it and the report gains ``paired``: nDCG@10 (and
+    every metric named in ``margins``, e.g. ``{"recall@100": 0.01}``) of both on the same
+    resampled queries, the difference with its 95 % interval, paired permutation p-value,
+    minimum detectable effect and verdict at the margin.
     """
     from ..engine.runner import make_engine
     from ..geometry.search import search_topk
@@ -123,6 +130,15 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
         model = mq or mc
     qids = _ids(query_ids, queries, query_id_field, "queries", "query_ids", m)
     dids = _ids(doc_ids, corpus, doc_id_field, "corpus", "doc_ids", n)
+    paired_metrics: list[str] = []
+    if against is not None:
+        paired_metrics, margins = _paired_plan(ks, margins, against, resamples)
+        for given, x, field, what, param, ids in ((query_ids, against[0], query_id_field, "against queries",
+                                                   "query_ids", qids),
+                                                  (doc_ids, against[1], doc_id_field, "against corpus", "doc_ids",
+                                                   dids)):
+            other = _ids(given, x, field, what, param, _open(x, what)[1])
+            _same_ids(ids, other, what)
     qq, dd, gg = _qrels(qrels)
     where = f"qrels {qrels}" if _is_path(qrels) else "qrels"
     judged = build_qrels(qq, dd, gg, qids, dids, what=where)
@@ -134,8 +150,48 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
         eng.close()
     rep = report_from_run(run, judged, k_values=ks, n_queries=m, n_docs=n, dim=dq, resamples=resamples, seed=seed,
                           query_ids=qids, score=score_name, model=model)
+    if against is not None:
+        from ..geometry.paired import retrieval_paired
+
+        rep_b = retrieve(against[0], against[1], qrels, k=ks, resamples=0, seed=seed, engine=engine, address=address,
+                         query_ids=query_ids, doc_ids=doc_ids, query_id_field=query_id_field,
+                         doc_id_field=doc_id_field, score=score, score_name=score_name)
+        rep.paired = retrieval_paired(rep.per_query, rep_b.per_query, paired_metrics, resamples=resamples,
+                                      permutations=resamples, seed=seed, margins=margins,
+                                      against=" ".join(str(x) if _is_path(x) else "array" for x in against))
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def _paired_plan(ks: list[int], margins: Optional[Mapping[str, float]], against: Any,
+                 resamples: int) -> tuple[list[str], dict[str, float]]:
+    """The metrics compared (nDCG@10 and every metric given a margin) and the margins by key."""
+    from ..geometry.retrieval import FAMILIES, metric_key
+    from ..stats.paired import check_margin
+
+    if len(against) != 2:
+        raise InputError(f"against must be two embeddings (B_queries, B_corpus), got {len(against)}")
+    if resamples < 2:
+        raise InputError(f"resamples must be >= 2 for a paired comparison, got {resamples}")
+    known = [f"{f}_at_{k}" for f in FAMILIES for k in ks]
+    by_key: dict[str, float] = {}
+    for name, x in (margins or {}).items():
+        key = metric_key(name)
+        if key not in known:
+            raise InputError(f"margin {name!r}: no such metric; e.g. ndcg@10, map@100, recall@1000, p@5, mrr@10 "
+                             f"at a cut-off of k ({', '.join(map(str, ks))})")
+        by_key[key] = float(check_margin(x, f"margin {name}") or 0.0)
+    return ["ndcg_at_10", *(k for k in known if k in by_key and k != "ndcg_at_10")], by_key
+
+
+def _same_ids(a: np.ndarray, b: np.ndarray, what: str) -> None:
+    if len(a) != len(b):
+        raise InputError(f"{what} has {len(b)} rows but A has {len(a)}; a paired comparison needs the same rows")
+    diff = np.flatnonzero(a != b)
+    if diff.size:
+        i = int(diff[0])
+        raise InputError(f"{what} and A have different ids at row {i} ({a[i]!r} vs {b[i]!r}); "
+                         "a paired comparison needs the same rows in the same order")
 
 
 __all__ = ["retrieve"]

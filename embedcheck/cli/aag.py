@@ -7,7 +7,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import InputError
 from ..gates import add_gates, min_gate
 from ._app import app
 from .common import (
@@ -24,7 +23,7 @@ from .common import (
     hint,
     in_range,
 )
-from .paired_opts import AgainstOpt, FailOn, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
+from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
 
@@ -71,9 +70,6 @@ def aag_cmd(
     check_engine(engine, address)
     margins = parse_margins(margin)
     check_paired_options(against, 1, margins, fail_on, "EMB")
-    need = {"aag", "label_map.map"} if label_map else {"aag"}
-    if fail_on is FailOn.not_non_inferior and not need <= set(margins):
-        raise InputError(f"--fail-on not-non-inferior needs --margin for {', '.join(sorted(need))}")
     from ..api.aag import aag
 
     rep = aag(embeddings, labels, label_field=label_field, label_map=label_map, map_queries=map_queries,

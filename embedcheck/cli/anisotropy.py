@@ -22,6 +22,7 @@ from .common import (
     in_range,
     warn,
 )
+from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
 
@@ -91,6 +92,10 @@ def anisotropy_cmd(
     block: Annotated[int, typer.Option("--block", help="Query rows per block for partner_ranked_first (work memory ~ 4 x block^2 floats plus one float32 copy of B; never n x n).")] = 1024,
     engine: EngineOpt = EngineName.local,
     address: AddressOpt = None,
+    against: AgainstOpt = None,
+    resamples: Annotated[int, typer.Option("--resamples", min=2, help="With --against: resamples of the paired 95% intervals (bootstrap over rows).")] = 1000,
+    margin: MarginOpt = None,
+    fail_on: FailOnOpt = None,
     *,
     out: Output,
 ) -> None:
@@ -115,6 +120,10 @@ def anisotropy_cmd(
     matched cosines against the floor distribution, raw and centred, with
     the gap and its 95% interval.
 
+    With --against A2 --against B2 (another embedding of the same pairs) the
+    same check runs on it and 'paired' compares every headline figure on the
+    same resampled rows.
+
     Example: embedcheck anisotropy halves.a.npy halves.b.npy --shared
     """
     from ..api.anisotropy import anisotropy
@@ -122,8 +131,11 @@ def anisotropy_cmd(
     out.start()
     check_plot(plot, [a, b, fit_a, fit_b, *(map_fit or ())])
     check_engine(engine, address)
+    margins = parse_margins(margin)
+    pair = check_paired_options(against, 2, margins, fail_on, "A.npy and B.npy")
     rep = anisotropy(a, b, fit_a=fit_a, fit_b=fit_b, shared=shared, perms=perms, seed=seed, map_fit=map_fit,
-                     block=block, plot=plot, engine=engine.value, address=address, hint=hint)
+                     block=block, plot=plot, engine=engine.value, address=address, hint=hint, against=pair,
+                     resamples=resamples, margins=margins or None)
     report = rep.to_dict()
     if report["warning"]:
         warn(report["warning"])
@@ -134,5 +146,6 @@ def anisotropy_cmd(
         min_gate(f"{side}.{sd_key}", report[side][sd_key], min_gap_sd) if min_gap_sd is not None else None,
         max_gate(f"raw.{share_key}", report["raw"][share_key], max_floor_share) if max_floor_share is not None else None,
         min_gate(f"{side}.partner_ranked_first", report[side]["partner_ranked_first"], min_partner_first) if min_partner_first is not None else None,
+        *paired_gates(rep.results.get("paired"), fail_on),
     ])
     out.finish(report, title="anisotropy", renderer=_render)

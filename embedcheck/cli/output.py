@@ -65,15 +65,40 @@ def render_table(report: dict[str, Any], title: str, console: Any = None) -> Non
     table = Table(title=title, show_header=True, header_style="bold")
     table.add_column("figure", style="cyan", overflow="fold")  # fold, never "…": no digit is ever hidden
     table.add_column("value", overflow="fold")
-    body = {k: v for k, v in report.items() if k not in ("gates", "comparison")}
+    body = {k: v for k, v in report.items() if k not in ("gates", "comparison", "paired")}
     for key, val in flatten(body):
         table.add_row(key, val)
     console.print(table)
     print_gates(console, report)
 
 
+def render_paired(console: Any, paired: dict[str, Any], fmt: Callable[[Any], str] = _fmt) -> None:
+    """The ``paired`` section (``--against``) as a table: one row per compared figure."""
+    from rich.table import Table
+
+    t = Table(title=f"paired: A against {paired.get('against', 'B')}", header_style="bold")
+    t.add_column("figure", style="cyan", overflow="fold")
+    for col in ("A", "B", "B - A (+ better)", "95% CI", "p", "min. detectable", "margin", "verdict"):
+        t.add_column(col, justify="right", overflow="fold")
+    colour = {"better": "green", "worse": "red", "equivalent": "green", "non-inferior": "green"}
+    for key, f in paired.items():
+        if not isinstance(f, dict):
+            continue
+        ci = f.get("difference_ci95")
+        v = f.get("verdict", "")
+        t.add_row(key, fmt(f.get("a")), fmt(f.get("b")), fmt(f.get("difference")),
+                  f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "—", fmt(f.get("p_value")),
+                  fmt(f.get("min_detectable_effect")), fmt(f.get("margin")),
+                  f"[{colour[v]}]{v}[/{colour[v]}]" if v in colour else v)
+    console.print(t)
+    console.print(paired.get("ci_method", ""), style="dim")
+
+
 def print_gates(console: Any, report: dict[str, Any], fmt: Callable[[Any], str] = _fmt) -> None:
-    """One ``PASS``/``FAIL`` line per gate, for every terminal view."""
+    """The paired table (when the report has one), then one ``PASS``/``FAIL`` line per gate: the
+    end of every terminal view."""
+    if isinstance(report.get("paired"), dict):
+        render_paired(console, report["paired"], fmt)
     for g in report.get("gates", []):
         mark = "[green]PASS[/green]" if g["passed"] else "[red]FAIL[/red]"
         console.print(f"{mark} {g['name']} = {fmt(g['value'])} (needs {g['op']} {g['threshold']:g})")

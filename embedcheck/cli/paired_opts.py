@@ -41,20 +41,25 @@ def parse_margins(items: Optional[list[str]]) -> dict[str, float]:
 
 
 def check_paired_options(against: Optional[list[str]], wanted: int, margins: dict[str, float],
-                         fail_on: Optional[FailOn], names: str) -> None:
-    """``--against`` given once per embedding argument; --margin / --fail-on only with it."""
+                         fail_on: Optional[FailOn], names: str) -> Optional[tuple[str, ...]]:
+    """``--against`` given once per embedding argument; --margin / --fail-on only with it;
+    ``--fail-on not-non-inferior`` with at least one --margin. Returns the against tuple (or None)."""
     if not against:
         if margins or fail_on is not None:
             raise InputError("--margin and --fail-on need --against (the second embedding of the same rows)")
-        return
+        return None
     if len(against) != wanted:
         raise InputError(f"--against must be given {wanted} time(s), once per embedding argument ({names}), in order; "
                          f"got {len(against)}")
+    if fail_on is FailOn.not_non_inferior and not margins:
+        raise InputError("--fail-on not-non-inferior needs a --margin FIGURE=X for each figure it gates")
+    return tuple(against)
 
 
 def paired_gates(paired: Any, fail_on: Optional[FailOn]) -> list[dict[str, Any]]:
     """``--fail-on worse``: per figure, ``paired.<f>.difference_ci95_high >= 0`` (the interval does not
-    lie below 0); ``--fail-on not-non-inferior``: ``paired.<f>.difference_ci95_low >= -margin``."""
+    lie below 0); ``--fail-on not-non-inferior``: ``paired.<f>.difference_ci95_low >= -margin`` for
+    every figure given a margin (the others are reported, not gated)."""
     from ..gates import min_gate
 
     if fail_on is None or paired is None:
@@ -66,6 +71,6 @@ def paired_gates(paired: Any, fail_on: Optional[FailOn]) -> list[dict[str, Any]]
             gates.append(min_gate(f"paired.{k}.difference_ci95_high", None if ci is None else ci[1], 0.0))
         else:
             if f.margin is None:
-                raise InputError(f"--fail-on not-non-inferior needs --margin {k}=X")
+                continue
             gates.append(min_gate(f"paired.{k}.difference_ci95_low", None if ci is None else ci[0], -f.margin))
     return gates

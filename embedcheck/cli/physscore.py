@@ -32,6 +32,7 @@ from .common import (  # --baseline: compared in finish()
     start_command,
 )
 from .output import add_gates, min_gate, print_gates
+from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
 physscore_app = typer.Typer(
@@ -144,6 +145,9 @@ def score_cmd(
     plots: PlotsOpt = None,
     paper_conversions: PaperConvOpt = False,
     fail_below: FailBelowOpt = None,
+    against: AgainstOpt = None,
+    margin: MarginOpt = None,
+    fail_on: FailOnOpt = None,
     *,
     out: Output,
 ) -> None:
@@ -151,15 +155,23 @@ def score_cmd(
 
     Phrases are matched to embedding rows by their text, so any row order works and the file may hold more rows than needed; every phrase a requested table needs must be present. Table 4 loads only the model's tokenizer.
 
+    With --against B.npy (another model's embeddings of the same phrase rows), 'paired'
+    compares Table 1's tau, PACC and AVG on the same resampled items of every cell.
+
     Example: embedcheck physscore score phrases_emb.npy phrases.jsonl --plot figs/
     """
     from ..api.physscore import physscore
 
     out.start()
     _check_gate_tables(ps_tables.parse_tables(tables), fail_below)
-    report = physscore(embeddings, phrases, model=model, tables=tables, plots=plots,
-                       paper_conversions=paper_conversions).to_dict()
+    margins = parse_margins(margin)
+    pair = check_paired_options(against, 1, margins, fail_on, "EMBEDDINGS")
+    rep = physscore(embeddings, phrases, model=model, tables=tables, plots=plots,
+                    paper_conversions=paper_conversions, against=pair[0] if pair else None, margins=margins or None)
+    report = rep.to_dict()
     _gates(report, fail_below)
+    if pair:
+        add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
     out.finish(report, title="PhysScore", renderer=render)
 
 

@@ -13,6 +13,7 @@ from .common import (  # --baseline: compared in finish()
     in_range,
 )
 from .output import add_gates, min_gate
+from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
 _P = typer.Argument
@@ -34,6 +35,9 @@ def probe_cmd(
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals of accuracy and macro-F1 (bootstrap over test rows); 0: none.")] = 1000,
     seed: SeedOpt = 0,
     fail_below: Annotated[Optional[float], typer.Option("--fail-below", callback=in_range(0, 100), help="Gate: exit 1 when accuracy (x100, 0 to 100; few-shot: mean) is below this.")] = None,
+    against: AgainstOpt = None,
+    margin: MarginOpt = None,
+    fail_on: FailOnOpt = None,
     *,
     out: Output,
 ) -> None:
@@ -43,14 +47,21 @@ def probe_cmd(
     the majority baseline and rows per class; with
     --shots K --repeats R, the few-shot mean and sd over R seeded draws of K rows per class.
 
+    With --against B_TRAIN --against B_TEST (another embedding of the same rows), a probe is
+    fitted on B too and 'paired' compares accuracy and macro-F1 on the same resampled test rows.
+
     Example: embedcheck probe train.npy train.jsonl val.npy val.jsonl --shots 2 --repeats 10
     """
     from ..api.probe import probe
 
     out.start()
+    margins = parse_margins(margin)
+    pair = check_paired_options(against, 2, margins, fail_on, "TRAIN and TEST")
     rep = probe(train, train_labels, test, test_labels, label_field=label_field, C=C, max_iter=max_iter,
-                standardize=standardize, shots=shots, repeats=repeats, resamples=resamples, seed=seed)
+                standardize=standardize, shots=shots, repeats=repeats, resamples=resamples, seed=seed,
+                against=pair, margins=margins or None)
     report = rep.to_dict()
     gate_value = rep["few_shot"]["accuracy_mean"] if shots is not None else rep["accuracy"]
-    add_gates(report, [min_gate("accuracy", gate_value, fail_below) if fail_below is not None else None])
+    add_gates(report, [min_gate("accuracy", gate_value, fail_below) if fail_below is not None else None,
+                       *paired_gates(rep.results.get("paired"), fail_on)])
     out.finish(report, title="Linear probe")

@@ -18,6 +18,7 @@ from .common import (
     hint,
     progress,
 )
+from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
 
@@ -99,6 +100,9 @@ def retrieve_cmd(
     split: Annotated[str, typer.Option("--split", help="With --mteb-json: the split the scores are filed under.")] = "test",
     engine: EngineOpt = EngineName.local,
     address: AddressOpt = None,
+    against: AgainstOpt = None,
+    margin: MarginOpt = None,
+    fail_on: FailOnOpt = None,
     *,
     out: Output,
 ) -> None:
@@ -107,6 +111,10 @@ def retrieve_cmd(
 
     Every query is searched over all documents (exact, float32 cosine, in blocks); equal
     scores are ordered as trec_eval orders them (document id descending).
+
+    With --against B_QUERIES --against B_CORPUS (another embedding of the same rows), 'paired'
+    compares nDCG@10 (and every metric given a --margin, e.g. recall@100=0.01) on the same
+    resampled queries.
 
     Example: embedcheck retrieve q.npy corpus.npy qrels.tsv --fail-below ndcg@10=0.6
     """
@@ -120,16 +128,18 @@ def retrieve_cmd(
     check_engine(engine, address)
     ks = parse_k(k)
     gates = parse_gates(list(fail_below or []))
+    margins = parse_margins(margin)
+    pair = check_paired_options(against, 2, margins, fail_on, "QUERIES and CORPUS")
     if mteb_json is not None:
         from ..io.mteb import check_output
 
         check_output(mteb_json, [queries, corpus, qrels, out.report_file])
     with progress() as bar, option_errors({"k": "--k", "resamples": "--resamples", "query_ids": "QUERIES",
-                                           "doc_ids": "CORPUS"}):
+                                           "doc_ids": "CORPUS", "margins": "--margin"}):
         task = bar.add_task("retrieve", total=None, info="")
         rep = embedcheck.retrieve(queries, corpus, qrels, k=ks, resamples=resamples, seed=seed,
                                   engine=engine.value, address=address, query_id_field=query_id_field,
-                                  doc_id_field=doc_id_field,
+                                  doc_id_field=doc_id_field, against=pair, margins=margins or None,
                                   progress=lambda done, total: bar.update(task, completed=done, total=total))
     report: dict[str, Any] = rep.to_dict()
     for name, _ in gates:
@@ -137,7 +147,8 @@ def retrieve_cmd(
             rep.metric(name)
         except InputError as exc:
             raise InputError(f"--fail-below {name}: {exc}") from None
-    add_gates(report, [min_gate(name, rep.metric(name), x) for name, x in gates])
+    add_gates(report, [*(min_gate(name, rep.metric(name), x) for name, x in gates),
+                       *paired_gates(rep.paired, fail_on)])
     if mteb_json is not None:
         from ..io.mteb import write_task_result
 

@@ -7,14 +7,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import InputError
 from ._app import app
 from .common import (  # --baseline: compared in finish()
     SeedOpt,
     in_range,
 )
 from .output import add_gates, min_gate
-from .paired_opts import AgainstOpt, FailOn, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
+from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
 
@@ -48,8 +47,6 @@ def sts_cmd(
     out.start()
     margins = parse_margins(margin)
     check_paired_options(against, 2, margins, fail_on, "A and B")
-    if fail_on is FailOn.not_non_inferior and set(margins) != {"spearman", "pearson"}:
-        raise InputError("--fail-on not-non-inferior needs --margin spearman=X and --margin pearson=X")
     if mteb_json is not None:
         from ..io.mteb import check_output
 

@@ -618,8 +618,10 @@ def decide_range(a_parts: tuple[Part, ...], b_parts: tuple[Part, ...], q0: int, 
     if exact:  # the slow reference: every row re-decided in float64
         unsure = np.ones_like(unsure)
     sure = ~unsure
-    return {"raw": int(np.count_nonzero((m_raw > g_raw) & sure)),
-            "centred": int(np.count_nonzero((m_cen > g_cen) & sure)),
+    first_raw = (m_raw > g_raw) & sure
+    first_cen = (m_cen > g_cen) & sure
+    return {"raw": int(np.count_nonzero(first_raw)), "centred": int(np.count_nonzero(first_cen)),
+            "first_raw": first_raw, "first_centred": first_cen,
             "rows": np.arange(q0, q1)[unsure], "d_raw": d_raw[unsure], "d_cen": d_cen[unsure]}
 
 
@@ -645,8 +647,9 @@ def tiles(n: int, target: int = 8) -> list[tuple[int, int]]:
 
 
 def partner_first(engine: Any, A: Source, B: Source, W: np.ndarray | None, mu_a: np.ndarray, mu_b: np.ndarray,
-                  wmax: float, qmax: float, block: int = 1024, exact: bool = False) -> dict[str, int]:
-    """Exact counts of rows whose partner is ranked first, raw and centred (see module doc)."""
+                  wmax: float, qmax: float, block: int = 1024, exact: bool = False) -> dict[str, Any]:
+    """Exact counts of rows whose partner is ranked first, raw and centred (see module doc), and
+    the per-row flags behind them (``first_raw``, ``first_centred``: bool (n,))."""
     tl = tiles(A.n)
     blocks = engine.map(block_max, [(A.parts, B.parts, q0, q1, c0, c1, W, mu_a, mu_b, block)
                                     for q0, q1 in tl for c0, c1 in tl])
@@ -659,8 +662,8 @@ def partner_first(engine: Any, A: Source, B: Source, W: np.ndarray | None, mu_a:
         decide_tasks.append((A.parts, B.parts, q0, q1, W, mu_a, mu_b, mr, mc, wmax, qmax, exact))
     del blocks
     decided = engine.map(decide_range, decide_tasks)
-    count_raw = sum(x["raw"] for x in decided)
-    count_cen = sum(x["centred"] for x in decided)
+    first_raw = np.concatenate([x["first_raw"] for x in decided])
+    first_cen = np.concatenate([x["first_centred"] for x in decided])
     rows = np.concatenate([x["rows"] for x in decided])
     if len(rows):
         dr = np.concatenate([x["d_raw"] for x in decided])
@@ -673,9 +676,10 @@ def partner_first(engine: Any, A: Source, B: Source, W: np.ndarray | None, mu_a:
             for j in range(1, len(tl)):
                 br, bc = res[k * len(tl) + j]
                 mr64, mc64 = np.maximum(mr64, br), np.maximum(mc64, bc)
-            count_raw += int(np.count_nonzero(dr[s:s + block] > mr64 + TIE))
-            count_cen += int(np.count_nonzero(dc[s:s + block] > mc64 + TIE))
-    return {"raw": count_raw, "centred": count_cen, "n": A.n, "rechecked": len(rows)}
+            first_raw[rows[s:s + block]] = dr[s:s + block] > mr64 + TIE
+            first_cen[rows[s:s + block]] = dc[s:s + block] > mc64 + TIE
+    return {"raw": int(np.count_nonzero(first_raw)), "centred": int(np.count_nonzero(first_cen)), "n": A.n,
+            "rechecked": len(rows), "first_raw": first_raw, "first_centred": first_cen}
 
 
 # ---- the check -------------------------------------------------------------------------------
@@ -697,8 +701,9 @@ def check_result(A: Any, B: Any, *, fit_a: Any = None, fit_b: Any = None,
 
     ``names`` gives file names for ``means`` (keys ``fit_a``, ``fit_b``); ``map_fit`` =
     (TRAIN_A, TRAIN_B) fits :func:`fit_orthogonal_map` and compares A's mapped rows. A ``keep``
-    dict receives the cosines behind the figures (for the plot): ``matched_raw`` and
-    ``matched_centred`` (n,), ``unrelated_raw`` and ``unrelated_centred`` (perms, n).
+    dict receives the cosines behind the figures (for the plot and paired comparisons):
+    ``matched_raw`` and ``matched_centred`` (n,), ``unrelated_raw`` and ``unrelated_centred``
+    (perms, n), and the partner-ranked-first flags ``first_raw``, ``first_centred`` (n,).
     """
     from ..engine import LocalEngine
     from ..io.source import open_source
@@ -781,7 +786,8 @@ def check_result(A: Any, B: Any, *, fit_a: Any = None, fit_b: Any = None,
         warning=_warning(aniso), note=_note(means), map=mapping)
     res.reading = reading(res.to_dict())
     if keep is not None:
-        keep.update(matched_raw=m_raw, matched_centred=m_cen, unrelated_raw=u_raw, unrelated_centred=u_cen)
+        keep.update(matched_raw=m_raw, matched_centred=m_cen, unrelated_raw=u_raw, unrelated_centred=u_cen,
+                    first_raw=first["first_raw"], first_centred=first["first_centred"])
     return res
 
 
@@ -822,5 +828,6 @@ def partner_ranked_first(A: Any, B: Any, mean_a: Optional[np.ndarray] = None, me
     qnb = eng.map(qnb_range, [(SB.parts, a, b, mu_a, mu_b) for a, b in ranges(n, TASK_ROWS)])
     q = np.concatenate([x[0] for x in qnb])
     nb = np.concatenate([x[1] for x in qnb])
-    return partner_first(eng, SA, SB, W, mu_a, mu_b, float((1.0 / nb).max()), float(np.abs(q).max()),
-                         block=block, exact=exact)
+    got = partner_first(eng, SA, SB, W, mu_a, mu_b, float((1.0 / nb).max()), float(np.abs(q).max()),
+                        block=block, exact=exact)
+    return {k: got[k] for k in ("raw", "centred", "n", "rechecked")}

@@ -303,15 +303,31 @@ class RetrievalReport(Result):
     per_query: Any = hidden()  #: metric → (queries,) float64, in qrels query order
     query_ids: Any = hidden()  #: ids of the evaluated queries (bytes)
     run: Any = hidden()  #: the :class:`TopK` of every query row
+    paired: Any = optional()  #: with ``against``: the :class:`~embedcheck.stats.paired.Paired` section
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report the CLI prints: ``schema`` first, as every command's report."""
+        from ..schemas import schema_id
+
+        return {"schema": schema_id(self.command), **super().to_dict()}
 
     def metric(self, name: str) -> float:
         """A metric by ``ndcg@10`` or ``ndcg_at_10``."""
-        key = name.strip().lower().replace("@", "_at_")
-        fam, sep, rest = key.partition("_at_")
-        key = {"p": "precision", "r": "recall", "ap": "map"}.get(fam, fam) + sep + rest
+        key = metric_key(name)
         if key not in self.metrics:
             raise InputError(f"no metric {name!r}; known: {', '.join(k for k in self.metrics if not k.endswith('_ci95'))}")
         return float(self.metrics[key])
+
+
+def metric_key(name: str) -> str:
+    """``ndcg@10``, ``P@5``, ``ndcg_at_10`` → the report's key (``ndcg_at_10``, ``precision_at_5``).
+
+    >>> metric_key("P@5"), metric_key("ndcg_at_10")
+    ('precision_at_5', 'ndcg_at_10')
+    """
+    key = name.strip().lower().replace("@", "_at_")
+    fam, sep, rest = key.partition("_at_")
+    return {"p": "precision", "r": "recall", "ap": "map"}.get(fam, fam) + sep + rest
 
 
 def report_from_run(run: TopK, qrels: Qrels, *, k_values: Sequence[int], n_queries: int, n_docs: int, dim: int,
@@ -349,6 +365,6 @@ def check_k_values(k_values: Any) -> list[int]:
     return ks
 
 
-__all__ = ["FAMILIES", "K_VALUES", "MAIN_SCORE", "TIE_RULE", "Qrels", "RetrievalReport", "TopK", "bootstrap_intervals",
+__all__ = ["FAMILIES", "K_VALUES", "MAIN_SCORE", "metric_key", "TIE_RULE", "Qrels", "RetrievalReport", "TopK", "bootstrap_intervals",
            "build_qrels", "check_k_values", "check_unique", "cosine", "dot", "evaluate_run", "id_bytes",
            "report_from_run", "rescore", "select_topk", "tie_ranks"]

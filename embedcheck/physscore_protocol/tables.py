@@ -54,7 +54,8 @@ def needed_texts(tables: Iterable[int], plots: bool = False, paper_conversions: 
 
 def physscore_report(lookup: Callable[[Sequence[str]], np.ndarray], *, tables: Iterable[int] = TABLES,
                      token_ids: Optional[Callable[[str], Sequence[int]]] = None,
-                     on_probe_step: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
+                     on_probe_step: Optional[Callable[[str], None]] = None,
+                     keep: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """Tables 1, 3 and 4 from ``lookup(texts) -> (len(texts), d) float array`` (one unit-norm
     embedding per phrase) and, for Table 4's tokenizer column, ``token_ids(text)`` (the model
     tokenizer's ids without special tokens).
@@ -71,6 +72,8 @@ def physscore_report(lookup: Callable[[Sequence[str]], np.ndarray], *, tables: I
         b = benchmark(cell_emb, cells)
         report["cells"] = b["cells"]
         report["table1"] = b["table1"]
+        if keep is not None:  # the per-cell scores (cosines and values), for a paired comparison
+            keep["table1_scores"] = b["scores"]
     if 3 in tables:
         from .probe import recalibration_probe
 
