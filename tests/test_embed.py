@@ -279,6 +279,23 @@ def test_keep_field_carries_scores_into_the_sidecar(cli, fast_model, shared_data
     assert bad.exit_code == 2 and "'nope'" in bad.stderr and not (tmp_path / "x.npy").exists()
 
 
+def test_dotted_output_names_keep_their_own_sidecars(cli, fast_model, shared_data, tmp_path):
+    """``-o X.s1.npy`` and ``-o X.s2.npy`` write X.s1.jsonl and X.s2.jsonl (the second never
+    overwrites the first's sidecar), and the ids a paired comparison reads are each file's own."""
+    from embedcheck.io.rowids import row_ids
+
+    src = shared_data / "stsb" / "test.jsonl"
+    for side in ("1", "2"):
+        res = cli(["embed", src, "--text-field", f"sentence{side}", "--limit", "4", "-o", tmp_path / f"int8.s{side}.npy",
+                   "-q"])
+        assert res.exit_code == 0, res
+    assert files(tmp_path) == {f"int8.s{i}.{ext}" for i in "12" for ext in ("npy", "jsonl", "meta.json")}
+    rows = read_jsonl(src)[:4]
+    for side in ("1", "2"):
+        assert [r["text"] for r in read_jsonl(tmp_path / f"int8.s{side}.jsonl")] == [r[f"sentence{side}"] for r in rows]
+    assert row_ids(tmp_path / "int8.s1.npy") == [r["id"] for r in read_jsonl(tmp_path / "int8.s1.jsonl")]
+
+
 def test_complement_is_the_disjoint_rest_of_the_sample(cli, fast_model, shared_data, tmp_path):
     """--complement embeds exactly the rows a --sample left out (a held-out split for one-split data)."""
     src = shared_data / "trec" / "test.jsonl"  # 500 rows, 6 classes

@@ -37,7 +37,8 @@ def _outputs(out: Path, halves: bool) -> dict[str, Path]:
         raise InputError(f"output {out} must end in .npy")
     stem = out.with_suffix("")
     if not halves:
-        return {"npy": out, "jsonl": stem.with_suffix(".jsonl"), "meta": Path(f"{stem}.meta.json")}
+        # X.s1.npy → X.s1.jsonl (never X.jsonl: two outputs X.s1.npy and X.s2.npy keep two sidecars)
+        return {"npy": out, "jsonl": Path(f"{stem}.jsonl"), "meta": Path(f"{stem}.meta.json")}
     return {
         "a.npy": Path(f"{stem}.a.npy"), "a.jsonl": Path(f"{stem}.a.jsonl"), "a.meta": Path(f"{stem}.a.meta.json"),
         "b.npy": Path(f"{stem}.b.npy"), "b.jsonl": Path(f"{stem}.b.jsonl"), "b.meta": Path(f"{stem}.b.meta.json"),

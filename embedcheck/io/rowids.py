@@ -23,8 +23,6 @@ def row_ids(path: str) -> Optional[list[Any]]:
     stem = Path(path).with_suffix("")
     side = Path(f"{stem}.jsonl")
     if not side.is_file():
-        side = stem.with_suffix(".jsonl")  # where `embed -o X.s1.npy` writes it (X.jsonl)
-    if not side.is_file():
         return None
     ids = []
     with open(side, encoding="utf-8") as f:
