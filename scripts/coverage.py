@@ -9,7 +9,9 @@ Three checks (issue 17), each printed as one JSON line per case and summarised a
   ``label_map``-style means (per-query values), and the paired ``difference_ci95`` of a mean
   (per-item AP / correctness), of Spearman (``sts --against``) and of AAG (``aag --against``);
 * **A/A** — B = A plus noise at float32 rounding level; the share of seeds whose paired verdict is
-  ``worse`` (target ≤ 5 %; a correct 95 % interval gives ≈ 2.5 %);
+  ``worse`` (target ≤ 5 %; a correct 95 % interval gives ≈ 2.5 %); and **A/A equal** — A and B two
+  equally good embeddings (the same signal, independent noise of one size) through the real
+  ``--against`` of probe, anisotropy, neighbors and retrieve;
 * **power** — a planted difference equal to the reported minimum detectable effect; the share of
   seeds that find it (verdict ``better``; target 70–90 %, the design value 80 %).
 
@@ -207,6 +209,51 @@ def aa_check(command: str, seeds: int, n: int) -> dict[str, Any]:
     return {"seeds": seeds, "n": n, "worse_share": worse / seeds}
 
 
+def aa_equal(command: str, seeds: int, n: int) -> dict[str, Any]:
+    """A/A with two equally good embeddings: A and B are the same signal with independent noise of
+    the same size (two runs of a stochastic export, two seeds of one training recipe), run through
+    the command's own ``--against`` path (the Python API). No figure's expected value differs, so
+    each figure's ``worse`` share should be near 2.5 % (one side of a 95 % interval); ``any``
+    counts seeds where at least one compared figure (correlated ones) came out ``worse``."""
+    import embedcheck
+
+    per: dict[str, int] = {}
+    anyw = 0
+    for s in range(seeds):
+        rng = np.random.default_rng(40_000 + s)
+        if command == "probe":
+            X, y = two_class(2 * n, rng, shift=0.35)
+            A, B = X + rng.normal(size=X.shape), X + rng.normal(size=X.shape)
+            rep = embedcheck.probe(A[:n], y[:n], A[n:], y[n:], resamples=RESAMPLES, seed=s,
+                                   against=(B[:n], B[n:]))
+        elif command == "anisotropy":
+            a = rng.normal(size=(n, 16))
+            b = a + 1.5 * rng.normal(size=a.shape)
+            rep = embedcheck.anisotropy(a, b + 0.5 * rng.normal(size=a.shape), perms=10, seed=s, resamples=RESAMPLES,
+                                        against=(a, b + 0.5 * rng.normal(size=a.shape)))
+        elif command == "neighbors":
+            X = rng.normal(size=(n, 16))
+            rep = embedcheck.neighbors(X, X + 0.6 * rng.normal(size=X.shape), k=10, resamples=RESAMPLES, seed=s,
+                                       against=(X, X + 0.6 * rng.normal(size=X.shape)))
+        elif command == "retrieve":
+            C = rng.normal(size=(4 * n, 16))
+            rel = rng.integers(0, 4 * n, n)
+            Q = C[rel]
+            qrels = {f"q{i}": {f"d{r}": 1} for i, r in enumerate(rel)}
+            ids = dict(query_ids=[f"q{i}" for i in range(n)], doc_ids=[f"d{j}" for j in range(4 * n)])
+            rep = embedcheck.retrieve(Q + 1.3 * rng.normal(size=Q.shape), C, qrels, resamples=RESAMPLES, seed=s,
+                                      against=(Q + 1.3 * rng.normal(size=Q.shape), C), **ids)
+        else:
+            raise ValueError(command)
+        d = rep.to_dict()["paired"]
+        worse = [k for k, f in d.items() if isinstance(f, dict) and f["verdict"] == "worse"]
+        for k in (k for k, f in d.items() if isinstance(f, dict)):
+            per[k] = per.get(k, 0) + (k in worse)
+        anyw += bool(worse)
+    return {"seeds": seeds, "n": n, "worse_share": {k: v / seeds for k, v in per.items()},
+            "any_worse_share": anyw / seeds}
+
+
 def power_check(kind: str, seeds: int, n: int) -> dict[str, Any]:
     """Plant a difference equal to the MDE reported by a pilot comparison at the same n."""
     if kind == "mean":
@@ -260,6 +307,8 @@ CASES: dict[str, Callable[[int], dict[str, Any]]] = {
     "paired aag n=872 d=64": lambda S: cov_paired_aag(872, 64, S),
 }
 AA = {"sts": 1379, "aag": 600, "probe": 872, "label_map": 600, "physscore": 400}
+#: A/A with two equally good embeddings, through each command's --against path
+AA_EQUAL = {"probe": 300, "anisotropy": 400, "neighbors": 400, "retrieve": 300}
 POWER = {"mean": 600, "sts": 1379}
 
 
@@ -272,6 +321,8 @@ def main() -> None:
     a = ap.parse_args()
     jobs = ([("coverage", k, f) for k, f in CASES.items()]
             + [("aa", f"A/A {c} n={n}", (lambda S, c=c, n=n: aa_check(c, a.seeds, n))) for c, n in AA.items()]
+            + [("aa-equal", f"A/A equal {c} n={n}", (lambda S, c=c, n=n: aa_equal(c, a.seeds, n)))
+               for c, n in AA_EQUAL.items()]
             + [("power", f"power {k} n={n}", (lambda S, k=k, n=n: power_check(k, a.seeds, n))) for k, n in POWER.items()])
     if a.list:
         print("\n".join(j[1] for j in jobs))
