@@ -242,3 +242,28 @@ def test_compressed_index_on_float32_equals_exact_cosine_top_k():
     Qu = Q / np.linalg.norm(Q, axis=1, keepdims=True)
     want = np.argsort(-(Qu.astype(np.float64) @ Cu.T.astype(np.float64)), axis=1)[:, :7]
     assert np.array_equal(idx, want)
+
+
+@pytest.mark.parametrize("d,n,k", [(16, 3000, 50), (384, 4000, 100), (29, 500, 1)])
+def test_binary_index_with_faiss_equals_the_full_hamming_ranking_ties_included(d, n, k):
+    """faiss's compiled Hamming search (k + TIE_PAD candidates, a full numpy row where the tie
+    group at the k-th distance may run past them) gives exactly the full ranking: score
+    descending, ties by the tie rank — with 16 bits nearly every query's k-th place is a tie."""
+    pytest.importorskip("faiss")
+    X = _rows(n, d, seed=11)
+    Q = _rows(300, d, seed=12)
+    rec = embedcheck.compress(X, "binary").record
+    stored = quantize(X, "binary")
+    ranks = np.random.default_rng(3).permutation(n)  # any tie order, e.g. trec_eval's by id
+    index = CompressedIndex(stored, rec, ranks=ranks)
+    assert index.faiss is not None
+    S, idx = index.search(Q, k)
+    bits_q, bits_x = Q > 0, X > 0
+    ham = np.stack([(bits_q[i] != bits_x).sum(axis=1) for i in range(len(Q))])
+    want = 1 - 2 * ham / d
+    order = np.lexsort((np.broadcast_to(ranks, want.shape), -want), axis=1)[:, :k]
+    assert np.array_equal(idx, order)
+    assert np.array_equal(S, np.take_along_axis(want, order, axis=1))
+    index.faiss = None  # the numpy words: the same bytes
+    S2, idx2 = index.search(Q, k)
+    assert np.array_equal(idx2, idx) and np.array_equal(S2, S)

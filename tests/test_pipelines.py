@@ -21,11 +21,11 @@ from conftest import ROOT
 pytestmark = pytest.mark.slow
 
 MAKEFILE = ROOT / "scripts" / "Makefile"
-#: reduced size: 500 training rows, 5 epochs, one seed, test sets capped at 300 rows, 500 STS-B
-#: pairs, and three of the seven attribute data sets (one of each source kind: a complement split,
+#: reduced size: 500 training rows, 5 epochs, one seed, one linear baseline head (lda; probe-scale
+#: is the same template), test sets capped at 300 rows, 500 STS-B pairs, and three of the seven attribute data sets (one of each source kind: a complement split,
 #: a test split with a sampled cap, a six-class set) — the other four run the same template
 ATTRIBUTES = ("subj", "trec", "emotion")
-REDUCED = ["TRAIN_N=500", "EPOCHS=5", "SEEDS=0", "REPEATS=3", "TEST_N=300", "STS_N=500",
+REDUCED = ["TRAIN_N=500", "EPOCHS=5", "SEEDS=0", "REPEATS=3", "TEST_N=300", "STS_N=500", "LINEAR=lda",
            f"ATTRIBUTES={' '.join(ATTRIBUTES)}"]
 
 

@@ -193,6 +193,41 @@ def hamming(Qw: np.ndarray, Dw: np.ndarray) -> np.ndarray:
     return out
 
 
+#: extra candidates asked of faiss beyond k, so the tie group at the k-th distance is seen whole
+TIE_PAD = 64
+
+
+def _faiss_binary(packed: np.ndarray) -> Any:
+    """A faiss ``IndexBinaryFlat`` over packed rows (compiled xor + popcount), or None when
+    faiss-cpu is not installed (the numpy words are used then)."""
+    try:
+        import faiss
+    except ImportError:
+        return None
+    codes = np.ascontiguousarray(packed, dtype=np.uint8)
+    index = faiss.IndexBinaryFlat(8 * codes.shape[1])  # padding bits are 0 on both sides: no distance
+    index.add(codes)
+    return index
+
+
+def binary_topk(index: Any, words: np.ndarray, Qp: np.ndarray, Qw: np.ndarray, k: int, dim: int,
+                ranks: Optional[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top ``k`` by Hamming distance (score ``1 − 2·H/dim`` descending, ties by ``ranks``):
+    faiss's compiled kernel returns ``k + TIE_PAD`` nearest rows; a query whose tie group at the
+    k-th distance may run past them is scored over every row with the numpy words instead, so the
+    result is :func:`topk_rows` of the full score row, byte for byte."""
+    n = words.shape[0]
+    k2 = min(n, k + TIE_PAD)
+    D, I = index.search(np.ascontiguousarray(Qp, dtype=np.uint8), k2)
+    S = 1.0 - 2.0 * D.astype(np.uint16) / dim
+    v, i = topk_rows_with_ids(S, I.astype(np.int64), k, ranks)
+    if k2 < n:
+        for r in np.flatnonzero(D[:, k2 - 1] <= D[:, k - 1]):  # the tie group may continue past k2
+            full = 1.0 - 2.0 * hamming(Qw[r:r + 1], words) / dim
+            v[r], i[r] = (x[0] for x in topk_rows(full, k, ranks))
+    return v, i
+
+
 def bits_cosine(Q: np.ndarray, C: np.ndarray) -> np.ndarray:
     """Score function ``(b, d) x (t, d) → (b, t)`` float32 for decoded ±1 rows (a binary corpus as
     every reader decodes it): ``1 − 2·Hamming/d`` exactly — the dot product is an integer, exact in
@@ -217,7 +252,9 @@ class CompressedIndex:
         self.dim = int(record["dim"])
         self.raw = decode(self.stored, record).astype(np.float32, copy=False)  # what rescoring reads
         if self.bits:
-            self.words = _words(packed_u8(self.stored, prec))
+            packed = packed_u8(self.stored, prec)
+            self.words = _words(packed)
+            self.faiss = _faiss_binary(packed)
         else:
             self.unit = _unit(self.raw)
         self.ranges = np.asarray(record["ranges"], dtype=np.float32) if prec in ("int8", "uint8") else None
@@ -237,7 +274,8 @@ class CompressedIndex:
         if self.bits:
             from ..io.compressed import packed_u8
 
-            Qw = _words(packed_u8(Qq, self.precision))
+            Qp = packed_u8(Qq, self.precision)
+            Qw = _words(Qp)
         else:
             Qc = _unit(decode(Qq, self.record).astype(np.float32, copy=False))
         n, nq = self.rows, Qf.shape[0]
@@ -245,11 +283,15 @@ class CompressedIndex:
         scores = np.empty((nq, min(k, n)), dtype=np.float64)
         rows = np.empty((nq, min(k, n)), dtype=np.int64)
         for s in range(0, nq, block):
-            if self.bits:  # the index itself: Hamming distance on packed words, score 1 − 2·H/d
-                S = 1.0 - 2.0 * hamming(Qw[s:s + block], self.words) / self.dim
+            if self.bits and self.faiss is not None:  # compiled Hamming kernel, exact tie order
+                v, i = binary_topk(self.faiss, self.words, Qp[s:s + block], Qw[s:s + block], kk, self.dim,
+                                   self.ranks)
             else:
-                S = Qc[s:s + block] @ self.unit.T
-            v, i = topk_rows(S, kk, self.ranks)
+                if self.bits:  # the index itself: Hamming distance on packed words, score 1 − 2·H/d
+                    S = 1.0 - 2.0 * hamming(Qw[s:s + block], self.words) / self.dim
+                else:
+                    S = Qc[s:s + block] @ self.unit.T
+                v, i = topk_rows(S, kk, self.ranks)
             if rescore_multiplier > 0:  # float32 query · decoded document, as sentence-transformers rescores
                 q64 = Qf[s:s + block].astype(np.float64)
                 # one query at a time: the candidates' rows are gathered per query (a (b, m·k, d)
