@@ -391,12 +391,15 @@ def test_refuses_bad_inputs(cli, data):
     Xn[450, 3] = np.nan
     np.save(folder / "nan.npy", Xn)
     np.save(folder / "one.npy", np.zeros(len(X), np.int64))
+    np.save(folder / "same.npy", np.ones_like(X))  # identical rows: no within-class variation
     before = sorted(os.listdir(folder))
     cases = [
         (["project", folder / "nan.npy", "--head", h, "-o", folder / "o.npy", "--chunk", "100"], "row 450"),
         (["project", folder / "x.npy", "--head", h, "-o", folder / "o.npy", "--alpha", "1.5"], "alpha"),
         (["project", folder / "x.npy", "--head", h, "-o", folder / "x.npy"], "overwrite"),
         (["train-head", folder / "x.npy", folder / "one.npy", "-o", folder / "o.safetensors"], "two classes"),
+        (["train-head", folder / "same.npy", folder / "y.npy", "-o", folder / "o.safetensors", "--kind", "lda"],
+         "do not vary within their classes"),
         (["train-head", folder / "x.npy", folder / "y.npy", "-o", folder / "o.pt"], ".safetensors"),
         (["train-head", folder / "x.npy", folder / "y.npy", "-o", folder / "o.safetensors", "--epochs", "0"], "epochs"),
     ]

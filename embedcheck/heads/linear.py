@@ -93,7 +93,14 @@ def train_lda(X: np.ndarray, labels: np.ndarray, params: LinearParams = LinearPa
     Sw, shrinkage = ledoit_wolf(U - means[codes], assume_centered=True)
     B = (means - m) * np.sqrt(priors)[:, None]
     Sb = B.T @ B
-    evals, V = linalg.eigh(Sb, Sw)
+    try:
+        evals, V = linalg.eigh(Sb, Sw)
+    except linalg.LinAlgError:
+        from ..errors import InputError
+
+        raise InputError("the training rows do not vary within their classes (the within-class covariance is "
+                         "singular even after shrinkage): LDA needs rows that differ within each class; are the "
+                         "embeddings identical or constant?") from None
     order = np.argsort(evals)[::-1]
     evals, V = evals[order], V[:, order]
     r = K - 1
