@@ -82,7 +82,8 @@ NOISE_RULE = ("difference interval from the two 95% intervals (<figure>_ci95), r
 #: ``FigureChange.noise`` of a figure with no interval on either side and no tolerance
 NO_INTERVAL = "no interval"
 
-PAIRING_NOTE = ("both reports come from the same inputs (shared input sha256: {shared}); the quadrature "
+PAIRING_NOTE = ("both reports were computed on the same inputs (shared sha256 {shared}: the same labels, "
+                "scores, qrels or phrases, row for row), so they measure the same rows; the quadrature "
                 "interval treats the runs as independent and ignores the pairing, so it is too wide "
                 "for figures of the same rows: use the paired comparison (--against B, the report's "
                 "'paired' section: the same resamples for both)")

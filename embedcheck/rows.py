@@ -70,6 +70,20 @@ def label_key(c: Any) -> str:
     return str(c.item() if hasattr(c, "item") else c)
 
 
+def content_sha256(values: Any) -> str:
+    """sha256 of a sequence of per-row values (labels, gold scores, texts) in one canonical form —
+    each value as :func:`label_key` text, one per line — so a file and the array or list it holds
+    give the same hash. Reports carry it under ``inputs`` (``labels_sha256`` ...): two reports that
+    share one were computed on the same rows' labels, which ``compare`` points out (pairing).
+
+    >>> content_sha256([1, 0, 1]) == content_sha256(np.array([1, 0, 1])) == content_sha256(["1", "0", "1"])
+    True
+    """
+    import hashlib
+
+    return hashlib.sha256("\n".join(label_key(v) for v in np.asarray(values).ravel()).encode("utf-8")).hexdigest()
+
+
 def encode_labels(labels: Any, n_rows: Optional[int] = None, *, min_classes: int = 1,
                   what: str = "embeddings") -> tuple[np.ndarray, np.ndarray]:
     """The one label encoder: ``(classes, codes)`` with ``classes[codes] == labels``, classes sorted

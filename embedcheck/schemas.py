@@ -172,6 +172,8 @@ PAIRED_FIGURE = obj({
 #: the ``paired`` section: ``ci_method``, optionally ``against``, one PAIRED_FIGURE per compared figure
 PAIRED = {"type": "object", "properties": {"ci_method": STR, "against": STR}, "required": ["ci_method"],
           "additionalProperties": PAIRED_FIGURE}
+#: ``inputs``: content hashes of the per-row inputs (``labels_sha256`` ...), 64 hex digits each
+INPUTS = {"type": "object", "additionalProperties": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}
 #: the commands that take ``--against``
 PAIRED_COMMANDS = ("aag", "sts", "probe", "anisotropy", "neighbors", "retrieve", "physscore-score")
 
@@ -307,6 +309,7 @@ def json_schema(command: str) -> dict[str, Any]:
                           "gates": {"type": "array", "items": GATE}, "comparison": COMPARISON}
     if name in PAIRED_COMMANDS:
         body["properties"]["paired"] = PAIRED
+        body["properties"]["inputs"] = INPUTS
     body["required"] = ["schema", *body["required"]]
     # the headline figures the report class declares (top-level ones) are required numbers
     for key, fig in figures_of(name).items():

@@ -247,3 +247,29 @@ def test_same_inputs_say_the_quadrature_interval_ignores_the_pairing():
     other = rep(spearman=81.0, spearman_ci95=[79.0, 83.0], provenance={"inputs": {"scores": {"sha256": "cd" * 32}}})
     assert compare_reports(b, other).pairing is None and "pairing" not in compare_reports(b, other).to_dict()
     assert compare_reports(rep(spearman=1.0), rep(spearman=2.0)).pairing is None  # no provenance: nothing claimed
+
+
+def test_compare_of_two_embeddings_of_the_same_labelled_rows_points_to_the_paired_comparison(cli, tmp_path):
+    """aag reports carry ``inputs.labels_sha256`` (the labels' content, however given): two models
+    of the same rows share it, so compare says its quadrature interval ignores the pairing; the
+    reports of other rows do not."""
+    from conftest import FIXTURES
+
+    from embedcheck.rows import content_sha256
+
+    X = np.load(FIXTURES / "topics.npy")
+    np.save(tmp_path / "half.npy", X[:, :24].copy())
+    labels = FIXTURES / "topics.labels.jsonl"
+    rows = labels.read_text().splitlines()
+    (tmp_path / "shuffled.jsonl").write_text("\n".join(rows[1:] + rows[:1]) + "\n")  # other labels, same shape
+    for name, emb, lab in (("a", FIXTURES / "topics.npy", labels), ("b", tmp_path / "half.npy", labels),
+                           ("t", FIXTURES / "topics.npy", tmp_path / "shuffled.jsonl")):
+        assert cli(["aag", emb, lab, "--no-map", "--resamples", "50", "--report", tmp_path / f"{name}.json", "-q"]).exit_code in (0,)
+    a = json.loads((tmp_path / "a.json").read_text())
+    ys = [json.loads(line)["label"] for line in labels.read_text().splitlines() if line.strip()]
+    assert a["inputs"] == {"labels_sha256": content_sha256(ys)}
+    res = cli(["compare", tmp_path / "a.json", tmp_path / "b.json", "--allow-dim-change", "--json"])
+    assert res.exit_code == 0, res
+    assert "ignores the pairing" in res.json()["pairing"] and a["inputs"]["labels_sha256"][:12] in res.json()["pairing"]
+    other = cli(["compare", tmp_path / "a.json", tmp_path / "t.json", "--json"])
+    assert "pairing" not in other.json()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..result import Figure, Report
+from ..rows import content_sha256
 from ._common import Hint, check_same_rows, label_of, labels_for, name_of, running, source
 
 MAP_HINT_ROWS = 50_000
@@ -97,6 +98,7 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
         if hint is not None:
             hint(f"plot: {plot}")
         body["plot"] = str(plot)
+    body["inputs"] = {"labels_sha256": content_sha256(y)}
     if against is not None:
         from ..geometry.paired import aag_paired
 

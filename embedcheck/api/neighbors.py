@@ -63,6 +63,10 @@ def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, lab
     res = _neighbors(A, B, k, queries=queries, seed=seed, labels=y, resamples=resamples,
                      block_bytes=block_mb * 2**20, progress=progress)
     body = res.to_dict()
+    if y is not None:
+        from ..rows import content_sha256
+
+        body["inputs"] = {"labels_sha256": content_sha256(y)}
     results: dict[str, Any] = {"neighbors": res}
     if against is not None:
         from ..geometry.paired import neighbor_items, neighbors_paired

@@ -181,6 +181,9 @@ def physscore(embeddings: Any, phrases: Any, *, model: Optional[str] = None, tab
     report = _assemble(model_name, which, body, embeddings=str(embeddings), phrases=str(phrases),
                        n_rows=int(X.shape[0]), dim=int(X.shape[1]))
     results: dict[str, Any] = dict(keep)
+    from ..rows import content_sha256
+
+    report["inputs"] = {"phrases_sha256": content_sha256(texts)}
     if against is not None:
         from ..physscore_protocol.protocol import table1_paired
         from ._common import check_same_rows, label_of

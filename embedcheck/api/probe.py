@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from ..result import Figure, Report
+from ..rows import content_sha256
 from ._common import check_same_rows, label_of, labels_for, matrix
 
 
@@ -71,6 +72,7 @@ def probe(train: Any, train_labels: Any, test: Any, test_labels: Any, *, label_f
                              C=C, max_iter=max_iter, standardize=standardize)
         body["few_shot"] = fs.to_dict()
         results["few_shot"] = fs
+    body["inputs"] = {"train_labels_sha256": content_sha256(ytr), "test_labels_sha256": content_sha256(yte)}
     if against is not None:
         import numpy as np
 

@@ -150,6 +150,10 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
         eng.close()
     rep = report_from_run(run, judged, k_values=ks, n_queries=m, n_docs=n, dim=dq, resamples=resamples, seed=seed,
                           query_ids=qids, score=score_name, model=model)
+    from ..rows import content_sha256
+
+    rep.inputs = {"qrels_sha256": content_sha256(sorted(f"{q!r}\t{d!r}\t{g}" for q, d, g in
+                                                        zip(qq.tolist(), dd.tolist(), gg.tolist())))}
     if against is not None:
         from ..geometry.paired import retrieval_paired
 

@@ -16,6 +16,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..result import Figure, Report
+from ..rows import content_sha256
 from ._common import check_same_rows, label_of, matrix
 
 
@@ -68,6 +69,7 @@ def sts(a: Any, b: Any, scores: Any, *, score_field: str = "score", resamples: i
                             margins=margins, against=" ".join(label_of(x, "array") for x in against))
     res = sts_correlation(A, B, gold, resamples=resamples, seed=seed)
     body = res.to_dict()
+    body["inputs"] = {"scores_sha256": content_sha256(gold)}
     if paired is not None:
         body["paired"] = paired.to_dict()
     return StsReport(body=body, results={"sts": res, "paired": paired})

@@ -303,6 +303,7 @@ class RetrievalReport(Result):
     per_query: Any = hidden()  #: metric → (queries,) float64, in qrels query order
     query_ids: Any = hidden()  #: ids of the evaluated queries (bytes)
     run: Any = hidden()  #: the :class:`TopK` of every query row
+    inputs: Optional[dict[str, str]] = optional()  #: ``qrels_sha256``: the judgements' content hash
     paired: Any = optional()  #: with ``against``: the :class:`~embedcheck.stats.paired.Paired` section
 
     def to_dict(self) -> dict[str, Any]:
