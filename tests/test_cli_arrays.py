@@ -83,6 +83,9 @@ def test_sts_cli_matches_library(cli):
     rep, want = res.json(), ref.to_dict()
     assert rep.pop("schema") == "embedcheck.sts/1"  # stamped by cli/common.finish
     assert rep.pop("ci_method") == want.pop("ci_method") == "percentile bootstrap over pairs, 1000 resamples, seed 0"
+    from embedcheck.rows import content_sha256
+
+    assert rep.pop("inputs") == {"scores_sha256": content_sha256(gold)}  # the report's row fingerprint
     assert rep == want  # JSON round-trips floats exactly
 
 

@@ -173,14 +173,13 @@ class RayEngine(Engine):
 
     def __init__(self, address: str | None = None, *, num_cpus: int | None = None) -> None:
         if address:
+            _probe(address)  # before `import ray` (seconds): nothing listening fails at once
             _auth_env()  # before `import ray`, which reads RAY_AUTH_MODE once
         ray = import_ray()
         self.ray = ray
         self.address = address
         self._started = False
         self._remote: dict[Any, Any] = {}
-        if address:
-            _probe(address)
         if ray.is_initialized():  # a test session (or a library user) is already connected: use it
             return
         env = {"env_vars": worker_env()}
