@@ -195,7 +195,8 @@ def test_sts_interval_coverage():
 def test_sts_resampled_correlations_equal_scipy_on_the_expanded_resample():
     from scipy.stats import pearsonr, spearmanr
 
-    from embedcheck.geometry.sts import _resampled_ranks, _weighted_pearson
+    from embedcheck.stats.paired import weighted_pearson as _weighted_pearson
+    from embedcheck.stats.paired import weighted_ranks as _resampled_ranks
 
     rng = np.random.default_rng(0)
     x, g = rng.normal(size=40), rng.integers(0, 5, 40).astype(float)  # gold with many ties

@@ -137,7 +137,8 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
                                                    "query_ids", qids),
                                                   (doc_ids, against[1], doc_id_field, "against corpus", "doc_ids",
                                                    dids)):
-            other = _ids(given, x, field, what, param, _open(x, what)[1])
+            # A's row count: B is opened (and a shard set's hashes checked) once, by its own run below
+            other = _ids(given, x, field, what, param, len(ids))
             _same_ids(ids, other, what)
     qq, dd, gg = _qrels(qrels)
     where = f"qrels {qrels}" if _is_path(qrels) else "qrels"

@@ -271,12 +271,13 @@ def _sts_measure(Ad: np.ndarray, Bd: np.ndarray, gold: np.ndarray, counts: Optio
                  gold_ranks: Optional[np.ndarray]) -> dict[str, tuple[float, np.ndarray, float]]:
     from scipy.stats import spearmanr
 
-    from .sts import _resampled_ranks, _weighted_pearson, rowwise_cosine
+    from ..stats.paired import weighted_pearson, weighted_ranks
+    from .sts import rowwise_cosine
 
     cos = rowwise_cosine(Ad, Bd)
     sp = float(100 * spearmanr(cos, gold).statistic)
     if counts is not None and gold_ranks is not None and len(counts):
-        boot = 100 * _weighted_pearson(_resampled_ranks(cos, counts), gold_ranks, counts)
+        boot = 100 * weighted_pearson(weighted_ranks(cos, counts), gold_ranks, counts)
     else:
         boot = np.zeros(0)
     return {"sts_spearman": (sp, boot, 0.0)}
@@ -351,10 +352,10 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
         if sts.A.shape != sts.B.shape or n_p != sts.A.shape[0]:
             raise InputError(f"STS: A {sts.A.shape}, B {sts.B.shape} and {n_p} gold scores do not match")
         if resamples:
-            from .sts import _resampled_ranks
+            from ..stats.paired import weighted_ranks
 
             cnt = rng_sts.multinomial(n_p, np.full(n_p, 1.0 / n_p), size=resamples).astype(np.float64)
-            gold_ranks = _resampled_ranks(gold, cnt)
+            gold_ranks = weighted_ranks(gold, cnt)
         else:
             cnt, gold_ranks = None, None
         st = (sts, gold, cnt, gold_ranks)

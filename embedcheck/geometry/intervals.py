@@ -37,13 +37,11 @@ def method(over: str, resamples: int, seed: int) -> str:
 
 
 def percentile_ci(values: np.ndarray, level: float = 0.95) -> Optional[list[float]]:
-    """``[low, high]`` percentiles of the finite resampled values (None when there are none)."""
-    v = np.asarray(values, dtype=np.float64)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return None
-    lo, hi = np.quantile(v, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return [float(lo), float(hi)]
+    """``[low, high]`` percentiles of the finite resampled values (None when there are none; see
+    :func:`embedcheck.stats.paired.percentile_interval`)."""
+    from ..stats.paired import percentile_interval
+
+    return percentile_interval(values, level)
 
 
 def bca_ci(theta: float, values: np.ndarray, jackknife: Optional[np.ndarray] = None,

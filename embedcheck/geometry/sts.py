@@ -17,6 +17,7 @@ from typing import Optional
 import numpy as np
 
 from ..result import Result, optional
+from ..stats.paired import weighted_pearson, weighted_ranks
 from . import intervals
 
 
@@ -29,31 +30,6 @@ class StsResult(Result):
     pearson_ci95: Optional[list[float]] = optional()
     mean_cosine: float
     ci_method: Optional[str] = optional()
-
-
-def _weighted_pearson(x: np.ndarray, y: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Pearson correlation of every row of ``x``, ``y`` (b x n) with row weights ``c`` (counts)."""
-    N = c.sum(axis=1, keepdims=True)
-    xm = x - (c * x).sum(axis=1, keepdims=True) / N
-    ym = y - (c * y).sum(axis=1, keepdims=True) / N
-    sxy = (c * xm * ym).sum(axis=1)
-    den = np.sqrt((c * xm * xm).sum(axis=1) * (c * ym * ym).sum(axis=1))
-    return np.divide(sxy, den, out=np.full(len(x), np.nan), where=den > 1e-300)
-
-
-def _resampled_ranks(v: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Average ranks (ties averaged, as ``scipy.stats.rankdata``) each original item takes in a
-    resample holding ``c[b, i]`` copies of item i; O(b·n), no sort per resample: in the order of
-    ``v``, the items below a value are the running sum of counts of the smaller values."""
-    order = np.argsort(v, kind="stable")
-    vs = v[order]
-    starts = np.flatnonzero(np.r_[True, vs[1:] != vs[:-1]])
-    group = np.cumsum(np.r_[True, vs[1:] != vs[:-1]]) - 1  # tie group of each sorted item
-    gsum = np.add.reduceat(c[:, order], starts, axis=1)
-    rank = np.cumsum(gsum, axis=1) - gsum + (gsum + 1) / 2
-    out = np.empty(c.shape, dtype=np.float64)
-    out[:, order] = rank[:, group]
-    return out
 
 
 def sts_intervals(cos: np.ndarray, gold: np.ndarray, resamples: int = intervals.RESAMPLES,
@@ -77,8 +53,8 @@ def sts_intervals(cos: np.ndarray, gold: np.ndarray, resamples: int = intervals.
     per = max(1, intervals.BATCH_CELLS // max(n, 1) // 4)
     for s in range(0, resamples, per):
         c = rng.multinomial(n, np.full(n, 1.0 / n), size=min(per, resamples - s)).astype(np.float64)
-        pe.append(_weighted_pearson(np.broadcast_to(cos, c.shape), np.broadcast_to(gold, c.shape), c))
-        sp.append(_weighted_pearson(_resampled_ranks(cos, c), _resampled_ranks(gold, c), c))
+        pe.append(weighted_pearson(np.broadcast_to(cos, c.shape), np.broadcast_to(gold, c.shape), c))
+        sp.append(weighted_pearson(weighted_ranks(cos, c), weighted_ranks(gold, c), c))
     sp_ci = intervals.percentile_ci(100 * np.concatenate(sp))
     pe_ci = intervals.percentile_ci(100 * np.concatenate(pe))
     return sp_ci, pe_ci, intervals.method("pairs", resamples, seed)
