@@ -174,3 +174,20 @@ def ray_local():
     yield ray
     if started:
         ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def pg_uri(tmp_path_factory) -> str:
+    """A real PostgreSQL server with the pgvector extension (the ``pgserver`` package ships both),
+    started once per test process on a unix socket in a temporary folder and stopped at the end;
+    the libpq URI of its ``postgres`` database. Skips when ``pgserver`` or ``psycopg`` is absent."""
+    pgserver = pytest.importorskip("pgserver", reason="pgserver (embedcheck[stores]) is not installed")
+    psycopg = pytest.importorskip("psycopg", reason="psycopg (embedcheck[stores]) is not installed")
+    srv = pgserver.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="stop")
+    uri = srv.get_uri()
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    try:
+        yield uri
+    finally:
+        srv.cleanup()
