@@ -31,7 +31,7 @@ FIXTURES = ROOT / "fixtures"
 LONGEST_FIRST = ("test_pipelines.py", "test_trust.py", "test_engine.py", "test_readme_examples.py",
                  "test_engine_ray.py", "test_embed.py", "test_shards.py", "test_fastpath.py", "test_head.py",
                  "test_lint.py", "test_ci_check.py", "test_retrieve_pipeline.py", "test_physscore_model.py",
-                 "test_reports_unchanged.py", "test_retrieve.py")
+                 "test_reports_match_saved.py", "test_retrieve.py")
 
 
 def pytest_collection_modifyitems(items: list) -> None:
