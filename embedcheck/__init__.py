@@ -19,10 +19,18 @@ def __getattr__(name: str) -> Any:
 
     if name in MODULES:
         return resolve(name)
+    from .spec import measurement
+
+    m = measurement(name) if not name.startswith("_") else None
+    if m is not None:
+        from .api.measure import api_function
+
+        return api_function(m)
     raise AttributeError(f"module 'embedcheck' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
     from .api import MODULES
+    from .spec import measurements
 
-    return sorted([*globals(), *MODULES])
+    return sorted([*globals(), *MODULES, *(m.api_name for m in measurements())])

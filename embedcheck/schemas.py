@@ -11,7 +11,7 @@ Every report carries ``"schema": "embedcheck.<command>/<version>"`` (stamped by
 lost headline key fails the report tests (``tests/test_schemas.py`` validates every command's
 real output).
 
-Bump a command's version in :data:`VERSIONS` when a required key changes meaning or
+Bump a command's version (its declaration in :mod:`embedcheck.spec`) when a required key changes meaning or
 disappears; ``embedcheck compare`` refuses to compare reports of different versions.
 
 >>> schema_id("aag")
@@ -25,6 +25,7 @@ disappears; ``embedcheck compare`` refuses to compare reports of different versi
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -71,36 +72,38 @@ def figures_of(command: str) -> dict[str, Figure]:
     if not _loaded:
         importlib.import_module(DECLARING_PACKAGE).load_all()
         _loaded.append(True)
+    if command not in REGISTRY:
+        from .spec import measurement
+
+        m = measurement(command)
+        if m is not None:
+            return dict(m.figures)
     return dict(REGISTRY.get(command, {}))
 
 
 _loaded: list[bool] = []
 
-#: report schema version per command (the command path with spaces as hyphens)
-VERSIONS: dict[str, int] = {
-    "aag": 1,
-    "probe": 1,
-    "sts": 1,
-    "train-head": 1,
-    "project": 1,
-    "anisotropy": 1,
-    "physscore-phrases": 1,
-    "physscore-score": 1,
-    "physscore-run": 1,
-    "neighbors": 1,
-    "compare": 1,
-    "retrieve": 1,
-    # compression
-    "compress-write": 1,
-    "compress-sweep": 1,
-    # the shards commands
-    "shards-split": 1,
-    "shards-merge": 1,
-    "shards-verify": 1,
-    # ---- decisions: threshold, report ----
-    "threshold": 1,
-    "report": 1,
-}
+class _Versions(Mapping[str, int]):
+    """Report name (the command path with spaces as hyphens) → schema version: the built-in
+    commands' declarations (:data:`embedcheck.spec.COMMANDS`) and every plugin measurement's."""
+
+    def _all(self) -> dict[str, int]:
+        from .spec import report_versions
+
+        return report_versions()
+
+    def __getitem__(self, key: str) -> int:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+#: report schema version per report name, declared in :mod:`embedcheck.spec`
+VERSIONS: Mapping[str, int] = _Versions()
 
 
 def command_name(command: str) -> str:
@@ -174,8 +177,6 @@ PAIRED = {"type": "object", "properties": {"ci_method": STR, "against": STR}, "r
           "additionalProperties": PAIRED_FIGURE}
 #: ``inputs``: content hashes of the per-row inputs (``labels_sha256`` ...), 64 hex digits each
 INPUTS = {"type": "object", "additionalProperties": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}
-#: the commands that take ``--against``
-PAIRED_COMMANDS = ("aag", "sts", "probe", "anisotropy", "neighbors", "retrieve", "physscore-score")
 
 _ANISO_SIDE = obj({
     "matched": NUM, "floor": NUM, "floor_sd": NUM, "gap": NUM, "gap_se": NUM, "gap_ci95": INTERVAL,
@@ -302,12 +303,15 @@ _BODIES["train-head"]["allOf"] = [
 
 def json_schema(command: str) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of ``command``'s report."""
+    from .spec import measurement, paired_commands
+
     sid = schema_id(command)
     name = command_name(command)
-    body = copy.deepcopy(_BODIES[name])
+    plugin = measurement(name) if name not in _BODIES else None
+    body = copy.deepcopy(_BODIES[name]) if plugin is None else obj(dict(plugin.body_schema))
     body["properties"] = {"schema": {"const": sid}, **body["properties"],
                           "gates": {"type": "array", "items": GATE}, "comparison": COMPARISON}
-    if name in PAIRED_COMMANDS:
+    if name in paired_commands():
         body["properties"]["paired"] = PAIRED
         body["properties"]["inputs"] = INPUTS
     body["required"] = ["schema", *body["required"]]

@@ -191,3 +191,48 @@ def pg_uri(tmp_path_factory) -> str:
         yield uri
     finally:
         srv.cleanup()
+
+
+def doc_block(doc: Path, name: str) -> str:
+    """The fenced block that follows ``<!-- example: NAME -->`` in ``doc``."""
+    import re
+
+    m = re.search(rf"<!--\s*example:\s*{re.escape(name)}\s*-->\s*\n```\w*\n(.*?)\n```", doc.read_text(encoding="utf-8"), re.S)
+    assert m, f"no block marked 'example: {name}' in {doc}"
+    return m.group(1) + "\n"
+
+
+@pytest.fixture(scope="session")
+def doc_plugin(tmp_path_factory) -> dict[str, str]:
+    """The plugin of ``docs/plugins.md`` (its two marked blocks), installed for real with pip (no
+    dependencies, no build isolation) into a folder of its own; the environment that puts that folder
+    first on the path of a subprocess, so the installed entry point is found as it is for a user."""
+    pkg = tmp_path_factory.mktemp("plugin") / "embedcheck-centroid"
+    (pkg / "embedcheck_centroid").mkdir(parents=True)
+    doc = ROOT / "docs" / "plugins.md"
+    (pkg / "embedcheck_centroid" / "__init__.py").write_text(doc_block(doc, "plugin"))
+    (pkg / "pyproject.toml").write_text(doc_block(doc, "plugin-pyproject"))
+    site = pkg.parent / "site"
+    p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                        "--target", str(site), str(pkg)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    path = os.pathsep.join([str(site), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {"site": str(site), "PYTHONPATH": path}
+
+
+@pytest.fixture
+def with_doc_plugin(doc_plugin):
+    """The installed doc plugin in this process too: its folder on ``sys.path`` and the entry points
+    read again (then forgotten after the test)."""
+    from embedcheck import spec
+
+    sys.path.insert(0, doc_plugin["site"])
+    spec._LOADED.clear()
+    spec._PLUGINS.clear()
+    try:
+        yield spec.measurement("centroid-cosine")
+    finally:
+        sys.path.remove(doc_plugin["site"])
+        spec._LOADED.clear()
+        spec._PLUGINS.clear()
+        sys.modules.pop("embedcheck_centroid", None)

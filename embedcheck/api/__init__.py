@@ -3,7 +3,8 @@
 
 The functions are reached from the package top level (``embedcheck.aag(...)``), imported lazily
 (so ``embedcheck --help`` imports none of them). :data:`MODULES` maps each public name to the
-module of this package that defines it; a new command adds one line here.
+module of this package that defines it (from :mod:`embedcheck.spec`); a plugin measurement's
+function is made from its declaration (:mod:`embedcheck.measure`).
 """
 
 from __future__ import annotations
@@ -11,26 +12,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-#: public name at ``embedcheck.<name>`` → module ``embedcheck.api.<module>`` that defines it
-MODULES: dict[str, str] = {
-    "open_source": "inputs",
-    "aag": "aag",
-    "anisotropy": "anisotropy",
-    "probe": "probe",
-    "sts": "sts",
-    "neighbors": "neighbors",
-    "physscore": "physscore",
-    "physscore_run": "physscore",
-    "train_head": "heads",
-    "project": "heads",
-    "embed": "embed",
-    "compare": "compare",
-    "retrieve": "retrieve",
-    "compress": "compress",
-    "compress_sweep": "compress",
-    "threshold": "threshold",
-    "html_report": "report",
-}
+from ..spec import api_modules
+
+#: public name at ``embedcheck.<name>`` → module ``embedcheck.api.<module>`` that defines it (declared
+#: with each command in :mod:`embedcheck.spec`)
+MODULES: dict[str, str] = api_modules()
 
 
 def resolve(name: str) -> Any:

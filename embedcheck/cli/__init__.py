@@ -1,31 +1,28 @@
 """Command-line interface. ``cli/_app.py`` holds the app and the one error path; each
-``cli/<command>.py`` is one thin command (validate, call a computation module, report),
-registered here explicitly, in the order ``--help`` lists them."""
+``cli/<command>.py`` is one thin command (validate, call a computation module, report); the
+commands are the ones declared in :mod:`embedcheck.spec` (``--help`` lists them in that order), and
+each plugin measurement gets a command made from its declaration (``cli/generic.py``)."""
 
 from __future__ import annotations
 
-from . import (
-    aag,
-    anisotropy,
-    compare,
-    compress,
-    embed,
-    head,
-    neighbors,
-    physscore,
-    probe,
-    report,
-    retrieve,
-    schema,
-    shards,
-    sts,
-    threshold,
-)
+import importlib
+
+from ..spec import COMMANDS
 from ._app import app
 
-#: the command modules, in --help order (importing one registers its commands on ``app``)
-COMMAND_MODULES = (embed, aag, probe, sts, head, anisotropy, physscore, shards, neighbors, retrieve, compress,
-                   threshold, compare, report, schema)
+#: the command modules of the declared commands (importing one registers its commands on ``app``)
+COMMAND_MODULES = tuple(importlib.import_module(f"{__name__}.{m}") for m in dict.fromkeys(c.cli for c in COMMANDS))
+
+
+def _add_plugins() -> None:
+    from ..spec import measurements
+    from .generic import add_command
+
+    for m in measurements():
+        add_command(m)
+
+
+_add_plugins()
 
 
 def main() -> None:

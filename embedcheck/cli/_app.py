@@ -19,6 +19,7 @@ import typer
 from typer.core import TyperGroup
 
 from ..errors import InputError, InputWarning
+from ..spec import intro
 
 try:  # typer >= 0.20 vendors click
     from typer._click import exceptions as click_exc  # type: ignore[attr-defined]
@@ -148,8 +149,7 @@ class EmbedcheckGroup(TyperGroup):
 app = typer.Typer(
     cls=EmbedcheckGroup,
     name="embedcheck",
-    help="Does the cosine geometry of an embedding space reflect what you care about? "
-    "Measure it (aag, probe, sts, anisotropy, physscore) and repair it (train-head, project).",
+    help=intro(),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

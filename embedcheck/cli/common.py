@@ -419,7 +419,7 @@ def finish(report: dict[str, Any], *, title: str, as_json: bool, fmt: Optional[O
     from ..schemas import VERSIONS, schema_id
 
     name = command_name()
-    if name in VERSIONS:
+    if name is not None and name in VERSIONS:
         stamped = {"schema": schema_id(name), **{k: v for k, v in report.items() if k != "schema"}}
         report.clear()
         report.update(stamped)

@@ -28,6 +28,8 @@ from typing import Any, Optional
 
 from typer.core import TyperArgument, TyperOption
 
+from ..spec import COMMANDS
+
 try:  # typer >= 0.20 vendors click (the same import as ``_app``)
     from typer._click.exceptions import BadParameter  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover
@@ -41,9 +43,11 @@ CANONICAL: dict[str, tuple[str, ...]] = {
 }
 HIDDEN_ALIASES: frozenset[str] = frozenset(a for olds in CANONICAL.values() for a in olds) | {"--labels"}
 
-#: the order of the command list in ``embedcheck --help``: the path a new user takes
-COMMAND_ORDER = ("embed", "aag", "probe", "sts", "train-head", "project", "neighbors", "anisotropy",
-                 "physscore", "shards", "compare", "schema")
+#: the order of the command list in ``embedcheck --help``: the path a new user takes, as the commands
+#: are declared (:data:`embedcheck.spec.COMMANDS`); plugin measurements follow
+COMMAND_ORDER = tuple(c.name for c in COMMANDS)
+#: each command's line in the command list, as declared
+SHORT_HELP = {c.name: c.help[:1].upper() + c.help[1:] + ("" if c.help.endswith(("?", ".")) else ".") for c in COMMANDS}
 
 #: argument placeholders by parameter name (otherwise the declared metavar without its
 #: extension, else the name in upper case)
@@ -221,7 +225,7 @@ def tidy(cmd: Any, *, root: bool = True) -> None:
     if cmd.help:
         cmd.help = _unwrapped_examples(cmd.help)
         if not cmd.short_help:
-            cmd.short_help = first_sentence(cmd.help)
+            cmd.short_help = SHORT_HELP.get(cmd.name or "") or first_sentence(cmd.help)
     cmd.epilog = _plain(cmd.epilog)
     for p in cmd.params:
         if type(p) is TyperArgument:

@@ -1,0 +1,116 @@
+"""The API function of a declared measurement (:class:`embedcheck.spec.Measurement`): open its inputs,
+check its options, run it on the engine, and — with ``against`` — run it again on B's embeddings of
+the same rows and add the paired comparison of every figure it returned per-row items for.
+
+``embedcheck.<name>`` of a plugin is :func:`api_function` of its declaration; the CLI command
+(:mod:`embedcheck.cli.generic`) calls the same function, so ``--json`` is ``to_dict()``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from ..errors import InputError
+from ..result import Report
+from ..rows import content_sha256
+from ..spec import Measurement, Outcome
+from ._common import check_same_rows, label_of, labels_for, running, source
+
+_REPORT_CLASSES: dict[str, type[Report]] = {}
+
+
+def report_class(m: Measurement) -> type[Report]:
+    """The :class:`~embedcheck.result.Report` subclass of ``m`` (made once; registers its figures)."""
+    if m.name not in _REPORT_CLASSES:
+        name = "".join(p.title() for p in m.name.split("-")) + "Report"
+        _REPORT_CLASSES[m.name] = type(name, (Report,), {"command": m.name, "figures": dict(m.figures),
+                                                         "__doc__": f"The ``{m.name}`` report ({m.source})."})
+    return _REPORT_CLASSES[m.name]
+
+
+def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str) -> dict[str, Any]:
+    if len(args) != len(m.inputs):
+        want = ", ".join(i.name for i in m.inputs)
+        raise InputError(f"{m.name} takes {len(m.inputs)} input(s) ({want}), got {len(args)}")
+    opened: dict[str, Any] = {}
+    n: Optional[int] = None
+    for spec_in, x in zip(m.inputs, args):
+        if spec_in.kind == "embeddings":
+            src = source(x, spec_in.name)
+            opened[spec_in.name] = src
+            n = src.n if n is None else n
+        else:
+            assert n is not None
+            opened[spec_in.name] = labels_for(x, n, label_field, what=spec_in.name)
+    return opened
+
+
+def _run(m: Measurement, opened: dict[str, Any], engine: Any, seed: int, options: dict[str, Any]) -> Outcome:
+    out = m.run(opened, engine=engine, seed=seed, **options)
+    if not isinstance(out, Outcome):
+        raise TypeError(f"measurement {m.name!r}: run must return embedcheck.spec.Outcome, got {type(out).__name__}")
+    return out
+
+
+def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", seed: int = 0, engine: Any = "local",
+                    address: Optional[str] = None, against: Any = None, margins: Optional[dict[str, float]] = None,
+                    paired_resamples: int = 1000, **options: Any) -> Report:
+    """Run measurement ``m`` on ``inputs`` (in its declared order); see :func:`api_function`. The paired
+    comparison resamples ``paired_resamples`` times — or as often as the measurement's own
+    ``resamples`` option says, when it declares one."""
+    opts = m.check_options(options)
+    resamples = int(opts.get("resamples") or paired_resamples) if "resamples" in opts else paired_resamples
+    opened = _open_inputs(m, inputs, label_field)
+    with running(engine, address) as eng:
+        out = _run(m, opened, eng, seed, opts)
+        body = dict(out.body)
+        labels = {i.name: opened[i.name] for i in m.inputs if i.kind == "labels"}
+        if labels:
+            body["inputs"] = {f"{k}_sha256": content_sha256(v) for k, v in labels.items()}
+        results: dict[str, Any] = {"items": out.items}
+        if against is not None:
+            from ..geometry.paired import ItemFigure, items_paired
+
+            emb = m.embedding_inputs
+            b_args = against if isinstance(against, (list, tuple)) else (against,)
+            if len(b_args) != len(emb):
+                raise InputError(f"against: one B per embeddings input ({', '.join(i.name for i in emb)}), got {len(b_args)}")
+            opened_b = dict(opened)
+            for spec_in, xb, x in zip(emb, b_args, inputs):
+                srcb = source(xb, f"--against B of {spec_in.name}")
+                check_same_rows(x, xb, opened[spec_in.name].n, srcb.n)
+                opened_b[spec_in.name] = srcb
+            out_b = _run(m, opened_b, eng, seed, opts)
+            figs = {k: ItemFigure(np.asarray(out.items[k], dtype=np.float64), np.asarray(out_b.items[k], dtype=np.float64),
+                                  better=getattr(m.figures.get(k), "better", "higher"))
+                    for k in out.items if k in out_b.items}
+            if not figs:
+                raise InputError(f"{m.name} returns no per-row items: it cannot be paired with against")
+            paired = items_paired(figs, unit=m.unit, resamples=resamples, permutations=resamples, seed=seed,
+                                  margins=margins, against=", ".join(label_of(b, "array") for b in b_args))
+            body["paired"] = paired.to_dict()
+            results["paired"] = paired
+    return report_class(m)(body=body, results=results)
+
+
+def api_function(m: Measurement) -> Callable[..., Report]:
+    """``embedcheck.<name>`` of a declared measurement: ``f(*inputs, label_field=, seed=, engine=,
+    address=, against=, margins=, resamples=, **options) -> Report``."""
+
+    @functools.wraps(m.run)
+    def f(*inputs: Any, **kwargs: Any) -> Report:
+        return run_measurement(m, *inputs, **kwargs)
+
+    f.__name__ = f.__qualname__ = m.api_name
+    inputs = ", ".join(i.name for i in m.inputs)
+    opts = "".join(f"\n    {o.name} ({o.type.__name__}, default {o.default!r}): {o.help}" for o in m.options)
+    f.__doc__ = (f"{m.help}\n\n{m.api_name}({inputs}, *, label_field='label', seed=0, engine='local', against=None, "
+                 f"margins=None, paired_resamples=1000, **options) -> Report\n\nOptions:{opts or ' none'}\n\n"
+                 f"Declared by {m.source}.")
+    return f
+
+
+__all__ = ["api_function", "report_class", "run_measurement"]

@@ -1,0 +1,320 @@
+"""Every command declared once: what it is called, where it lives, its report's schema version, and
+— for a measurement — its inputs, figures, primary figure, gates and the one function that computes
+it. The CLI's commands and their ``--help`` order, the API's top-level names, the report schema
+versions, which commands take ``--against``, and the table of commands in the docs derive from
+:data:`COMMANDS`; plugins add :class:`Measurement` objects through the entry-point group
+``embedcheck.measurements`` (:func:`measurements`).
+
+Two kinds of entries:
+
+* :class:`Command` — a built-in command with its own CLI module (``embedcheck/cli/<cli>.py``) and
+  API function(s) (``embedcheck/api/<module>.py``);
+* :class:`Measurement` — a measurement given entirely by its declaration and a ``run`` function:
+  the CLI command, the API function ``embedcheck.<name>``, the JSON Schema, gates
+  (``--fail-below/--fail-above FIGURE=X``), ``--against`` (a paired comparison over the rows,
+  :attr:`Measurement.unit`), ``compare``, the HTML section and ``--engine`` are all made from it
+  (:mod:`embedcheck.measure` and :mod:`embedcheck.cli.generic`).
+
+A ``run`` function takes the opened inputs and the options and returns an :class:`Outcome`: the
+report body and, for each figure that is a mean over rows, the per-row values (what ``--against``
+resamples). It reads its rows through the engine it is given (:func:`map_rows`), so the same
+declaration runs in this process and on Ray.
+
+>>> [c.name for c in COMMANDS][:4]
+['embed', 'aag', 'probe', 'sts']
+>>> report_versions()["physscore-score"], "aag" in paired_commands()
+(1, True)
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .errors import InputError
+
+#: the entry-point group a plugin package declares its measurements in
+ENTRY_POINT_GROUP = "embedcheck.measurements"
+#: what a positional input of a measurement is
+INPUT_KINDS = ("embeddings", "labels")
+_NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+
+
+@dataclass(frozen=True)
+class Command:
+    """A built-in command: its CLI module, its API names, its reports' schema versions and, for a
+    measuring command, the primary figure a bare ``--fail-below X`` gates and whether it takes
+    ``--against``."""
+
+    name: str                                   #: the command as typed (``"aag"``, ``"train-head"``)
+    help: str                                   #: one line, for ``embedcheck --help`` and the docs
+    cli: str                                    #: module of ``embedcheck.cli`` that registers it
+    api: Mapping[str, str] = field(default_factory=dict)  #: ``embedcheck.<name>`` → ``embedcheck.api.<module>``
+    reports: Mapping[str, int] = field(default_factory=dict)  #: report name → schema version
+    primary: Optional[str] = None               #: the figure a bare ``--fail-below X`` gates
+    paired: bool = False                        #: takes ``--against``
+    measurement: bool = False                   #: computes figures of embeddings
+    role: str = ""                              #: for ``--help``'s intro: encode, measure, repair, manage
+
+
+@dataclass(frozen=True)
+class Input:
+    """A positional input of a :class:`Measurement`: ``embeddings`` (any matrix source; opened as a
+    :class:`~embedcheck.io.source.Source`) or ``labels`` (a labels file or the same source's labels;
+    one per row of the first embeddings input, matched by id when both carry ids)."""
+
+    name: str
+    kind: str = "embeddings"
+    help: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in INPUT_KINDS:
+            raise ValueError(f"Input.kind must be one of {INPUT_KINDS}, got {self.kind!r}")
+
+
+@dataclass(frozen=True)
+class Option:
+    """A keyword option of a :class:`Measurement` (``--resamples`` for ``resamples``): its type
+    (int, float, bool or str), default, one-line help and bounds, declared once for the CLI (checked
+    while parsing) and the API (checked by :meth:`Measurement.check_options`)."""
+
+    name: str
+    type: type = int
+    default: Any = None
+    help: str = ""
+    min: Optional[float] = None
+    max: Optional[float] = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def check(self, value: Any) -> Any:
+        if value is None:
+            return value
+        if self.type in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise InputError(f"{self.name} must be a number, got {value!r}")
+        if self.type is int and float(value) != int(value):
+            raise InputError(f"{self.name} must be a whole number, got {value!r}")
+        if self.min is not None and value < self.min:
+            raise InputError(f"{self.name} must be >= {self.min:g}, got {value!r}")
+        if self.max is not None and value > self.max:
+            raise InputError(f"{self.name} must be <= {self.max:g}, got {value!r}")
+        return self.type(value)
+
+
+@dataclass
+class Outcome:
+    """What a measurement's ``run`` returns: the report ``body`` (figures by key, their ``_ci95``
+    intervals, counts) and, per figure that is a mean over rows, the per-row ``items`` that a paired
+    comparison (``--against``) resamples."""
+
+    body: dict[str, Any]
+    items: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A measurement declared once (see the module docstring); plugins return one of these from the
+    object their ``embedcheck.measurements`` entry point names."""
+
+    name: str                                     #: the command (lower case, hyphens)
+    help: str                                     #: one line
+    run: Callable[..., Outcome]                   #: ``run(inputs, *, engine, seed, **options) -> Outcome``
+    inputs: Sequence[Input] = (Input("embeddings"),)
+    options: Sequence[Option] = ()
+    figures: Mapping[str, Any] = field(default_factory=dict)  #: report key → ``Figure``
+    primary: Optional[str] = None                 #: the figure a bare ``--fail-below X`` gates
+    version: int = 1
+    unit: str = "rows"                            #: what a paired resample draws
+    description: str = ""                         #: ``--help``'s paragraph (default: ``help``)
+    body_schema: Mapping[str, Any] = field(default_factory=dict)  #: JSON Schema properties of other keys
+    tolerance: float = 1e-9                       #: local = shard set = ray, relative
+    source: str = "built-in"                      #: the distribution that declared it
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ValueError(f"measurement name {self.name!r}: lower case letters, digits and single hyphens")
+        if self.primary is not None and self.primary not in self.figures:
+            raise ValueError(f"measurement {self.name!r}: primary figure {self.primary!r} is not declared")
+        if not self.inputs or self.inputs[0].kind != "embeddings":
+            raise ValueError(f"measurement {self.name!r}: the first input must be embeddings")
+        names = [i.name for i in self.inputs] + [o.name for o in self.options]
+        if len(set(names)) != len(names):
+            raise ValueError(f"measurement {self.name!r}: an input or option name is declared twice")
+
+    @property
+    def api_name(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def embedding_inputs(self) -> list[Input]:
+        return [i for i in self.inputs if i.kind == "embeddings"]
+
+    def check_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """``options`` completed with the defaults and checked against the declared bounds."""
+        known = {o.name: o for o in self.options}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise InputError(f"{self.name} takes no option {unknown[0]!r}; its options: {', '.join(known) or 'none'}")
+        return {name: o.check(options.get(name, o.default)) for name, o in known.items()}
+
+
+# ---- the built-in commands, in --help order --------------------------------------------------------
+
+COMMANDS: tuple[Command, ...] = (
+    Command("embed", "encode texts into .npy vectors with a sidecar and a meta file", "embed", {"embed": "embed"},
+            role="encode"),
+    Command("aag", "does cosine separate your labels? AAG, variance share and label MAP", "aag", {"aag": "aag"},
+            {"aag": 1}, primary="aag", paired=True, measurement=True, role="measure"),
+    Command("probe", "is the attribute in the vectors at all? A linear probe", "probe", {"probe": "probe"},
+            {"probe": 1}, primary="accuracy", paired=True, measurement=True, role="measure"),
+    Command("sts", "what does a change cost general similarity? Spearman with gold scores", "sts", {"sts": "sts"},
+            {"sts": 1}, primary="spearman", paired=True, measurement=True, role="measure"),
+    Command("train-head", "learn a SISE projection head (or a linear baseline) on cached vectors", "head",
+            {"train_head": "heads", "project": "heads"}, {"train-head": 1, "project": 1}, role="repair"),
+    Command("project", "apply a head to existing vectors, streamed, without re-embedding", "head", role="repair"),
+    Command("neighbors", "how much do two embeddings' nearest neighbours agree?", "neighbors",
+            {"neighbors": "neighbors"}, {"neighbors": 1}, primary="overlap", paired=True, measurement=True, role="measure"),
+    Command("anisotropy", "is a matched cosine above what unrelated pairs already score?", "anisotropy",
+            {"anisotropy": "anisotropy"}, {"anisotropy": 1}, primary="centred.gap_over_floor_sd", paired=True,
+            measurement=True, role="measure"),
+    Command("physscore", "does similarity follow physical quantities? The PhysScore protocol", "physscore",
+            {"physscore": "physscore", "physscore_run": "physscore"},
+            {"physscore-phrases": 1, "physscore-score": 1, "physscore-run": 1}, paired=True, measurement=True, role="measure"),
+    Command("retrieve", "exact search quality against relevance judgements: nDCG@10, MAP, recall", "retrieve",
+            {"retrieve": "retrieve"}, {"retrieve": 1}, primary="metrics.ndcg_at_10", paired=True, measurement=True, role="measure"),
+    Command("compress", "quantise or reduce vectors and measure what search keeps", "compress",
+            {"compress": "compress", "compress_sweep": "compress"}, {"compress-write": 1, "compress-sweep": 1},
+            measurement=True, role="measure"),
+    Command("threshold", "calibrate a cosine threshold for a target precision", "threshold",
+            {"threshold": "threshold"}, {"threshold": 1}, primary="average_precision", measurement=True, role="measure"),
+    Command("shards", "split, merge and verify shard sets of vectors", "shards", {},
+            {"shards-split": 1, "shards-merge": 1, "shards-verify": 1}, role="manage"),
+    Command("compare", "two reports of one command: what changed, beyond noise?", "compare", {"compare": "compare"},
+            {"compare": 1}, role="manage"),
+    Command("report", "one HTML page of every report in a folder", "report", {"html_report": "report"}, {"report": 1}, role="manage"),
+    Command("schema", "print the JSON Schema of a command's report", "schema", role="manage"),
+)
+
+def intro() -> str:
+    """``embedcheck --help``'s first paragraph: every command, by what it is for."""
+    by = {r: [c.name for c in COMMANDS if c.role == r] for r in ("encode", "measure", "repair", "manage")}
+    return ("Does the cosine geometry of an embedding space reflect what you care about? "
+            f"Encode texts ({', '.join(by['encode'])}), measure ({', '.join(by['measure'])}), "
+            f"repair ({', '.join(by['repair'])}) and keep results ({', '.join(by['manage'])}).")
+
+
+#: API names that are not commands (``embedcheck.open_source``)
+EXTRA_API = {"open_source": "inputs"}
+
+
+def report_versions() -> dict[str, int]:
+    """Report name → schema version, of every built-in command and every plugin measurement."""
+    out: dict[str, int] = {}
+    for c in COMMANDS:
+        out.update(c.reports)
+    for m in measurements():
+        out.setdefault(m.name, m.version)
+    return out
+
+
+def paired_commands() -> tuple[str, ...]:
+    """The reports whose commands take ``--against`` (built-in and plugin)."""
+    names = [r for c in COMMANDS if c.paired for r in c.reports if r != "physscore-phrases" and r != "physscore-run"]
+    return (*names, *(m.name for m in measurements()))
+
+
+def primary_figure(command: str) -> Optional[str]:
+    """The figure a bare ``--fail-below X`` gates, for a built-in command or a plugin."""
+    for c in COMMANDS:
+        if c.name == command or command in c.reports:
+            return c.primary
+    m = measurement(command)
+    return m.primary if m is not None else None
+
+
+def api_modules() -> dict[str, str]:
+    """``embedcheck.<name>`` → module of ``embedcheck.api`` (built-in names only)."""
+    out = dict(EXTRA_API)
+    for c in COMMANDS:
+        out.update(c.api)
+    return out
+
+
+# ---- plugins -----------------------------------------------------------------------------------------
+
+_PLUGINS: list[Measurement] = []
+_LOADED: list[bool] = []
+
+
+def register(m: Measurement) -> Measurement:
+    """Add a measurement (what an entry point does; also usable from a notebook). Refuses a name a
+    built-in command or another measurement already has."""
+    if not isinstance(m, Measurement):
+        raise InputError(f"a measurement must be an embedcheck.spec.Measurement, got {type(m).__name__}")
+    taken = {c.name for c in COMMANDS} | {r for c in COMMANDS for r in c.reports}
+    if m.name in taken or any(p.name == m.name for p in _PLUGINS):
+        raise InputError(f"measurement {m.name!r} ({m.source}): the name is taken")
+    _PLUGINS.append(m)
+    return m
+
+
+def measurements() -> list[Measurement]:
+    """Every measurement declared through the ``embedcheck.measurements`` entry points (loaded once,
+    on first use); a plugin that fails to load is skipped with a warning naming it."""
+    if not _LOADED:
+        _LOADED.append(True)
+        import warnings
+        from importlib.metadata import entry_points
+
+        from .errors import InputWarning
+
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                obj = ep.load()
+                m = obj() if callable(obj) and not isinstance(obj, Measurement) else obj
+                dist = getattr(ep, "dist", None)
+                if isinstance(m, Measurement) and dist is not None and m.source == "built-in":
+                    object.__setattr__(m, "source", f"{dist.name} {dist.version}")
+                register(m)
+            except Exception as exc:  # noqa: BLE001 - one broken plugin must not break the CLI
+                warnings.warn(f"plugin {ep.name!r} ({ep.value}) not loaded: {exc}", InputWarning, stacklevel=2)
+    return list(_PLUGINS)
+
+
+def measurement(name: str) -> Optional[Measurement]:
+    """The plugin measurement called ``name`` (command or API name), or None."""
+    for m in measurements():
+        if name in (m.name, m.api_name):
+            return m
+    return None
+
+
+# ---- helpers for run functions ----------------------------------------------------------------------
+
+def _apply(fn: Callable[..., Any], parts: Any, start: int, stop: int, args: tuple[Any, ...]) -> Any:
+    from .io.source import read_range
+
+    return fn(read_range(parts, start, stop), start, stop, *args)
+
+
+def map_rows(engine: Any, source: Any, fn: Callable[..., Any], *args: Any) -> list[Any]:
+    """``fn(rows, start, stop, *args)`` over consecutive row ranges of ``source`` (its parts: a shard
+    per task for a shard set, fixed-size ranges otherwise — never depending on the worker count), on
+    ``engine``, results in row order. ``fn`` must be a module-level function (Ray sends it by name)."""
+    tasks = [(fn, source.parts, p.offset, p.offset + p.rows, args) for p in source.parts]
+    return engine.map(_apply, tasks)
+
+
+def load(dotted: str) -> Any:
+    """``"package.module:attr"`` → the attribute."""
+    mod, _, attr = dotted.partition(":")
+    return getattr(importlib.import_module(mod), attr)
+
+
+__all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "Command", "Input", "Measurement", "Option", "Outcome", "api_modules",
+           "map_rows", "measurement", "measurements", "paired_commands", "primary_figure", "register", "report_versions"]
