@@ -58,6 +58,9 @@ class Command:
     paired: bool = False                        #: takes ``--against``
     measurement: bool = False                   #: computes figures of embeddings
     role: str = ""                              #: for ``--help``'s intro: encode, measure, repair, manage
+    #: a run on the project's fixtures (file names in ``fixtures/``, then options), which the
+    #: conformance suite drives through every surface
+    example: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -169,19 +172,24 @@ COMMANDS: tuple[Command, ...] = (
     Command("embed", "encode texts into .npy vectors with a sidecar and a meta file", "embed", {"embed": "embed"},
             role="encode"),
     Command("aag", "does cosine separate your labels? AAG, variance share and label MAP", "aag", {"aag": "aag"},
-            {"aag": 1}, primary="aag", paired=True, measurement=True, role="measure"),
+            {"aag": 1}, primary="aag", paired=True, measurement=True, role="measure",
+            example=("topics.npy", "topics.labels.jsonl", "--resamples", "100")),
     Command("probe", "is the attribute in the vectors at all? A linear probe", "probe", {"probe": "probe"},
-            {"probe": 1}, primary="accuracy", paired=True, measurement=True, role="measure"),
+            {"probe": 1}, primary="accuracy", paired=True, measurement=True, role="measure",
+            example=("topics.npy", "topics.labels.jsonl", "topics_test.npy", "topics_test.labels.jsonl", "--resamples", "100")),
     Command("sts", "what does a change cost general similarity? Spearman with gold scores", "sts", {"sts": "sts"},
-            {"sts": 1}, primary="spearman", paired=True, measurement=True, role="measure"),
+            {"sts": 1}, primary="spearman", paired=True, measurement=True, role="measure",
+            example=("sts_a.npy", "sts_b.npy", "sts_scores.jsonl", "--resamples", "100")),
     Command("train-head", "learn a SISE projection head (or a linear baseline) on cached vectors", "head",
             {"train_head": "heads", "project": "heads"}, {"train-head": 1, "project": 1}, role="repair"),
     Command("project", "apply a head to existing vectors, streamed, without re-embedding", "head", role="repair"),
     Command("neighbors", "how much do two embeddings' nearest neighbours agree?", "neighbors",
-            {"neighbors": "neighbors"}, {"neighbors": 1}, primary="overlap", paired=True, measurement=True, role="measure"),
+            {"neighbors": "neighbors"}, {"neighbors": 1}, primary="overlap", paired=True, measurement=True, role="measure",
+            example=("pairs_a.npy", "pairs_b.npy", "--k", "5", "--resamples", "100")),
     Command("anisotropy", "is a matched cosine above what unrelated pairs already score?", "anisotropy",
             {"anisotropy": "anisotropy"}, {"anisotropy": 1}, primary="centred.gap_over_floor_sd", paired=True,
-            measurement=True, role="measure"),
+            measurement=True, role="measure",
+            example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100")),
     Command("physscore", "does similarity follow physical quantities? The PhysScore protocol", "physscore",
             {"physscore": "physscore", "physscore_run": "physscore"},
             {"physscore-phrases": 1, "physscore-score": 1, "physscore-run": 1}, paired=True, measurement=True, role="measure"),
@@ -191,7 +199,8 @@ COMMANDS: tuple[Command, ...] = (
             {"compress": "compress", "compress_sweep": "compress"}, {"compress-write": 1, "compress-sweep": 1},
             measurement=True, role="measure"),
     Command("threshold", "calibrate a cosine threshold for a target precision", "threshold",
-            {"threshold": "threshold"}, {"threshold": 1}, primary="average_precision", measurement=True, role="measure"),
+            {"threshold": "threshold"}, {"threshold": 1}, primary="average_precision", measurement=True, role="measure",
+            example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100")),
     Command("shards", "split, merge and verify shard sets of vectors", "shards", {},
             {"shards-split": 1, "shards-merge": 1, "shards-verify": 1}, role="manage"),
     Command("compare", "two reports of one command: what changed, beyond noise?", "compare", {"compare": "compare"},

@@ -289,6 +289,12 @@ class ThresholdResult(Result):
     thresholds: Optional[np.ndarray] = hidden()
     scores: Optional[np.ndarray] = hidden()  #: per-pair cosines (for a paired comparison)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The report, ``schema`` first: the JSON ``embedcheck threshold`` prints."""
+        from ..schemas import schema_id
+
+        return {"schema": schema_id(self.command), **super().to_dict()}
+
 
 def binary_labels(labels: Any, n: int, *, match_at: Optional[float] = None, what: str = "labels") -> np.ndarray:
     """0/1 labels as float64: ``labels`` must be 0/1 (ints, bools or "0"/"1"), or, with
