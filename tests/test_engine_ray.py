@@ -245,3 +245,48 @@ def test_a_bad_address_string_is_one_line(cli):
     res = cli(["aag", "--resamples", "0", FIXTURES / "topics.npy", FIXTURES / "topics.labels.jsonl", "--engine", "ray", "--address", "nowhere"])
     assert_one_line_error(res)
     assert "HOST:PORT" in res.stderr
+
+
+# ---- every declared measurement that takes --engine: ray gives the local figures -------------------
+
+def _conformance_cases():
+    from test_conformance import CASES
+
+    return CASES
+
+
+@pytest.mark.parametrize("case", _conformance_cases(), ids=lambda c: c.name)
+def test_every_measurement_with_an_engine_gives_the_local_figures_on_ray(case, ray_local, request):
+    """The conformance cases (test_conformance.py: every built-in measurement with an example, and the
+    docs' plugin) that take --engine: in-process on the session's Ray = local, to 1e-9."""
+    import math
+
+    from test_conformance import PLUGIN, _floats
+    from typer.testing import CliRunner
+
+    from embedcheck.cli import app
+
+    if case.name == PLUGIN:
+        m = request.getfixturevalue("with_doc_plugin")
+        import embedcheck_centroid  # type: ignore[import-not-found]
+        from ray import cloudpickle
+
+        from embedcheck.cli.generic import add_command
+
+        cloudpickle.register_pickle_by_value(embedcheck_centroid)  # the workers have no copy of the plugin
+        if not any(c.name == PLUGIN for c in app.registered_commands):
+            add_command(m)
+            request.addfinalizer(lambda: app.registered_commands.remove(
+                next(c for c in app.registered_commands if c.name == PLUGIN)))
+    runner = CliRunner()
+    args = [case.name, *case.paths(), *case.options, "--json"]
+    helped = runner.invoke(app, [case.name, "--help"])
+    if "--engine" not in helped.stdout:
+        pytest.skip(f"{case.name} runs in-process only (no --engine)")
+    local = runner.invoke(app, args)
+    ray = runner.invoke(app, [*args, "--engine", "ray"])
+    assert local.exit_code == 0 and ray.exit_code == 0, ray.stdout + ray.stderr
+    a, b = _floats(json.loads(local.stdout)), _floats(json.loads(ray.stdout))
+    assert a.keys() == b.keys() and a
+    for k in a:
+        assert math.isclose(a[k], b[k], rel_tol=1e-9, abs_tol=1e-12), k
