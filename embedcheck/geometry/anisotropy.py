@@ -476,7 +476,7 @@ def side_means(fits: dict[str, tuple[np.ndarray, int, str]], shared: bool,
 # Derangements are drawn over the global row index on the driver (:func:`derangements`), which
 # ships each task its columns ``P[:, a:b]``: the floor never depends on the sharding.
 
-#: rows per task (whole CHUNK blocks, so every block is a block of the in-memory check)
+#: rows per task (whole CHUNK blocks: every block is the same block whatever the sharding)
 TASK_ROWS = 32 * CHUNK
 
 
@@ -515,7 +515,7 @@ def unit_sum(engine: Any, src: Source, name: str, W: np.ndarray | None = None) -
 
 def qnb_range(b_parts: tuple[Part, ...], start: int, stop: int, mu_a: np.ndarray,
               mu_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """q_j = μa·b_j and ‖b_j − μb‖ for B's rows, per CHUNK block as the in-memory check."""
+    """q_j = μa·b_j and ‖b_j − μb‖ for B's rows, per CHUNK block of the global row index."""
     q, nb = np.empty(stop - start), np.empty(stop - start)
     for sl in iter_chunks(stop - start, CHUNK):
         UB = _unit_range(b_parts, start + sl.start, start + sl.stop, "B", None)
@@ -751,7 +751,7 @@ def check_result(A: Any, B: Any, *, fit_a: Any = None, fit_b: Any = None,
             fits[side] = (fs, fn, label)
     mu_a, mu_b, means = side_means(fits, shared, W is not None)
 
-    # per-row cosines, computed in the in-memory check's blocks and gathered in row order, so the
+    # per-row cosines, computed in the global CHUNK blocks and gathered in row order, so the
     # figures are the in-memory ones, byte for byte
     qnb = engine.map(qnb_range, [(B.parts, a, b, mu_a, mu_b) for a, b in ranges(n, TASK_ROWS)])
     q = np.concatenate([x[0] for x in qnb])
@@ -766,7 +766,7 @@ def check_result(A: Any, B: Any, *, fit_a: Any = None, fit_b: Any = None,
     u_raw = np.concatenate([x["u_raw"] for x in pairs], axis=1)
     u_cen = np.concatenate([x["u_cen"] for x in pairs], axis=1)
     floors: dict[str, Any] = {}
-    for key in ("floor_raw", "floor_cen"):  # merged block after block, as the in-memory check merges them
+    for key in ("floor_raw", "floor_cen"):  # merged block after block, in row order
         acc: list[dict[str, Any]] = []
         for x in pairs:
             for part in x[key]:

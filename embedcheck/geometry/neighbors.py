@@ -183,23 +183,6 @@ def knn(X: Any, k: int, queries: Optional[np.ndarray] = None, *, block: Optional
     return out, rechecked
 
 
-def plain_topk(X: Any, k: int, queries: Optional[np.ndarray] = None, block: int = 256) -> np.ndarray:
-    """A plain blocked float32 top-k (cosine, self excluded, order by float32 value; ties
-    arbitrary): the benchmark's baseline, not exact."""
-    n = X.shape[0]
-    U = _unit32(X)
-    q_all = np.arange(n) if queries is None else np.asarray(queries)
-    out = np.empty((q_all.size, k), dtype=np.int64)
-    for s in range(0, q_all.size, block):
-        q = q_all[s:s + block]
-        S = U[q] @ U.T
-        S[np.arange(q.size), q] = -np.inf
-        c = np.argpartition(S, n - k, axis=1)[:, n - k:]
-        v = np.take_along_axis(S, c, axis=1)
-        out[s:s + q.size] = np.take_along_axis(c, np.argsort(-v, axis=1), axis=1)
-    return out
-
-
 def _overlap_counts(NA: np.ndarray, NB: np.ndarray) -> np.ndarray:
     """|N_A(q) ∩ N_B(q)| per row (each row's indices are distinct)."""
     out = np.empty(NA.shape[0], dtype=np.int64)
@@ -320,4 +303,4 @@ def neighbors(A: Any, B: Any, k: int = 10, *, queries: Optional[int] = None, see
                           rechecked={"a": ra, "b": rb}, labels=lab)
 
 
-__all__ = ["TIE_RULE", "NeighborResult", "knn", "neighbors", "plain_topk"]
+__all__ = ["TIE_RULE", "NeighborResult", "knn", "neighbors"]

@@ -27,7 +27,7 @@ def task_result(metrics: dict[str, float], *, main_score: str, task_name: str, d
                 split: str = "test", hf_subset: str = "default", languages: Sequence[str] = ("eng-Latn",),
                 evaluation_time: Optional[float] = None, extra: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """The TaskResult dict of one split and subset (``metrics``: MTEB's keys, 0 to 1)."""
-    from .. import __version__
+    from ..version import __version__
 
     scores = {k: float(v) for k, v in metrics.items() if not k.endswith("_ci95")}
     if main_score not in scores:

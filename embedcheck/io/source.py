@@ -249,7 +249,7 @@ def read_range(parts: Sequence[Part], start: int, stop: int, *, check: bool = Fa
 
 def ranges(n: int, step: int) -> list[tuple[int, int]]:
     """``[start, stop)`` task ranges of ``step`` rows (``step`` a multiple of the chunk size the
-    task uses inside, so the chunks are the global chunks of the in-memory functions)."""
+    task uses inside, so the chunks are the global chunks whatever the sharding)."""
     return [(s, min(s + step, n)) for s in range(0, n, step)]
 
 
