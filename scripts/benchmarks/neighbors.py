@@ -23,6 +23,26 @@ _CHILD = r"""
 import json, sys, time
 import numpy as np
 from embedcheck.geometry.neighbors import neighbors
+
+
+def plain_topk(X, k: int, queries=None, block: int = 256) -> np.ndarray:
+    # the baseline: a plain blocked float32 top-k (cosine, self excluded, order by float32 value;
+    # ties arbitrary), not exact
+    n = X.shape[0]
+    U = np.asarray(X, dtype=np.float32)
+    U = U / np.linalg.norm(U, axis=1, keepdims=True)
+    q_all = np.arange(n) if queries is None else np.asarray(queries)
+    out = np.empty((q_all.size, k), dtype=np.int64)
+    for s in range(0, q_all.size, block):
+        q = q_all[s:s + block]
+        S = U[q] @ U.T
+        S[np.arange(q.size), q] = -np.inf
+        c = np.argpartition(S, n - k, axis=1)[:, n - k:]
+        v = np.take_along_axis(S, c, axis=1)
+        out[s:s + q.size] = np.take_along_axis(c, np.argsort(-v, axis=1), axis=1)
+    return out
+
+
 A = np.load(sys.argv[2], mmap_mode="r"); B = np.load(sys.argv[3], mmap_mode="r")
 k, q = int(sys.argv[4]), int(sys.argv[5])
 t = time.perf_counter()
@@ -40,24 +60,6 @@ sec = time.perf_counter() - t
 status = dict(l.split(":", 1) for l in open("/proc/self/status") if ":" in l)
 print(json.dumps({"seconds": sec, "vmhwm_kb": int(status["VmHWM"].split()[0]), **out}))
 """
-
-
-def plain_topk(X, k: int, queries=None, block: int = 256) -> np.ndarray:
-    """The baseline: a plain blocked float32 top-k (cosine, self excluded, order by float32 value;
-    ties arbitrary), not exact."""
-    n = X.shape[0]
-    U = np.asarray(X, dtype=np.float32)
-    U = U / np.linalg.norm(U, axis=1, keepdims=True)
-    q_all = np.arange(n) if queries is None else np.asarray(queries)
-    out = np.empty((q_all.size, k), dtype=np.int64)
-    for s in range(0, q_all.size, block):
-        q = q_all[s:s + block]
-        S = U[q] @ U.T
-        S[np.arange(q.size), q] = -np.inf
-        c = np.argpartition(S, n - k, axis=1)[:, n - k:]
-        v = np.take_along_axis(S, c, axis=1)
-        out[s:s + q.size] = np.take_along_axis(c, np.argsort(-v, axis=1), axis=1)
-    return out
 
 
 def _data(n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
