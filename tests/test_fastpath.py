@@ -263,7 +263,7 @@ def test_onnx_int8_is_close_but_never_the_default(minilm_export, minilm, cache, 
 
 
 # ---------------------------------------------------------------------------------------------
-# issue 9: refusals before any load
+# refusals before any load
 
 
 def test_pickled_checkpoint_folder_is_refused_in_one_line(cli, tmp_path):

@@ -1,4 +1,4 @@
-"""Intervals on the headline figures (issue 11 §1) and the exact anisotropy floor (§3).
+"""Intervals on the headline figures and the exact anisotropy floor.
 
 Coverage tests: over 200 seeded repetitions on synthetic data with a known true value, the 95 %
 interval must cover it between 90 % and 99 % of the time. Exactness tests: every resampled

@@ -1,4 +1,4 @@
-"""Sharded artifacts (issue 10, part 1): the format and its API, bad shard sets, and the proof that
+"""Sharded artifacts: the format and its API, bad shard sets, and the proof that
 every command gives the same JSON on a shard set as on the monolithic file."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Speed under real conditions (issue 18, items 16-19) without changing a report's bytes: the
+"""Speed under real conditions without changing a report's bytes: the
 streamed AAG class sums against the plain formulation they replaced and independent of the BLAS
 thread count and of the number of workers; label MAP the same bytes for any thread count; Ray
 workers at the driver's niceness."""

@@ -1,4 +1,4 @@
-"""Trust boundaries (issue 18, classes 1-15): shard sets that cannot reach outside their folder,
+"""Trust boundaries: shard sets that cannot reach outside their folder,
 resume and caches that verify what they reuse, outputs that never replace an input, JSON readers
 and error lines that hold against hostile input, writes that a SIGKILL cannot leave half-done.
 
