@@ -217,6 +217,15 @@ def intro() -> str:
             f"repair ({', '.join(by['repair'])}) and keep results ({', '.join(by['manage'])}).")
 
 
+def commands_table() -> str:
+    """The Markdown table of every command (``docs/commands.md`` holds it between markers; a test
+    keeps it equal to this): name, what it is for, primary figure, ``--against``."""
+    rows = ["| command | what it is for | primary figure (bare `--fail-below X`) | `--against` |", "|---|---|---|---|"]
+    for c in COMMANDS:
+        rows.append(f"| `{c.name}` | {c.help} | {f'`{c.primary}`' if c.primary else '—'} | {'yes' if c.paired else '—'} |")
+    return "\n".join(rows) + "\n"
+
+
 #: API names that are not commands (``embedcheck.open_source``)
 EXTRA_API = {"open_source": "inputs"}
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, ROOT
 
 from embedcheck.cli import app
 from embedcheck.cli.helpfmt import CANONICAL, HIDDEN_ALIASES
@@ -158,3 +158,13 @@ def test_plots_is_an_alias_of_plot(tmp_path):
     for spelling in ("--plot", "--plots"):
         ctx = score.make_context("score", [str(e), str(p), spelling, str(tmp_path / "figs")])
         assert Path(ctx.params["plots"]) == tmp_path / "figs"
+
+
+def test_the_docs_table_of_commands_is_the_declared_one():
+    import re
+
+    from embedcheck.spec import commands_table
+
+    text = (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")
+    m = re.search(r"<!-- commands:start -->\n(.*?)<!-- commands:end -->", text, re.S)
+    assert m and m.group(1) == commands_table(), "docs/commands.md: paste embedcheck.spec.commands_table() between the markers"
