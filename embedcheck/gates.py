@@ -13,7 +13,10 @@ The CLI exits 1 when :func:`exit_code` says so; from Python, call :func:`failed`
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Optional
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from .errors import InputError
 
 EXIT_OK = 0
 EXIT_GATE = 1
@@ -66,3 +69,136 @@ def comparison_gates(cmp: Any, max_drops: dict[str, float], significant: bool) -
         gates += [max_gate(f"significant_drop.{f.figure}", f.drop, f.noise_bound)
                   for f in cmp.figures if f.headline and f.noise_bound is not None]  # "no interval": no verdict
     return gates
+
+
+# ---- one gate spelling: --fail-below [FIGURE=]X, --fail-above [FIGURE=]X --------------------------
+
+#: the option of each direction: a figure must stay at or above (``>=``) / at or below (``<=``) X
+OPTIONS = {">=": "--fail-below", "<=": "--fail-above"}
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    """One asked-for gate: ``figure op bound`` (``figure`` None: the command's primary figure until
+    :func:`resolve_gates`), and ``text``, the option as typed (for messages)."""
+
+    figure: Optional[str]
+    op: str
+    bound: float
+    text: str
+
+
+def parse_gate(item: str, op: str, option: Optional[str] = None) -> GateSpec:
+    """``"0.05"`` → the primary figure; ``"label_map=60"`` → the figure ``label_map`` (an ``=`` splits
+    at its last occurrence). The bound must be a finite number.
+
+    >>> parse_gate("ndcg@10=0.6", ">=")
+    GateSpec(figure='ndcg@10', op='>=', bound=0.6, text='--fail-below ndcg@10=0.6')
+    >>> parse_gate("-2", ">=").figure is None
+    True
+    """
+    option = option or OPTIONS[op]
+    text = f"{option} {item}"
+    name, sep, value = str(item).rpartition("=")
+    try:
+        bound = float(value)
+    except ValueError:
+        raise InputError(f"{text}: expected X or FIGURE=X (a number, e.g. {option} 0.05 or {option} "
+                         "label_map.map=60)") from None
+    if not math.isfinite(bound):
+        raise InputError(f"{text}: the bound must be a finite number (an unset variable?), got {value!r}")
+    if sep and not name.strip():
+        raise InputError(f"{text}: expected FIGURE=X with a figure name before '='")
+    return GateSpec(name.strip() if sep else None, op, bound, text)
+
+
+def _resolve_name(name: str, figures: Mapping[str, Any]) -> Optional[str]:
+    """A figure as typed → its declared dotted key: the key itself, a unique key ending in
+    ``.name``, a unique key ``name.*``, or a metric spelled ``ndcg@10`` / ``p@5``."""
+    if name in figures:
+        return name
+    low = name.strip().lower()
+    variants = {low, low.replace("@", "_at_")}
+    if low.startswith("p@"):
+        variants.add("precision_at_" + low[2:])
+    for v in variants:
+        if v in figures:
+            return v
+        hits = [k for k in figures if k.endswith("." + v) or k.startswith(v + ".")]
+        if len(hits) == 1:
+            return hits[0]
+    return None
+
+
+def resolve_gates(specs: Sequence[GateSpec], figures: Mapping[str, Any], *, command: str,
+                  primary: Optional[str] = None) -> list[GateSpec]:
+    """The gates of ``specs`` on declared ``figures`` (dotted key → ``Figure``), checked before any
+    work: the figure exists (a bare bound gates ``primary``, else the figure declared
+    ``primary=True``), and the bound lies in the unit and range the figure is printed in (a
+    bound in (-1, 1] on a figure printed ×100 reads as a fraction and is refused, naming the unit).
+    Returns the specs with ``figure`` set to the declared key."""
+    out = []
+    for s in specs:
+        if s.figure is None:
+            key = primary or next((k for k, f in figures.items() if getattr(f, "primary", False)), None)
+            if key is None:
+                raise InputError(f"{s.text}: {command} has no primary figure; name one: FIGURE=X")
+        else:
+            key = _resolve_name(s.figure, figures)
+            if key is None:
+                known = ", ".join(k for k in figures)
+                raise InputError(f"{s.text}: {command} reports no figure {s.figure!r}; gate one of: {known}")
+        fig = figures.get(key)
+        if fig is not None:
+            check_bound(s, key, fig)
+        out.append(replace(s, figure=key))
+    return out
+
+
+def check_bound(spec: GateSpec, key: str, fig: Any) -> None:
+    """Refuse a bound outside the figure's declared ``range``, or, on a figure printed ×100 (percent,
+    x100), a non-zero bound in [-1, 1] that reads as a fraction; the message names the unit."""
+    rng, unit = getattr(fig, "range", None), getattr(fig, "unit", "")
+    printed = fig.printed_in() if hasattr(fig, "printed_in") else unit
+    x = spec.bound
+    if rng is not None and not rng[0] <= x <= rng[1]:
+        raise InputError(f"{spec.text}: {key} is printed {printed}; {x:g} lies outside that range")
+    if unit.startswith(("in percent", "x100")) and x != 0 and -1 <= x <= 1:
+        raise InputError(f"{spec.text}: {key} is printed {printed}, so {x:g} reads as {x / 100:g} as a fraction; "
+                         f"for {x:g} as a fraction give {x * 100:g}")
+
+
+def _dotted(report: Mapping[str, Any], key: str) -> tuple[bool, Any]:
+    cur: Any = report
+    for part in key.split("."):
+        if not isinstance(cur, Mapping) or part not in cur:
+            return False, None
+        cur = cur[part]
+    return True, cur
+
+
+def evaluate(report: Mapping[str, Any], specs: Sequence[GateSpec]) -> list[dict[str, Any]]:
+    """The gate dicts of resolved ``specs`` on a report dict; a figure the report lacks (an option
+    not given, e.g. ``few_shot`` without shots) is refused, an undefined one (null) fails."""
+    gates = []
+    for s in specs:
+        assert s.figure is not None
+        found, value = _dotted(report, s.figure)
+        if not found:
+            raise InputError(f"{s.text}: this report has no {s.figure} (the options that produce it were not given)")
+        if value is not None and not isinstance(value, (int, float)):
+            raise InputError(f"{s.text}: {s.figure} is not a number in this report")
+        gates.append(_gate(s.figure, value, s.bound, s.op))
+    return gates
+
+
+def verdict_line(g: Mapping[str, Any], fmt: Any = None) -> str:
+    """``PASS aag = 0.0442 (needs >= 0.01)``: one gate's verdict, as every command prints it.
+
+    >>> verdict_line({"name": "aag", "op": ">=", "threshold": 0.05, "value": 0.0129, "passed": False})
+    'FAIL aag = 0.0129 (needs >= 0.05)'
+    """
+    v = g.get("value")
+    shown = fmt(v) if fmt is not None else ("—" if v is None else f"{v:.4g}" if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3)
+                                             else f"{v:.4f}")
+    return f"{'PASS' if g['passed'] else 'FAIL'} {g['name']} = {shown} (needs {g['op']} {g['threshold']:g})"

@@ -119,12 +119,15 @@ class Report(Result):
 
     def gate(self, *, minimum: Optional[dict[str, float]] = None,
              maximum: Optional[dict[str, float]] = None) -> list[dict[str, Any]]:
-        """Evaluate gates on this report's figures (dotted keys), attach them to the report
-        (``gates``) and return them; ``embedcheck.gates.failed(report.to_dict())`` lists failures."""
-        from .gates import max_gate, min_gate
+        """Evaluate gates on this report's figures (dotted keys or short names, as ``--fail-below``
+        takes them; bounds in the unit each figure is printed in, checked against its declared
+        range), attach them to the report (``gates``) and return them;
+        ``embedcheck.gates.failed(report.to_dict())`` lists failures."""
+        from .gates import GateSpec, evaluate, resolve_gates
 
-        gs = [min_gate(k, self.get(k), t) for k, t in (minimum or {}).items()]
-        gs += [max_gate(k, self.get(k), t) for k, t in (maximum or {}).items()]
+        specs = [GateSpec(k, ">=", float(t), f"minimum {k}={t}") for k, t in (minimum or {}).items()]
+        specs += [GateSpec(k, "<=", float(t), f"maximum {k}={t}") for k, t in (maximum or {}).items()]
+        gs = evaluate(self.to_dict(), resolve_gates(specs, figures_of(self.command), command=self.command))
         if gs:
             self.body["gates"] = [*self.body.get("gates", []), *gs]
         return gs

@@ -46,6 +46,9 @@ class Figure:
     headline: bool = True
     interval: Optional[str] = None  #: report key of its 95 % interval (``aag_ci95``), if any
     always: bool = True  #: in every report of the command (False: only for some options or kinds)
+    primary: bool = False  #: the figure a bare ``--fail-below X`` gates (one per command)
+    unit: str = ""  #: how the figure is printed ("percent", "fraction", "cosine" ...): gate bounds are in this unit
+    range: Optional[tuple[float, float]] = None  #: the values the figure can take; a gate bound outside is refused
 
     def __post_init__(self) -> None:
         if self.better not in ("higher", "lower"):
@@ -53,6 +56,21 @@ class Figure:
 
     def is_better(self, new: float, old: float) -> bool:
         return new > old if self.better == "higher" else new < old
+
+    def printed_in(self) -> str:
+        """How the figure is printed, for messages: ``percent (0–100)``.
+
+        >>> Figure(unit="in percent", range=(0, 100)).printed_in()
+        'in percent (0–100)'
+        """
+        lo, hi = self.range or (0, 0)
+        rng = "" if self.range is None else f" ({lo:g}–{hi:g})" if lo >= 0 else f" ({lo:g} to {hi:g})"
+        return f"{self.unit or 'in its own unit'}{rng}"
+
+
+#: how a figure is printed (``Figure.unit``; a gate bound is in this unit). On the x100 scales a
+#: non-zero gate bound in [-1, 1] reads as a fraction and is refused (:func:`embedcheck.gates.check_bound`).
+PERCENT, X100, FRACTION, COSINE = "in percent", "x100", "as a fraction", "in cosine units"
 
 
 #: figure declarations per command, filled by each result class (``command`` + ``figures``)
@@ -176,7 +194,11 @@ PAIRED_FIGURE = obj({
 PAIRED = {"type": "object", "properties": {"ci_method": STR, "against": STR}, "required": ["ci_method"],
           "additionalProperties": PAIRED_FIGURE}
 #: ``inputs``: content hashes of the per-row inputs (``labels_sha256`` ...), 64 hex digits each
-INPUTS = {"type": "object", "additionalProperties": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}
+#: ``inputs``: content hashes of the inputs that define the rows, and ``rows_matched_by`` (input →
+#: "id" or "position": how its rows were matched to the embeddings' rows)
+INPUTS = {"type": "object", "properties": {"rows_matched_by": {"type": "object", "additionalProperties":
+                                                               {"enum": ["id", "position"]}}},
+          "additionalProperties": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}
 
 _ANISO_SIDE = obj({
     "matched": NUM, "floor": NUM, "floor_sd": NUM, "gap": NUM, "gap_se": NUM, "gap_ci95": INTERVAL,

@@ -137,7 +137,7 @@ def test_bad_inputs_raise_input_error():
         P.paired_items(np.zeros(5), np.zeros(6))
     with pytest.raises(InputError, match="margin"):
         P.paired_items(np.zeros(5), np.ones(5), margin=-1)
-    with pytest.raises(InputError, match="different ids at row 1"):
+    with pytest.raises(InputError, match="hold different rows: 2 ids in A, 2 in B, 1 shared"):
         P.check_same_rows(["x", "y"], ["x", "z"], 2, 2)
     with pytest.raises(InputError, match="3 rows"):
         P.check_same_rows(None, None, 3, 4)

@@ -224,7 +224,7 @@ def test_physscore_score_table(cli, tmp_path, narrow, minilm_path):
             "--fail-below", "99"]
     rep, text = _both(cli, args)
     _assert_physscore(rep, text)
-    assert "FAIL table1_avg" in text
+    assert "FAIL table1.avg" in text
 
 
 @pytest.mark.model

@@ -42,15 +42,30 @@ def source(x: Any, what: str = "embeddings") -> Source:
     return open_source(x, what=what)
 
 
-def labels_for(labels: Any, n: int, field: str = "label", what: str = "labels") -> np.ndarray:
-    """Labels given as an array/list (``n`` of them) or as a labels file / shard set."""
+def labels_for(labels: Any, n: int, field: str = "label", what: str = "labels", *, rows: Any = None,
+               matched: Optional[dict[str, str]] = None, key: str = "labels", loader: Any = None) -> np.ndarray:
+    """Labels given as an array/list (``n`` of them) or as a labels file / shard set, in the row
+    order of the embeddings ``rows`` (a path): when both carry ids (the file's ``id`` column, the
+    embeddings' sidecar) they are matched by id (:func:`embedcheck.io.rowids.match_rows`: the same
+    set required, reordered when the order differs), else by position. ``matched`` (the report's
+    ``inputs.rows_matched_by``) gets ``key`` → ``"id"`` or ``"position"``. ``loader``: the file
+    reader (default :func:`~embedcheck.io.labels.load_labels`; scores: ``load_scores``)."""
     from ..io.labels import load_labels
+    from ..io.rowids import Matched, match_input
     from ..rows import encode_labels
 
     if isinstance(labels, (str, Path)):
-        return load_labels(Path(labels), n, field=field, what=what)
-    y = np.asarray(labels)
-    encode_labels(y, n)  # checks the count and the kinds
+        read = loader or (lambda p, k: load_labels(p, k, field=field, what=what))
+        y = read(Path(labels), n)
+        m = match_input(rows, labels, names=(f"{label_of(rows, 'the embeddings')}", f"{what} {labels}"))
+        y = m.apply(y)
+    else:
+        y = np.asarray(labels)
+        if loader is None:
+            encode_labels(y, n)  # checks the count and the kinds
+        m = Matched("position")
+    if matched is not None:
+        matched[key] = m.by
     return y
 
 
@@ -83,12 +98,30 @@ def label_of(x: Any, default: str) -> str:
     return str(x) if isinstance(x, (str, Path)) else default
 
 
-def check_same_rows(a: Any, b: Any, n_a: int, n_b: int) -> None:
-    """A and B hold the same rows: the same row count, and the same ids when both are files whose
-    sidecars carry them."""
-    from ..io.rowids import row_ids
+def check_same_rows(a: Any, b: Any, n_a: int, n_b: int) -> Any:
+    """A and B hold the same rows: the same row count and, when both are files whose sidecars
+    carry ids, the same ids (:func:`embedcheck.io.rowids.match_rows`). Returns the
+    :class:`~embedcheck.io.rowids.Matched` (``.apply(B)``: B's rows in A's order)."""
+    from ..io.rowids import match_input
     from ..stats.paired import check_same_rows as same
 
-    ids_a = row_ids(str(a)) if isinstance(a, (str, Path)) else None
-    ids_b = row_ids(str(b)) if isinstance(b, (str, Path)) else None
-    same(ids_a, ids_b, n_a, n_b, names=(label_of(a, "A"), label_of(b, "B")))
+    same(None, None, n_a, n_b, names=(label_of(a, "A"), label_of(b, "B")))
+    return match_input(a, b, names=(label_of(a, "A"), label_of(b, "B")), other_is_table=False)
+
+
+def in_order(x: Any, matched: Any, what: str) -> Any:
+    """An opened input (array, memmap or Source) with its rows in the order ``matched`` gives
+    (unchanged when already in order): the rows are read into memory."""
+    if matched.order is None:
+        return x
+    if isinstance(x, Source):
+        return open_source(np.asarray(x)[matched.order], what=what)
+    return np.asarray(x)[matched.order]
+
+
+def pair_sides(a: Any, b: Any) -> Any:
+    """How B's rows pair with A's (row ``i`` with row ``i``): by position, or by id when both
+    sidecars hold the same ids in another order (:func:`embedcheck.io.rowids.match_pair_sides`)."""
+    from ..io.rowids import match_pair_sides
+
+    return match_pair_sides(a, b, names=(label_of(a, "A"), label_of(b, "B")))

@@ -18,7 +18,8 @@ from typing import Any, Optional
 
 from ..result import Figure, Report
 from ..rows import content_sha256
-from ._common import Hint, check_same_rows, label_of, labels_for, name_of, running, source
+from ..schemas import COSINE, FRACTION, PERCENT
+from ._common import Hint, check_same_rows, in_order, label_of, labels_for, name_of, running, source
 
 MAP_HINT_ROWS = 50_000
 
@@ -29,9 +30,9 @@ class AagReport(Report):
 
     command = "aag"
     figures = {
-        "aag": Figure("higher", interval="aag_ci95"),
-        "variance_share": Figure("higher", interval="variance_share_ci95"),
-        "label_map.map": Figure("higher", interval="label_map.map_ci95"),
+        "aag": Figure("higher", interval="aag_ci95", primary=True, unit=COSINE, range=(-2, 2)),
+        "variance_share": Figure("higher", interval="variance_share_ci95", unit=FRACTION, range=(0, 1)),
+        "label_map.map": Figure("higher", interval="label_map.map_ci95", unit=PERCENT, range=(0, 100)),
     }
 
 
@@ -56,7 +57,8 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
     from ..geometry import label_map as emap
 
     src = source(embeddings)
-    y = labels_for(labels, src.n, label_field)
+    matched: dict[str, str] = {}
+    y = labels_for(labels, src.n, label_field, rows=embeddings, matched=matched)
     if against is not None:
         from ..errors import InputError
         from ..geometry.paired import check_margins
@@ -98,12 +100,12 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
         if hint is not None:
             hint(f"plot: {plot}")
         body["plot"] = str(plot)
-    body["inputs"] = {"labels_sha256": content_sha256(y)}
+    body["inputs"] = {"labels_sha256": content_sha256(y), "rows_matched_by": matched}
     if against is not None:
         from ..geometry.paired import aag_paired
 
         srcb = source(against, "--against B")
-        check_same_rows(embeddings, against, src.n, srcb.n)
+        srcb = in_order(srcb, check_same_rows(embeddings, against, src.n, srcb.n), "--against B")
         ap_b = None
         if label_map:
             with running("local") as eng:

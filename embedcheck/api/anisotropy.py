@@ -15,7 +15,11 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..result import Figure, Report
-from ._common import Hint, check_same_rows, label_of, name_of, running, source
+from ..schemas import COSINE, FRACTION
+from ._common import Hint, check_same_rows, in_order, label_of, name_of, pair_sides, running, source
+
+SDS = "in standard deviations of the floor"
+RATIO = "as a ratio (floor / matched)"
 
 
 class AnisotropyReport(Report):
@@ -24,14 +28,21 @@ class AnisotropyReport(Report):
 
     command = "anisotropy"
     figures = {
-        "raw.gap": Figure("higher", interval="raw.gap_ci95"),
-        "centred.gap": Figure("higher", interval="centred.gap_ci95"),
-        "raw.gap_over_floor_sd": Figure("higher"),
-        "centred.gap_over_floor_sd": Figure("higher"),
-        "centred.matched": Figure("higher", interval="centred.matched_ci95"),
-        "raw.partner_ranked_first": Figure("higher", interval="raw.partner_ranked_first_ci95"),
-        "centred.partner_ranked_first": Figure("higher", interval="centred.partner_ranked_first_ci95"),
-        "raw.floor_share": Figure("lower"),
+        "raw.gap": Figure("higher", interval="raw.gap_ci95", unit=COSINE, range=(-2, 2)),
+        "centred.gap": Figure("higher", interval="centred.gap_ci95", unit=COSINE, range=(-2, 2)),
+        "raw.gap_over_floor_sd": Figure("higher", unit=SDS),
+        "centred.gap_over_floor_sd": Figure("higher", primary=True, unit=SDS),
+        "centred.matched": Figure("higher", interval="centred.matched_ci95", unit=COSINE, range=(-1, 1)),
+        "raw.partner_ranked_first": Figure("higher", interval="raw.partner_ranked_first_ci95", unit=FRACTION, range=(0, 1)),
+        "centred.partner_ranked_first": Figure("higher", interval="centred.partner_ranked_first_ci95", unit=FRACTION,
+                                               range=(0, 1)),
+        "raw.floor_share": Figure("lower", unit=RATIO),
+        # gated (--fail-below / --fail-above), not compared as headlines
+        "raw.gap_over_floor_exact_sd": Figure("higher", headline=False, unit=SDS),
+        "centred.gap_over_floor_exact_sd": Figure("higher", headline=False, unit=SDS),
+        "raw.floor_share_exact": Figure("lower", headline=False, unit=RATIO),
+        "centred.floor_share": Figure("lower", headline=False, unit=RATIO),
+        "centred.floor_share_exact": Figure("lower", headline=False, unit=RATIO),
     }
 
 
@@ -71,6 +82,8 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
         if resamples < 2:
             raise InputError(f"resamples must be >= 2 for a paired comparison, got {resamples}")
     A, B = source(a, "A"), source(b, "B")
+    pair = pair_sides(a, b)
+    B = in_order(B, pair, "B")
     FA = source(fit_a, "--fit-a") if fit_a is not None else None
     FB = source(fit_b, "--fit-b") if fit_b is not None else None
     maps = None
@@ -86,6 +99,7 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
         res = geo.check_result(A, B, fit_a=FA, fit_b=FB, shared=shared, perms=perms, seed=seed, names=names,
                                map_fit=maps, block=block, keep=keep, engine=eng)  # type: ignore[arg-type]
     body = res.to_dict()
+    body["inputs"] = {**body.get("inputs", {}), "rows_matched_by": {"B": pair.by}}
     if plot is not None:
         from ..geometry import plots
         from ..io.atomic import atomic_writer
@@ -102,8 +116,8 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
         from ..geometry.paired import anisotropy_paired
 
         A2, B2 = source(against[0], "against A2"), source(against[1], "against B2")
-        check_same_rows(a, against[0], A.n, A2.n)
-        check_same_rows(b, against[1], B.n, B2.n)
+        A2 = in_order(A2, check_same_rows(a, against[0], A.n, A2.n), "against A2")
+        B2 = in_order(in_order(B2, check_same_rows(b, against[1], B.n, B2.n), "against B2"), pair, "against B2")
         keep_b: dict[str, Any] = {}
         with running(engine, address) as eng:
             res_b = geo.check_result(A2, B2, shared=shared, perms=perms, seed=seed, block=block, keep=keep_b,

@@ -211,7 +211,8 @@ def compress_sweep(*, retrieval: Any = None, labels: Any = None, sts: Any = None
     ``id_field``; qrels TSV/JSONL), ``labels=(embeddings, labels)``, ``sts=(a, b, scores)``.
     Returns a :class:`~embedcheck.geometry.compress_sweep.SweepResult`."""
     from ..geometry.compress_sweep import PRECISION_ROWS, LabelInput, StsInput, sweep
-    from ..io.labels import load_labels, load_scores
+    from ..io.labels import load_scores
+    from ._common import in_order, labels_for, pair_sides
 
     ret = _retrieval_inputs(retrieval, id_field) if retrieval is not None else None
     lab = None
@@ -220,7 +221,7 @@ def compress_sweep(*, retrieval: Any = None, labels: Any = None, sts: Any = None
             lab = labels
         else:
             X, _ = _matrix(labels[0], "labels embeddings")
-            y = labels[1] if isinstance(labels[1], np.ndarray) else load_labels(labels[1], X.shape[0], field=label_field)
+            y = labels_for(labels[1], X.shape[0], label_field, rows=labels[0])
             lab = LabelInput(X, y, map_queries)
     st = None
     if sts is not None:
@@ -231,7 +232,8 @@ def compress_sweep(*, retrieval: Any = None, labels: Any = None, sts: Any = None
             B, _ = _matrix(sts[1], "STS B")
             if A.shape != B.shape:
                 raise InputError(f"STS A has shape {A.shape} but B has {B.shape}")
-            g = sts[2] if isinstance(sts[2], np.ndarray) else load_scores(sts[2], A.shape[0], field=score_field)
+            B = in_order(B, pair_sides(sts[0], sts[1]), "STS B")
+            g = labels_for(sts[2], A.shape[0], what="scores", rows=sts[0], loader=lambda p, n: load_scores(p, n, field=score_field))
             st = StsInput(np.asarray(A), np.asarray(B), np.asarray(g, dtype=np.float64))
     C = None if calibration is None else np.asarray(_matrix(calibration, "calibration")[0])
     return sweep(retrieval=ret, labels=lab, sts=st, calibration=C,
@@ -293,5 +295,9 @@ def parse_retention(items: list[str]) -> dict[str, float]:
             p = float("nan")
         if not sep or not name.strip() or not np.isfinite(p):
             raise InputError(f"fail_below_retention {it!r} must be METRIC=P (e.g. ndcg@10=95)")
+        if p < 0 or 0 < p <= 1:  # retention is printed in percent of float32
+            raise InputError(f"fail_below_retention {it!r}: retention is printed in percent of float32 (100: all kept)"
+                             + (f", so {p:g} reads as {p / 100:g} as a fraction; for {p:g} as a fraction give {p * 100:g}"
+                                if p > 0 else f"; {p:g} lies outside that range"))
         out[name.strip().lower().replace("@", "_at_")] = p
     return out

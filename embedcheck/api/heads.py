@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..result import Figure, Report
+from ..schemas import COSINE, FRACTION, PERCENT
 from ._common import Hint, labels_for, matrix, running
 
 
@@ -21,9 +22,9 @@ class TrainHeadReport(Report):
 
     command = "train-head"
     figures = {
-        "train_aag.after": Figure("higher"),
-        "train_label_map.after": Figure("higher"),
-        "output_variance_share": Figure("higher", always=False),  # the linear kinds
+        "train_aag.after": Figure("higher", primary=True, unit=COSINE, range=(-2, 2)),
+        "train_label_map.after": Figure("higher", unit=PERCENT, range=(0, 100)),
+        "output_variance_share": Figure("higher", always=False, unit=FRACTION, range=(0, 1)),  # the linear kinds
     }
 
 
@@ -57,10 +58,12 @@ def train_head(embeddings: Any, labels: Any, output: Optional[Path] = None, *, k
         atomic.check_not_input(output, inputs)
         atomic.check_not_input(provenance.meta_path(output), inputs)
     X = matrix(embeddings)
-    y = labels_for(labels, X.shape[0], label_field)
+    matched: dict[str, str] = {}
+    y = labels_for(labels, X.shape[0], label_field, rows=embeddings, matched=matched)
     Xa = np.asarray(X)
     res = H.train_mlp(Xa, y, params, on_epoch=on_epoch) if isinstance(params, H.MLPParams) else H.train(kind, Xa, y, params)
-    body: dict[str, Any] = {"output": str(output) if output is not None else None, **res.to_dict()}
+    body: dict[str, Any] = {"output": str(output) if output is not None else None, **res.to_dict(),
+                            "inputs": {"rows_matched_by": matched}}
     if output is not None:
         assert isinstance(embeddings, (str, Path)) and isinstance(labels, (str, Path)), \
             "writing a head file records the input files' checksums: pass paths"

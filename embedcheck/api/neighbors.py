@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence
 
 from ..result import Figure, Report
-from ._common import check_same_rows, label_of, labels_for, matrix
+from ..schemas import FRACTION
+from ._common import check_same_rows, in_order, label_of, labels_for, matrix
 
 
 class NeighborsReport(Report):
@@ -14,9 +15,9 @@ class NeighborsReport(Report):
 
     command = "neighbors"
     figures = {
-        "overlap": Figure("higher", interval="overlap_ci95"),
-        "top1_changed": Figure("lower", interval="top1_changed_ci95"),
-        "labels.same_label_b": Figure("higher"),
+        "overlap": Figure("higher", interval="overlap_ci95", primary=True, unit=FRACTION, range=(0, 1)),
+        "top1_changed": Figure("lower", interval="top1_changed_ci95", unit=FRACTION, range=(0, 1)),
+        "labels.same_label_b": Figure("higher", unit=FRACTION, range=(0, 1)),
     }
 
 
@@ -46,7 +47,11 @@ def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, lab
         raise InputError(f"A {label_of(a, 'array')} has {n} row; neighbors needs at least 2")
     if k > n - 1:
         raise InputError(f"k {k} is too large for {n} rows (at most {n - 1})")
-    y = labels_for(labels, n, label_field) if labels is not None else None
+    matched: dict[str, str] = {}
+    mb = check_same_rows(a, b, n, B.shape[0])  # the same rows: B's matched to A's by id
+    B = in_order(B, mb, "B")
+    matched["B"] = mb.by
+    y = labels_for(labels, n, label_field, rows=a, matched=matched) if labels is not None else None
     known = ["overlap", "top1_changed"] + (["labels.same_label_b"] if y is not None else [])
     if against is not None:
         from ..geometry.paired import check_margins
@@ -58,15 +63,16 @@ def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, lab
             raise InputError(f"resamples must be >= 2 for a paired comparison, got {resamples}")
         A2 = matrix(against[0], "against A2")
         B2 = matrix(against[1], "against B2")
-        check_same_rows(a, against[0], n, A2.shape[0])
-        check_same_rows(b, against[1], n, B2.shape[0])
+        A2 = in_order(A2, check_same_rows(a, against[0], n, A2.shape[0]), "against A2")
+        B2 = in_order(in_order(B2, check_same_rows(b, against[1], n, B2.shape[0]), "against B2"), mb, "against B2")
     res = _neighbors(A, B, k, queries=queries, seed=seed, labels=y, resamples=resamples,
                      block_bytes=block_mb * 2**20, progress=progress)
     body = res.to_dict()
+    body["inputs"] = {"rows_matched_by": matched}
     if y is not None:
         from ..rows import content_sha256
 
-        body["inputs"] = {"labels_sha256": content_sha256(y)}
+        body["inputs"] = {"labels_sha256": content_sha256(y), **body["inputs"]}
     results: dict[str, Any] = {"neighbors": res}
     if against is not None:
         from ..geometry.paired import neighbor_items, neighbors_paired

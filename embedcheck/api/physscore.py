@@ -16,15 +16,16 @@ from ..io.jsonio import read_jsonl
 from ..io.provenance import meta_path
 from ..physscore_protocol import tables as ps_tables
 from ..result import Figure, Report
+from ..schemas import PERCENT, X100
 from ._common import Hint, matrix
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
 _FIGURES = {
-    "table1.kendall_tau": Figure("higher"),
-    "table1.pacc": Figure("higher"),
-    "table1.avg": Figure("higher"),
-    "table3.probe_tau": Figure("higher"),
+    "table1.kendall_tau": Figure("higher", unit=X100, range=(-100, 100)),
+    "table1.pacc": Figure("higher", unit=PERCENT, range=(0, 100)),
+    "table1.avg": Figure("higher", primary=True, unit=X100, range=(-50, 100)),
+    "table3.probe_tau": Figure("higher", unit=X100, range=(-100, 100)),
 }
 
 

@@ -6,7 +6,8 @@ from typing import Any, Optional, Sequence
 
 from ..result import Figure, Report
 from ..rows import content_sha256
-from ._common import check_same_rows, label_of, labels_for, matrix
+from ..schemas import PERCENT
+from ._common import check_same_rows, in_order, label_of, labels_for, matrix
 
 
 class ProbeReport(Report):
@@ -15,10 +16,10 @@ class ProbeReport(Report):
 
     command = "probe"
     figures = {
-        "accuracy": Figure("higher", interval="accuracy_ci95"),
-        "macro_f1": Figure("higher", interval="macro_f1_ci95"),
-        "few_shot.accuracy_mean": Figure("higher"),
-        "few_shot.macro_f1_mean": Figure("higher"),
+        "accuracy": Figure("higher", interval="accuracy_ci95", primary=True, unit=PERCENT, range=(0, 100)),
+        "macro_f1": Figure("higher", interval="macro_f1_ci95", unit=PERCENT, range=(0, 100)),
+        "few_shot.accuracy_mean": Figure("higher", unit=PERCENT, range=(0, 100)),
+        "few_shot.macro_f1_mean": Figure("higher", unit=PERCENT, range=(0, 100)),
     }
 
 
@@ -40,9 +41,12 @@ def probe(train: Any, train_labels: Any, test: Any, test_labels: Any, *, label_f
     from ..io.npy import check_same_dim
 
     Xtr = matrix(train, "train embeddings", need_direction=False)
-    ytr = labels_for(train_labels, Xtr.shape[0], label_field, "train labels")
+    matched: dict[str, str] = {}
+    ytr = labels_for(train_labels, Xtr.shape[0], label_field, "train labels", rows=train, matched=matched,
+                     key="train_labels")
     Xte = matrix(test, "test embeddings", need_direction=False)
-    yte = labels_for(test_labels, Xte.shape[0], label_field, "test labels")
+    yte = labels_for(test_labels, Xte.shape[0], label_field, "test labels", rows=test, matched=matched,
+                     key="test_labels")
     check_same_dim(Xtr, Xte, label_of(train, "train"), label_of(test, "test"))
     if (ytr.dtype.kind == "U") != (yte.dtype.kind == "U"):
         kinds = {True: "strings", False: "ints"}
@@ -58,8 +62,8 @@ def probe(train: Any, train_labels: Any, test: Any, test_labels: Any, *, label_f
             raise InputError("against needs resamples >= 2 (the paired bootstrap)")
         Btr = matrix(against[0], "against B_train", need_direction=False)
         Bte = matrix(against[1], "against B_test", need_direction=False)
-        check_same_rows(train, against[0], Xtr.shape[0], Btr.shape[0])
-        check_same_rows(test, against[1], Xte.shape[0], Bte.shape[0])
+        Btr = in_order(Btr, check_same_rows(train, against[0], Xtr.shape[0], Btr.shape[0]), "against B_train")
+        Bte = in_order(Bte, check_same_rows(test, against[1], Xte.shape[0], Bte.shape[0]), "against B_test")
         check_same_dim(Btr, Bte, label_of(against[0], "B_train"), label_of(against[1], "B_test"))
     full = _probe.fit_probe(Xtr, ytr, Xte, yte, C=C, max_iter=max_iter, standardize=standardize, seed=seed,
                             resamples=resamples)
@@ -72,7 +76,8 @@ def probe(train: Any, train_labels: Any, test: Any, test_labels: Any, *, label_f
                              C=C, max_iter=max_iter, standardize=standardize)
         body["few_shot"] = fs.to_dict()
         results["few_shot"] = fs
-    body["inputs"] = {"train_labels_sha256": content_sha256(ytr), "test_labels_sha256": content_sha256(yte)}
+    body["inputs"] = {"train_labels_sha256": content_sha256(ytr), "test_labels_sha256": content_sha256(yte),
+                      "rows_matched_by": matched}
     if against is not None:
         import numpy as np
 

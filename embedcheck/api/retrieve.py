@@ -190,13 +190,14 @@ def _paired_plan(ks: list[int], margins: Optional[Mapping[str, float]], against:
 
 
 def _same_ids(a: np.ndarray, b: np.ndarray, what: str) -> None:
+    """B's rows are A's rows: the same set of ids (each run searches and judges by id, so another
+    order is matched by id: :func:`embedcheck.io.rowids.match_rows`)."""
+    from ..io.rowids import match_rows
+
     if len(a) != len(b):
         raise InputError(f"{what} has {len(b)} rows but A has {len(a)}; a paired comparison needs the same rows")
-    diff = np.flatnonzero(a != b)
-    if diff.size:
-        i = int(diff[0])
-        raise InputError(f"{what} and A have different ids at row {i} ({a[i]!r} vs {b[i]!r}); "
-                         "a paired comparison needs the same rows in the same order")
+    if not np.array_equal(a, b):
+        match_rows(a.tolist(), b.tolist(), names=(f"A's {what.split()[-1]}", what))
 
 
 __all__ = ["retrieve"]

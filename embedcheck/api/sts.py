@@ -17,7 +17,8 @@ import numpy as np
 
 from ..result import Figure, Report
 from ..rows import content_sha256
-from ._common import check_same_rows, label_of, matrix
+from ..schemas import X100
+from ._common import check_same_rows, in_order, label_of, labels_for, matrix, pair_sides
 
 
 class StsReport(Report):
@@ -25,8 +26,8 @@ class StsReport(Report):
 
     command = "sts"
     figures = {
-        "spearman": Figure("higher", interval="spearman_ci95"),
-        "pearson": Figure("higher", interval="pearson_ci95"),
+        "spearman": Figure("higher", interval="spearman_ci95", primary=True, unit=X100, range=(-100, 100)),
+        "pearson": Figure("higher", interval="pearson_ci95", unit=X100, range=(-100, 100)),
     }
 
 
@@ -47,12 +48,17 @@ def sts(a: Any, b: Any, scores: Any, *, score_field: str = "score", resamples: i
     B = matrix(b, "B")
     if A.shape != B.shape:
         raise ValueError(f"{label_of(a, 'A')} has shape {A.shape} but {label_of(b, 'B')} has {B.shape}")
+    pair = pair_sides(a, b)
+    B = in_order(B, pair, "B")
+    matched: dict[str, str] = {"B": pair.by}
     if isinstance(scores, (str, Path)):
-        gold = load_scores(scores, A.shape[0], field=score_field)
+        gold = labels_for(scores, A.shape[0], what="scores", rows=a, matched=matched, key="scores",
+                          loader=lambda p, n: load_scores(p, n, field=score_field))
     else:
         gold = np.asarray(scores, dtype=np.float64)
         if gold.shape != (A.shape[0],):
             raise ValueError(f"scores have shape {gold.shape} but A has {A.shape[0]} rows")
+        matched["scores"] = "position"
     paired = None
     if against is not None:
         from ..errors import InputError
@@ -63,13 +69,14 @@ def sts(a: Any, b: Any, scores: Any, *, score_field: str = "score", resamples: i
         check_margins(margins, ["spearman", "pearson"])
         B1 = matrix(against[0], "--against B1")
         B2 = matrix(against[1], "--against B2")
-        check_same_rows(a, against[0], A.shape[0], B1.shape[0])
-        check_same_rows(b, against[1], B.shape[0], B2.shape[0])
+        B1 = in_order(B1, check_same_rows(a, against[0], A.shape[0], B1.shape[0]), "--against B1")
+        B2 = in_order(in_order(B2, check_same_rows(b, against[1], B.shape[0], B2.shape[0]), "--against B2"), pair,
+                      "--against B2")
         paired = sts_paired(A, B, B1, B2, gold, resamples=max(resamples, 2), permutations=resamples, seed=seed,
                             margins=margins, against=" ".join(label_of(x, "array") for x in against))
     res = sts_correlation(A, B, gold, resamples=resamples, seed=seed)
     body = res.to_dict()
-    body["inputs"] = {"scores_sha256": content_sha256(gold)}
+    body["inputs"] = {"scores_sha256": content_sha256(gold), "rows_matched_by": matched}
     if paired is not None:
         body["paired"] = paired.to_dict()
     return StsReport(body=body, results={"sts": res, "paired": paired})

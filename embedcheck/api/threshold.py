@@ -59,18 +59,26 @@ def threshold(a: Any, b: Any, labels: Any = None, *, precision: float = 0.95, ma
         raise InputError(f"A has dimension {A.shape[1]} but B has {B.shape[1]}")
     y = None
     n = A.shape[0]
+    from ._common import in_order, labels_for, pair_sides
+
+    pair = pair_sides(a, b)
+    B = in_order(B, pair, "B")
+    matched: dict[str, str] = {"B": pair.by}
     if labels is not None:
         if isinstance(labels, (str, Path)):
             from ..io.labels import load_labels, load_scores
 
-            raw = (load_scores(labels, n, field=label_field) if match_at is not None
-                   else load_labels(labels, n, field=label_field))
+            raw = labels_for(labels, n, rows=a, matched=matched,
+                             loader=lambda p, k: (load_scores(p, k, field=label_field) if match_at is not None
+                                                  else load_labels(p, k, field=label_field)))
             y = binary_labels(raw, n, match_at=match_at, what=f"labels {labels}")
         else:
             y = binary_labels(labels, n, match_at=match_at)
+            matched["labels"] = "position"
     elif match_at is not None:
         raise InputError("match_at needs labels (the similarity scores to cut)")
     res = calibrate(A, B, y, precision=precision, check=check, resamples=resamples, seed=seed)
+    res.inputs = {"rows_matched_by": matched}
     if corpus is not None:
         points = [(k, p) for k, p in (("at_precision", res.at_precision), ("best_f1", res.best_f1),
                                       ("check", res.check)) if p is not None and p.threshold is not None]

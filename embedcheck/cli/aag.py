@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..gates import add_gates, min_gate
+from ..gates import add_gates
 from ._app import app
 from .common import (
     AddressOpt,
@@ -21,7 +21,6 @@ from .common import (
     check_engine,
     check_plot,
     hint,
-    in_range,
 )
 from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
@@ -41,10 +40,9 @@ def aag_cmd(
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Also the row bootstrap of AAG (report section 'bootstrap', level --ci-level) with this many resamples; O(n·d) each.")] = 0,
     ci_level: Annotated[float, typer.Option("--ci-level", min=0.5, max=0.999, help="Confidence level of the --bootstrap section.")] = 0.95,
     seed: SeedOpt = 0,
-    fail_below: Annotated[Optional[float], typer.Option("--fail-below", callback=in_range(-2, 2), help="Gate: exit 1 when AAG is below this (AAG lies in [-2, 2]).")] = None,
     plot: PlotOpt = None,
     plot_pairs: Annotated[int, typer.Option("--plot-pairs", min=1, help="--plot: sampled pairs per class and kind (within, between), seeded by --seed.")] = 2000,
-    fail_map_below: Annotated[Optional[float], typer.Option("--fail-map-below", callback=in_range(0, 100), help="Gate: exit 1 when label MAP (x100, 0 to 100) is below this.")] = None,
+    fail_map_below: Annotated[Optional[float], typer.Option("--fail-map-below", hidden=True, help="Gate (old spelling of --fail-below label_map.map=X): exit 1 when label MAP (x100) is below this.")] = None,
     map_at: Annotated[Optional[int], typer.Option("--map-at", min=1, help="MAP@K: average precision over each query's top K only (per-shard top-K lists merge exactly).")] = None,
     engine: EngineOpt = EngineName.local,
     address: AddressOpt = None,
@@ -63,8 +61,11 @@ def aag_cmd(
     within- and between-class cosine distributions (seeded sampled pairs), per class. Labels may be ints or strings,
     two or more classes; a class with one row adds no same-label pairs (its within mean is null).
 
+    Gates: --fail-below X (AAG, in cosine units), --fail-below label_map.map=X (MAP x100).
+
     Example: embedcheck aag val.npy val.jsonl --fail-below 0.05
     """
+    out.gate("label_map.map", fail_map_below, option="--fail-map-below")
     out.start()
     check_plot(plot, [embeddings, labels])
     check_engine(engine, address)
@@ -77,9 +78,5 @@ def aag_cmd(
               ci_level=ci_level, seed=seed, plot=plot, plot_pairs=plot_pairs, engine=engine.value,
               address=address, against=against[0] if against else None, margins=margins or None, hint=hint)
     report = rep.to_dict()
-    add_gates(report, [
-        min_gate("aag", rep["aag"], fail_below) if fail_below is not None else None,
-        min_gate("label_map", rep.get("label_map.map"), fail_map_below) if fail_map_below is not None else None,
-        *paired_gates(rep.results.get("paired"), fail_on),
-    ])
+    add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
     out.finish(report, title=f"AAG — {Path(embeddings).name}")

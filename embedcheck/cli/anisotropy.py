@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..gates import add_gates, max_gate, min_gate
+from ..gates import add_gates
 from ._app import app
 from .common import (
     AddressOpt,
@@ -19,7 +19,6 @@ from .common import (
     check_engine,
     check_plot,
     hint,
-    in_range,
     warn,
 )
 from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
@@ -83,12 +82,12 @@ def anisotropy_cmd(
     perms: Annotated[int, typer.Option("--permutations", "--perms", min=1, help="Derangements of B's rows that make the unrelated pairs (the same for raw and centred).")] = 20,
     seed: SeedOpt = 0,
     map_fit: Annotated[Optional[tuple[Path, Path]], typer.Option("--map-fit", metavar="TRAIN_A TRAIN_B", help="Two different models: fit an orthogonal Procrustes map from A's space onto B's on these paired training rows (dims may differ: semi-orthogonal map from the thin SVD of A_train^T B_train), then compare mapped rows.")] = None,
-    min_gap_sd: Annotated[Optional[float], typer.Option("--min-gap-sd", help="Gate: gap_over_floor_sd (on --gate-on) must be >= X.")] = None,
-    max_floor_share: Annotated[Optional[float], typer.Option("--max-floor-share", help="Gate: raw.floor_share must be <= X.")] = None,
-    min_partner_first: Annotated[Optional[float], typer.Option("--min-partner-first", callback=in_range(0, 1), help="Gate: partner_ranked_first (fraction, on --gate-on) must be >= X.")] = None,
-    floor: Annotated[FloorKind, typer.Option("--floor", help="Which floor --min-gap-sd and --max-floor-share test: perms (the derangement floor, the skill's) or exact (all n(n-1) unrelated pairs).", case_sensitive=False)] = FloorKind.perms,
+    min_gap_sd: Annotated[Optional[float], typer.Option("--min-gap-sd", hidden=True, help="Gate (old spelling of --fail-below centred.gap_over_floor_sd=X): gap_over_floor_sd (on --gate-on) must be >= X.")] = None,
+    max_floor_share: Annotated[Optional[float], typer.Option("--max-floor-share", hidden=True, help="Gate (old spelling of --fail-above raw.floor_share=X): raw.floor_share must be <= X.")] = None,
+    min_partner_first: Annotated[Optional[float], typer.Option("--min-partner-first", hidden=True, help="Gate (old spelling of --fail-below centred.partner_ranked_first=X): partner_ranked_first (fraction, on --gate-on) must be >= X.")] = None,
+    floor: Annotated[FloorKind, typer.Option("--floor", hidden=True, help="Old spelling: which floor --min-gap-sd and --max-floor-share test: perms or exact (now: name the figure, e.g. --fail-below centred.gap_over_floor_exact_sd=X).", case_sensitive=False)] = FloorKind.perms,
     plot: PlotOpt = None,
-    gate_on: Annotated[GateOn, typer.Option("--gate-on", help="Which reading --min-gap-sd and --min-partner-first test.", case_sensitive=False)] = GateOn.centred,
+    gate_on: Annotated[GateOn, typer.Option("--gate-on", hidden=True, help="Old spelling: which reading --min-gap-sd and --min-partner-first test (now: name the figure, raw.* or centred.*).", case_sensitive=False)] = GateOn.centred,
     block: Annotated[int, typer.Option("--block", help="Query rows per block for partner_ranked_first (work memory ~ 4 x block^2 floats plus one float32 copy of B; never n x n).")] = 1024,
     engine: EngineOpt = EngineName.local,
     address: AddressOpt = None,
@@ -124,10 +123,19 @@ def anisotropy_cmd(
     same check runs on it and 'paired' compares every headline figure on the
     same resampled rows.
 
+    Gates: --fail-below X (centred.gap_over_floor_sd), --fail-below FIGURE=X
+    (e.g. raw.partner_ranked_first=0.5), --fail-above raw.floor_share=X.
+
     Example: embedcheck anisotropy halves.a.npy halves.b.npy --shared
     """
     from ..api.anisotropy import anisotropy
 
+    side = gate_on.value
+    sd_key, share_key = (("gap_over_floor_exact_sd", "floor_share_exact") if floor == FloorKind.exact
+                         else ("gap_over_floor_sd", "floor_share"))
+    out.gate(f"{side}.{sd_key}", min_gap_sd, option="--min-gap-sd")
+    out.gate(f"raw.{share_key}", max_floor_share, "<=", option="--max-floor-share")
+    out.gate(f"{side}.partner_ranked_first", min_partner_first, option="--min-partner-first")
     out.start()
     check_plot(plot, [a, b, fit_a, fit_b, *(map_fit or ())])
     check_engine(engine, address)
@@ -139,13 +147,5 @@ def anisotropy_cmd(
     report = rep.to_dict()
     if report["warning"]:
         warn(report["warning"])
-    side = gate_on.value
-    sd_key, share_key = (("gap_over_floor_exact_sd", "floor_share_exact") if floor == FloorKind.exact
-                         else ("gap_over_floor_sd", "floor_share"))
-    add_gates(report, [
-        min_gate(f"{side}.{sd_key}", report[side][sd_key], min_gap_sd) if min_gap_sd is not None else None,
-        max_gate(f"raw.{share_key}", report["raw"][share_key], max_floor_share) if max_floor_share is not None else None,
-        min_gate(f"{side}.partner_ranked_first", report[side]["partner_ranked_first"], min_partner_first) if min_partner_first is not None else None,
-        *paired_gates(rep.results.get("paired"), fail_on),
-    ])
+    add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
     out.finish(report, title="anisotropy", renderer=_render)

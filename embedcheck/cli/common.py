@@ -33,6 +33,10 @@ BaselineOpt = Annotated[Optional[Path], typer.Option("--baseline", help="Compare
 MaxDropOpt = Annotated[Optional[list[str]], typer.Option("--max-drop", metavar="FIGURE=X", help="With --baseline (or compare): gate, the figure (dotted key, e.g. centred.gap_over_floor_sd) may worsen by at most X. Repeatable.", show_default=False)]
 ToleranceOpt = Annotated[float, typer.Option("--tolerance", min=0.0, help="With --baseline (or compare): a figure without a 95% interval (FIGURE_ci95) changed beyond noise when |difference| > this.")]
 
+# ---- gates: one spelling on every measuring command (added by reporting(); logic in embedcheck.gates) ----
+FailBelowOpt = Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="[FIGURE=]X", help="Gate: exit 1 when FIGURE is below X (a bare X: the command's primary figure). X is in the unit FIGURE is printed in (accuracy and label MAP in percent, 0-100; nDCG, overlap in fractions; AAG in cosine units); a bound outside its range is refused. Repeatable.", show_default=False)]
+FailAboveOpt = Annotated[Optional[list[str]], typer.Option("--fail-above", metavar="[FIGURE=]X", help="Gate: exit 1 when FIGURE is above X (for figures where lower is better, e.g. top1_changed, raw.floor_share). Repeatable.", show_default=False)]
+
 # ---- inputs and randomness ------------------------------------------------------------------
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for every random choice (same seed, same output); 0 to 2^32-1.")]
 LabelFieldOpt = Annotated[str, typer.Option("--label-field", help="Field (column) holding the label in a .jsonl, .csv, .tsv or .parquet labels file.")]
@@ -147,6 +151,9 @@ def start_command(quiet: bool, *, baseline: Optional[Path] = None, max_drop: Opt
     :func:`preflight` (refuse a ``--report`` that would overwrite another argument), and check
     ``--baseline`` (a readable report of this very command), before anything is read or written."""
     _state["quiet"] = bool(quiet)
+    from ..io.rowids import set_notice_sink
+
+    set_notice_sink(lambda msg: hint(f"notice: {msg}"))  # an input matched to another by id, said once
     check_finite_options()
     preflight()
     _check_baseline(baseline, max_drop)
@@ -446,7 +453,25 @@ def finish(report: dict[str, Any], *, title: str, as_json: bool, fmt: Optional[O
 
     code = _report.emit(report, title=title, fmt=fmt.value if fmt else None, as_json=as_json,
                         report_file=str(report_file) if report_file else None, renderer=view)
+    print_verdicts(report, shown_on_terminal=not (as_json or fmt is OutputFormat.json) and sys.stdout.isatty())
     if code:
-        failed = [g["name"] for g in report.get("gates", []) if not g["passed"]]
-        hint(f"gate failed: {', '.join(failed)}")
         raise typer.Exit(code)
+
+
+def print_verdicts(report: dict[str, Any], *, shown_on_terminal: bool = False) -> None:
+    """Every gate's verdict on stderr, one ``PASS|FAIL figure = value (needs >= bound)`` line each,
+    then ``gate failed: ...`` when one failed — whatever stdout is (a pipe, ``--json``) and with
+    ``--quiet`` too (``-q`` hides progress, never verdicts): a CI log always shows why a step
+    failed. Skipped only when the table view already printed them to the terminal stderr shares."""
+    from ..gates import verdict_line
+
+    gates = report.get("gates", [])
+    if not gates:
+        return
+    lines = [] if shown_on_terminal and sys.stderr.isatty() else [verdict_line(g, _report._fmt) for g in gates]
+    failed = [g["name"] for g in gates if not g["passed"]]
+    if failed:
+        lines.append(f"gate failed: {', '.join(failed)}")
+    if lines:
+        sys.stderr.write("\n".join(lines) + "\n")
+        sys.stderr.flush()

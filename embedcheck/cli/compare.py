@@ -3,8 +3,9 @@ command, its change and whether the change is beyond noise (logic in :mod:`embed
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -14,13 +15,18 @@ from .common import FormatOpt, JsonOpt, MaxDropOpt, QuietOpt, ReportOpt, Toleran
 _ReportArg = typer.Argument
 
 
+class CompareVerdict(str, Enum):
+    significant_drop = "significant-drop"
+
+
 @app.command("compare")
 def compare_cmd(
     baseline_report: Annotated[Path, _ReportArg(metavar="BASELINE.json", help="The stored report (written with --report).", show_default=False)],
     current_report: Annotated[Path, _ReportArg(metavar="CURRENT.json", help="The new report of the same command.", show_default=False)],
     tolerance: ToleranceOpt = 0.0,
     max_drop: MaxDropOpt = None,
-    fail_on_significant_drop: Annotated[bool, typer.Option("--fail-on-significant-drop", help="Gate: exit 1 when a headline figure of the command worsens beyond noise.")] = False,
+    fail_on: Annotated[Optional[CompareVerdict], typer.Option("--fail-on", metavar="VERDICT", help="Gate: significant-drop: exit 1 when a headline figure of the command worsens beyond noise.", case_sensitive=False, show_default=False)] = None,
+    fail_on_significant_drop: Annotated[bool, typer.Option("--fail-on-significant-drop", hidden=True, help="Old spelling of --fail-on significant-drop.")] = False,
     allow_dim_change: Annotated[bool, typer.Option("--allow-dim-change", help="Accept reports whose embedding dimension differs (two models on the same rows); row counts must still agree.")] = False,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
@@ -36,7 +42,7 @@ def compare_cmd(
     when |difference| > --tolerance. Exit 2 when the reports come from different commands,
     schema versions or inputs of another shape.
 
-    Example: embedcheck compare ci/baseline.aag.json aag.json --fail-on-significant-drop --max-drop aag=0.01
+    Example: embedcheck compare ci/baseline.aag.json aag.json --fail-on significant-drop --max-drop aag=0.01
     """
     from ..api.compare import compare
     from ..comparison import parse_max_drops
@@ -45,7 +51,7 @@ def compare_cmd(
     start_command(quiet)
     report: dict[str, Any] = compare(baseline_report, current_report, tolerance=tolerance,
                                      max_drop=parse_max_drops(list(max_drop or [])),
-                                     fail_on_significant_drop=fail_on_significant_drop,
+                                     fail_on_significant_drop=fail_on_significant_drop or fail_on is not None,
                                      allow_dim_change=allow_dim_change).to_dict()
 
     def view(r: dict[str, Any]) -> None:

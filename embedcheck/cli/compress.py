@@ -131,7 +131,8 @@ def sweep_cmd(
     id_field: Annotated[str, typer.Option("--id-field", help="Id field of the .jsonl rows (retrieval).")] = "id",
     label_field: Annotated[str, typer.Option("--label-field", help="Label field of a .jsonl labels file.")] = "label",
     score_field: Annotated[str, typer.Option("--score-field", help="Score field of a .jsonl STS file.")] = "score",
-    fail_below_retention: Annotated[Optional[list[str]], typer.Option("--fail-below-retention", metavar="METRIC=P", help="Gate: exit 1 when the --ship row keeps less than P % of METRIC (ndcg@10, recall@100, label_map, aag, sts_spearman). Repeatable.", show_default=False)] = None,
+    fail_below: Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="METRIC=P", help="Gate: exit 1 when the --ship row keeps less than P % of METRIC (ndcg@10, recall@100, label_map, aag, sts_spearman; P in percent of float32, e.g. 97). Repeatable.", show_default=False)] = None,
+    fail_below_retention: Annotated[Optional[list[str]], typer.Option("--fail-below-retention", metavar="METRIC=P", hidden=True, help="Old spelling of --fail-below METRIC=P.", show_default=False)] = None,
     ship: Annotated[str, typer.Option("--ship", metavar="FORMAT", help="The row the gates check (e.g. int8, dims:192,int8, binary+rescore).")] = "int8",
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Also draw retention against bytes per vector into this .png (needs matplotlib).", dir_okay=False, show_default=False)] = None,
     *,
@@ -151,8 +152,8 @@ def sweep_cmd(
     from .common import check_plot, hint, stderr_is_terminal, write_plot
 
     out.start()
-    with option_errors({"fail_below_retention": "--fail-below-retention", "ship": "--ship"}):
-        below = parse_retention(list(fail_below_retention or []))
+    with option_errors({"fail_below_retention": "--fail-below", "ship": "--ship"}):
+        below = parse_retention([*(fail_below or []), *(fail_below_retention or [])])
         precs = [p.strip() for p in precisions.split(",") if p.strip()] if precisions else None
         for p in precs or []:
             if p not in PRECISION_ROWS:
@@ -164,13 +165,13 @@ def sweep_cmd(
     ins = [p for group in (retrieval, labels, sts) if group for p in group]
     check_plot(plot, [*ins, calibration])
     with option_errors({"precisions": "--precisions", "rescore_multiplier": "--rescore-multiplier",
-                        "fail_below_retention": "--fail-below-retention", "retrieval": "--retrieval"}):
+                        "fail_below_retention": "--fail-below", "retrieval": "--retrieval"}):
         res = compress_sweep(retrieval=retrieval, labels=labels, sts=sts, calibration=calibration, precisions=precs,
                              rescore_multiplier=rescore_multiplier, resamples=resamples, seed=seed,
                              map_queries=map_queries, id_field=id_field, label_field=label_field,
                              score_field=score_field,
                              progress=(lambda m: hint(f"sweep: {m}")) if stderr_is_terminal() else None)
-    with option_errors({"format": "--ship", "metric": "--fail-below-retention"}):
+    with option_errors({"format": "--ship", "metric": "--fail-below"}):
         gates = retention_gates(res, below, ship) if below else []
     report = res.to_dict()
     if plot is not None:

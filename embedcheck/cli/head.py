@@ -53,7 +53,7 @@ _MLP = H.MLPParams()  # the defaults, written once (heads/params.py)
 
 
 @app.command("train-head")
-@reporting(gated=False, name="o")
+@reporting(gated=False, gates=True, name="o")
 def train_head(
     emb: EmbArg,
     labels: LabelsArg,

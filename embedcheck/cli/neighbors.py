@@ -13,7 +13,6 @@ from .common import (
     LabelFieldOpt,
     OptLabelsArg,
     SeedOpt,
-    in_range,
     progress,
 )
 from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
@@ -32,7 +31,7 @@ def neighbors_cmd(
     resamples: Annotated[int, typer.Option("--resamples", min=1, help="Bootstrap resamples (over query rows) of the 95% intervals.")] = 1000,
     block_mb: Annotated[int, typer.Option("--block-mb", min=1, help="Work memory of one block of query rows against a 4,096-row column tile, in MB (plus one float32 copy of a matrix).")] = 128,
     seed: SeedOpt = 0,
-    min_overlap: Annotated[Optional[float], typer.Option("--min-overlap", callback=in_range(0, 1), help="Gate: exit 1 when the mean overlap@k is below this (0 to 1).", show_default=False)] = None,
+    min_overlap: Annotated[Optional[float], typer.Option("--min-overlap", hidden=True, help="Gate (old spelling of --fail-below overlap=X): exit 1 when the mean overlap@k is below this (0 to 1).", show_default=False)] = None,
     against: AgainstOpt = None,
     margin: MarginOpt = None,
     fail_on: FailOnOpt = None,
@@ -49,15 +48,13 @@ def neighbors_cmd(
     With --against A2 --against B2 (a second pair of embeddings of the same rows), 'paired'
     compares the two comparisons on the same resampled query rows.
 
-    Example: embedcheck neighbors test.npy test.fused.npy test.jsonl --k 10 --min-overlap 0.5
+    Example: embedcheck neighbors test.npy test.fused.npy test.jsonl --k 10 --fail-below 0.5
     """
     from ..api.neighbors import neighbors
-    from ..errors import InputError
-    from ..gates import add_gates, min_gate
+    from ..gates import add_gates
 
+    out.gate("overlap", min_overlap, option="--min-overlap")
     out.start()
-    if min_overlap is not None and not 0.0 <= min_overlap <= 1.0:
-        raise InputError(f"--min-overlap must be in [0, 1], got {min_overlap}")
     margins = parse_margins(margin)
     pair = check_paired_options(against, 2, margins, fail_on, "A and B")
     with progress() as bar:
@@ -66,6 +63,5 @@ def neighbors_cmd(
                         block_mb=block_mb, seed=seed, against=pair, margins=margins or None,
                         progress=lambda done, total: bar.update(task, completed=done, total=total))
     report = rep.to_dict()
-    add_gates(report, [min_gate("overlap", rep["overlap"], min_overlap) if min_overlap is not None else None,
-                       *paired_gates(rep.results.get("paired"), fail_on)])
+    add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
     out.finish(report, title=f"neighbors — {a.name} vs {b.name} (k = {k})")

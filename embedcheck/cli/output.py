@@ -99,9 +99,11 @@ def print_gates(console: Any, report: dict[str, Any], fmt: Callable[[Any], str] 
     end of every terminal view."""
     if isinstance(report.get("paired"), dict):
         render_paired(console, report["paired"], fmt)
+    from ..gates import verdict_line
+
     for g in report.get("gates", []):
-        mark = "[green]PASS[/green]" if g["passed"] else "[red]FAIL[/red]"
-        console.print(f"{mark} {g['name']} = {fmt(g['value'])} (needs {g['op']} {g['threshold']:g})")
+        word, rest = verdict_line(g, fmt).split(" ", 1)
+        console.print(f"[green]{word}[/green] {rest}" if g["passed"] else f"[red]{word}[/red] {rest}", markup=True)
 
 
 def render_comparison(comparison: dict[str, Any], console: Any = None, title: Optional[str] = None) -> None:

@@ -27,11 +27,10 @@ from .common import (  # --baseline: compared in finish()
     ReportOpt,
     finish,
     hint,
-    in_range,
     progress,
     start_command,
 )
-from .output import add_gates, min_gate, print_gates
+from .output import add_gates, print_gates
 from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
@@ -57,9 +56,6 @@ PlotsOpt = Annotated[Optional[Path], typer.Option(
 PaperConvOpt = Annotated[bool, typer.Option(
     "--paper-conversions", help="Use the paper's litre→gallon factor ×3.785 (physically inverted) instead of "
     "the correct ×0.264172, to reproduce its conversion figure.")]
-FailBelowOpt = Annotated[Optional[float], typer.Option(
-    "--fail-below", callback=in_range(-50, 100),
-    help="Gate: exit 1 when the Table 1 AVG (x100: (τ + PACC) / 2, -50 to 100) is below this.", show_default=False)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -77,18 +73,13 @@ def render(report: dict[str, Any]) -> None:
     print_gates(console, report, view.paper_number)
 
 
-def _check_gate_tables(which: Any, fail_below: Optional[float]) -> None:
-    """Refuse --fail-below without Table 1 before anything is computed or written."""
-    if fail_below is not None and 1 not in which:
-        raise InputError("--fail-below gates the Table 1 AVG; include table 1 in --tables")
-
-
-def _gates(report: dict[str, Any], fail_below: Optional[float]) -> None:
-    if fail_below is None:
-        return
-    if "table1" not in report:
-        raise InputError("--fail-below gates the Table 1 AVG; include table 1 in --tables")
-    add_gates(report, [min_gate("table1_avg", report["table1"]["avg"], fail_below)])
+def _check_gate_tables(which: Any, out: Output) -> None:
+    """Refuse a gate on a table that is not computed (``--fail-below X`` gates the Table 1 AVG)
+    before anything is computed or written."""
+    for g in out.gates:
+        table = int(g.figure[5]) if g.figure and g.figure.startswith("table") and g.figure[5:6].isdigit() else None
+        if table is not None and table not in which:
+            raise InputError(f"{g.text} gates {g.figure}; include table {table} in --tables")
 
 
 # --------------------------------------------------------------------------------------------
@@ -144,7 +135,6 @@ def score_cmd(
     tables: TablesOpt = None,
     plots: PlotsOpt = None,
     paper_conversions: PaperConvOpt = False,
-    fail_below: FailBelowOpt = None,
     against: AgainstOpt = None,
     margin: MarginOpt = None,
     fail_on: FailOnOpt = None,
@@ -163,13 +153,12 @@ def score_cmd(
     from ..api.physscore import physscore
 
     out.start()
-    _check_gate_tables(ps_tables.parse_tables(tables), fail_below)
+    _check_gate_tables(ps_tables.parse_tables(tables), out)
     margins = parse_margins(margin)
     pair = check_paired_options(against, 1, margins, fail_on, "EMBEDDINGS")
     rep = physscore(embeddings, phrases, model=model, tables=tables, plots=plots,
                     paper_conversions=paper_conversions, against=pair[0] if pair else None, margins=margins or None)
     report = rep.to_dict()
-    _gates(report, fail_below)
     if pair:
         add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
     out.finish(report, title="PhysScore", renderer=render)
@@ -186,7 +175,6 @@ def run_cmd(
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Encoding batch size (the protocol's is 32).")] = 32,
     device: Annotated[Optional[str], typer.Option("--device", help="torch device (default: auto).", show_default=False)] = None,
     backend: Annotated[str, typer.Option("--backend", help="auto (default: the torch-free fast path where the model allows it), torch, onnx or onnx-int8, as for embed. --backend torch reproduces the paper's Table 3 to the last digit (the fast path's vectors differ by ~1e-7 and move the probe by 0.01).")] = "auto",
-    fail_below: FailBelowOpt = None,
     *,
     out: Output,
 ) -> None:
@@ -199,11 +187,10 @@ def run_cmd(
     from ..api.physscore import physscore_run
 
     out.start()
-    _check_gate_tables(ps_tables.parse_tables(tables), fail_below)
+    _check_gate_tables(ps_tables.parse_tables(tables), out)
     with progress() as bar:
         task = bar.add_task("embedding phrases", total=None, info="")
         report = physscore_run(model=model, tables=tables, plots=plots, paper_conversions=paper_conversions,
                                batch_size=batch_size, device=device, backend=backend, hint=hint,
                                on_progress=lambda k: bar.update(task, advance=k)).to_dict()
-    _gates(report, fail_below)
     out.finish(report, title="PhysScore", renderer=render)

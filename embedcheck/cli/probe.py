@@ -7,12 +7,11 @@ from typing import Annotated, Optional
 import typer
 
 from ._app import app
-from .common import (  # --baseline: compared in finish()
+from .common import (  # --baseline and --fail-below: in out.start() / out.finish()
     LabelFieldOpt,
     SeedOpt,
-    in_range,
 )
-from .output import add_gates, min_gate
+from .output import add_gates
 from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
@@ -34,7 +33,6 @@ def probe_cmd(
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Few-shot: number of seeded draws.")] = 10,
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals of accuracy and macro-F1 (bootstrap over test rows); 0: none.")] = 1000,
     seed: SeedOpt = 0,
-    fail_below: Annotated[Optional[float], typer.Option("--fail-below", callback=in_range(0, 100), help="Gate: exit 1 when accuracy (x100, 0 to 100; few-shot: mean) is below this.")] = None,
     against: AgainstOpt = None,
     margin: MarginOpt = None,
     fail_on: FailOnOpt = None,
@@ -54,14 +52,12 @@ def probe_cmd(
     """
     from ..api.probe import probe
 
-    out.start()
+    out.start(primary="few_shot.accuracy_mean" if shots is not None else None)  # a bare --fail-below X: accuracy
     margins = parse_margins(margin)
     pair = check_paired_options(against, 2, margins, fail_on, "TRAIN and TEST")
     rep = probe(train, train_labels, test, test_labels, label_field=label_field, C=C, max_iter=max_iter,
                 standardize=standardize, shots=shots, repeats=repeats, resamples=resamples, seed=seed,
                 against=pair, margins=margins or None)
     report = rep.to_dict()
-    gate_value = rep["few_shot"]["accuracy_mean"] if shots is not None else rep["accuracy"]
-    add_gates(report, [min_gate("accuracy", gate_value, fail_below) if fail_below is not None else None,
-                       *paired_gates(rep.results.get("paired"), fail_on)])
+    add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
     out.finish(report, title="Linear probe")

@@ -17,12 +17,23 @@ from __future__ import annotations
 
 import functools
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..errors import InputError
-from .common import BaselineOpt, FormatOpt, JsonOpt, MaxDropOpt, OutputFormat, QuietOpt, ReportOpt, ToleranceOpt
+from .common import (
+    BaselineOpt,
+    FailAboveOpt,
+    FailBelowOpt,
+    FormatOpt,
+    JsonOpt,
+    MaxDropOpt,
+    OutputFormat,
+    QuietOpt,
+    ReportOpt,
+    ToleranceOpt,
+)
 
 
 @dataclass
@@ -36,19 +47,45 @@ class Output:
     baseline: Optional[Path] = None
     max_drop: Optional[list[str]] = None
     tolerance: float = 0.0
+    fail_below: Optional[list[str]] = None
+    fail_above: Optional[list[str]] = None
+    gates: list[Any] = field(default_factory=list)  #: the asked-for gates (``GateSpec``), resolved by start()
 
-    def start(self) -> None:
+    def gate(self, figure: str, bound: Optional[float], op: str = ">=", *, option: str) -> None:
+        """A gate given by an old spelling (``--fail-map-below X`` is ``--fail-below label_map.map=X``):
+        kept as a hidden alias of the one spelling; call before :meth:`start`."""
+        from ..gates import GateSpec
+
+        if bound is not None:
+            self.gates.append(GateSpec(figure, op, float(bound), f"{option} {bound:g}"))
+
+    def start(self, *, primary: Optional[str] = None, figures: Optional[dict[str, Any]] = None) -> None:
         """The first line of every command (``--quiet``, finite float options, no output over an
-        input, a readable ``--baseline`` of this command)."""
-        from .common import start_command
+        input, a readable ``--baseline`` of this command), then every asked-for gate checked against
+        the command's declared figures (:func:`embedcheck.gates.resolve_gates`: the figure exists,
+        the bound is in the unit it is printed in) — before anything is read. ``primary``: the
+        figure a bare ``--fail-below X`` gates when it is not the declared one (probe's few-shot mean);
+        ``figures``: the figures this run reports, when they depend on its options (retrieve's cut-offs)."""
+        from ..gates import parse_gate, resolve_gates
+        from ..schemas import figures_of
+        from .common import command_name, start_command
 
         start_command(self.quiet, baseline=self.baseline, max_drop=self.max_drop)
+        specs = [parse_gate(x, ">=") for x in self.fail_below or []] + [parse_gate(x, "<=") for x in self.fail_above or []]
+        if specs or self.gates:
+            name = command_name() or ""
+            self.gates = resolve_gates([*specs, *self.gates], figures if figures is not None else figures_of(name),
+                                       command=name, primary=primary)
 
     def finish(self, report: Any, *, title: str, renderer: Optional[Callable[[dict[str, Any]], None]] = None) -> None:
         """Compare with ``--baseline``, print, write ``--report``, exit 1 when a gate failed."""
+        from ..gates import evaluate
         from .common import finish
 
         d = report.to_dict() if hasattr(report, "to_dict") else report
+        if self.gates:
+            asked = evaluate(d, self.gates)
+            d["gates"] = [*asked, *d.get("gates", [])]
         finish(d, title=title, as_json=self.as_json, fmt=self.fmt, report_file=self.report_file,
                renderer=renderer, baseline=self.baseline, max_drop=self.max_drop, tolerance=self.tolerance)
 
@@ -56,13 +93,16 @@ class Output:
 _OUTPUT = [("as_json", JsonOpt, False), ("fmt", FormatOpt, None), ("report_file", ReportOpt, None),
            ("quiet", QuietOpt, False)]
 _BASELINE = [("baseline", BaselineOpt, None), ("max_drop", MaxDropOpt, None), ("tolerance", ToleranceOpt, 0.0)]
+_GATES = [("fail_below", FailBelowOpt, None), ("fail_above", FailAboveOpt, None)]
 
 
-def reporting(*, gated: bool = True, name: str = "out") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def reporting(*, gated: bool = True, name: str = "out", gates: Optional[bool] = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator (under ``@app.command``): the command takes ``out: Output`` (or the keyword
     ``name``, where ``out`` is taken) instead of the reporting options, which appear in its
-    ``--help`` after its own options. ``gated=False``: no ``--baseline`` options."""
-    extra = (_BASELINE if gated else []) + _OUTPUT
+    ``--help`` after its own options. ``gated=False``: no ``--baseline`` options. ``gates`` (default:
+    ``gated``): the one gate spelling, ``--fail-below [FIGURE=]X`` and ``--fail-above [FIGURE=]X``
+    on the command's declared figures."""
+    extra = (_GATES if (gated if gates is None else gates) else []) + (_BASELINE if gated else []) + _OUTPUT
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         sig = inspect.signature(fn, eval_str=True)

@@ -37,25 +37,6 @@ def parse_k(text: str) -> list[int]:
     return ks
 
 
-def parse_gates(items: list[str]) -> list[tuple[str, float]]:
-    """``ndcg@10=0.6`` → ``("ndcg@10", 0.6)``; the metric is checked against the report later."""
-    import math
-
-    from ..errors import InputError
-
-    out = []
-    for it in items:
-        name, sep, value = it.partition("=")
-        try:
-            x = float(value)
-        except ValueError:
-            x = float("nan")
-        if not sep or not name.strip() or not math.isfinite(x):
-            raise InputError(f"--fail-below {it!r}: expected METRIC=X, e.g. ndcg@10=0.6")
-        out.append((name.strip(), x))
-    return out
-
-
 def render(report: dict[str, Any], title: str) -> None:
     """Terminal view: one row per metric family, one column per cut-off, then the main score with
     its interval and the counts (the JSON has every interval)."""
@@ -93,7 +74,6 @@ def retrieve_cmd(
     doc_id_field: Annotated[str, typer.Option("--doc-field", help="Sidecar field holding the document ids.")] = "id",
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Bootstrap resamples over queries of the 95% intervals; 0: none.")] = 1000,
     seed: SeedOpt = 0,
-    fail_below: Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="METRIC=X", help="Gate: exit 1 when METRIC (ndcg@10, map@100, recall@1000, p@5, mrr@10; 0 to 1) is below X. Repeatable.", show_default=False)] = None,
     mteb_json: Annotated[Optional[Path], typer.Option("--mteb-json", help="Also write MTEB's result JSON (TaskResult layout) to this file.", dir_okay=False, show_default=False)] = None,
     task_name: Annotated[str, typer.Option("--task-name", help="With --mteb-json: the MTEB task name (e.g. SciFact).")] = "Retrieval",
     dataset_revision: Annotated[str, typer.Option("--revision", help="With --mteb-json: the data set revision recorded.")] = "unknown",
@@ -116,18 +96,20 @@ def retrieve_cmd(
     compares nDCG@10 (and every metric given a --margin, e.g. recall@100=0.01) on the same
     resampled queries.
 
+    Gates: --fail-below X (nDCG@10, a fraction), --fail-below METRIC=X (map@100, recall@1000 ...).
+
     Example: embedcheck retrieve q.npy corpus.npy qrels.tsv --fail-below ndcg@10=0.6
     """
     import embedcheck
 
-    from ..errors import InputError
+    from ..geometry.retrieval import _figures
     from .common import option_errors
-    from .output import add_gates, min_gate
+    from .output import add_gates
 
-    out.start()
-    check_engine(engine, address)
     ks = parse_k(k)
-    gates = parse_gates(list(fail_below or []))
+    # --fail-below METRIC=X (ndcg@10, map@100, recall@1000, p@5, mrr@10: fractions, 0 to 1) at these cut-offs
+    out.start(figures=_figures(sorted({*ks, 10})))
+    check_engine(engine, address)
     margins = parse_margins(margin)
     pair = check_paired_options(against, 2, margins, fail_on, "QUERIES and CORPUS")
     if mteb_json is not None:
@@ -142,13 +124,7 @@ def retrieve_cmd(
                                   doc_id_field=doc_id_field, against=pair, margins=margins or None,
                                   progress=lambda done, total: bar.update(task, completed=done, total=total))
     report: dict[str, Any] = rep.to_dict()
-    for name, _ in gates:
-        try:
-            rep.metric(name)
-        except InputError as exc:
-            raise InputError(f"--fail-below {name}: {exc}") from None
-    add_gates(report, [*(min_gate(name, rep.metric(name), x) for name, x in gates),
-                       *paired_gates(rep.paired, fail_on)])
+    add_gates(report, paired_gates(rep.paired, fail_on))
     if mteb_json is not None:
         from ..io.mteb import write_task_result
 

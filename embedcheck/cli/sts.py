@@ -8,11 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from ._app import app
-from .common import (  # --baseline: compared in finish()
-    SeedOpt,
-    in_range,
-)
-from .output import add_gates, min_gate
+from .common import SeedOpt  # --baseline and --fail-below: in out.start() / out.finish()
+from .output import add_gates
 from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
@@ -26,7 +23,6 @@ def sts_cmd(
     score_field: Annotated[str, typer.Option("--score-field", help="Field of the gold score in a .jsonl file.")] = "score",
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals of Spearman and Pearson (bootstrap over pairs); 0: none.")] = 1000,
     seed: SeedOpt = 0,
-    fail_below: Annotated[Optional[float], typer.Option("--fail-below", callback=in_range(-100, 100), help="Gate: exit 1 when Spearman x100 (-100 to 100) is below this.")] = None,
     against: AgainstOpt = None,
     margin: MarginOpt = None,
     fail_on: FailOnOpt = None,
@@ -59,6 +55,5 @@ def sts_cmd(
         write_json(mteb_json, {"cosine_spearman": rep["spearman"] / 100, "cosine_pearson": rep["pearson"] / 100},
                    main_score="cosine_spearman", task_name=task_name, extra={"n": rep["n"]})
     report = rep.to_dict()
-    add_gates(report, [min_gate("spearman", rep["spearman"], fail_below) if fail_below is not None else None,
-                       *paired_gates(rep.results.get("paired"), fail_on)])
+    add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
     out.finish(report, title="STS")

@@ -18,12 +18,11 @@ from .common import (
     in_range,
     option_errors,
 )
-from .output import add_gates, min_gate
 from .reporting import Output, reporting
 
 
 @app.command("threshold")
-@reporting(gated=False)
+@reporting(gated=False, gates=True)
 def threshold_cmd(
     a: Annotated[str, typer.Argument(help="Embeddings of the first item of each pair (.npy).", show_default=False)],
     b: Annotated[str, typer.Argument(help="Embeddings of the second item, row i paired with row i of A.", show_default=False)],
@@ -32,7 +31,7 @@ def threshold_cmd(
     match_at: Annotated[Optional[float], typer.Option("--match-at", help="LABELS are scores: a match when >= this (STS-B: 4.0).", show_default=False)] = None,
     precision: Annotated[float, typer.Option("--precision", callback=in_range(0, 1, lo_open=True), help="Target precision in (0, 1] of the calibrated threshold.")] = 0.95,
     check: Annotated[Optional[float], typer.Option("--check", metavar="T", callback=in_range(-1, 1), help="A threshold from elsewhere: its precision, recall and floor percentile here.", show_default=False)] = None,
-    fail_if_below_floor_pct: Annotated[Optional[float], typer.Option("--fail-if-below-floor-pct", metavar="P", callback=in_range(0, 100), help="Gate: with --check, exit 1 when T sits below the P-th percentile of unrelated pairs.", show_default=False)] = None,
+    fail_if_below_floor_pct: Annotated[Optional[float], typer.Option("--fail-if-below-floor-pct", metavar="P", hidden=True, help="Gate (old spelling of --fail-below check.floor_percentile=P): with --check, exit 1 when T sits below the P-th percentile of unrelated pairs.", show_default=False)] = None,
     corpus: Annotated[Optional[str], typer.Option("--corpus", metavar="EMB", help="Count the corpus pairs at or above each threshold (.npy or shard set).", show_default=False)] = None,
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Bootstrap resamples of the threshold intervals; 0: none.")] = 1000,
     seed: SeedOpt = 0,
@@ -50,20 +49,20 @@ def threshold_cmd(
     pairs at or above it.
 
     Example: embedcheck threshold s1.npy s2.npy s1.jsonl --label-field score
-    --match-at 4 --check 0.82
+    --match-at 4 --check 0.82 --fail-below check.floor_percentile=99
     """
     from ..api.threshold import threshold
 
+    out.gate("check.floor_percentile", fail_if_below_floor_pct, option="--fail-if-below-floor-pct")
     out.start()
     check_engine(engine, address)
-    if fail_if_below_floor_pct is not None and check is None:
-        from ..errors import InputError
+    for g in out.gates:
+        if g.figure and g.figure.startswith("check.") and check is None:
+            from ..errors import InputError
 
-        raise InputError("--fail-if-below-floor-pct needs --check T (the threshold to judge)")
+            raise InputError(f"{g.text} needs --check T (the threshold to judge)")
     with option_errors({"precision": "--precision", "check": "--check", "match_at": "--match-at"}):
         res = threshold(a, b, labels, precision=precision, match_at=match_at, label_field=label_field, check=check,
                         corpus=corpus, resamples=resamples, seed=seed, engine=engine.value, address=address)
     report = res.to_dict()
-    if fail_if_below_floor_pct is not None and res.check is not None:
-        add_gates(report, [min_gate("check.floor_percentile", res.check.floor_percentile, fail_if_below_floor_pct)])
     out.finish(report, title="threshold")

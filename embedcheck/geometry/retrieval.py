@@ -39,6 +39,7 @@ import numpy as np
 from ..errors import InputError
 from ..result import Figure, Result, hidden, optional
 from ..rows import unit_rows
+from ..schemas import FRACTION
 from . import intervals
 
 TIE_RULE = ("score descending (float32 cosine, MTEB's cos_sim); equal scores: document id descending "
@@ -273,8 +274,10 @@ def bootstrap_intervals(per_query: dict[str, np.ndarray], resamples: int, seed: 
 # ---- the report ------------------------------------------------------------------------------
 
 def _figures(k_values: Sequence[int] = K_VALUES) -> dict[str, Figure]:
+    """The declared figures of a run at cut-offs ``k_values`` (nDCG@10 the headline and primary)."""
     return {f"metrics.{f}_at_{k}": Figure("higher", headline=(f == "ndcg" and k == 10),
-                                          interval=f"metrics.{f}_at_{k}_ci95")
+                                          interval=f"metrics.{f}_at_{k}_ci95", primary=(f == "ndcg" and k == 10),
+                                          unit=FRACTION, range=(0, 1))
             for f in FAMILIES for k in k_values}
 
 

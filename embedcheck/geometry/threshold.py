@@ -39,6 +39,7 @@ import numpy as np
 from ..errors import InputError
 from ..result import Figure, Result, hidden, optional
 from ..rows import unit_rows
+from ..schemas import COSINE, FRACTION, PERCENT
 
 #: rows of A per block of the floor count (block x n float64 products)
 FLOOR_BLOCK = 1024
@@ -264,11 +265,16 @@ class ThresholdResult(Result):
 
     command: ClassVar[str] = "threshold"
     figures: ClassVar[dict[str, Figure]] = {
-        "average_precision": Figure("higher"),
-        "best_f1.f1": Figure("higher"),
-        "at_precision.recall": Figure("higher"),
-        "at_precision.threshold": Figure("higher", headline=False, interval="at_precision.threshold_ci95"),
-        "best_f1.threshold": Figure("higher", headline=False, interval="best_f1.threshold_ci95"),
+        "average_precision": Figure("higher", primary=True, unit=FRACTION, range=(0, 1)),
+        "best_f1.f1": Figure("higher", unit=FRACTION, range=(0, 1)),
+        "at_precision.recall": Figure("higher", unit=FRACTION, range=(0, 1)),
+        "at_precision.threshold": Figure("higher", headline=False, interval="at_precision.threshold_ci95",
+                                         unit=COSINE, range=(-1, 1)),
+        "best_f1.threshold": Figure("higher", headline=False, interval="best_f1.threshold_ci95", unit=COSINE,
+                                    range=(-1, 1)),
+        "check.floor_percentile": Figure("higher", headline=False, always=False, unit=PERCENT, range=(0, 100)),
+        "check.precision": Figure("higher", headline=False, always=False, unit=FRACTION, range=(0, 1)),
+        "check.recall": Figure("higher", headline=False, always=False, unit=FRACTION, range=(0, 1)),
     }
 
     n: int
@@ -284,6 +290,7 @@ class ThresholdResult(Result):
     corpus: Optional[dict[str, Any]] = optional()
     curve: list[dict[str, float]] = field(default_factory=list)
     ci_method: Optional[str] = optional()
+    inputs: Optional[dict[str, Any]] = optional()  #: ``rows_matched_by``: how B and the labels met A's rows
     precision_curve: Optional[np.ndarray] = hidden()
     recall_curve: Optional[np.ndarray] = hidden()
     thresholds: Optional[np.ndarray] = hidden()

@@ -1,39 +1,185 @@
-"""The ids of an embedding artifact's rows, from its sidecar (for checking that two embeddings hold
-the same rows)."""
+"""Rows matched by id: the ids of an input's rows (an embedding's sidecar, a labels / scores
+table's ``id`` column) and :func:`match_rows`, the one rule every command applies when two of
+its inputs describe the same rows.
+
+When both inputs carry ids they must be the same set: in the same order they are used as they
+are (matched by ``"id"``); in another order the second is reordered to the first (and a notice
+says so once, through :func:`set_notice_sink`); a different set is refused in one line with the
+counts. When either input has no ids, rows are matched by position (``"position"``) and only the
+counts are checked (by the caller's reader). Reports record which under
+``inputs.rows_matched_by`` (input → ``"id"`` or ``"position"``).
+
+>>> m = match_rows(["a", "b", "c"], ["c", "a", "b"], names=("EMB x.npy", "labels y.jsonl"))
+>>> m.by, m.order.tolist()
+('id', [1, 2, 0])
+>>> match_rows(["a", "b"], None, names=("x", "y")).by
+'position'
+>>> match_rows(["a", "b"], ["a", "z"], names=("EMB x.npy", "labels y.jsonl"))
+Traceback (most recent call last):
+...
+embedcheck.errors.InputError: labels y.jsonl and EMB x.npy hold different rows: 2 ids in EMB x.npy, 2 in labels y.jsonl, 1 shared (1 only in EMB x.npy, e.g. 'b'; 1 only in labels y.jsonl, e.g. 'z'); give files of the same rows
+"""
 
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
 
 from ..errors import InputError
 
+ID_FIELD = "id"
 
-def row_ids(path: str) -> Optional[list[Any]]:
+#: where the one-line "aligned by id" notice goes (the CLI routes it to stderr); None: nowhere
+_sink: list[Optional[Callable[[str], None]]] = [None]
+
+
+def set_notice_sink(fn: Optional[Callable[[str], None]]) -> None:
+    """Send the notices of :func:`match_rows` (an input reordered by id) to ``fn`` (None: drop them)."""
+    _sink[0] = fn
+
+
+def notice(msg: str) -> None:
+    if _sink[0] is not None:
+        _sink[0](msg)
+
+
+@dataclass(frozen=True)
+class Matched:
+    """How the rows of an input were matched to the reference input's rows."""
+
+    by: str  #: ``"id"`` or ``"position"``
+    order: Optional[np.ndarray] = None  #: row ``i`` of the reference is row ``order[i]`` of the input; None: same order
+
+    def apply(self, values: Any) -> Any:
+        """``values`` (an array of the input's rows) in the reference's row order."""
+        return values if self.order is None else np.asarray(values)[self.order]
+
+
+def _key(v: Any) -> str:
+    """Ids compare as text: ``5`` (a JSON int) and ``"5"`` (a CSV cell) are one id."""
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+def match_rows(ref_ids: Optional[Sequence[Any]], ids: Optional[Sequence[Any]], *,
+               names: tuple[str, str]) -> Matched:
+    """Match the rows of an input (``ids``) to a reference input's rows (``ref_ids``); ``names``
+    word the two inputs in messages (``("EMB x.npy", "labels y.jsonl")``).
+
+    Both ids given: the same set is required (else one :class:`InputError` with the counts); a
+    different order gives :attr:`Matched.order` and one notice. Either None: by position."""
+    if ref_ids is None or ids is None:
+        return Matched("position")
+    ref = [_key(v) for v in ref_ids]
+    own = [_key(v) for v in ids]
+    if ref == own:
+        return Matched("id")
+    ref_name, name = names
+    sa, sb = set(ref), set(own)
+    if sa != sb:
+        only_a, only_b = [v for v in ref if v not in sb], [v for v in own if v not in sa]
+        parts = [f"{len(set(only_a))} only in {ref_name}" + (f", e.g. {only_a[0]!r}" if only_a else ""),
+                 f"{len(set(only_b))} only in {name}" + (f", e.g. {only_b[0]!r}" if only_b else "")]
+        raise InputError(f"{name} and {ref_name} hold different rows: {len(ref)} ids in {ref_name}, {len(own)} in "
+                         f"{name}, {len(sa & sb)} shared ({'; '.join(parts)}); give files of the same rows")
+    for side, vals in ((ref_name, ref), (name, own)):
+        if len(set(vals)) != len(vals):
+            seen: set[str] = set()
+            dup = next(v for v in vals if v in seen or seen.add(v))  # type: ignore[func-returns-value]
+            raise InputError(f"{name} and {ref_name} hold the same ids in another order, but {side} repeats id "
+                             f"{dup!r}, so its rows cannot be matched by id; give unique ids or the same order")
+    if len(ref) != len(own):  # pragma: no cover - equal sets of unique ids have equal lengths
+        raise InputError(f"{name} has {len(own)} rows but {ref_name} has {len(ref)}")
+    where = {v: i for i, v in enumerate(own)}
+    order = np.fromiter((where[v] for v in ref), dtype=np.int64, count=len(ref))
+    notice(f"{name}: rows in another order than {ref_name}; matched by id")
+    return Matched("id", order)
+
+
+def row_ids(path: Any) -> Optional[list[Any]]:
     """The ``id`` of every row from the sidecar (``X.jsonl`` beside ``X.npy``, or a shard set's
-    sidecars); None when there is no sidecar or a row has no id."""
+    sidecars); None when ``path`` is not a file path, there is no sidecar or a row has no id."""
     from .shards import is_shard_set, sidecar_field
 
+    if not isinstance(path, (str, os.PathLike)):
+        return None
+    path = str(path)
     try:
         if is_shard_set(path):
-            return sidecar_field(path, "id")
+            return sidecar_field(path, ID_FIELD)
     except InputError:
         return None
-    stem = Path(path).with_suffix("")
-    side = Path(f"{stem}.jsonl")
+    if Path(path).suffix.lower() != ".npy":
+        return None
+    side = Path(path).with_suffix(".jsonl")
     if not side.is_file():
         return None
+    return _jsonl_ids(side)
+
+
+def _jsonl_ids(path: Path) -> Optional[list[Any]]:
     ids = []
-    with open(side, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            for line in f:
+                if not line.strip():
+                    continue
                 r = json.loads(line)
-            except json.JSONDecodeError:
-                return None
-            if not isinstance(r, dict) or "id" not in r:
-                return None
-            ids.append(r["id"])
+                if not isinstance(r, dict) or ID_FIELD not in r:
+                    return None
+                ids.append(r[ID_FIELD])
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
     return ids
+
+
+def table_ids(path: Any) -> Optional[list[Any]]:
+    """The ``id`` column of a labels / scores file (``.jsonl``, ``.csv``, ``.tsv``, ``.parquet``) or
+    the sidecar ids of a shard set; None for other inputs (arrays, ``.npy``, ``.txt``) or when a
+    row has no id."""
+    from .shards import is_shard_set
+    from .tables import TABLE_SUFFIXES, read_table
+
+    if not isinstance(path, (str, os.PathLike)):
+        return None
+    if is_shard_set(path):
+        return row_ids(path)
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix not in TABLE_SUFFIXES or not p.is_file():
+        return None
+    if suffix in (".jsonl", ".ndjson"):
+        return _jsonl_ids(p)
+    try:
+        rows = read_table(p, "labels")
+    except InputError:
+        return None
+    if not rows or any(ID_FIELD not in r for r in rows):
+        return None
+    return [str(r[ID_FIELD]).strip() for r in rows]
+
+
+def match_input(ref: Any, other: Any, *, names: tuple[str, str], other_is_table: bool = True) -> Matched:
+    """:func:`match_rows` of two inputs by their ids: ``ref`` an embedding (its sidecar ids),
+    ``other`` a labels / scores table (its ``id`` column; ``other_is_table=False``: another
+    embedding, its sidecar ids)."""
+    ids = table_ids(other) if other_is_table else row_ids(other)
+    if ids is None:
+        return Matched("position")
+    return match_rows(row_ids(ref), ids, names=names)
+
+
+def match_pair_sides(a: Any, b: Any, *, names: tuple[str, str]) -> Matched:
+    """The two sides of pairs (row ``i`` of A with row ``i`` of B; sts, threshold, anisotropy): their
+    items may differ (queries and documents), so ids of different sets mean "paired by position";
+    the same ids in another order mean the same items shuffled, and B is matched to A by id."""
+    ids_a, ids_b = row_ids(a), row_ids(b)
+    if ids_a is None or ids_b is None or {_key(v) for v in ids_a} != {_key(v) for v in ids_b}:
+        return Matched("position")
+    return match_rows(ids_a, ids_b, names=names)

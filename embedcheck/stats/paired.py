@@ -407,17 +407,16 @@ def permutation_null(a: np.ndarray, b: np.ndarray, statistic: Statistic, unit_of
 
 
 def check_same_rows(ids_a: Optional[list[Any]], ids_b: Optional[list[Any]], n_a: int, n_b: int,
-                    names: tuple[str, str] = ("A", "B")) -> None:
+                    names: tuple[str, str] = ("A", "B")) -> Any:
     """A and B describe the same rows: the same row count and, when both sidecars carry ids, the
-    same ids in the same order; else an InputError naming both."""
+    same set of ids (:func:`embedcheck.io.rowids.match_rows`, the one rule: another order is
+    matched by id); else an InputError naming both. Returns the match (``.order``: B's rows in A's order)."""
+    from ..io.rowids import match_rows
+
     if n_a != n_b:
         raise InputError(f"{names[0]} has {n_a} rows but {names[1]} has {n_b}; a paired comparison needs "
                          "embeddings of the same rows")
-    if ids_a is not None and ids_b is not None:
-        for i, (x, y) in enumerate(zip(ids_a, ids_b)):
-            if x != y:
-                raise InputError(f"{names[0]} and {names[1]} have different ids at row {i} ({x!r} vs {y!r}); "
-                                 "a paired comparison needs embeddings of the same rows in the same order")
+    return match_rows(ids_a, ids_b, names=names)
 
 
 __all__ = ["JACK_MAX", "RESAMPLES", "VERDICTS", "Paired", "PairedFigure", "acceleration", "bca_interval",
