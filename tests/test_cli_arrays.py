@@ -85,7 +85,8 @@ def test_sts_cli_matches_library(cli):
     assert rep.pop("ci_method") == want.pop("ci_method") == "percentile bootstrap over pairs, 1000 resamples, seed 0"
     from embedcheck.rows import content_sha256
 
-    assert rep.pop("inputs") == {"scores_sha256": content_sha256(gold)}  # the report's row fingerprint
+    assert rep.pop("inputs") == {"scores_sha256": content_sha256(gold),  # the report's row fingerprint
+                                 "rows_matched_by": {"B": "position", "scores": "position"}}  # no ids: by position
     assert rep == want  # JSON round-trips floats exactly
 
 

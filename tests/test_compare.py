@@ -267,7 +267,7 @@ def test_compare_of_two_embeddings_of_the_same_labelled_rows_points_to_the_paire
         assert cli(["aag", emb, lab, "--no-map", "--resamples", "50", "--report", tmp_path / f"{name}.json", "-q"]).exit_code in (0,)
     a = json.loads((tmp_path / "a.json").read_text())
     ys = [json.loads(line)["label"] for line in labels.read_text().splitlines() if line.strip()]
-    assert a["inputs"] == {"labels_sha256": content_sha256(ys)}
+    assert a["inputs"] == {"labels_sha256": content_sha256(ys), "rows_matched_by": {"labels": "position"}}
     res = cli(["compare", tmp_path / "a.json", tmp_path / "b.json", "--allow-dim-change", "--json"])
     assert res.exit_code == 0, res
     assert "ignores the pairing" in res.json()["pairing"] and a["inputs"]["labels_sha256"][:12] in res.json()["pairing"]

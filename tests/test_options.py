@@ -44,15 +44,21 @@ def float_options() -> list[tuple[tuple[str, ...], str, bool]]:
             if getattr(prm, "param_type_name", "") != "option" or not _is_float(prm):
                 continue
             opt = next(o for o in prm.opts if o.startswith("--"))
-            out.append((path, opt, (prm.help or "").startswith("Gate:")))
+            out.append((path, opt, (prm.help or "").startswith("Gate")))
     return out
+
+
+def gate_options() -> list[tuple[tuple[str, ...], str]]:
+    """(command path, option) of every ``--fail-below`` / ``--fail-above`` (the one gate spelling)."""
+    root = typer.main.get_command(app)
+    return [(path, o) for path, cmd in _walk(root) for prm in cmd.params
+            if getattr(prm, "param_type_name", "") == "option" for o in prm.opts if o in ("--fail-below", "--fail-above")]
 
 
 #: an out-of-range value for each float option (None: every finite value has a meaning)
 OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
     (("aag",), "--ci-level"): "1.5",
-    (("aag",), "--fail-below"): "2.5",  # AAG lies in [-2, 2]
-    (("aag",), "--fail-map-below"): "101",  # MAP x100 lies in [0, 100]
+    (("aag",), "--fail-map-below"): "101",  # MAP x100 lies in [0, 100] (the old spelling of --fail-below label_map.map=X)
     (("anisotropy",), "--min-gap-sd"): None,
     (("anisotropy",), "--max-floor-share"): None,  # floor / matched: any sign, any size
     (("anisotropy",), "--min-partner-first"): "1.5",  # a fraction
@@ -62,10 +68,6 @@ OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
     (("train-head",), "--scale"): "0",
     (("project",), "--alpha"): "1.5",
     (("probe",), "--C"): "0",
-    (("probe",), "--fail-below"): "101",  # accuracy x100
-    (("sts",), "--fail-below"): "-101",  # Spearman x100
-    (("physscore", "score"), "--fail-below"): "101",  # Table 1 AVG x100
-    (("physscore", "run"), "--fail-below"): "101",
     # --baseline's noise tolerance: a non-negative absolute difference
     **{(c, "--tolerance"): "-1" for c in (("aag",), ("anisotropy",), ("probe",), ("sts",), ("physscore", "score"),
                                          ("physscore", "run"), ("neighbors",), ("compare",), ("retrieve",))},
@@ -82,10 +84,9 @@ FLOATS = float_options()
 def test_every_float_option_is_listed():
     assert {(p, o) for p, o, _ in FLOATS} == set(OUT_OF_RANGE)
     gates = {(p, o) for p, o, g in FLOATS if g}
-    assert gates == {(("aag",), "--fail-below"), (("aag",), "--fail-map-below"), (("anisotropy",), "--min-gap-sd"),
+    # the float gates left are the old spellings, hidden aliases of --fail-below / --fail-above FIGURE=X
+    assert gates == {(("aag",), "--fail-map-below"), (("anisotropy",), "--min-gap-sd"),
                      (("anisotropy",), "--max-floor-share"), (("anisotropy",), "--min-partner-first"),
-                     (("probe",), "--fail-below"), (("sts",), "--fail-below"),
-                     (("physscore", "score"), "--fail-below"), (("physscore", "run"), "--fail-below"),
                      (("neighbors",), "--min-overlap"), (("threshold",), "--fail-if-below-floor-pct")}
 
 
@@ -171,3 +172,42 @@ def test_in_range_values_still_run(cli, work):
         assert res.json()["alpha"] == float(alpha)
     res = cli([*_base(("aag",), work), "--fail-below", "-2", "--json"])
     assert res.exit_code == 0 and res.json()["gates"][0]["passed"] is True, res
+
+
+#: every command with the one gate spelling, and a bound out of its primary figure's printed range
+GATE_OUT_OF_RANGE: dict[tuple[str, ...], str] = {
+    ("aag",): "2.5",  # AAG lies in [-2, 2]
+    ("probe",): "101",  # accuracy in percent
+    ("sts",): "-101",  # Spearman x100
+    ("physscore", "score"): "101",  # Table 1 AVG x100
+    ("physscore", "run"): "101",
+    ("neighbors",): "1.5",  # overlap: a fraction
+    ("threshold",): "1.5",  # average precision: a fraction
+    ("retrieve",): "60",  # nDCG@10: a fraction
+    ("train-head",): "3",  # AAG after training, in cosine units
+    ("anisotropy",): "raw.partner_ranked_first=1.5",  # the primary (gap in floor sds) has no bound
+}
+GATE_OPTS = gate_options()
+
+
+def test_every_measuring_command_has_the_one_gate_spelling():
+    """--fail-below and --fail-above on every command that declares figures; the old spellings are
+    hidden (absent from --help) but still accepted."""
+    assert {p for p, o in GATE_OPTS if o == "--fail-below"} == {*GATE_OUT_OF_RANGE, ("compress", "sweep")}
+    assert {p for p, o in GATE_OPTS if o == "--fail-above"} == set(GATE_OUT_OF_RANGE)
+    root = typer.main.get_command(app)
+    hidden = {o for _, cmd in _walk(root) for prm in cmd.params if getattr(prm, "hidden", False) for o in prm.opts}
+    assert {"--fail-map-below", "--min-overlap", "--fail-if-below-floor-pct", "--min-gap-sd", "--max-floor-share",
+            "--min-partner-first", "--gate-on", "--fail-below-retention", "--fail-on-significant-drop"} <= hidden
+
+
+@pytest.mark.parametrize("path", list(GATE_OUT_OF_RANGE), ids=[" ".join(p) for p in GATE_OUT_OF_RANGE])
+def test_gate_bound_refused_before_work(cli, work, path):
+    """nan/inf (an unset CI variable), a bound outside the figure's range and an unknown figure:
+    one line naming --fail-below, exit 2, nothing written."""
+    before = _snapshot(work)
+    for value in ("nan", "inf", "-inf", GATE_OUT_OF_RANGE[path], "no_such_figure=1"):
+        res = cli([*_base(path, work), "--fail-below", value, "--report", work / "r.json", "--json"])
+        assert_one_line_error(res)
+        assert "--fail-below" in res.stderr, (value, res.stderr)
+        assert _snapshot(work) == before

@@ -79,7 +79,7 @@ def test_bad_paired_inputs_are_one_line_errors(cli, other, tmp_path):
         (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
     res = cli(["aag", tmp_path / "x.npy", LABELS, "--against", tmp_path / "z.npy", "--no-map"])
     assert_one_line_error(res)
-    assert "hold different rows: 600 ids in" in res.stderr and "599 shared" in res.stderr
+    assert "hold different rows: 600 ids in A, 600 in B, 599 shared" in res.stderr
 
 
 def test_sts_paired_same_resamples_make_a_pure_shift_exact():

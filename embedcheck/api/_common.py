@@ -57,7 +57,8 @@ def labels_for(labels: Any, n: int, field: str = "label", what: str = "labels", 
     if isinstance(labels, (str, Path)):
         read = loader or (lambda p, k: load_labels(p, k, field=field, what=what))
         y = read(Path(labels), n)
-        m = match_input(rows, labels, names=(f"{label_of(rows, 'the embeddings')}", f"{what} {labels}"))
+        m = match_input(rows, labels, names=(f"embeddings {rows}" if isinstance(rows, (str, Path)) else "the embeddings",
+                                             f"{what} {labels}"), tags=("the embeddings", f"the {what}"))
         y = m.apply(y)
     else:
         y = np.asarray(labels)
@@ -106,7 +107,7 @@ def check_same_rows(a: Any, b: Any, n_a: int, n_b: int) -> Any:
     from ..stats.paired import check_same_rows as same
 
     same(None, None, n_a, n_b, names=(label_of(a, "A"), label_of(b, "B")))
-    return match_input(a, b, names=(label_of(a, "A"), label_of(b, "B")), other_is_table=False)
+    return match_input(a, b, names=(label_of(a, "A"), label_of(b, "B")), other_is_table=False, tags=("A", "B"))
 
 
 def in_order(x: Any, matched: Any, what: str) -> Any:

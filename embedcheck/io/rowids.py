@@ -68,9 +68,10 @@ def _key(v: Any) -> str:
 
 
 def match_rows(ref_ids: Optional[Sequence[Any]], ids: Optional[Sequence[Any]], *,
-               names: tuple[str, str]) -> Matched:
+               names: tuple[str, str], tags: Optional[tuple[str, str]] = None) -> Matched:
     """Match the rows of an input (``ids``) to a reference input's rows (``ref_ids``); ``names``
-    word the two inputs in messages (``("EMB x.npy", "labels y.jsonl")``).
+    word the two inputs in messages (``("EMB x.npy", "labels y.jsonl")``), ``tags`` are their short
+    forms for the counts (default: the names).
 
     Both ids given: the same set is required (else one :class:`InputError` with the counts); a
     different order gives :attr:`Matched.order` and one notice. Either None: by position."""
@@ -81,21 +82,20 @@ def match_rows(ref_ids: Optional[Sequence[Any]], ids: Optional[Sequence[Any]], *
     if ref == own:
         return Matched("id")
     ref_name, name = names
+    ref_tag, tag = tags or names
     sa, sb = set(ref), set(own)
     if sa != sb:
         only_a, only_b = [v for v in ref if v not in sb], [v for v in own if v not in sa]
-        parts = [f"{len(set(only_a))} only in {ref_name}" + (f", e.g. {only_a[0]!r}" if only_a else ""),
-                 f"{len(set(only_b))} only in {name}" + (f", e.g. {only_b[0]!r}" if only_b else "")]
-        raise InputError(f"{name} and {ref_name} hold different rows: {len(ref)} ids in {ref_name}, {len(own)} in "
-                         f"{name}, {len(sa & sb)} shared ({'; '.join(parts)}); give files of the same rows")
+        parts = [f"{len(set(only_a))} only in {ref_tag}" + (f", e.g. {only_a[0]!r:.40}" if only_a else ""),
+                 f"{len(set(only_b))} only in {tag}" + (f", e.g. {only_b[0]!r:.40}" if only_b else "")]
+        raise InputError(f"{name} and {ref_name} hold different rows: {len(ref)} ids in {ref_tag}, {len(own)} in "
+                         f"{tag}, {len(sa & sb)} shared ({'; '.join(parts)}); give files of the same rows")
     for side, vals in ((ref_name, ref), (name, own)):
         if len(set(vals)) != len(vals):
             seen: set[str] = set()
             dup = next(v for v in vals if v in seen or seen.add(v))  # type: ignore[func-returns-value]
             raise InputError(f"{name} and {ref_name} hold the same ids in another order, but {side} repeats id "
-                             f"{dup!r}, so its rows cannot be matched by id; give unique ids or the same order")
-    if len(ref) != len(own):  # pragma: no cover - equal sets of unique ids have equal lengths
-        raise InputError(f"{name} has {len(own)} rows but {ref_name} has {len(ref)}")
+                             f"{dup!r:.40}, so its rows cannot be matched by id; give unique ids or the same order")
     where = {v: i for i, v in enumerate(own)}
     order = np.fromiter((where[v] for v in ref), dtype=np.int64, count=len(ref))
     notice(f"{name}: rows in another order than {ref_name}; matched by id")
@@ -165,14 +165,15 @@ def table_ids(path: Any) -> Optional[list[Any]]:
     return [str(r[ID_FIELD]).strip() for r in rows]
 
 
-def match_input(ref: Any, other: Any, *, names: tuple[str, str], other_is_table: bool = True) -> Matched:
+def match_input(ref: Any, other: Any, *, names: tuple[str, str], other_is_table: bool = True,
+                tags: Optional[tuple[str, str]] = None) -> Matched:
     """:func:`match_rows` of two inputs by their ids: ``ref`` an embedding (its sidecar ids),
     ``other`` a labels / scores table (its ``id`` column; ``other_is_table=False``: another
     embedding, its sidecar ids)."""
     ids = table_ids(other) if other_is_table else row_ids(other)
     if ids is None:
         return Matched("position")
-    return match_rows(row_ids(ref), ids, names=names)
+    return match_rows(row_ids(ref), ids, names=names, tags=tags)
 
 
 def match_pair_sides(a: Any, b: Any, *, names: tuple[str, str]) -> Matched:
@@ -182,4 +183,4 @@ def match_pair_sides(a: Any, b: Any, *, names: tuple[str, str]) -> Matched:
     ids_a, ids_b = row_ids(a), row_ids(b)
     if ids_a is None or ids_b is None or {_key(v) for v in ids_a} != {_key(v) for v in ids_b}:
         return Matched("position")
-    return match_rows(ids_a, ids_b, names=names)
+    return match_rows(ids_a, ids_b, names=names, tags=("A", "B"))

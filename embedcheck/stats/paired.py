@@ -416,7 +416,7 @@ def check_same_rows(ids_a: Optional[list[Any]], ids_b: Optional[list[Any]], n_a:
     if n_a != n_b:
         raise InputError(f"{names[0]} has {n_a} rows but {names[1]} has {n_b}; a paired comparison needs "
                          "embeddings of the same rows")
-    return match_rows(ids_a, ids_b, names=names)
+    return match_rows(ids_a, ids_b, names=names, tags=("A", "B"))
 
 
 __all__ = ["JACK_MAX", "RESAMPLES", "VERDICTS", "Paired", "PairedFigure", "acceleration", "bca_interval",
