@@ -67,7 +67,7 @@ run() {  # keep the worst exit code: 2 (bad input) > 1 (gate failed) > 0
   local rc=$?
   if [ "$rc" -gt "$status" ]; then status=$rc; fi
 }
-run $EC anisotropy "$OUT/halves.a.npy" "$OUT/halves.b.npy" --shared --min-gap-sd "$MIN_GAP_SD" \
+run $EC anisotropy "$OUT/halves.a.npy" "$OUT/halves.b.npy" --shared --fail-below "$MIN_GAP_SD" \
     --baseline "$BASELINE/anisotropy.json" --max-drop "centred.gap_over_floor_sd=$MAX_DROP_GAP_SD" \
     --tolerance "$TOLERANCE" --report "$OUT/anisotropy.json" --quiet --format json > /dev/null
 run $EC aag "$OUT/probe.npy" "$OUT/probe.jsonl" --fail-below "$MIN_AAG" \

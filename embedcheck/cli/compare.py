@@ -42,7 +42,7 @@ def compare_cmd(
     when |difference| > --tolerance. Exit 2 when the reports come from different commands,
     schema versions or inputs of another shape.
 
-    Example: embedcheck compare ci/baseline.aag.json aag.json --fail-on significant-drop --max-drop aag=0.01
+    Example: embedcheck compare base.json aag.json --fail-on significant-drop --max-drop aag=0.01
     """
     from ..api.compare import compare
     from ..comparison import parse_max_drops
