@@ -170,10 +170,23 @@ def match_input(ref: Any, other: Any, *, names: tuple[str, str], other_is_table:
     """:func:`match_rows` of two inputs by their ids: ``ref`` an embedding (its sidecar ids),
     ``other`` a labels / scores table (its ``id`` column; ``other_is_table=False``: another
     embedding, its sidecar ids)."""
+    if other_is_table and _is_sidecar_of(other, ref):  # the embeddings' own sidecar (``aag X.npy X.jsonl``)
+        return Matched("id") if table_ids(other) is not None else Matched("position")
     ids = table_ids(other) if other_is_table else row_ids(other)
     if ids is None:
         return Matched("position")
     return match_rows(row_ids(ref), ids, names=names, tags=tags)
+
+
+def _is_sidecar_of(table: Any, emb: Any) -> bool:
+    """``table`` is the ``.jsonl`` sidecar of the ``.npy`` ``emb`` (the same rows by construction)."""
+    if not isinstance(table, (str, os.PathLike)) or not isinstance(emb, (str, os.PathLike)):
+        return False
+    e = Path(emb)
+    try:
+        return e.suffix.lower() == ".npy" and Path(table).resolve() == e.with_suffix(".jsonl").resolve()
+    except (OSError, RuntimeError):
+        return False
 
 
 def match_pair_sides(a: Any, b: Any, *, names: tuple[str, str]) -> Matched:
