@@ -366,6 +366,7 @@ def test_cli_report_equals_core(cli, files):
     assert res.exit_code == 0, res
     rep = res.json()
     assert rep.pop("schema") == "embedcheck.anisotropy/1"  # stamped by cli/common.finish
+    assert rep.pop("inputs") == {"rows_matched_by": {"B": "position"}}  # no sidecar ids: row i with row i
     want = core.check(np.load(files["a"]), np.load(files["b"]), fit_a=np.load(files["fa"]), perms=4,
                       names={"fit_a": str(files["fa"])})
     assert rep == json.loads(json.dumps(want))
@@ -463,6 +464,7 @@ def test_standalone_script_prints_the_same_numbers(files, extra):
     assert rc1 == 0 and rc2 == 0, (err1, err2)
     cmd, script = json.loads(out1), json.loads(out2)
     assert cmd.pop("schema") == "embedcheck.anisotropy/1"  # the command's reports name their schema
+    assert cmd.pop("inputs") == {"rows_matched_by": {"B": "position"}}  # how B's rows met A's
     _assert_same(cmd, script)
     assert 0 < cmd["raw"]["partner_ranked_first"] < 1  # a non-trivial fixture
 

@@ -250,8 +250,9 @@ def test_fail_below_gates_and_baseline(cli, task_files, tmp_path):
     q, c, qrels_tsv, _ = task_files
     ok = cli(["retrieve", q, c, qrels_tsv, "--json", "--fail-below", "ndcg@10=0.01", "--report", tmp_path / "r.json"])
     assert ok.exit_code == 0 and ok.json()["gates"][0]["passed"] is True
-    bad = cli(["retrieve", q, c, qrels_tsv, "--json", "--fail-below", "recall@100=1.01"])
+    bad = cli(["retrieve", q, c, qrels_tsv, "--json", "--fail-above", "recall@100=0"])  # recall > 0: fails
     assert bad.exit_code == 1 and bad.json()["gates"][0]["value"] == pytest.approx(bad.json()["metrics"]["recall_at_100"])
+    assert_one_line_error(cli(["retrieve", q, c, qrels_tsv, "--fail-below", "recall@100=1.01"]))  # recall is a fraction
     unknown = cli(["retrieve", q, c, qrels_tsv, "--fail-below", "ndcg@7=0.5"])
     assert_one_line_error(unknown)
     base = cli(["retrieve", q, c, qrels_tsv, "--json", "--baseline", tmp_path / "r.json"])
