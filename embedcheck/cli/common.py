@@ -26,7 +26,7 @@ class OutputFormat(str, Enum):
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON (the default when stdout is not a terminal).")]
 FormatOpt = Annotated[Optional[OutputFormat], typer.Option("--format", help="Force the report format: json or table.", case_sensitive=False)]
 ReportOpt = Annotated[Optional[Path], typer.Option("--report", help="Also write the JSON report to this file (atomically).", dir_okay=False)]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress, hints or warnings on stderr.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress, hints or warnings on stderr (gate verdicts and errors still show).")]
 
 # ---- comparison against a stored report (every gated command; handled by start_command/finish) ----
 BaselineOpt = Annotated[Optional[Path], typer.Option("--baseline", help="Compare this run with a stored report of the same command (its --report): the comparison joins the report and its gates (a headline figure that drops beyond noise fails; see `embedcheck compare`).", dir_okay=False, show_default=False)]
