@@ -133,14 +133,15 @@ def _resolve_name(name: str, figures: Mapping[str, Any]) -> Optional[str]:
 def resolve_gates(specs: Sequence[GateSpec], figures: Mapping[str, Any], *, command: str,
                   primary: Optional[str] = None) -> list[GateSpec]:
     """The gates of ``specs`` on declared ``figures`` (dotted key → ``Figure``), checked before any
-    work: the figure exists (a bare bound gates ``primary``, else the figure declared
-    ``primary=True``), and the bound lies in the unit and range the figure is printed in (a
-    bound in (-1, 1] on a figure printed ×100 reads as a fraction and is refused, naming the unit).
+    work: the figure exists (a bare bound gates ``primary``, the command's declared primary figure:
+    :func:`embedcheck.spec.primary_figure`), and the bound lies in the unit and range the figure is
+    printed in (a non-zero bound in [-1, 1] on a figure printed ×100 reads as a fraction and is refused,
+    naming the unit).
     Returns the specs with ``figure`` set to the declared key."""
     out = []
     for s in specs:
         if s.figure is None:
-            key = primary or next((k for k, f in figures.items() if getattr(f, "primary", False)), None)
+            key = primary
             if key is None:
                 raise InputError(f"{s.text}: {command} has no primary figure; name one: FIGURE=X")
         else:

@@ -46,7 +46,6 @@ class Figure:
     headline: bool = True
     interval: Optional[str] = None  #: report key of its 95 % interval (``aag_ci95``), if any
     always: bool = True  #: in every report of the command (False: only for some options or kinds)
-    primary: bool = False  #: the figure a bare ``--fail-below X`` gates (one per command)
     unit: str = ""  #: how the figure is printed ("percent", "fraction", "cosine" ...): gate bounds are in this unit
     range: Optional[tuple[float, float]] = None  #: the values the figure can take; a gate bound outside is refused
 

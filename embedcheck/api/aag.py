@@ -30,7 +30,7 @@ class AagReport(Report):
 
     command = "aag"
     figures = {
-        "aag": Figure("higher", interval="aag_ci95", primary=True, unit=COSINE, range=(-2, 2)),
+        "aag": Figure("higher", interval="aag_ci95", unit=COSINE, range=(-2, 2)),
         "variance_share": Figure("higher", interval="variance_share_ci95", unit=FRACTION, range=(0, 1)),
         "label_map.map": Figure("higher", interval="label_map.map_ci95", unit=PERCENT, range=(0, 100)),
     }

@@ -31,7 +31,7 @@ class AnisotropyReport(Report):
         "raw.gap": Figure("higher", interval="raw.gap_ci95", unit=COSINE, range=(-2, 2)),
         "centred.gap": Figure("higher", interval="centred.gap_ci95", unit=COSINE, range=(-2, 2)),
         "raw.gap_over_floor_sd": Figure("higher", unit=SDS),
-        "centred.gap_over_floor_sd": Figure("higher", primary=True, unit=SDS),
+        "centred.gap_over_floor_sd": Figure("higher", unit=SDS),
         "centred.matched": Figure("higher", interval="centred.matched_ci95", unit=COSINE, range=(-1, 1)),
         "raw.partner_ranked_first": Figure("higher", interval="raw.partner_ranked_first_ci95", unit=FRACTION, range=(0, 1)),
         "centred.partner_ranked_first": Figure("higher", interval="centred.partner_ranked_first_ci95", unit=FRACTION,

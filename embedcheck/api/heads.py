@@ -22,7 +22,7 @@ class TrainHeadReport(Report):
 
     command = "train-head"
     figures = {
-        "train_aag.after": Figure("higher", primary=True, unit=COSINE, range=(-2, 2)),
+        "train_aag.after": Figure("higher", unit=COSINE, range=(-2, 2)),
         "train_label_map.after": Figure("higher", unit=PERCENT, range=(0, 100)),
         "output_variance_share": Figure("higher", always=False, unit=FRACTION, range=(0, 1)),  # the linear kinds
     }

@@ -17,7 +17,7 @@ from ..errors import InputError
 from ..result import Report
 from ..rows import content_sha256
 from ..spec import Measurement, Outcome
-from ._common import check_same_rows, label_of, labels_for, running, source
+from ._common import check_same_rows, in_order, label_of, labels_for, running, source
 
 _REPORT_CLASSES: dict[str, type[Report]] = {}
 
@@ -31,20 +31,23 @@ def report_class(m: Measurement) -> type[Report]:
     return _REPORT_CLASSES[m.name]
 
 
-def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str) -> dict[str, Any]:
+def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
+                 matched: Optional[dict[str, str]] = None) -> dict[str, Any]:
     if len(args) != len(m.inputs):
         want = ", ".join(i.name for i in m.inputs)
         raise InputError(f"{m.name} takes {len(m.inputs)} input(s) ({want}), got {len(args)}")
     opened: dict[str, Any] = {}
     n: Optional[int] = None
+    rows: Any = None  #: the first embeddings input: labels are matched to its rows by id when both carry ids
     for spec_in, x in zip(m.inputs, args):
         if spec_in.kind == "embeddings":
             src = source(x, spec_in.name)
             opened[spec_in.name] = src
-            n = src.n if n is None else n
+            n, rows = (src.n, x) if n is None else (n, rows)
         else:
             assert n is not None
-            opened[spec_in.name] = labels_for(x, n, label_field, what=spec_in.name)
+            opened[spec_in.name] = labels_for(x, n, label_field, what=spec_in.name, rows=rows, matched=matched,
+                                              key=spec_in.name)
     return opened
 
 
@@ -63,13 +66,14 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
     ``resamples`` option says, when it declares one."""
     opts = m.check_options(options)
     resamples = int(opts.get("resamples") or paired_resamples) if "resamples" in opts else paired_resamples
-    opened = _open_inputs(m, inputs, label_field)
+    matched: dict[str, str] = {}
+    opened = _open_inputs(m, inputs, label_field, matched)
     with running(engine, address) as eng:
         out = _run(m, opened, eng, seed, opts)
         body = dict(out.body)
         labels = {i.name: opened[i.name] for i in m.inputs if i.kind == "labels"}
         if labels:
-            body["inputs"] = {f"{k}_sha256": content_sha256(v) for k, v in labels.items()}
+            body["inputs"] = {**{f"{k}_sha256": content_sha256(v) for k, v in labels.items()}, "rows_matched_by": matched}
         results: dict[str, Any] = {"items": out.items}
         if against is not None:
             from ..geometry.paired import ItemFigure, items_paired
@@ -81,8 +85,8 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
             opened_b = dict(opened)
             for spec_in, xb, x in zip(emb, b_args, inputs):
                 srcb = source(xb, f"--against B of {spec_in.name}")
-                check_same_rows(x, xb, opened[spec_in.name].n, srcb.n)
-                opened_b[spec_in.name] = srcb
+                opened_b[spec_in.name] = in_order(srcb, check_same_rows(x, xb, opened[spec_in.name].n, srcb.n),
+                                                  f"--against B of {spec_in.name}")
             out_b = _run(m, opened_b, eng, seed, opts)
             figs = {k: ItemFigure(np.asarray(out.items[k], dtype=np.float64), np.asarray(out_b.items[k], dtype=np.float64),
                                   better=getattr(m.figures.get(k), "better", "higher"))

@@ -15,7 +15,7 @@ class NeighborsReport(Report):
 
     command = "neighbors"
     figures = {
-        "overlap": Figure("higher", interval="overlap_ci95", primary=True, unit=FRACTION, range=(0, 1)),
+        "overlap": Figure("higher", interval="overlap_ci95", unit=FRACTION, range=(0, 1)),
         "top1_changed": Figure("lower", interval="top1_changed_ci95", unit=FRACTION, range=(0, 1)),
         "labels.same_label_b": Figure("higher", unit=FRACTION, range=(0, 1)),
     }

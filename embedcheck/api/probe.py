@@ -16,7 +16,7 @@ class ProbeReport(Report):
 
     command = "probe"
     figures = {
-        "accuracy": Figure("higher", interval="accuracy_ci95", primary=True, unit=PERCENT, range=(0, 100)),
+        "accuracy": Figure("higher", interval="accuracy_ci95", unit=PERCENT, range=(0, 100)),
         "macro_f1": Figure("higher", interval="macro_f1_ci95", unit=PERCENT, range=(0, 100)),
         "few_shot.accuracy_mean": Figure("higher", unit=PERCENT, range=(0, 100)),
         "few_shot.macro_f1_mean": Figure("higher", unit=PERCENT, range=(0, 100)),

@@ -26,7 +26,7 @@ class StsReport(Report):
 
     command = "sts"
     figures = {
-        "spearman": Figure("higher", interval="spearman_ci95", primary=True, unit=X100, range=(-100, 100)),
+        "spearman": Figure("higher", interval="spearman_ci95", unit=X100, range=(-100, 100)),
         "pearson": Figure("higher", interval="pearson_ci95", unit=X100, range=(-100, 100)),
     }
 

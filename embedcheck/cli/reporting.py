@@ -68,6 +68,7 @@ class Output:
         ``figures``: the figures this run reports, when they depend on its options (retrieve's cut-offs)."""
         from ..gates import parse_gate, resolve_gates
         from ..schemas import figures_of
+        from ..spec import primary_figure
         from .common import command_name, start_command
 
         start_command(self.quiet, baseline=self.baseline, max_drop=self.max_drop)
@@ -75,7 +76,7 @@ class Output:
         if specs or self.gates:
             name = command_name() or ""
             self.gates = resolve_gates([*specs, *self.gates], figures if figures is not None else figures_of(name),
-                                       command=name, primary=primary)
+                                       command=name, primary=primary or primary_figure(name))
 
     def finish(self, report: Any, *, title: str, renderer: Optional[Callable[[dict[str, Any]], None]] = None) -> None:
         """Compare with ``--baseline``, print, write ``--report``, exit 1 when a gate failed."""

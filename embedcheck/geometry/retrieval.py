@@ -274,9 +274,9 @@ def bootstrap_intervals(per_query: dict[str, np.ndarray], resamples: int, seed: 
 # ---- the report ------------------------------------------------------------------------------
 
 def _figures(k_values: Sequence[int] = K_VALUES) -> dict[str, Figure]:
-    """The declared figures of a run at cut-offs ``k_values`` (nDCG@10 the headline and primary)."""
+    """The declared figures of a run at cut-offs ``k_values`` (nDCG@10 the headline)."""
     return {f"metrics.{f}_at_{k}": Figure("higher", headline=(f == "ndcg" and k == 10),
-                                          interval=f"metrics.{f}_at_{k}_ci95", primary=(f == "ndcg" and k == 10),
+                                          interval=f"metrics.{f}_at_{k}_ci95",
                                           unit=FRACTION, range=(0, 1))
             for f in FAMILIES for k in k_values}
 

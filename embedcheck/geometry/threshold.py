@@ -265,7 +265,7 @@ class ThresholdResult(Result):
 
     command: ClassVar[str] = "threshold"
     figures: ClassVar[dict[str, Figure]] = {
-        "average_precision": Figure("higher", primary=True, unit=FRACTION, range=(0, 1)),
+        "average_precision": Figure("higher", unit=FRACTION, range=(0, 1)),
         "best_f1.f1": Figure("higher", unit=FRACTION, range=(0, 1)),
         "at_precision.recall": Figure("higher", unit=FRACTION, range=(0, 1)),
         "at_precision.threshold": Figure("higher", headline=False, interval="at_precision.threshold_ci95",
