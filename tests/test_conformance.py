@@ -206,3 +206,52 @@ def test_every_measuring_command_is_checked_here_or_says_why() -> None:
     measurement is not silently left out."""
     unchecked = {c.name for c in COMMANDS if c.measurement and not c.example}
     assert unchecked == {"physscore", "retrieve", "compress"}
+
+
+def _with_ids(case: Case, tmp, order: str) -> dict[int, Any]:
+    """Replacements giving every embeddings file a sidecar of ids and every labels / scores file those
+    ids, in another row order (``order="shuffled"``) or with one foreign id (``"foreign"``)."""
+    rng = np.random.default_rng(3)
+    replace: dict[int, Any] = {}
+    ids: list[str] = []  # the rows of a labels file: those of the first embeddings before it (A of pairs)
+    fresh = True
+    for i, f in enumerate(case.files):
+        src = FIXTURES / f
+        if f.endswith(".npy"):
+            n = np.load(src, mmap_mode="r").shape[0]
+            if fresh:
+                ids, fresh = [f"{src.stem}-{k}" for k in range(n)], False
+            shutil.copy(src, tmp / f)
+            own = [f"{src.stem}-{k}" for k in range(n)] if not ids or ids[0].startswith(src.stem) else ids
+            (tmp / f"{src.stem}.jsonl").write_text("".join(json.dumps({"id": x}) + "\n" for x in own))
+            replace[i] = tmp / f
+        else:
+            rows = [json.loads(line) for line in src.read_text().splitlines() if line.strip()]
+            rows = [{**r, "id": x} for r, x in zip(rows, ids)]
+            p = rng.permutation(len(rows))
+            if order == "foreign":
+                rows[0]["id"] = "foreign"
+            out = tmp / f"{order}.{f}"
+            out.write_text("".join(json.dumps(rows[k]) + "\n" for k in p))
+            replace[i] = out
+            fresh = True
+    return replace
+
+
+def test_labels_with_ids_are_matched_to_the_rows_by_id(case: Case, tmp_path) -> None:
+    """A labels (or scores) file carrying the embeddings' ids in another order gives the report of the
+    file in row order (``inputs.rows_matched_by``: "id"); another set of ids is one line, exit 2."""
+    labelled = [i for i, f in enumerate(case.files) if not f.endswith(".npy")]
+    if not labelled:
+        pytest.skip(f"{case.name} takes no labels or scores")
+    plain = case.run()
+    shuffled = case.run(replace=_with_ids(case, tmp_path, "shuffled"))
+    assert plain.exit_code == 0 and shuffled.exit_code == 0, (plain, shuffled)
+    a, b = _masked(plain.json()), _masked(shuffled.json())
+    ma, mb = a.pop("inputs").pop("rows_matched_by"), b.pop("inputs").pop("rows_matched_by")
+    assert "id" in mb.values() and "position" in ma.values() and "id" not in ma.values(), (ma, mb)
+    b.pop("paired", None), a.pop("paired", None)
+    assert a == b
+    bad = case.run(replace=_with_ids(case, tmp_path, "foreign"))
+    assert_one_line_error(bad)
+    assert "hold different rows" in bad.stderr and "'foreign'" in bad.stderr
