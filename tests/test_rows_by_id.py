@@ -192,3 +192,19 @@ def test_csv_labels_with_an_id_column_are_matched(cli, d, tmp_path):
     assert a.exit_code == b.exit_code == 0
     assert _figures(a.json()) == _figures(b.json())
     assert a.json()["inputs"]["rows_matched_by"] == {"labels": "id"}
+
+
+def test_shards_split_matches_labels_by_id(cli, d, tmp_path):
+    """``shards split --labels``: the labels written into the shards' sidecars follow the rows' ids."""
+    a = cli(["shards", "split", d / "topics.npy", "--rows", "250", "--labels", d / "topics.shuf.jsonl",
+             "-o", tmp_path / "a", "-q"])
+    b = cli(["shards", "split", d / "topics.npy", "--rows", "250", "--labels", d / "topics.ids.jsonl",
+             "-o", tmp_path / "b", "-q"])
+    assert a.exit_code == b.exit_code == 0, (a, b)
+    for name in sorted(p.name for p in (tmp_path / "b").glob("*.jsonl")):
+        assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text()
+    bad = cli(["shards", "split", d / "topics.npy", "--rows", "250", "--labels", d / "topics.bad.jsonl",
+               "-o", tmp_path / "c"])
+    assert_one_line_error(bad)
+    assert "hold different rows: 600 ids in the embeddings, 600 in the labels, 599 shared" in bad.stderr
+    assert not (tmp_path / "c").exists()

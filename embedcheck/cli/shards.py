@@ -111,7 +111,13 @@ def split_cmd(
     if n == 0:
         raise InputError(f"embeddings {input} have no rows; nothing to split")
     if labels is not None:
+        from ..io.rowids import match_rows, table_ids
+
         y = load_labels(labels, n, field=label_field)
+        # labels carrying ids meet the sidecar's ids: the same set, matched by id (io.rowids, the one rule)
+        y = match_rows([r.get("id") for r in records] if all("id" in r for r in records) else None,
+                       table_ids(labels), names=(f"embeddings {input}", f"labels {labels}"),
+                       tags=("the embeddings", "the labels")).apply(y)
         records = [{**r, "label": v} for r, v in zip(records, y.tolist())]
         source["labels"] = labels
     sizes = [rows] * (n // rows) + ([n % rows] if n % rows else [])
