@@ -26,6 +26,7 @@ MODULES: dict[str, str] = {
     "embed": "embed",
     "compare": "compare",
     "retrieve": "retrieve",
+    "recall": "recall",
     "compress": "compress",
     "compress_sweep": "compress",
     "threshold": "threshold",

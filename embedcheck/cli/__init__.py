@@ -14,6 +14,7 @@ from . import (
     neighbors,
     physscore,
     probe,
+    recall,
     report,
     retrieve,
     schema,
@@ -24,7 +25,7 @@ from . import (
 from ._app import app
 
 #: the command modules, in --help order (importing one registers its commands on ``app``)
-COMMAND_MODULES = (embed, aag, probe, sts, head, anisotropy, physscore, shards, neighbors, retrieve, compress,
+COMMAND_MODULES = (embed, aag, probe, sts, head, anisotropy, physscore, shards, neighbors, retrieve, recall, compress,
                    threshold, compare, report, schema)
 
 
