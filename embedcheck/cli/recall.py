@@ -90,7 +90,7 @@ def recall_cmd(
     sides; diagnostics (unnormalised vectors under inner product, duplicates, ties at the k-th
     place, the quantisation loss of PQ/SQ indexes).
 
-    Example: embedcheck recall items.faiss --sweep efSearch=16,32,64,128 --target recall@10=0.95
+    Example: embedcheck recall h.faiss --sweep efSearch=16,64 --target recall@10=0.95
     """
     from ..api.recall import recall, recall_gates
     from ..errors import InputError

@@ -85,6 +85,8 @@ class AnnIndex:
         out = dict(self.settings)
         for name, v in (settings or {}).items():
             own = self.setting_name(name)
+            if v is None:  # the library's default
+                continue
             try:
                 iv = int(v)
                 if isinstance(v, float) and not v.is_integer():
