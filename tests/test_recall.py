@@ -125,7 +125,7 @@ def test_flat_index_has_recall_one(tmp_path, metric):
 
 
 def test_pq_index_needs_the_vectors_and_splits_the_loss(tmp_path):
-    X = _data(6, n=2000, unit=False)
+    X = _data(6, n=1000, unit=False)
     q = faiss.IndexIVFPQ(faiss.IndexFlatL2(D), D, 8, 4, 6)
     q.cp.min_points_per_centroid = 1
     q.pq.cp.min_points_per_centroid = 1
@@ -143,9 +143,9 @@ def test_pq_index_needs_the_vectors_and_splits_the_loss(tmp_path):
     # brute force: exact search over faiss's own decoded vectors, scored against the true exact lists
     from embedcheck.geometry.recall import sample_queries
 
-    rows = sample_queries(2000, 100, 0)
+    rows = sample_queries(1000, 100, 0)
     q.make_direct_map()
-    R = q.reconstruct_n(0, 2000)
+    R = q.reconstruct_n(0, 1000)
     dec, _, _ = _brute(X[rows], R, "l2", 10, exclude=rows)
     exact, kth, dist = _brute(X[rows], X, "l2", 10, exclude=rows)
     idr, _ = _by_hand(dec, exact, kth, dist, 10)
@@ -413,7 +413,7 @@ def test_gate_exit_codes_on_mean_and_lower_end(cli, hnsw_file):
     assert_one_line_error(cli([*base, "--fail-below", "recall@5=0.5"]))
 
 
-def test_bad_input_is_one_line_exit_2(cli_subprocess, hnsw_file, tmp_path):
+def test_bad_input_is_one_line_exit_2(cli, cli_subprocess, hnsw_file, tmp_path):
     d = hnsw_file.parent
     np.save(d / "q7.npy", np.ones((3, 7), np.float32))
     cases = [
@@ -423,7 +423,7 @@ def test_bad_input_is_one_line_exit_2(cli_subprocess, hnsw_file, tmp_path):
         (["--set", "efSearch=0"], ">= 1"),
     ]
     for extra, msg in cases:
-        res = cli_subprocess(["recall", hnsw_file, *extra, "--n-queries", "20"])
+        res = cli(["recall", hnsw_file, *extra, "--n-queries", "20"])
         assert_one_line_error(res)
         assert msg in res.stderr, res
     X = np.load(d / "X.npy")

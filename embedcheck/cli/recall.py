@@ -17,7 +17,7 @@ from .reporting import Output, reporting
 
 class GateOn(str, Enum):
     mean = "mean"
-    lower = "lower"
+    lower_end = "lower"
 
 
 class Space(str, Enum):
