@@ -452,3 +452,21 @@ def test_compare_against_a_stored_report(cli, hnsw_file, tmp_path):
     import jsonschema
 
     jsonschema.validate(json.loads((tmp_path / "good.json").read_text()), json_schema("recall"))
+
+
+def test_against_on_the_command_line_gates_a_worse_setting(cli, hnsw_file):
+    base = ["recall", hnsw_file, "--n-queries", "200", "--resamples", "200", "--json", "--set", "efSearch=64"]
+    res = cli([*base, "--against", hnsw_file, "--against-set", "efSearch=2", "--fail-on", "worse"])
+    assert res.exit_code == 1, res
+    r = res.json()
+    assert r["paired"]["recall.mean"]["verdict"] == "worse"
+    gates = {g["name"]: g["passed"] for g in r["gates"]}
+    assert gates == {"paired.recall.mean.difference_ci95_high": False, "paired.knn_recall.mean.difference_ci95_high": False}
+    assert_one_line_error(cli([*base, "--against-set", "efSearch=2"]))  # --against-set needs --against
+
+
+def test_a_password_never_appears_in_an_error(cli):
+    pytest.importorskip("psycopg")
+    res = cli(["recall", "postgresql://user:hunter2@127.0.0.1:1/db?table=items&column=embedding"])
+    assert_one_line_error(res)
+    assert "hunter2" not in res.stderr and "user:***@127.0.0.1:1" in res.stderr
