@@ -97,6 +97,17 @@ def exact_topk(queries: Any, corpus: Any, k: int, metric: str, *, engine: Any = 
                        check=False, progress=progress)
 
 
+def prepared(queries: np.ndarray, corpus: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray, str]:
+    """``(queries, corpus, metric)`` for :func:`exact_topk` with the per-call work done once: under
+    cosine, both sides as float32 unit rows searched by their dot product (the same bits as
+    :func:`~embedcheck.geometry.retrieval.cosine`, which normalises them on every call)."""
+    from ..rows import unit_rows
+
+    if check_metric(metric) == "cosine":
+        return unit_rows(queries, dtype=np.float32), unit_rows(corpus, dtype=np.float32), "ip"
+    return queries, corpus, metric
+
+
 def drop_self(rows: np.ndarray, self_rows: Optional[np.ndarray], k: int,
               scores: Optional[np.ndarray] = None) -> tuple[np.ndarray, Optional[np.ndarray]]:
     """Each row's list without its query's own row (``self_rows[i]``; None: no query is a row),
@@ -245,6 +256,6 @@ def finite_or_none(x: float) -> Optional[float]:
     return x if math.isfinite(x) else None
 
 
-__all__ = ["BELOW", "DISTANCE", "KNN_EPSILON", "METRICS", "SCORES", "check_metric", "distance_of_score", "drop_self",
+__all__ = ["BELOW", "DISTANCE", "KNN_EPSILON", "METRICS", "SCORES", "check_metric", "distance_of_score", "drop_self", "prepared",
            "duplicate_rows", "exact_topk", "id_recall", "knn_recall", "latency", "neg_sq_l2", "norm_spread", "pareto",
            "returned_distances", "sample_queries", "summarise", "ties_at_k"]
