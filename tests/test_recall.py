@@ -407,6 +407,8 @@ def test_gate_exit_codes_on_mean_and_lower_end(cli, hnsw_file):
     lo = r["recall"]["mean_ci95"][0]
     between = round((lo + mean) / 2, 6)
     assert cli([*base, "--fail-below", f"recall@10={between}"]).exit_code == 0
+    bare = cli([*base, "--fail-below", str(between)])  # a bare number gates the primary figure
+    assert bare.exit_code == 0 and bare.json()["gates"][0]["name"] == "recall.mean"
     low = cli([*base, "--fail-below", f"recall@10={between}", "--gate-on", "lower"])
     assert low.exit_code == 1 and low.json()["gates"][0]["name"] == "recall.mean_ci95_low"
     assert cli([*base, "--fail-below", "knn-recall@10=0.999"]).exit_code == 1

@@ -100,8 +100,14 @@ def _parse_target(target: Optional[str]) -> Optional[tuple[str, int, float]]:
 
 
 def parse_gate(item: str, k: int) -> tuple[str, float]:
-    """``recall@10=0.95`` → ``("recall", 0.95)``; the k must be the run's."""
-    fig, kk, x = _parse_target(item)  # type: ignore[misc]
+    """``recall@10=0.95`` → ``("recall", 0.95)``; the k must be the run's. A bare number gates
+    the primary figure, id-overlap recall@k."""
+    try:
+        fig, kk, x = "recall", k, float(item)
+        if not math.isfinite(x):
+            raise ValueError
+    except ValueError:
+        fig, kk, x = _parse_target(item)  # type: ignore[misc]
     if kk != k:
         raise InputError(f"{item!r}: this run measures k = {k}; measure k = {kk} with k={kk} (--k {kk})")
     if not 0.0 <= x <= 1.0:
