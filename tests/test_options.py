@@ -68,12 +68,14 @@ OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
     (("physscore", "run"), "--fail-below"): "101",
     # --baseline's noise tolerance: a non-negative absolute difference
     **{(c, "--tolerance"): "-1" for c in (("aag",), ("anisotropy",), ("probe",), ("sts",), ("physscore", "score"),
-                                         ("physscore", "run"), ("neighbors",), ("compare",), ("retrieve",))},
+                                         ("physscore", "run"), ("neighbors",), ("compare",), ("retrieve",),
+                                         ("recall",))},
     (("neighbors",), "--min-overlap"): "1.5",  # a share of k
     (("threshold",), "--match-at"): None,  # any score scale
     (("threshold",), "--precision"): "0",  # in (0, 1]
     (("threshold",), "--check"): "1.5",  # a cosine
     (("threshold",), "--fail-if-below-floor-pct"): "101",  # a percentile
+    (("recall",), "--below"): "1.5",  # a recall
 }
 
 FLOATS = float_options()
@@ -111,6 +113,10 @@ def work(tmp_path: Path) -> Path:
     (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq0\tc0\t1\nq1\tc1\t1\n")
     np.save(tmp_path / "phrases_emb.npy", np.ones((1, 4), np.float32))
     (tmp_path / "report.json").write_text('{"schema": "embedcheck.sts/1", "n": 3, "spearman": 50.0}\n')
+    faiss = pytest.importorskip("faiss")  # a tiny Flat index for `recall`
+    flat = faiss.IndexFlatL2(4)
+    flat.add(np.eye(20, 4, dtype=np.float32) + np.arange(20, dtype=np.float32)[:, None])
+    faiss.write_index(flat, str(tmp_path / "flat.faiss"))
     return tmp_path
 
 
@@ -131,6 +137,7 @@ def _base(path: tuple[str, ...], w: Path) -> list[Any]:
         ("compare",): ["compare", w / "report.json", w / "report.json"],
         ("threshold",): ["threshold", w / "sts_a.npy", w / "sts_b.npy", "--check", "0.5"],
         ("retrieve",): ["retrieve", w / "q.npy", w / "c.npy", w / "qrels.tsv", "--resamples", "0"],
+        ("recall",): ["recall", w / "flat.faiss", "--k", "3", "--resamples", "0"],
     }[path]
 
 
