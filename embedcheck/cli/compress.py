@@ -170,6 +170,8 @@ def sweep_cmd(
                              map_queries=map_queries, id_field=id_field, label_field=label_field,
                              score_field=score_field,
                              progress=(lambda m: hint(f"sweep: {m}")) if stderr_is_terminal() else None)
+    for n in res.notes:
+        hint(f"note: {n}")
     with option_errors({"format": "--ship", "metric": "--fail-below-retention"}):
         gates = retention_gates(res, below, ship) if below else []
     report = res.to_dict()
