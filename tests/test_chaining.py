@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 from conftest import assert_one_line_error
 
 import embedcheck

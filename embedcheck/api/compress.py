@@ -11,7 +11,6 @@ reads, and ``embedcheck.compress_sweep``: the compression decision table (see
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
