@@ -29,9 +29,9 @@ class AagReport(Report):
 
     command = "aag"
     figures = {
-        "aag": Figure("higher", interval="aag_ci95"),
-        "variance_share": Figure("higher", interval="variance_share_ci95"),
-        "label_map.map": Figure("higher", interval="label_map.map_ci95"),
+        "aag": Figure("higher", interval="aag_ci95", help="mean cosine of same-label pairs minus different-label pairs; 0: cosine ignores the labels"),
+        "variance_share": Figure("higher", interval="variance_share_ci95", help="share of the vectors' variance that lies between the label means"),
+        "label_map.map": Figure("higher", interval="label_map.map_ci95", reference="label_map.chance", help="label MAP x100: do a row's nearest neighbours by cosine share its label? Read against its chance level"),
     }
 
 

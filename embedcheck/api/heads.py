@@ -22,9 +22,9 @@ class TrainHeadReport(Report):
 
     command = "train-head"
     figures = {
-        "train_aag.after": Figure("higher"),
-        "train_label_map.after": Figure("higher"),
-        "output_variance_share": Figure("higher", always=False),  # the linear kinds
+        "train_aag.after": Figure("higher", reference="train_aag.before", help="AAG of the training rows through the head; read against before"),
+        "train_label_map.after": Figure("higher", reference="train_label_map.before", help="label MAP x100 of the training rows through the head; read against before"),
+        "output_variance_share": Figure("higher", always=False, help="share of the output variance along the class means"),  # the linear kinds
     }
 
 

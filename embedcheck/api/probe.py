@@ -15,10 +15,10 @@ class ProbeReport(Report):
 
     command = "probe"
     figures = {
-        "accuracy": Figure("higher", interval="accuracy_ci95"),
-        "macro_f1": Figure("higher", interval="macro_f1_ci95"),
-        "few_shot.accuracy_mean": Figure("higher"),
-        "few_shot.macro_f1_mean": Figure("higher"),
+        "accuracy": Figure("higher", interval="accuracy_ci95", reference="majority_baseline", help="test accuracy x100 of a logistic-regression probe; read against the majority class"),
+        "macro_f1": Figure("higher", interval="macro_f1_ci95", help="macro-averaged F1 x100 of the probe on the test rows"),
+        "few_shot.accuracy_mean": Figure("higher", reference="majority_baseline", help="mean accuracy x100 of probes trained on a few rows per class"),
+        "few_shot.macro_f1_mean": Figure("higher", help="mean macro F1 x100 of the few-shot probes"),
     }
 
 

@@ -324,11 +324,11 @@ class ThresholdResult(Result):
 
     command: ClassVar[str] = "threshold"
     figures: ClassVar[dict[str, Figure]] = {
-        "average_precision": Figure("higher"),
-        "best_f1.f1": Figure("higher"),
-        "at_precision.recall": Figure("higher"),
-        "at_precision.threshold": Figure("higher", headline=False, interval="at_precision.threshold_ci95"),
-        "best_f1.threshold": Figure("higher", headline=False, interval="best_f1.threshold_ci95"),
+        "average_precision": Figure("higher", help="area under the precision-recall curve of the pair cosines"),
+        "best_f1.f1": Figure("higher", help="the best F1 of any threshold"),
+        "at_precision.recall": Figure("higher", interval="at_precision.recall_ci95", help="share of matches found at the threshold that reaches the target precision"),
+        "at_precision.threshold": Figure("higher", headline=False, interval="at_precision.threshold_ci95", help="the cosine at or above which a pair is called a match, for the target precision"),
+        "best_f1.threshold": Figure("higher", headline=False, interval="best_f1.threshold_ci95", help="the cosine threshold of the best F1"),
     }
 
     n: int
