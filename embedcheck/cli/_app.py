@@ -149,7 +149,9 @@ app = typer.Typer(
     cls=EmbedcheckGroup,
     name="embedcheck",
     help="Does the cosine geometry of an embedding space reflect what you care about? "
-    "Measure it (aag, probe, sts, anisotropy, physscore) and repair it (train-head, project).",
+    "Encode texts (embed); measure (aag, probe, sts, anisotropy, neighbors, physscore, retrieve, threshold); "
+    "repair (train-head, project); shrink (compress); compare and publish runs (compare, report, schema); "
+    "split and merge large sets (shards).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -9,6 +9,7 @@ import typer
 
 from ._app import app
 from .common import (
+    LABEL_FORMATS,
     AddressOpt,
     EngineName,
     EngineOpt,
@@ -27,7 +28,7 @@ from .reporting import Output, reporting
 def threshold_cmd(
     a: Annotated[str, typer.Argument(help="Embeddings of the first item of each pair (.npy).", show_default=False)],
     b: Annotated[str, typer.Argument(help="Embeddings of the second item, row i paired with row i of A.", show_default=False)],
-    labels: Annotated[Optional[str], typer.Argument(help="0/1 per pair (.npy, .txt, .jsonl); or scores with --match-at. None: matched pairs vs unrelated pairs.", show_default=False)] = None,
+    labels: Annotated[Optional[str], typer.Argument(help=f"0/1 per pair, one per row: {LABEL_FORMATS}; or scores with --match-at. None: matched pairs vs unrelated pairs.", show_default=False)] = None,
     label_field: LabelFieldOpt = "label",
     match_at: Annotated[Optional[float], typer.Option("--match-at", help="LABELS are scores: a match when >= this (STS-B: 4.0).", show_default=False)] = None,
     precision: Annotated[float, typer.Option("--precision", callback=in_range(0, 1, lo_open=True), help="Target precision in (0, 1] of the calibrated threshold.")] = 0.95,
