@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from ..result import Figure, Report
 from ..rows import content_sha256
-from ._common import Hint, check_same_rows, label_of, labels_for, name_of, running, source
+from ._common import Hint, check_not_swapped, check_same_rows, label_of, labels_for, name_of, running, source
 
 MAP_HINT_ROWS = 50_000
 
@@ -55,6 +55,7 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
     from ..geometry import aag as geo
     from ..geometry import label_map as emap
 
+    check_not_swapped(embeddings, labels)
     src = source(embeddings)
     y = labels_for(labels, src.n, label_field)
     if against is not None:

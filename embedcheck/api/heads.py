@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..result import Figure, Report
-from ._common import Hint, labels_for, matrix, running
+from ._common import Hint, check_not_swapped, labels_for, matrix, running
 
 
 class TrainHeadReport(Report):
@@ -50,6 +50,7 @@ def train_head(embeddings: Any, labels: Any, output: Optional[Path] = None, *, k
         params = H.MLPParams() if kind == "mlp" else H.LinearParams()
     if kind == "mlp" and not isinstance(params, H.MLPParams):
         raise InputError("kind 'mlp' takes MLPParams (scale applies only to kind lda or probe-scale)")
+    check_not_swapped(embeddings, labels)
     if output is not None:
         output = Path(output)
         if output.suffix.lower() != ".safetensors":
