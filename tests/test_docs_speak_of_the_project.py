@@ -21,7 +21,7 @@ WORDS = [re.compile(p, re.IGNORECASE) for p in (
     r"\bthis (?:2-core |shared |loaded )?machine\b", r"\bour machine\b", r"\bmy machine\b",
     r"\b(?:one|two|three|four|five|six|seven|other) (?:other )?engineers\b", r"\bengineers'",
     r"\bissue \d+", r"\bitems? \d+(?:\s*(?:[-–,]|and)\s*\d+)*\)", r"#\s*items? \d+", r"\bhelper'?s?\b",
-    r"\bbefore the deadline\b", r"\bthis session\b",
+    r"\bbefore the deadline\b", r"\bthis session\b", r"\bthe issue\b",
 )]
 
 
