@@ -4,6 +4,7 @@ the same rows)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -39,7 +40,7 @@ def row_ids(path: str) -> Optional[list[Any]]:
     return ids
 
 
-def row_lines(src: str | Path) -> Optional[list[str]]:
+def row_lines(src: str | os.PathLike[str]) -> Optional[list[str]]:
     """The ``.jsonl`` rows of an embedding artifact (single file: its same-stem sidecar; shard set:
     its shards' sidecars in manifest order), as lines without their newline; None when there are
     none. What an output of the same rows (``compress``, ``project``) carries over."""
