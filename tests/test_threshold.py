@@ -218,3 +218,11 @@ def test_cli_gate_exit_codes_and_one_line_errors(cli, tmp_path):
     assert_one_line_error(cli(["threshold", a, tmp_path / "short.npy", lab]))
     assert_one_line_error(cli(["threshold", a, b, lab, "--fail-if-below-floor-pct", "50"]))
     json.dumps(rep)  # plain JSON
+
+
+def test_matched_pairs_beyond_the_count_table_say_they_have_no_interval(monkeypatch):
+    A, B, _ = _pairs(60, seed=9)
+    monkeypatch.setattr(T, "MATCHED_BOOT_MAX", 50)
+    r = embedcheck.threshold(A, A + B, resamples=100)
+    assert r.best_f1.threshold_ci95 is None and r.best_f1.recall_ci95 is None
+    assert r.ci_method.startswith("none: matched-pairs intervals need an n x n count table")

@@ -165,8 +165,9 @@ def _boot_thresholds(s: np.ndarray, y: np.ndarray, target: float, resamples: int
     return _merge(parts)
 
 
-#: matched-pairs mode: intervals up to this many pairs (an n x n count table)
-MATCHED_BOOT_MAX = 3000
+#: matched-pairs mode: intervals up to this many pairs (an n x n count table; every weighted count is
+#: below n(n-1) < 2^24, so float32 products are exact)
+MATCHED_BOOT_MAX = 4000
 
 
 def _boot_matched(UA: np.ndarray, UB: np.ndarray, s: np.ndarray, target: float, resamples: int,
@@ -179,7 +180,7 @@ def _boot_matched(UA: np.ndarray, UB: np.ndarray, s: np.ndarray, target: float, 
     thr = np.unique(s)[::-1]  # decreasing
     m = len(thr)
     ta = thr[::-1]  # increasing, for searchsorted
-    F = np.empty((n, m), dtype=np.float64)  # F[i, k]: unrelated pairs of row i scoring >= thr[k]
+    F = np.empty((n, m), dtype=np.float32)  # F[i, k]: unrelated pairs of row i scoring >= thr[k]
     for i0 in range(0, n, block):
         i1 = min(n, i0 + block)
         S = UA[i0:i1] @ UB.T
@@ -188,15 +189,15 @@ def _boot_matched(UA: np.ndarray, UB: np.ndarray, s: np.ndarray, target: float, 
         S.sort(axis=1)
         for r in range(i1 - i0):
             F[i0 + r] = (n - np.searchsorted(S[r], ta, side="left"))[::-1]
-    T = (s[:, None] >= thr[None, :]).astype(np.float64)  # T[i, k]: is the match of row i flagged at thr[k]
-    E = (s[:, None] == thr[None, :]).astype(np.float64)
+    T = (s[:, None] >= thr[None, :]).astype(np.float32)  # T[i, k]: is the match of row i flagged at thr[k]
+    E = (s[:, None] == thr[None, :]).astype(np.float32)
     rng = np.random.default_rng(seed)
     parts = []
-    per = max(1, 4_000_000 // max(n * m, 1))
+    per = max(1, 1_000_000 // max(m, 1))  # resamples per block: (per x m) tables of a few MB
     for s0 in range(0, resamples, per):
         b = min(per, resamples - s0)
-        c = rng.multinomial(n, np.full(n, 1.0 / n), size=b).astype(np.float64)
-        tp, fp = c @ T, c @ F
+        c = rng.multinomial(n, np.full(n, 1.0 / n), size=b).astype(np.float32)
+        tp, fp = (c @ T).astype(np.float64), (c @ F).astype(np.float64)
         present = (c @ E) > 0  # a threshold is a matched score drawn in the resample
         parts.append(_choose(tp, fp, np.full((b, 1), float(n)), present, thr, target))
     return _merge(parts)
