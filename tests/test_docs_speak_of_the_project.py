@@ -63,6 +63,7 @@ def test_measured_figures_say_on_what_cpu_and_when(doc):
     assert "Intel(R) Xeon(R) Processor" in text, f"{doc.name}: timings without the CPU they were measured on"
     assert re.search(r"\b2026-\d\d-\d\d\b", text), f"{doc.name}: timings without a date"
     assert re.search(r"\b\d+\s+cores\b", text), f"{doc.name}: timings without the number of cores"
+    assert re.search(r"\bload\b(?! of)", text.replace("download", "")), f"{doc.name}: timings without the load"
 
 
 def test_one_install_story_the_quick_start_uses_the_readme_install():
