@@ -274,7 +274,7 @@ def compare_reports(baseline: dict[str, Any], current: dict[str, Any], *, tolera
                                         noise_bound=bound, headline=key in heads))
     shared = sorted(input_hashes(baseline) & input_hashes(current))
     if shared:
-        out.pairing = PAIRING_NOTE.format(shared=", ".join(h[:12] + "..." for h in shared[:3]))
+        out.pairing = PAIRING_NOTE.format(shared=", ".join(h[:12] for h in shared[:3]))
     return out
 
 

@@ -46,6 +46,8 @@ class Figure:
     headline: bool = True
     interval: Optional[str] = None  #: report key of its 95 % interval (``aag_ci95``), if any
     always: bool = True  #: in every report of the command (False: only for some options or kinds)
+    help: str = ""  #: what the figure means, in one line (shown beside it in the HTML page)
+    reference: Optional[str] = None  #: report key of the chance level or floor it is read against
 
     def __post_init__(self) -> None:
         if self.better not in ("higher", "lower"):

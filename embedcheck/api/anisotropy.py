@@ -24,14 +24,14 @@ class AnisotropyReport(Report):
 
     command = "anisotropy"
     figures = {
-        "raw.gap": Figure("higher", interval="raw.gap_ci95"),
-        "centred.gap": Figure("higher", interval="centred.gap_ci95"),
-        "raw.gap_over_floor_sd": Figure("higher"),
-        "centred.gap_over_floor_sd": Figure("higher"),
-        "centred.matched": Figure("higher", interval="centred.matched_ci95"),
-        "raw.partner_ranked_first": Figure("higher", interval="raw.partner_ranked_first_ci95"),
-        "centred.partner_ranked_first": Figure("higher", interval="centred.partner_ranked_first_ci95"),
-        "raw.floor_share": Figure("lower"),
+        "raw.gap": Figure("higher", interval="raw.gap_ci95", reference="raw.floor", help="matched-pair cosine minus the unrelated-pair floor, raw vectors"),
+        "centred.gap": Figure("higher", interval="centred.gap_ci95", reference="centred.floor", help="matched-pair cosine minus the unrelated-pair floor, after centring"),
+        "raw.gap_over_floor_sd": Figure("higher", help="the raw gap in standard deviations of the unrelated-pair floor"),
+        "centred.gap_over_floor_sd": Figure("higher", help="the centred gap in standard deviations of the unrelated-pair floor"),
+        "centred.matched": Figure("higher", interval="centred.matched_ci95", reference="centred.floor", help="mean cosine of matched pairs after centring; read against the centred floor"),
+        "raw.partner_ranked_first": Figure("higher", interval="raw.partner_ranked_first_ci95", reference="partner_first_by_chance", help="share of rows whose partner is their nearest neighbour, raw vectors"),
+        "centred.partner_ranked_first": Figure("higher", interval="centred.partner_ranked_first_ci95", reference="partner_first_by_chance", help="share of rows whose partner is their nearest neighbour, after centring"),
+        "raw.floor_share": Figure("lower", help="share of the raw matched cosine that any unrelated pair already scores"),
     }
 
 

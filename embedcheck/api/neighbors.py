@@ -14,9 +14,9 @@ class NeighborsReport(Report):
 
     command = "neighbors"
     figures = {
-        "overlap": Figure("higher", interval="overlap_ci95"),
-        "top1_changed": Figure("lower", interval="top1_changed_ci95"),
-        "labels.same_label_b": Figure("higher"),
+        "overlap": Figure("higher", interval="overlap_ci95", help="share of each row's k nearest neighbours in A that are also among them in B"),
+        "top1_changed": Figure("lower", interval="top1_changed_ci95", help="share of rows whose nearest neighbour differs between A and B"),
+        "labels.same_label_b": Figure("higher", reference="labels.same_label_a", help="share of B's neighbours that share the query's label; read against A's"),
     }
 
 

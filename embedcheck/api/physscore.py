@@ -21,10 +21,10 @@ from ._common import Hint, matrix
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
 _FIGURES = {
-    "table1.kendall_tau": Figure("higher"),
-    "table1.pacc": Figure("higher"),
-    "table1.avg": Figure("higher"),
-    "table3.probe_tau": Figure("higher"),
+    "table1.kendall_tau": Figure("higher", help="Kendall tau x100 of cosine against the distance of physical quantities (Table 1)"),
+    "table1.pacc": Figure("higher", help="pairwise accuracy x100: the closer quantity scored more similar (Table 1; chance 50)"),
+    "table1.avg": Figure("higher", help="(tau + PACC) / 2, the PhysScore headline (Table 1)"),
+    "table3.probe_tau": Figure("higher", help="Kendall tau x100 of a recalibration probe (Table 3)"),
 }
 
 

@@ -25,8 +25,8 @@ class StsReport(Report):
 
     command = "sts"
     figures = {
-        "spearman": Figure("higher", interval="spearman_ci95"),
-        "pearson": Figure("higher", interval="pearson_ci95"),
+        "spearman": Figure("higher", interval="spearman_ci95", help="Spearman x100 of the pair cosines against the gold similarity scores"),
+        "pearson": Figure("higher", interval="pearson_ci95", help="Pearson x100 of the pair cosines against the gold similarity scores"),
     }
 
 

@@ -4,6 +4,7 @@ the same rows)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -37,3 +38,22 @@ def row_ids(path: str) -> Optional[list[Any]]:
                 return None
             ids.append(r["id"])
     return ids
+
+
+def row_lines(src: str | os.PathLike[str]) -> Optional[list[str]]:
+    """The ``.jsonl`` rows of an embedding artifact (single file: its same-stem sidecar; shard set:
+    its shards' sidecars in manifest order), as lines without their newline; None when there are
+    none. What an output of the same rows (``compress``, ``project``) carries over."""
+    from .shards import is_shard_set, open_shard_set
+
+    src = Path(src)
+    if is_shard_set(src):
+        ss = open_shard_set(src, verify=False)
+        lines = []
+        for i in range(len(ss.shards)):
+            lines += [json.dumps(r, ensure_ascii=False) for r in ss.read_sidecar(i)]
+        return lines
+    side = src.with_suffix(".jsonl")
+    if not side.is_file():
+        return None
+    return [ln for ln in side.read_text(encoding="utf-8").split("\n") if ln.strip()]
