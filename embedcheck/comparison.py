@@ -64,6 +64,9 @@ LOWER_IS_BETTER = frozenset({
     "floor", "floor_share", "floor_sd", "gap_se", "min_detectable_gap", "p_value", "top1_changed",
     "floor_exact", "floor_exact_sd", "floor_share_exact",
     "anisotropy.a", "anisotropy.b", "partner_first_by_chance", "null_mean", "null_sd",
+    # recall: latencies and the share of queries below the threshold
+    "median_ms", "p95_ms", "latency_median_ms", "latency_p95_ms", "batched_ms_per_query", "share_below",
+    "quantisation_loss", "search_loss", "ties_at_k",
 })
 
 #: top-level keys that describe the input (rows, dimension, classes, k): they must agree
@@ -271,7 +274,7 @@ def compare_reports(baseline: dict[str, Any], current: dict[str, Any], *, tolera
                                         noise_bound=bound, headline=key in heads))
     shared = sorted(input_hashes(baseline) & input_hashes(current))
     if shared:
-        out.pairing = PAIRING_NOTE.format(shared=", ".join(h[:12] + "..." for h in shared[:3]))
+        out.pairing = PAIRING_NOTE.format(shared=", ".join(h[:12] for h in shared[:3]))
     return out
 
 

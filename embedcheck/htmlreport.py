@@ -6,8 +6,10 @@ input hashes, package versions). The page has no external reference at all — s
 images as ``data:image/png;base64`` URIs — so it opens from disk, offline, and can be uploaded
 as one CI artifact.
 
-Per report: its headline figures with their 95 % intervals (the figure declarations of the
-command, :func:`embedcheck.schemas.figures_of`), the
+Per report: its declared figures (:func:`embedcheck.schemas.figures_of`: headline figures in bold
+with their better direction, context figures such as a threshold's cosine) with their 95 %
+intervals, the chance level or floor each is read against and its one-line meaning — all from the
+figure declarations, written once; a ``threshold`` report's chosen thresholds; the
 gates passed and failed, the paired verdicts (``paired`` section), a ``--baseline``
 comparison's significant drops, warnings and notes, and ``ci_method``. Every headline value
 sits in a cell ``<td data-report="REL" data-figure="KEY" data-value="REPR">`` so a machine can
@@ -39,7 +41,7 @@ _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:70em;color:#222;padding:0 1em}
 h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}h3{font-size:1.05em}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top}
-th{background:#f4f4f4}.num{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f4f4f4}.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}.warn{color:#9a6700}
 .better{color:#1a7f37;font-weight:600}.worse{color:#cf222e;font-weight:600}.muted{color:#666}
 pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:.85em}img{max-width:100%;border:1px solid #eee}
@@ -48,13 +50,45 @@ nav ul{columns:2}
 
 
 def _fmt(v: Any) -> str:
-    if isinstance(v, bool) or v is None:
-        return str(v)
+    """A number for people: four significant digits, thousands separated, small values in
+    scientific notation; ``—`` for a missing value (never "None").
+
+    >>> _fmt(0.012345), _fmt(None), _fmt(159600), _fmt(2.5e-05), _fmt(True)
+    ('0.01235', '—', '159,600', '2.5e-05', 'yes')
+    """
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
     if isinstance(v, float):
         if not math.isfinite(v):
             return str(v)
-        return f"{v:.4g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.3e}"
+        if v == 0 or 1e-3 <= abs(v) < 1e5:
+            return f"{v:.4g}"
+        return f"{v:,.0f}" if abs(v) >= 1e5 else f"{v:.2g}"
     return str(v)
+
+
+def _fmt_p(p: Any) -> str:
+    """``p < 0.001`` below it, else three decimals; ``—`` when there is none.
+
+    >>> _fmt_p(0.000999), _fmt_p(0.04), _fmt_p(None)
+    ('< 0.001', '0.040', '—')
+    """
+    if p is None or isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p):
+        return "—"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _plural(n: int, one: str, many: Optional[str] = None) -> str:
+    """``1 gate``, ``2 gates``.
+
+    >>> _plural(1, "gate failed", "gates failed"), _plural(3, "report")
+    ('1 gate failed', '3 reports')
+    """
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
 
 
 def _get(report: dict[str, Any], dotted: str) -> Any:
@@ -128,20 +162,28 @@ def _report_section(rel: str, rep: dict[str, Any]) -> tuple[str, dict[str, Any]]
 
     command, version = parse_schema_id(rep.get("schema")) or ("?", 0)
     out = [f'<section id="{_e(rel)}"><h2>{_e(rel)} <span class="muted">({_e(rep["schema"])})</span></h2>']
-    heads = headline_figures(command)
+    from .schemas import figures_of
+
     rows = []
-    for key, better in heads.items():
+    for key, fig in figures_of(command).items():
         v = _get(rep, key)
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             continue
         ci = _interval_of(rep, command, key)
         ci_s = f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else '<span class="muted">no interval</span>'
-        rows.append(f'<tr><td>{_e(key)}</td><td class="num" data-report="{_e(rel)}" data-figure="{_e(key)}" '
+        ref = _get(rep, fig.reference) if fig.reference else None
+        ref_s = (f'{_e(_fmt(ref))} <span class="muted">({_e(fig.reference)})</span>'
+                 if isinstance(ref, (int, float)) and not isinstance(ref, bool) else "")
+        direction = f"{fig.better} is better" if fig.headline else '<span class="muted">context</span>'
+        name = f"<b>{_e(key)}</b>" if fig.headline else _e(key)
+        rows.append(f'<tr><td>{name}</td><td class="num" data-report="{_e(rel)}" data-figure="{_e(key)}" '
                     f'data-value="{_e(repr(float(v)))}">{_e(_fmt(v))}</td><td class="num">{ci_s}</td>'
-                    f"<td>{_e(better)} is better</td></tr>")
+                    f'<td class="num">{ref_s}</td><td>{direction}</td><td class="muted">{_e(fig.help)}</td></tr>')
     if rows:
-        out.append("<h3>Headline figures</h3><table><tr><th>figure</th><th>value</th><th>95% interval</th>"
-                   "<th>direction</th></tr>" + "".join(rows) + "</table>")
+        out.append("<h3>Figures</h3><table><tr><th>figure</th><th>value</th><th>95% interval</th>"
+                   "<th>chance level / floor</th><th>direction</th><th>what it means</th></tr>" + "".join(rows) + "</table>")
+    if command == "threshold":
+        out.append(_thresholds(rep))
     gates = rep.get("gates") or []
     failed = [g for g in gates if isinstance(g, dict) and not g.get("passed")]
     if gates:
@@ -165,7 +207,7 @@ def _report_section(rel: str, rep: dict[str, Any]) -> tuple[str, dict[str, Any]]
                 f"<tr><td>{_e(k)}</td><td class=num>{_e(_fmt(f.get('a')))}</td><td class=num>{_e(_fmt(f.get('b')))}</td>"
                 f"<td class=num>{_e(_fmt(f.get('difference')))}</td>"
                 f"<td class=num>{_e(f'[{_fmt(ci[0])}, {_fmt(ci[1])}]' if isinstance(ci, list) else 'none')}</td>"
-                f"<td class=num>{_e(_fmt(f.get('p_value')))}</td><td class=num>{_e(_fmt(f.get('min_detectable_effect')))}</td>"
+                f"<td class=num>{_e(_fmt_p(f.get('p_value')))}</td><td class=num>{_e(_fmt(f.get('min_detectable_effect')))}</td>"
                 f"<td class=num>{_e(_fmt(f.get('margin')))}</td>"
                 f'<td class="{_e(f["verdict"])}">{_e(f["verdict"])}</td></tr>')
         if prow:
@@ -208,6 +250,32 @@ def _report_section(rel: str, rep: dict[str, Any]) -> tuple[str, dict[str, Any]]
     out.append("</section>")
     return "".join(out), {"command": command, "gates_failed": [g.get("name") for g in failed],
                           "verdicts": verdicts}
+
+
+def _thresholds(rep: dict[str, Any]) -> str:
+    """The chosen thresholds of a ``threshold`` report with their precision, recall and intervals."""
+    names = {"at_precision": "at the target precision", "best_f1": "at best F1", "check": "checked (--check)"}
+
+    def cell(pt: dict[str, Any], key: str) -> str:
+        v, ci = pt.get(key), pt.get(f"{key}_ci95")
+        extra = f' <span class="muted">[{_fmt(ci[0])}, {_fmt(ci[1])}]</span>' if isinstance(ci, list) and len(ci) == 2 else ""
+        return f'<td class="num">{_e(_fmt(v))}{extra}</td>'
+
+    rows = []
+    for k, label in names.items():
+        pt = rep.get(k)
+        if not isinstance(pt, dict):
+            continue
+        if k == "at_precision" and pt.get("target_precision") is not None:
+            label = f"at precision {_fmt(pt['target_precision'])}"
+        rows.append(f"<tr><td>{_e(label)}</td>" + "".join(cell(pt, x) for x in ("threshold", "precision", "recall", "f1"))
+                    + f'<td class="num">{_e(_fmt(pt.get("floor_percentile")))}</td></tr>')
+    if not rows:
+        return ""
+    return ("<h3>Thresholds</h3><p class=\"muted\">A pair is a match when its cosine is at or above the threshold; "
+            "95% intervals in brackets; the floor percentile is the share of unrelated pairs scoring below it.</p>"
+            "<table><tr><th>threshold</th><th>cosine</th><th>precision</th><th>recall</th><th>F1</th>"
+            "<th>floor percentile</th></tr>" + "".join(rows) + "</table>")
 
 
 def _provenance(metas: list[tuple[Path, dict[str, Any]]], folder: Path) -> str:
@@ -269,8 +337,9 @@ def build_report(folder: Any, *, title: Optional[str] = None) -> tuple[str, dict
     nav = "".join(f'<li><a href="#{_e(r["path"])}">{_e(r["path"])}</a> ({_e(r["command"])})</li>' for r in summary_reports)
     head = (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
             f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>"
-            f"<p>{len(reports)} reports, {len(plots)} plots. "
-            + (f'<span class="fail">{len(failed)} gates failed: {_e("; ".join(failed))}</span>' if failed
+            f"<p>{_plural(len(reports), 'report')}, {_plural(len(plots), 'plot')}. "
+            + (f'<span class="fail">{_plural(len(failed), "gate failed", "gates failed")}: {_e("; ".join(failed))}</span>'
+               if failed
                else '<span class="pass">every gate passed</span>') + "</p>"
             + (f"<nav><ul>{nav}</ul></nav>" if nav else ""))
     page = head + "".join(body) + (("<h2>Plots</h2>" + "".join(figs)) if figs else "") + _provenance(metas, folder) \

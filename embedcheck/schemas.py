@@ -46,7 +46,9 @@ class Figure:
     headline: bool = True
     interval: Optional[str] = None  #: report key of its 95 % interval (``aag_ci95``), if any
     always: bool = True  #: in every report of the command (False: only for some options or kinds)
-    unit: str = ""  #: how the figure is printed ("percent", "fraction", "cosine" ...): gate bounds are in this unit
+    help: str = ""  #: what the figure means, in one line (shown beside it in the HTML page)
+    reference: Optional[str] = None  #: report key of the chance level or floor it is read against
+    unit: str = ""  #: how the figure is printed ("in percent", "as a fraction" ...): gate bounds are in this unit
     range: Optional[tuple[float, float]] = None  #: the values the figure can take; a gate bound outside is refused
 
     def __post_init__(self) -> None:
@@ -312,6 +314,25 @@ _BODIES["retrieve"] = obj({
                                       r"^(ndcg|map|recall|precision|mrr)_at_\d+_ci95$": INTERVAL}},
     "ci_method": STR, "tie_rule": STR, "score": STR, "model": STR,
 }, optional=("ci_method", "model"))
+# ---- recall ----
+_RECALL_SUMMARY = obj({"mean": NUM, "mean_ci95": INTERVAL, "p5": NUM, "worst": NUM, "worst_query": STR,
+                       "share_below": NUM}, optional=("mean_ci95",))
+_LATENCY = obj({"median_ms": NUM, "p95_ms": NUM})
+_BODIES["recall"] = obj({
+    "index": STR, "kind": STR, "library": STR, "metric": {"enum": ["cosine", "ip", "l2"]}, "distance": STR,
+    "n": INT, "dim": INT, "k": INT, "queries": INT, "query_source": STR, "in_corpus": BOOL, "ground_truth": STR,
+    "settings": {"type": "object", "additionalProperties": {"type": ["integer", "null"]}},
+    "recall": _RECALL_SUMMARY, "knn_recall": _RECALL_SUMMARY, "below": NUM, "knn_epsilon": NUM,
+    "latency": obj({"index": _LATENCY, "exact": _LATENCY}),
+    "diagnostics": obj({"norms": obj({"min": NUM, "median": NUM, "max": NUM}), "duplicates": obj({"rows": INT, "groups": INT}),
+                        "ties_at_k": INT}),
+    "sweep": obj({"settings": {"type": "array", "items": STR}, "frontier": {"type": "array", "items": INT},
+                  "rows": {"type": "array", "items": obj({"settings": {"type": "object"}, "recall": NUM,
+                                                          "knn_recall": NUM, "latency_median_ms": NUM,
+                                                          "latency_p95_ms": NUM, "pareto": BOOL})}}),
+    "warnings": {"type": "array", "items": STR}, "notes": {"type": "array", "items": STR},
+    "ci_method": STR, "seed": INT, "gate_on": STR,
+}, optional=("sweep", "warnings", "ci_method", "gate_on"))
 
 # the linear heads report the share of their output variance along the class means (the key the
 # lda report once lost): required for them

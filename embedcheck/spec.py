@@ -197,6 +197,8 @@ COMMANDS: tuple[Command, ...] = (
             measurement=True, role="measure"),
     Command("retrieve", "exact search quality against relevance judgements: nDCG@10, MAP, recall", "retrieve",
             {"retrieve": "retrieve"}, {"retrieve": 1}, primary="metrics.ndcg_at_10", paired=True, measurement=True, role="measure"),
+    Command("recall", "does the ANN index serve what exact search would? recall@k on your own vectors", "recall",
+            {"recall": "recall"}, {"recall": 1}, primary="recall.mean", paired=True, measurement=True, role="measure"),
     Command("compress", "quantise or reduce vectors and measure what search keeps", "compress",
             {"compress": "compress", "compress_sweep": "compress"}, {"compress-write": 1, "compress-sweep": 1},
             measurement=True, role="measure"),

@@ -595,8 +595,8 @@ def test_onnx_backend_refuses_gpu_device(cli, tmp_path):
 BAD_CASES = {
     "missing_text_field": ("in.jsonl", b'{"body": "x"}\n', [], "no 'text' or 'sentence' field"),
     "missing_explicit_field": ("in.jsonl", b'{"text": "x"}\n', ["--text-field", "body"], "no field 'body'"),
-    "missing_label_in_a_row": ("in.jsonl", b'{"text": "a", "label": 1}\n{"text": "b"}\n', [], "row 1 has no field 'label'"),
-    "empty_text": ("in.jsonl", b'{"text": "a"}\n{"text": "  "}\n', [], "row 1: empty text"),
+    "missing_label_in_a_row": ("in.jsonl", b'{"text": "a", "label": 1}\n{"text": "b"}\n', [], "row 2 has no field 'label'"),
+    "empty_text": ("in.jsonl", b'{"text": "a"}\n{"text": "  "}\n', [], "row 2: empty text"),
     "non_string_text": ("in.jsonl", b'{"text": 42}\n', [], "field 'text' is int"),
     "null_text": ("in.json", b'[{"text": null}]', [], "field 'text' is NoneType"),
     "bad_label": ("in.jsonl", b'{"text": "a", "label": [1]}\n', [], "labels must be ints or strings"),

@@ -140,6 +140,16 @@ def test_project_ray_equals_local_byte_for_byte(cli, ray_local, topics7, tmp_pat
     assert Y.tobytes() == np.load(mono).tobytes()
     # the input shards' sidecars travel with the projected shards
     assert (tmp_path / "pr" / "shard-00003.jsonl").read_bytes() == (topics7 / "shard-00003.jsonl").read_bytes()
+    # one .npy cut in row ranges on Ray: its .jsonl rows are cut with it, in order
+    one = tmp_path / "one.npy"
+    one.write_bytes((FIXTURES / "topics.npy").read_bytes())
+    one.with_suffix(".jsonl").write_text("".join(json.dumps({"id": f"row-{i}"}) + "\n" for i in range(600)))
+    r = cli(["project", one, "--head", head, "-o", tmp_path / "pone", "--engine", "ray", "--quiet"])
+    assert r.exit_code == 0, r
+    manifest = json.loads((tmp_path / "pone" / "manifest.json").read_text())
+    ids = [json.loads(line)["id"] for s in manifest["shards"]
+           for line in (tmp_path / "pone" / s["path"]).with_suffix(".jsonl").read_text().splitlines()]
+    assert ids == [f"row-{i}" for i in range(600)]
 
 
 @pytest.mark.model

@@ -22,12 +22,12 @@ def test_jsonl_mixing_ints_and_names_is_refused(cli, tmp_path: Path):
     with pytest.raises(InputError) as e:
         load_labels(p)
     msg = str(e.value)
-    assert str(p) in msg and "row 0: 0" in msg and "row 3: 'pos'" in msg
+    assert str(p) in msg and "row 1: 0" in msg and "row 4: 'pos'" in msg  # rows counted from 1
     X = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
     np.save(tmp_path / "x.npy", X)
     res = cli(["aag", tmp_path / "x.npy", p, "--no-map"])
     assert_one_line_error(res)
-    assert "row 3: 'pos'" in res.stderr
+    assert "row 4: 'pos'" in res.stderr
 
 
 def test_integer_strings_are_integers_not_a_second_kind(tmp_path: Path):
@@ -70,10 +70,10 @@ def test_embed_label_field_mixing_kinds_is_refused(tmp_path: Path):
     with pytest.raises(InputError) as e:
         read_records(str(src), label_field="stance")
     msg = str(e.value)
-    assert str(src) in msg and "row 0: 2" in msg and "row 2: 'favor'" in msg
+    assert str(src) in msg and "row 1: 2" in msg and "row 3: 'favor'" in msg
     csv = tmp_path / "in.csv"  # CSV cells are strings; integer-looking ones are integers
     csv.write_text("text,label\na,1\nb,pos\n")
-    with pytest.raises(InputError, match="row 0: 1.*row 1: 'pos'"):
+    with pytest.raises(InputError, match=r"row 1 \(line 2\): 1.*row 2 \(line 3\): 'pos'"):
         read_records(str(csv))
     ints = tmp_path / "ints.csv"
     ints.write_text("text,label\na,1\nb,0\n")

@@ -70,12 +70,14 @@ OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
     (("probe",), "--C"): "0",
     # --baseline's noise tolerance: a non-negative absolute difference
     **{(c, "--tolerance"): "-1" for c in (("aag",), ("anisotropy",), ("probe",), ("sts",), ("physscore", "score"),
-                                         ("physscore", "run"), ("neighbors",), ("compare",), ("retrieve",))},
+                                         ("physscore", "run"), ("neighbors",), ("compare",), ("retrieve",),
+                                         ("recall",))},
     (("neighbors",), "--min-overlap"): "1.5",  # a share of k
     (("threshold",), "--match-at"): None,  # any score scale
     (("threshold",), "--precision"): "0",  # in (0, 1]
     (("threshold",), "--check"): "1.5",  # a cosine
     (("threshold",), "--fail-if-below-floor-pct"): "101",  # a percentile
+    (("recall",), "--below"): "1.5",  # a recall
 }
 
 FLOATS = float_options()
@@ -112,6 +114,10 @@ def work(tmp_path: Path) -> Path:
     (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq0\tc0\t1\nq1\tc1\t1\n")
     np.save(tmp_path / "phrases_emb.npy", np.ones((1, 4), np.float32))
     (tmp_path / "report.json").write_text('{"schema": "embedcheck.sts/1", "n": 3, "spearman": 50.0}\n')
+    faiss = pytest.importorskip("faiss")  # a tiny Flat index for `recall`
+    flat = faiss.IndexFlatL2(4)
+    flat.add(np.eye(20, 4, dtype=np.float32) + np.arange(20, dtype=np.float32)[:, None])
+    faiss.write_index(flat, str(tmp_path / "flat.faiss"))
     return tmp_path
 
 
@@ -132,6 +138,7 @@ def _base(path: tuple[str, ...], w: Path) -> list[Any]:
         ("compare",): ["compare", w / "report.json", w / "report.json"],
         ("threshold",): ["threshold", w / "sts_a.npy", w / "sts_b.npy", "--check", "0.5"],
         ("retrieve",): ["retrieve", w / "q.npy", w / "c.npy", w / "qrels.tsv", "--resamples", "0"],
+        ("recall",): ["recall", w / "flat.faiss", "--k", "3", "--resamples", "0"],
     }[path]
 
 
@@ -193,7 +200,8 @@ GATE_OPTS = gate_options()
 def test_every_measuring_command_has_the_one_gate_spelling():
     """--fail-below and --fail-above on every command that declares figures; the old spellings are
     hidden (absent from --help) but still accepted."""
-    assert {p for p, o in GATE_OPTS if o == "--fail-below"} == {*GATE_OUT_OF_RANGE, ("compress", "sweep")}
+    # compress sweep and recall gate their own figures (retention of a row; recall@K on --gate-on)
+    assert {p for p, o in GATE_OPTS if o == "--fail-below"} == {*GATE_OUT_OF_RANGE, ("compress", "sweep"), ("recall",)}
     assert {p for p, o in GATE_OPTS if o == "--fail-above"} == set(GATE_OUT_OF_RANGE)
     root = typer.main.get_command(app)
     hidden = {o for _, cmd in _walk(root) for prm in cmd.params if getattr(prm, "hidden", False) for o in prm.opts}

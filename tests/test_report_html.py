@@ -122,3 +122,114 @@ def test_empty_folder_and_bad_output_are_one_line_errors(cli, tmp_path):
     _png(tmp_path / "empty" / "p.png")
     assert_one_line_error(cli(["report", tmp_path / "empty", "-o", tmp_path / "r.json"]))
     assert cli(["report", tmp_path / "empty", "-o", tmp_path / "r.html"]).exit_code == 0
+
+
+# ---- the page for people: meanings, chance levels, numbers, plurals; and in a real browser ------
+
+
+def test_page_explains_each_figure_and_formats_numbers_for_people(cli, tmp_path):
+    from embedcheck.htmlreport import build_report
+    from embedcheck.schemas import figures_of
+
+    d = tmp_path / "out"
+    d.mkdir()
+    assert cli(["aag", FIXTURES / "topics.npy", FIXTURES / "topics.labels.jsonl", "--fail-below", "0.9",
+                "--permutations", "20", "--bootstrap", "20", "--report", d / "aag.json", "-q"]).exit_code == 1
+    assert cli(["threshold", FIXTURES / "pairs_a.npy", FIXTURES / "pairs_b.npy", "--resamples", "50", "--check", "0.6",
+                "--report", d / "t.json", "-q"]).exit_code == 0
+    pf = paired_items(np.arange(60.0), np.arange(60.0) + 0.5, resamples=50, permutations=2000)  # p < 0.001, no margin
+    aag = json.loads((d / "aag.json").read_text())
+    aag["paired"] = Paired(against="b.npy", ci_method="test", items={"aag": pf}).to_dict()
+    (d / "aag.json").write_text(json.dumps(aag))
+    assert pf.p_value < 0.001 and pf.margin is None
+    page, summary = build_report(d)
+    text = " ".join(_text_of(page).split())
+    # each figure's meaning, from its one declaration
+    for key in ("aag", "label_map.map"):
+        assert figures_of("aag")[key].help in text
+    # label MAP beside its chance level
+    chance = f"{aag['label_map']['chance']:.4g}"
+    row = [r for r in page.split("<tr>") if 'data-figure="label_map.map"' in r][0]
+    assert chance in row and "label_map.chance" in row
+    # thresholds shown, with their intervals
+    t = json.loads((d / "t.json").read_text())
+    assert "Thresholds" in text
+    for key in ("at_precision", "best_f1", "check"):
+        assert f"{t[key]['threshold']:.4g}" in text
+    assert f"{t['best_f1']['recall_ci95'][0]:.4g}" in text
+    # numbers for people
+    assert "None" not in text and "e-0" not in text.replace("e-05", "")  # no raw repr of p
+    assert "< 0.001" in text
+    assert "1 gate failed:" in text and "2 reports" in text and "0 plots" in text
+
+
+def _text_of(page: str) -> str:
+    p = _Page()
+    p.feed(page)
+    p.close()
+    return " ".join(p.text)
+
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--enable-logging=stderr", "--v=0",
+                  "--virtual-time-budget=5000"]
+
+
+def _chromium():
+    import shutil
+
+    import pytest
+
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.skip("no Chromium on this system (apt-get install chromium) to open the page in a real browser")
+    return exe
+
+
+def _open_in_chromium(exe, page_path, profile):
+    import subprocess
+
+    p = subprocess.run([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page_path.as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout, [ln for ln in p.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
+
+
+#: appended to a copy of the page: after load, records in the DOM how many images decoded with a size
+_PROBE = ("<script>window.addEventListener('load', function () {var im = Array.from(document.images);"
+          "var ok = im.filter(function (i) {var r = i.getBoundingClientRect();"
+          "return i.complete && i.naturalWidth > 0 && r.width > 0 && r.height > 0;});"
+          "document.body.setAttribute('data-images', ok.length + '/' + im.length);});</script>")
+
+
+def test_page_renders_in_headless_chromium_with_plots_visible_and_no_console_error(cli, tmp_path):
+    exe = _chromium()
+    d = tmp_path / "out"
+    d.mkdir()
+    assert cli(["aag", FIXTURES / "topics.npy", FIXTURES / "topics.labels.jsonl", "--permutations", "20",
+                "--bootstrap", "20", "--report", d / "aag.json", "-q"]).exit_code == 0
+    assert cli(["threshold", FIXTURES / "pairs_a.npy", FIXTURES / "pairs_b.npy", "--resamples", "50",
+                "--report", d / "t.json", "-q"]).exit_code == 0
+    _png(d / "tiny.png")
+    from embedcheck.geometry.plots import require_matplotlib
+
+    plt = require_matplotlib()
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1], [0, 1])
+    fig.savefig(d / "line.png")
+    plt.close(fig)
+    out = tmp_path / "report.html"
+    assert cli(["report", d, "-o", out]).exit_code == 0
+    dom, console = _open_in_chromium(exe, out, tmp_path / "profile1")
+    assert not console, console  # the page as written: no console message at all
+    assert "Thresholds" in dom and 'data-figure="aag"' in dom  # rendered: the DOM holds the sections
+    probe = tmp_path / "probe.html"
+    probe.write_text(out.read_text().replace("</body>", _PROBE + "</body>"))
+    dom, console = _open_in_chromium(exe, probe, tmp_path / "profile2")
+    assert 'data-images="2/2"' in dom, dom[:300]
+    assert not console, console
+    # the check itself can fail: a broken image and a script error are seen
+    bad = tmp_path / "bad.html"
+    bad.write_text('<html><body><img src="data:image/png;base64,AAAA"><script>no_such()</script>' + _PROBE + "</body></html>")
+    dom, console = _open_in_chromium(exe, bad, tmp_path / "profile3")
+    assert 'data-images="0/1"' in dom and any("Uncaught" in c for c in console)

@@ -247,3 +247,124 @@ def test_shards_tables(cli, work, narrow):
     _assert_generic(rep, tab.stdout)
     rep, text = _both(cli, ["shards", "verify", work / "sh"])
     _assert_generic(rep, text)
+
+
+# ---- every --against view, threshold, retrieve, compress sweep, compare ------------------------
+
+
+def _whole_numbers(text: str) -> set[str]:
+    """Every token of the text (split on spaces, table rules and brackets): a number broken across
+    lines would show as two tokens, neither of which is the number."""
+    import re
+
+    return set(re.split(r"[\s│┃|,\[\]()]+", text))
+
+
+def _assert_paired(rep: dict[str, Any], text: str) -> None:
+    _check_text(text)
+    tokens = _whole_numbers(text)
+    items = {k: f for k, f in rep["paired"].items() if isinstance(f, dict)}
+    assert items
+    for key, f in items.items():
+        if key not in tokens:  # a figure name may break after a dot, never inside a word
+            for part in key.split("."):
+                assert part in tokens or f"{part}." in tokens, (key, part, text)
+        for v in (f.get("a"), f.get("b"), f.get("difference"), *(f.get("difference_ci95") or [])):
+            if v is not None:
+                assert _fmt(v) in tokens, (key, _fmt(v), text)
+        assert f["verdict"] in tokens, (key, f["verdict"], text)
+
+
+@pytest.fixture
+def halves(work: Path) -> Path:
+    """Another 'model' of the same rows: the first half of every vector."""
+    for name in ("topics", "topics_test", "pairs_a", "pairs_b", "sts_a", "sts_b"):
+        X = np.load(work / f"{name}.npy")
+        np.save(work / f"{name}_half.npy", np.ascontiguousarray(X[:, : X.shape[1] // 2]))
+    return work
+
+
+def _retrieval(work: Path) -> tuple[Path, Path, Path, Path, Path]:
+    rng = np.random.default_rng(3)
+    C = rng.normal(size=(300, 16)).astype(np.float32)
+    Q = (C[:40] + 0.8 * rng.normal(size=(40, 16))).astype(np.float32)
+    out = []
+    for name, X, ids in (("q", Q, [f"query-{i}" for i in range(40)]), ("c", C, [f"document-{i}" for i in range(300)])):
+        for suffix, Y in (("", X), ("_half", X[:, :8])):
+            p = work / f"{name}{suffix}.npy"
+            np.save(p, np.ascontiguousarray(Y))
+            p.with_suffix(".jsonl").write_text("".join(json.dumps({"id": x}) + "\n" for x in ids))
+            out.append(p)
+    qrels = work / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"query-{i}\tdocument-{i}\t1\n" for i in range(40)))
+    return out[0], out[2], qrels, out[1], out[3]
+
+
+@pytest.mark.parametrize("command", ["aag", "sts", "probe", "anisotropy", "neighbors", "retrieve"])
+def test_every_against_view_fits_80_columns_with_whole_numbers(cli, halves, narrow, command):
+    w = halves
+    args: list[Any] = {
+        "aag": ["aag", w / "topics.npy", w / "topics.labels.jsonl", "--against", w / "topics_half.npy",
+                "--margin", "label_map.map=1"],
+        "sts": ["sts", w / "sts_a.npy", w / "sts_b.npy", w / "sts_scores.jsonl", "--against", w / "sts_a_half.npy",
+                "--against", w / "sts_b_half.npy"],
+        "probe": ["probe", w / "topics.npy", w / "topics.labels.jsonl", w / "topics_test.npy",
+                  w / "topics_test.labels.jsonl", "--against", w / "topics_half.npy", "--against",
+                  w / "topics_test_half.npy"],
+        "anisotropy": ["anisotropy", w / "pairs_a.npy", w / "pairs_b.npy", "--permutations", "10", "--against",
+                       w / "pairs_a_half.npy", "--against", w / "pairs_b_half.npy"],
+        "neighbors": ["neighbors", w / "topics.npy", w / "topics_half.npy", w / "topics.labels.jsonl",
+                      "--against", w / "topics.npy", "--against", w / "topics_half.npy"],
+        "retrieve": [],
+    }[command]
+    if command == "retrieve":
+        q, c, qrels, q2, c2 = _retrieval(w)
+        args = ["retrieve", q, c, qrels, "--against", q2, "--against", c2, "--margin", "recall@100=0.01"]
+    rep, text = _both(cli, [*args, "--resamples", "100"])
+    _assert_paired(rep, text)
+
+
+def test_threshold_table_is_a_summary_and_the_curve_comes_on_request(cli, work, narrow):
+    args = ["threshold", work / "pairs_a.npy", work / "pairs_b.npy", "--check", "0.6", "--resamples", "100",
+            "--corpus", work / "pairs_fit_a.npy"]
+    rep, text = _both(cli, args)
+    _check_text(text)
+    assert len(text.splitlines()) < 40, text  # a summary, not the 101-point curve
+    tokens = _whole_numbers(text)
+    for key in ("at_precision", "best_f1", "check"):
+        pt = rep[key]
+        for name in ("threshold", "precision", "recall", "f1", "floor_percentile", "corpus_pairs_above"):
+            assert _fmt(pt[name]) in tokens, (key, name)
+        for name in ("threshold_ci95", "precision_ci95", "recall_ci95"):
+            for v in pt.get(name) or []:
+                assert _fmt(v) in tokens, (key, name, v)
+    assert rep["at_precision"]["threshold_ci95"] and rep["best_f1"]["recall_ci95"]
+    assert _fmt(rep["average_precision"]) in tokens
+    assert "--curve" in text
+    tab = cli([*args, "--format", "table", "--curve"])
+    _check_text(tab.stdout)
+    assert len(tab.stdout.splitlines()) > 101
+    tokens = _whole_numbers(tab.stdout)
+    for p in (rep["curve"][0], rep["curve"][50], rep["curve"][-1]):
+        assert _fmt(p["threshold"]) in tokens and _fmt(p["recall"]) in tokens
+
+
+def test_retrieve_compress_sweep_and_compare_tables(cli, work, narrow):
+    q, c, qrels, _q2, _c2 = _retrieval(work)
+    rep, text = _both(cli, ["retrieve", q, c, qrels, "--resamples", "50"])
+    _check_text(text)
+    assert _fmt(rep["metrics"]["ndcg_at_10"]) in _whole_numbers(text)
+    rep, text = _both(cli, ["compress", "sweep", "--labelled", work / "topics_test.npy",
+                            work / "topics_test.labels.jsonl", "--resamples", "10", "--precisions", "float32,int8",
+                            "--queries", "60"])
+    _check_text(text)
+    assert "int8" in text and "pca:24" in text
+    a = cli(["aag", work / "topics.npy", work / "topics.labels.jsonl", "--bootstrap", "50", "--permutations", "20",
+             "--report", work / "a.json", "--json"])
+    b = cli(["aag", work / "topics.npy", work / "topics.labels.jsonl", "--bootstrap", "50", "--permutations", "20",
+             "--seed", "1", "--report", work / "b.json", "--json"])
+    assert a.exit_code == 0 and b.exit_code == 0
+    tab = cli(["compare", work / "a.json", work / "b.json", "--format", "table"])
+    assert tab.exit_code in (0, 1), tab
+    _check_text(tab.stdout)
+    assert _fmt(a.json()["aag"]) in _whole_numbers(tab.stdout)

@@ -123,18 +123,65 @@ def test_threshold_intervals_cover_the_point_and_are_seeded():
     assert "percentile bootstrap over pairs, 300 resamples, seed 4" == r1.ci_method
 
 
-def test_bootstrap_resample_thresholds_equal_the_expanded_resample():
+def test_bootstrap_resample_thresholds_precision_and_recall_equal_the_expanded_resample():
     A, B, y = _pairs(80, seed=5)
     s = np.round(_cos(A, B), 2)
-    bp, bf = T._boot_thresholds(s, y.astype(float), 0.8, 5, seed=7)
+    boot = T._boot_thresholds(s, y.astype(float), 0.8, 5, seed=7)
     rng = np.random.default_rng(7)
     c = rng.multinomial(80, np.full(80, 1 / 80), size=5)
     for k in range(5):
         idx = np.repeat(np.arange(80), c[k])
         p, r, t = T.pr_curve(s[idx], y[idx])
         i = T.at_precision(p, r, t, 0.8)
-        assert (np.isnan(bp[k]) and i is None) or bp[k] == t[i]
-        assert bf[k] == t[T.best_f1(p, r)]
+        if i is None:
+            assert np.isnan(boot["at_precision.threshold"][k])
+        else:
+            assert boot["at_precision.threshold"][k] == t[i]
+            assert boot["at_precision.precision"][k] == pytest.approx(precision_score(y[idx], s[idx] >= t[i]))
+            assert boot["at_precision.recall"][k] == pytest.approx(recall_score(y[idx], s[idx] >= t[i]))
+        j = T.best_f1(p, r)
+        assert boot["best_f1.threshold"][k] == t[j]
+        assert boot["best_f1.precision"][k] == pytest.approx(p[j]) and boot["best_f1.recall"][k] == pytest.approx(r[j])
+
+
+def test_matched_pairs_bootstrap_equals_the_brute_force_resample_of_rows():
+    A, B, _ = _pairs(40, seed=6)
+    B = A + np.random.default_rng(1).normal(size=A.shape) * 1.5
+    UA, UB = A / np.linalg.norm(A, axis=1, keepdims=True), B / np.linalg.norm(B, axis=1, keepdims=True)
+    s = np.einsum("ij,ij->i", UA, UB)
+    S = UA @ UB.T
+    boot = T._boot_matched(UA, UB, s, 0.5, 6, seed=3)
+    c = np.random.default_rng(3).multinomial(40, np.full(40, 1 / 40), size=6)
+    off = ~np.eye(40, dtype=bool)
+    for k in range(6):
+        best = (-1.0, None)
+        chosen = None
+        for t in np.unique(s[c[k] > 0])[::-1]:  # decreasing; a threshold is a drawn matched score
+            tp = float((c[k] * (s >= t)).sum())
+            fp = float((c[k][:, None] * ((S >= t) & off)).sum())
+            p, r = tp / (tp + fp), tp / 40
+            f1 = 2 * p * r / (p + r) if p + r else 0.0
+            if p >= 0.5 - 1e-12:
+                chosen = (t, p, r)
+            if f1 >= best[0]:
+                best = (f1, (t, p, r))
+        if chosen is None:
+            assert np.isnan(boot["at_precision.threshold"][k])
+        else:
+            got = [boot[f"at_precision.{x}"][k] for x in ("threshold", "precision", "recall")]
+            assert got == pytest.approx(list(chosen))
+        assert [boot[f"best_f1.{x}"][k] for x in ("threshold", "precision", "recall")] == pytest.approx(list(best[1]))
+
+
+def test_matched_pairs_report_has_intervals_on_threshold_precision_and_recall():
+    A, B, _ = _pairs(120, seed=8)
+    B = A + np.random.default_rng(2).normal(size=A.shape)
+    r = embedcheck.threshold(A, B, precision=0.9, resamples=200, seed=1)
+    for pt in (r.at_precision, r.best_f1):
+        for name in ("threshold", "precision", "recall"):
+            lo, hi = getattr(pt, f"{name}_ci95")
+            assert lo <= getattr(pt, name) <= hi, (name, lo, getattr(pt, name), hi)
+    assert r.ci_method.startswith("percentile bootstrap over pairs, 200 resamples, seed 1")
 
 
 def test_bad_inputs_raise_naming_the_parameter():
@@ -171,3 +218,11 @@ def test_cli_gate_exit_codes_and_one_line_errors(cli, tmp_path):
     assert_one_line_error(cli(["threshold", a, tmp_path / "short.npy", lab]))
     assert_one_line_error(cli(["threshold", a, b, lab, "--fail-if-below-floor-pct", "50"]))
     json.dumps(rep)  # plain JSON
+
+
+def test_matched_pairs_beyond_the_count_table_say_they_have_no_interval(monkeypatch):
+    A, B, _ = _pairs(60, seed=9)
+    monkeypatch.setattr(T, "MATCHED_BOOT_MAX", 50)
+    r = embedcheck.threshold(A, A + B, resamples=100)
+    assert r.best_f1.threshold_ci95 is None and r.best_f1.recall_ci95 is None
+    assert r.ci_method.startswith("none: matched-pairs intervals need an n x n count table")

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from ..result import Figure, Report
 from ..rows import content_sha256
 from ..schemas import COSINE, FRACTION, PERCENT
-from ._common import Hint, check_same_rows, in_order, label_of, labels_for, name_of, running, source
+from ._common import Hint, check_not_swapped, check_same_rows, in_order, label_of, labels_for, name_of, running, source
 
 MAP_HINT_ROWS = 50_000
 
@@ -30,9 +30,9 @@ class AagReport(Report):
 
     command = "aag"
     figures = {
-        "aag": Figure("higher", interval="aag_ci95", unit=COSINE, range=(-2, 2)),
-        "variance_share": Figure("higher", interval="variance_share_ci95", unit=FRACTION, range=(0, 1)),
-        "label_map.map": Figure("higher", interval="label_map.map_ci95", unit=PERCENT, range=(0, 100)),
+        "aag": Figure("higher", interval="aag_ci95", help="mean cosine of same-label pairs minus different-label pairs; 0: cosine ignores the labels", unit=COSINE, range=(-2, 2)),
+        "variance_share": Figure("higher", interval="variance_share_ci95", help="share of the vectors' variance that lies between the label means", unit=FRACTION, range=(0, 1)),
+        "label_map.map": Figure("higher", interval="label_map.map_ci95", reference="label_map.chance", help="label MAP x100: do a row's nearest neighbours by cosine share its label? Read against its chance level", unit=PERCENT, range=(0, 100)),
     }
 
 
@@ -56,6 +56,7 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
     from ..geometry import aag as geo
     from ..geometry import label_map as emap
 
+    check_not_swapped(embeddings, labels)
     src = source(embeddings)
     matched: dict[str, str] = {}
     y = labels_for(labels, src.n, label_field, rows=embeddings, matched=matched)

@@ -28,15 +28,14 @@ class AnisotropyReport(Report):
 
     command = "anisotropy"
     figures = {
-        "raw.gap": Figure("higher", interval="raw.gap_ci95", unit=COSINE, range=(-2, 2)),
-        "centred.gap": Figure("higher", interval="centred.gap_ci95", unit=COSINE, range=(-2, 2)),
-        "raw.gap_over_floor_sd": Figure("higher", unit=SDS),
-        "centred.gap_over_floor_sd": Figure("higher", unit=SDS),
-        "centred.matched": Figure("higher", interval="centred.matched_ci95", unit=COSINE, range=(-1, 1)),
-        "raw.partner_ranked_first": Figure("higher", interval="raw.partner_ranked_first_ci95", unit=FRACTION, range=(0, 1)),
-        "centred.partner_ranked_first": Figure("higher", interval="centred.partner_ranked_first_ci95", unit=FRACTION,
-                                               range=(0, 1)),
-        "raw.floor_share": Figure("lower", unit=RATIO),
+        "raw.gap": Figure("higher", interval="raw.gap_ci95", reference="raw.floor", help="matched-pair cosine minus the unrelated-pair floor, raw vectors", unit=COSINE, range=(-2, 2)),
+        "centred.gap": Figure("higher", interval="centred.gap_ci95", reference="centred.floor", help="matched-pair cosine minus the unrelated-pair floor, after centring", unit=COSINE, range=(-2, 2)),
+        "raw.gap_over_floor_sd": Figure("higher", help="the raw gap in standard deviations of the unrelated-pair floor", unit=SDS),
+        "centred.gap_over_floor_sd": Figure("higher", help="the centred gap in standard deviations of the unrelated-pair floor", unit=SDS),
+        "centred.matched": Figure("higher", interval="centred.matched_ci95", reference="centred.floor", help="mean cosine of matched pairs after centring; read against the centred floor", unit=COSINE, range=(-1, 1)),
+        "raw.partner_ranked_first": Figure("higher", interval="raw.partner_ranked_first_ci95", reference="partner_first_by_chance", help="share of rows whose partner is their nearest neighbour, raw vectors", unit=FRACTION, range=(0, 1)),
+        "centred.partner_ranked_first": Figure("higher", interval="centred.partner_ranked_first_ci95", reference="partner_first_by_chance", help="share of rows whose partner is their nearest neighbour, after centring", unit=FRACTION, range=(0, 1)),
+        "raw.floor_share": Figure("lower", help="share of the raw matched cosine that any unrelated pair already scores", unit=RATIO),
         # gated (--fail-below / --fail-above), not compared as headlines
         "raw.gap_over_floor_exact_sd": Figure("higher", headline=False, unit=SDS),
         "centred.gap_over_floor_exact_sd": Figure("higher", headline=False, unit=SDS),

@@ -11,7 +11,6 @@ reads, and ``embedcheck.compress_sweep``: the compression decision table (see
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -58,23 +57,6 @@ def _matrix(x: ArrayOrPath, what: str) -> tuple[Any, Optional[Path]]:
     from ..io.npy import load_matrix
 
     return load_matrix(x, what=what), Path(x)
-
-
-def _rows_lines(src: Path) -> Optional[list[str]]:
-    """The ``.jsonl`` rows of an input artifact (single file: its same-stem sidecar; shard set: its
-    shards' sidecars in manifest order), as lines; None when there are none."""
-    from ..io.shards import is_shard_set, open_shard_set
-
-    if is_shard_set(src):
-        ss = open_shard_set(src, verify=False)
-        lines = []
-        for i in range(len(ss.shards)):
-            lines += [json.dumps(r, ensure_ascii=False) for r in ss.read_sidecar(i)]
-        return lines
-    side = src.with_suffix(".jsonl")
-    if not side.is_file():
-        return None
-    return [ln for ln in side.read_text(encoding="utf-8").split("\n") if ln.strip()]
 
 
 def _check_output(output: Path, inputs: list[Optional[Path]]) -> None:
@@ -154,7 +136,9 @@ def _write(out: Path, res: CompressResult, comp: Any, src: Optional[Path], cal_s
         inputs["embeddings"] = {"path": str(src), "sha256": _sha(src)}
     if cal_src is not None:
         inputs["calibration"] = {"path": str(cal_src), "sha256": _sha(cal_src)}
-    lines = _rows_lines(src) if src is not None else None
+    from ..io.rowids import row_lines
+
+    lines = row_lines(src) if src is not None else None
     with AtomicBatch() as batch:
         if comp.projection is not None:
             proj = out.with_name(out.stem + ".projection.safetensors")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -13,7 +14,7 @@ import numpy as np
 from ..errors import InputError
 from ..result import Figure, Report
 from ..schemas import COSINE, FRACTION, PERCENT
-from ._common import Hint, labels_for, matrix, running
+from ._common import Hint, check_not_swapped, labels_for, matrix, running
 
 
 class TrainHeadReport(Report):
@@ -22,9 +23,9 @@ class TrainHeadReport(Report):
 
     command = "train-head"
     figures = {
-        "train_aag.after": Figure("higher", unit=COSINE, range=(-2, 2)),
-        "train_label_map.after": Figure("higher", unit=PERCENT, range=(0, 100)),
-        "output_variance_share": Figure("higher", always=False, unit=FRACTION, range=(0, 1)),  # the linear kinds
+        "train_aag.after": Figure("higher", reference="train_aag.before", help="AAG of the training rows through the head; read against before", unit=COSINE, range=(-2, 2)),
+        "train_label_map.after": Figure("higher", reference="train_label_map.before", help="label MAP x100 of the training rows through the head; read against before", unit=PERCENT, range=(0, 100)),
+        "output_variance_share": Figure("higher", always=False, help="share of the output variance along the class means", unit=FRACTION, range=(0, 1)),  # the linear kinds
     }
 
 
@@ -50,6 +51,7 @@ def train_head(embeddings: Any, labels: Any, output: Optional[Path] = None, *, k
         params = H.MLPParams() if kind == "mlp" else H.LinearParams()
     if kind == "mlp" and not isinstance(params, H.MLPParams):
         raise InputError("kind 'mlp' takes MLPParams (scale applies only to kind lda or probe-scale)")
+    check_not_swapped(embeddings, labels)
     if output is not None:
         output = Path(output)
         if output.suffix.lower() != ".safetensors":
@@ -122,6 +124,7 @@ def project(embeddings: Any, head: Any, output: Path, *, mode: str = "compact", 
     atomic.check_not_input(output, [embeddings, head_path])
     if to_file:
         atomic.check_not_input(provenance.meta_path(output), [embeddings, head_path])
+        atomic.check_not_input(output.with_suffix(".jsonl"), [embeddings, head_path])
         if getattr(engine, "value", engine) != "local":
             raise InputError(f"output {output}: project on Ray writes a shard-set folder; pass a folder (not a .npy)")
     hd = read_head(head_path)
@@ -134,9 +137,18 @@ def project(embeddings: Any, head: Any, output: Path, *, mode: str = "compact", 
     t0 = time.perf_counter()
     body: dict[str, Any]
     if to_file:
+        from ..io.rowids import row_lines
+
         sha = hashlib.sha256()
         sidecar = provenance.meta_path(output)
+        lines = row_lines(embeddings) if isinstance(embeddings, (str, os.PathLike)) else None
+        if lines is not None and len(lines) != n:
+            raise InputError(f"embeddings {embeddings} have {n} rows but their .jsonl rows number {len(lines)}")
+        rows_file = output.with_suffix(".jsonl")
         with atomic.AtomicBatch() as batch:
+            if lines is not None:  # the rows (ids, labels, texts) carried over: the output is an input of any command
+                with batch.open(rows_file, "w") as f:
+                    f.write("".join(ln + "\n" for ln in lines))
             with batch.open(output, "wb") as f:
                 np.lib.format.write_array_header_1_0(
                     f, {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False, "shape": (n, k)})
@@ -156,7 +168,7 @@ def project(embeddings: Any, head: Any, output: Path, *, mode: str = "compact", 
                 "output_dim": k, "output": str(output), "seconds": round(seconds, 3),
                 "rows_per_second": round(n / seconds, 1) if seconds > 0 else None}
         if hint is not None:
-            hint(f"wrote {output} ({n:,} x {k} float32) and {sidecar}")
+            hint(f"wrote {output} ({n:,} x {k} float32)" + (f", {rows_file}" if lines is not None else "") + f" and {sidecar}")
         return ProjectReport(body=body)
     from ..heads.project import project_parts
 

@@ -15,9 +15,9 @@ class NeighborsReport(Report):
 
     command = "neighbors"
     figures = {
-        "overlap": Figure("higher", interval="overlap_ci95", unit=FRACTION, range=(0, 1)),
-        "top1_changed": Figure("lower", interval="top1_changed_ci95", unit=FRACTION, range=(0, 1)),
-        "labels.same_label_b": Figure("higher", unit=FRACTION, range=(0, 1)),
+        "overlap": Figure("higher", interval="overlap_ci95", help="share of each row's k nearest neighbours in A that are also among them in B", unit=FRACTION, range=(0, 1)),
+        "top1_changed": Figure("lower", interval="top1_changed_ci95", help="share of rows whose nearest neighbour differs between A and B", unit=FRACTION, range=(0, 1)),
+        "labels.same_label_b": Figure("higher", reference="labels.same_label_a", help="share of B's neighbours that share the query's label; read against A's", unit=FRACTION, range=(0, 1)),
     }
 
 

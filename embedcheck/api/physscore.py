@@ -22,10 +22,10 @@ from ._common import Hint, matrix
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
 _FIGURES = {
-    "table1.kendall_tau": Figure("higher", unit=X100, range=(-100, 100)),
-    "table1.pacc": Figure("higher", unit=PERCENT, range=(0, 100)),
-    "table1.avg": Figure("higher", unit=X100, range=(-50, 100)),
-    "table3.probe_tau": Figure("higher", unit=X100, range=(-100, 100)),
+    "table1.kendall_tau": Figure("higher", help="Kendall tau x100 of cosine against the distance of physical quantities (Table 1)", unit=X100, range=(-100, 100)),
+    "table1.pacc": Figure("higher", help="pairwise accuracy x100: the closer quantity scored more similar (Table 1; chance 50)", unit=PERCENT, range=(0, 100)),
+    "table1.avg": Figure("higher", help="(tau + PACC) / 2, the PhysScore headline (Table 1)", unit=X100, range=(-50, 100)),
+    "table3.probe_tau": Figure("higher", help="Kendall tau x100 of a recalibration probe (Table 3)", unit=X100, range=(-100, 100)),
 }
 
 

@@ -7,7 +7,7 @@ from typing import Any, Optional, Sequence
 from ..result import Figure, Report
 from ..rows import content_sha256
 from ..schemas import PERCENT
-from ._common import check_same_rows, in_order, label_of, labels_for, matrix
+from ._common import check_not_swapped, check_same_rows, in_order, label_of, labels_for, matrix
 
 
 class ProbeReport(Report):
@@ -16,10 +16,10 @@ class ProbeReport(Report):
 
     command = "probe"
     figures = {
-        "accuracy": Figure("higher", interval="accuracy_ci95", unit=PERCENT, range=(0, 100)),
-        "macro_f1": Figure("higher", interval="macro_f1_ci95", unit=PERCENT, range=(0, 100)),
-        "few_shot.accuracy_mean": Figure("higher", unit=PERCENT, range=(0, 100)),
-        "few_shot.macro_f1_mean": Figure("higher", unit=PERCENT, range=(0, 100)),
+        "accuracy": Figure("higher", interval="accuracy_ci95", reference="majority_baseline", help="test accuracy x100 of a logistic-regression probe; read against the majority class", unit=PERCENT, range=(0, 100)),
+        "macro_f1": Figure("higher", interval="macro_f1_ci95", help="macro-averaged F1 x100 of the probe on the test rows", unit=PERCENT, range=(0, 100)),
+        "few_shot.accuracy_mean": Figure("higher", reference="majority_baseline", help="mean accuracy x100 of probes trained on a few rows per class", unit=PERCENT, range=(0, 100)),
+        "few_shot.macro_f1_mean": Figure("higher", help="mean macro F1 x100 of the few-shot probes", unit=PERCENT, range=(0, 100)),
     }
 
 
@@ -40,6 +40,8 @@ def probe(train: Any, train_labels: Any, test: Any, test_labels: Any, *, label_f
     from ..geometry import probe as _probe
     from ..io.npy import check_same_dim
 
+    check_not_swapped(train, train_labels, "TRAIN", "TRAIN_LABELS")
+    check_not_swapped(test, test_labels, "TEST", "TEST_LABELS")
     Xtr = matrix(train, "train embeddings", need_direction=False)
     matched: dict[str, str] = {}
     ytr = labels_for(train_labels, Xtr.shape[0], label_field, "train labels", rows=train, matched=matched,

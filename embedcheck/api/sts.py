@@ -26,8 +26,8 @@ class StsReport(Report):
 
     command = "sts"
     figures = {
-        "spearman": Figure("higher", interval="spearman_ci95", unit=X100, range=(-100, 100)),
-        "pearson": Figure("higher", interval="pearson_ci95", unit=X100, range=(-100, 100)),
+        "spearman": Figure("higher", interval="spearman_ci95", help="Spearman x100 of the pair cosines against the gold similarity scores", unit=X100, range=(-100, 100)),
+        "pearson": Figure("higher", interval="pearson_ci95", help="Pearson x100 of the pair cosines against the gold similarity scores", unit=X100, range=(-100, 100)),
     }
 
 

@@ -41,8 +41,9 @@ FailAboveOpt = Annotated[Optional[list[str]], typer.Option("--fail-above", metav
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for every random choice (same seed, same output); 0 to 2^32-1.")]
 LabelFieldOpt = Annotated[str, typer.Option("--label-field", help="Field (column) holding the label in a .jsonl, .csv, .tsv or .parquet labels file.")]
 EmbArg = Annotated[Path, typer.Argument(help="Embeddings: a 2-D float .npy (rows x dims).", show_default=False)]
-_LABELS_HELP = ("Labels, one per row: a 1-D .npy, .txt (one per line), or a table (.jsonl, .csv, .tsv, "
-                ".parquet) read by --label-field; ints or strings.")
+#: the label formats every command reads (io/labels.py), said once for every help text
+LABEL_FORMATS = "a 1-D .npy, .txt (one per line), or a table (.jsonl, .csv, .tsv, .parquet) read by --label-field"
+_LABELS_HELP = f"Labels, one per row: {LABEL_FORMATS}; ints or strings."
 LabelsArg = Annotated[Path, typer.Argument(help=_LABELS_HELP, show_default=False)]
 OptLabelsArg = Annotated[Optional[Path], typer.Argument(help=f"{_LABELS_HELP} Optional.", show_default=False)]
 OutOpt = Annotated[Path, typer.Option("--output", "-o", help="Output file (written atomically).", dir_okay=False, show_default=False)]

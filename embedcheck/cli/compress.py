@@ -17,7 +17,7 @@ from typer.core import TyperGroup
 
 from ..errors import InputError
 from ._app import app
-from .common import option_errors
+from .common import LABEL_FORMATS, option_errors
 from .reporting import Output, reporting
 
 
@@ -33,7 +33,8 @@ class _DefaultWrite(TyperGroup):
 compress_app = typer.Typer(
     name="compress",
     cls=_DefaultWrite,
-    help="Compressed embeddings: `compress EMB --to int8 -o OUT.npy` writes a copy every measuring "
+    help="Compressed embeddings: a smaller copy every command reads, and what each format costs. "
+    "`compress EMB --to int8 -o OUT.npy` writes a copy every measuring "
     "command reads (float16, int8, uint8, binary, ubinary, dims:K, pca:K, or e.g. pca:96,int8); "
     "`compress sweep` measures what each format costs (retention with paired 95% intervals).",
     no_args_is_help=True,
@@ -120,7 +121,7 @@ def _render(report: dict[str, Any]) -> None:
 @reporting(gated=False)
 def sweep_cmd(
     retrieval: Annotated[Optional[tuple[Path, Path, Path]], typer.Option("--retrieval", metavar="Q C QRELS", help="Queries, corpus (.npy or shard set; ids in their .jsonl rows) and qrels (TSV or JSONL).", show_default=False)] = None,
-    labels: Annotated[Optional[tuple[Path, Path]], typer.Option("--labelled", "--labels", metavar="EMB LABELS", help="Embeddings and their labels (.npy/.jsonl/.txt): aag and label MAP.", show_default=False)] = None,
+    labels: Annotated[Optional[tuple[Path, Path]], typer.Option("--labelled", "--labels", metavar="EMB LABELS", help=f"Embeddings and their labels ({LABEL_FORMATS}): aag and label MAP.", show_default=False)] = None,
     sts: Annotated[Optional[tuple[Path, Path, Path]], typer.Option("--sts", metavar="A B SCORES", help="STS pairs (row i of A with row i of B) and gold scores: Spearman.", show_default=False)] = None,
     calibration: Annotated[Optional[Path], typer.Option("--calibration", metavar="CAL", help="Rows that calibrate int8/uint8 and fit pca (default: each input itself).", show_default=False)] = None,
     precisions: Annotated[Optional[str], typer.Option("--precisions", help="Comma list of the precision rows to measure (default: all six).", show_default=False)] = None,
@@ -171,6 +172,8 @@ def sweep_cmd(
                              map_queries=map_queries, id_field=id_field, label_field=label_field,
                              score_field=score_field,
                              progress=(lambda m: hint(f"sweep: {m}")) if stderr_is_terminal() else None)
+    for n in res.notes:
+        hint(f"note: {n}")
     with option_errors({"format": "--ship", "metric": "--fail-below"}):
         gates = retention_gates(res, below, ship) if below else []
     report = res.to_dict()

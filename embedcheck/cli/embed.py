@@ -261,6 +261,7 @@ def _embed_sharded(*, input: str, output: Path, engine: Any, address: str | None
                          "--engine ray or --resume); embed to one .npy for that")
     if input == "-" or input.startswith("hf:"):
         raise InputError("sharded embed reads .jsonl/.parquet files: a folder, a glob or one file with --shard-rows")
+    E.input_files(input)  # an empty folder or a glob matching nothing is named before the output is judged
     if output.suffix.lower() == ".npy":
         raise InputError(f"output {output}: sharded embed writes a shard-set folder; pass -o DIR (not a .npy)")
     if o["prompt"] is not None and o["prompt_name"] is not None:

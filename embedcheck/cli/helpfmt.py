@@ -152,11 +152,24 @@ def _shell_lines(command: str, width: int = EXAMPLE_WIDTH) -> list[str]:
     return lines
 
 
+#: abbreviations whose dot does not end a sentence
+_ABBREVIATIONS = ("e.g", "i.e", "etc", "vs", "cf")
+
+
 def first_sentence(text: str) -> str:
-    """The first sentence of a help text (up to the first '. ', '? ' or blank line)."""
+    """The first sentence of a help text (up to the first '. ', '? ' or blank line; the dot of
+    an abbreviation such as "e.g." or a dot inside parentheses does not end it).
+
+    >>> first_sentence("Writes a copy (float16, or e.g. pca:96). More here.")
+    'Writes a copy (float16, or e.g. pca:96).'
+    """
     para = " ".join(text.strip().split("\n\n")[0].split())
-    m = re.search(r"[.?!](\s|$)", para)
-    return para[: m.start() + 1] if m else para
+    for m in re.finditer(r"[.?!](\s|$)", para):
+        head = para[: m.start() + 1]
+        if head.lower().endswith(tuple(f"{a}." for a in _ABBREVIATIONS)) or head.count("(") > head.count(")"):
+            continue
+        return head
+    return para
 
 
 def _labels_alias(cmd: Any) -> None:

@@ -8,6 +8,7 @@ import typer
 
 from ._app import app
 from .common import (  # --baseline and --fail-below: in out.start() / out.finish()
+    LABEL_FORMATS,
     LabelFieldOpt,
     SeedOpt,
 )
@@ -22,9 +23,9 @@ _P = typer.Argument
 @reporting()
 def probe_cmd(
     train: Annotated[str, _P(help="Training embeddings (.npy).", show_default=False)],
-    train_labels: Annotated[str, _P(help="Training labels (.npy/.jsonl/.txt).", show_default=False)],
+    train_labels: Annotated[str, _P(help=f"Training labels, one per row: {LABEL_FORMATS}.", show_default=False)],
     test: Annotated[str, _P(help="Test embeddings (.npy).", show_default=False)],
-    test_labels: Annotated[str, _P(help="Test labels (.npy/.jsonl/.txt).", show_default=False)],
+    test_labels: Annotated[str, _P(help=f"Test labels, one per row: {LABEL_FORMATS}.", show_default=False)],
     label_field: LabelFieldOpt = "label",
     C: Annotated[float, typer.Option("--C", min=1e-12, help="Inverse regularisation strength of LogisticRegression.")] = 1.0,
     max_iter: Annotated[int, typer.Option("--max-iter", min=1, help="LogisticRegression max_iter.")] = 1000,

@@ -33,5 +33,5 @@ def report_cmd(
 
     start_command(quiet)
     res = html_report(folder, output)
-    hint(f"wrote {output}: {res.reports} reports, {res.plots} plots")
+    hint(f"wrote {output}: {res.reports} report{'' if res.reports == 1 else 's'}, {res.plots} plot{'' if res.plots == 1 else 's'}")
     finish(res.to_dict(), title="report", as_json=as_json, fmt=fmt, report_file=None)

@@ -2,7 +2,8 @@
 
 * :func:`fit_pca` — the ``pca:K`` projection: the top-K right singular vectors of the calibration
   rows (numpy SVD of the uncentred rows, so ``pca:d`` is a rotation and changes no cosine), each
-  signed so that its largest-magnitude entry is positive (deterministic).
+  signed so that its largest-magnitude entry is positive (deterministic). K is at most the rank of
+  the calibration rows (fewer rows than dimensions: at most the row count); beyond it, refused.
 * :func:`reduce_rows` — ``dims:K`` (first K dimensions) or ``pca:K`` (``x @ Wᵀ``), rows
   renormalised to unit length in float64, returned as float32.
 * :func:`compress_matrix` — reduction, calibration ranges (int8/uint8) and quantisation
@@ -39,6 +40,20 @@ from ..io.compressed import Spec, calibration_ranges, decode, quantize
 from ..rows import CHUNK_ROWS, iter_chunks
 
 
+def rank_of(sv: np.ndarray, n: int, d: int) -> int:
+    """Numerical rank from singular values (float32 data: tolerance ``max(n, d) * eps32 * s_max``)."""
+    if not len(sv) or sv[0] <= 0:
+        return 0
+    return int((sv > sv[0] * max(n, d) * float(np.finfo(np.float32).eps)).sum())
+
+
+def pca_rank(C: Any) -> int:
+    """The largest K ``pca:K`` can be fitted with on the calibration rows ``C``."""
+    A = np.asarray(C[:], dtype=np.float64)
+    n, d = A.shape
+    return rank_of(np.linalg.svd(A, compute_uv=False), n, d) if n >= 2 else 0
+
+
 def fit_pca(C: Any, k: int) -> np.ndarray:
     """``(k, d)`` float32 projection: top-k right singular vectors of the calibration rows."""
     A = np.asarray(C, dtype=np.float64)
@@ -47,7 +62,11 @@ def fit_pca(C: Any, k: int) -> np.ndarray:
         raise InputError(f"pca k must be between 1 and the dimension {d}, got {k}")
     if n < 2:
         raise InputError("pca needs at least 2 calibration rows")
-    _, _, vt = np.linalg.svd(A, full_matrices=False)
+    _, sv, vt = np.linalg.svd(A, full_matrices=False)
+    r = rank_of(sv, n, d)
+    if k > r:
+        raise InputError(f"pca:{k} needs K <= the rank {r} of the calibration rows ({n} rows x {d} dimensions): "
+                         f"use pca:{r} or fewer, or calibrate on more rows")
     W = vt[:k]
     sign = np.sign(W[np.arange(len(W)), np.argmax(np.abs(W), axis=1)])
     sign[sign == 0] = 1

@@ -369,6 +369,26 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
         ov_rows = np.sort(rng_ov.choice(n_l, size=min(OVERLAP_QUERIES, n_l), replace=False))
         ov_idx = rng_ov.integers(0, len(ov_rows), size=(resamples, len(ov_rows)))
 
+    # pca:K needs K <= the rank of the rows it is fitted on: widths beyond it are skipped, said in the notes
+    if any(red == "pca" for red, _w in reds):
+        from .compress import pca_rank
+
+        if calibration is not None:
+            cal_sets = [("the calibration rows", calibration)]
+        else:
+            cal_sets = ([("the corpus", ret.C)] if ret is not None else []) + \
+                ([("the labelled rows", lab[0].X)] if lab is not None else []) + \
+                ([("the STS rows", np.concatenate([np.asarray(st[0].A), np.asarray(st[0].B)]))] if st is not None else [])
+        ranks = [(what, pca_rank(C), int(C.shape[0])) for what, C in cal_sets]
+        if ranks:
+            what, rank, n_rows = min(ranks, key=lambda t: t[1])
+            skip = [(red, w) for red, w in reds if red == "pca" and w > rank]
+            if skip:
+                reds = [r for r in reds if r not in skip]
+                notes.append(f"skipped {', '.join(f'pca:{w}' for _r, w in skip)} (every precision): pca:K needs "
+                             f"K <= the rank of the rows it is fitted on, and {what} ({n_rows} rows x {d} dimensions) "
+                             f"have rank {rank}")
+
     def compress_all(spec: Spec) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if ret is not None:

@@ -273,11 +273,19 @@ def bootstrap_intervals(per_query: dict[str, np.ndarray], resamples: int, seed: 
 
 # ---- the report ------------------------------------------------------------------------------
 
+#: what each metric family means, one line per family (the HTML page shows it beside the figure)
+FAMILY_HELP = {"ndcg": "nDCG: graded relevance of the first {k} results, discounted by rank (1: ideal order)",
+               "map": "mean average precision of the first {k} results",
+               "recall": "share of the relevant documents found in the first {k} results",
+               "precision": "share of the first {k} results that are relevant",
+               "mrr": "mean reciprocal rank of the first relevant document within {k}"}
+
+
 def _figures(k_values: Sequence[int] = K_VALUES) -> dict[str, Figure]:
     """The declared figures of a run at cut-offs ``k_values`` (nDCG@10 the headline)."""
     return {f"metrics.{f}_at_{k}": Figure("higher", headline=(f == "ndcg" and k == 10),
                                           interval=f"metrics.{f}_at_{k}_ci95",
-                                          unit=FRACTION, range=(0, 1))
+                                          help=FAMILY_HELP.get(f, "").format(k=k), unit=FRACTION, range=(0, 1))
             for f in FAMILIES for k in k_values}
 
 

@@ -16,8 +16,11 @@ In both modes the **floor** is the distribution of the ``n(n−1)`` unrelated co
 pairs scoring below it (``100 − floor_percentile`` % of unrelated pairs are flagged). A
 threshold at the 90th percentile of the floor flags one unrelated pair in ten.
 
-Intervals (labels mode): a percentile bootstrap over pairs — each resample's curve is the
-count-weighted curve of the resampled pairs, exactly the curve of the expanded resample. The
+Intervals: a seeded percentile bootstrap over pairs of the chosen thresholds and of their precision
+and recall (each resample chooses its own threshold, as the report does). Labels mode: each
+resample's curve is the count-weighted curve of the resampled pairs, exactly the curve of the
+expanded resample. Matched-pairs mode (up to ``MATCHED_BOOT_MAX`` pairs): a drawn pair ``i`` brings
+its match and its row's unrelated pairs ``(a_i, b_j)``, ``j != i``. The
 corpus count (:func:`count_pairs_above`) is exact: float32 products, the ones within 1e-5 of a
 threshold recomputed in float64.
 
@@ -108,10 +111,41 @@ def average_precision(precision: np.ndarray, recall: np.ndarray) -> float:
     return float(-np.sum(np.diff(recall) * precision[:-1]))
 
 
+def _choose(tp: np.ndarray, fp: np.ndarray, pos: np.ndarray, valid: np.ndarray, thr: np.ndarray,
+            target: float) -> dict[str, np.ndarray]:
+    """Per resample (rows of ``tp``/``fp``: weighted counts at each distinct score, decreasing):
+    the threshold at the target precision and at best F1, with their precision and recall (NaN
+    where a resample has no positive, or no threshold reaches the target)."""
+    flagged = tp + fp
+    with np.errstate(divide="ignore", invalid="ignore"):
+        prec = tp / flagged
+        rec = tp / pos
+        f1 = np.where(prec + rec > 0, 2 * prec * rec / (prec + rec), 0.0)
+    valid = valid & (flagged > 0) & (pos > 0)
+    okp = valid & (prec >= target - 1e-12)
+    rows = np.arange(len(tp))
+    out: dict[str, np.ndarray] = {}
+    # highest recall = lowest threshold = last index in decreasing order
+    has_p = okp.any(axis=1)
+    idx_p = okp.shape[1] - 1 - np.argmax(okp[:, ::-1], axis=1)
+    # best F1, ties to the lowest threshold: the last maximum in decreasing order
+    has_f = valid.any(axis=1)
+    idx_f = valid.shape[1] - 1 - np.argmax(np.where(valid, f1, -1.0)[:, ::-1], axis=1)
+    for key, has, idx in (("at_precision", has_p, idx_p), ("best_f1", has_f, idx_f)):
+        out[f"{key}.threshold"] = np.where(has, thr[idx], np.nan)
+        out[f"{key}.precision"] = np.where(has, prec[rows, idx], np.nan)
+        out[f"{key}.recall"] = np.where(has, rec[rows, idx], np.nan)
+    return out
+
+
+def _merge(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {}
+
+
 def _boot_thresholds(s: np.ndarray, y: np.ndarray, target: float, resamples: int,
-                     seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Thresholds at the target precision and at best F1 of every bootstrap resample of the pairs
-    (NaN where a resample has no positive, or no threshold reaches the target)."""
+                     seed: int) -> dict[str, np.ndarray]:
+    """Labels mode: the chosen thresholds (at the target precision, at best F1) and their precision
+    and recall in every bootstrap resample of the pairs."""
     n = len(s)
     rng = np.random.default_rng(seed)
     order = np.argsort(-s, kind="stable")
@@ -119,7 +153,7 @@ def _boot_thresholds(s: np.ndarray, y: np.ndarray, target: float, resamples: int
     last = np.r_[ss[1:] != ss[:-1], True]
     starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])
     thr = ss[last]
-    out_p, out_f = [], []
+    parts = []
     per = max(1, 2_000_000 // max(n, 1))
     for s0 in range(0, resamples, per):
         b = min(per, resamples - s0)
@@ -128,21 +162,46 @@ def _boot_thresholds(s: np.ndarray, y: np.ndarray, target: float, resamples: int
         tp = np.cumsum(cw * y[order], axis=1)[:, last]
         fp = np.cumsum(cw * (1.0 - y[order]), axis=1)[:, last]
         present = np.add.reduceat(cw, starts, axis=1) > 0  # a threshold is a score drawn in the resample
-        flagged = tp + fp
-        with np.errstate(divide="ignore", invalid="ignore"):
-            prec = tp / flagged
-            rec = tp / tp[:, -1:]
-            f1 = np.where(prec + rec > 0, 2 * prec * rec / (prec + rec), 0.0)
-        valid = present & (flagged > 0) & (tp[:, -1:] > 0)
-        okp = valid & (prec >= target - 1e-12)
-        # highest recall = lowest threshold = last index in decreasing order
-        idx_p = np.where(okp.any(axis=1), okp.shape[1] - 1 - np.argmax(okp[:, ::-1], axis=1), -1)
-        out_p.append(np.where(idx_p >= 0, thr[np.maximum(idx_p, 0)], np.nan))
-        f1v = np.where(valid, f1, -1.0)
-        # best F1, ties to the lowest threshold: the last maximum in decreasing order
-        idx_f = f1v.shape[1] - 1 - np.argmax(f1v[:, ::-1], axis=1)
-        out_f.append(np.where(valid.any(axis=1), thr[idx_f], np.nan))
-    return np.concatenate(out_p), np.concatenate(out_f)
+        parts.append(_choose(tp, fp, tp[:, -1:], present, thr, target))
+    return _merge(parts)
+
+
+#: matched-pairs mode: intervals up to this many pairs (an n x n count table; every weighted count is
+#: below n(n-1) < 2^24, so float32 products are exact)
+MATCHED_BOOT_MAX = 4000
+
+
+def _boot_matched(UA: np.ndarray, UB: np.ndarray, s: np.ndarray, target: float, resamples: int,
+                  seed: int, block: int = FLOOR_BLOCK) -> dict[str, np.ndarray]:
+    """Matched-pairs mode: a bootstrap over pairs — a resample draws pairs ``i`` with counts
+    ``c_i``; each drawn pair brings its match (``s_i``) and its row's unrelated pairs
+    ``(a_i, b_j), j != i`` — and in each, the chosen thresholds with their precision and recall.
+    Thresholds are the distinct matched scores, as in the report's curve."""
+    n = len(s)
+    thr = np.unique(s)[::-1]  # decreasing
+    m = len(thr)
+    ta = thr[::-1]  # increasing, for searchsorted
+    F = np.empty((n, m), dtype=np.float32)  # F[i, k]: unrelated pairs of row i scoring >= thr[k]
+    for i0 in range(0, n, block):
+        i1 = min(n, i0 + block)
+        S = UA[i0:i1] @ UB.T
+        k = np.arange(i0, i1)
+        S[k - i0, k] = -np.inf
+        S.sort(axis=1)
+        for r in range(i1 - i0):
+            F[i0 + r] = (n - np.searchsorted(S[r], ta, side="left"))[::-1]
+    T = (s[:, None] >= thr[None, :]).astype(np.float32)  # T[i, k]: is the match of row i flagged at thr[k]
+    E = (s[:, None] == thr[None, :]).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    parts = []
+    per = max(1, 1_000_000 // max(m, 1))  # resamples per block: (per x m) tables of a few MB
+    for s0 in range(0, resamples, per):
+        b = min(per, resamples - s0)
+        c = rng.multinomial(n, np.full(n, 1.0 / n), size=b).astype(np.float32)
+        tp, fp = (c @ T).astype(np.float64), (c @ F).astype(np.float64)
+        present = (c @ E) > 0  # a threshold is a matched score drawn in the resample
+        parts.append(_choose(tp, fp, np.full((b, 1), float(n)), present, thr, target))
+    return _merge(parts)
 
 
 # ---- unrelated pairs: the floor -----------------------------------------------------------------
@@ -251,7 +310,9 @@ class ThresholdPoint(Result):
     threshold: Optional[float]
     threshold_ci95: Optional[list[float]] = optional()
     precision: Optional[float] = None
+    precision_ci95: Optional[list[float]] = optional()
     recall: Optional[float] = None
+    recall_ci95: Optional[list[float]] = optional()
     f1: Optional[float] = None
     floor_percentile: Optional[float] = None  #: % of unrelated pairs scoring below the threshold
     unrelated_flagged: Optional[int] = None  #: unrelated pairs scoring >= the threshold
@@ -265,13 +326,11 @@ class ThresholdResult(Result):
 
     command: ClassVar[str] = "threshold"
     figures: ClassVar[dict[str, Figure]] = {
-        "average_precision": Figure("higher", unit=FRACTION, range=(0, 1)),
-        "best_f1.f1": Figure("higher", unit=FRACTION, range=(0, 1)),
-        "at_precision.recall": Figure("higher", unit=FRACTION, range=(0, 1)),
-        "at_precision.threshold": Figure("higher", headline=False, interval="at_precision.threshold_ci95",
-                                         unit=COSINE, range=(-1, 1)),
-        "best_f1.threshold": Figure("higher", headline=False, interval="best_f1.threshold_ci95", unit=COSINE,
-                                    range=(-1, 1)),
+        "average_precision": Figure("higher", help="area under the precision-recall curve of the pair cosines", unit=FRACTION, range=(0, 1)),
+        "best_f1.f1": Figure("higher", help="the best F1 of any threshold", unit=FRACTION, range=(0, 1)),
+        "at_precision.recall": Figure("higher", interval="at_precision.recall_ci95", help="share of matches found at the threshold that reaches the target precision", unit=FRACTION, range=(0, 1)),
+        "at_precision.threshold": Figure("higher", headline=False, interval="at_precision.threshold_ci95", help="the cosine at or above which a pair is called a match, for the target precision", unit=COSINE, range=(-1, 1)),
+        "best_f1.threshold": Figure("higher", headline=False, interval="best_f1.threshold_ci95", help="the cosine threshold of the best F1", unit=COSINE, range=(-1, 1)),
         "check.floor_percentile": Figure("higher", headline=False, always=False, unit=PERCENT, range=(0, 100)),
         "check.precision": Figure("higher", headline=False, always=False, unit=FRACTION, range=(0, 1)),
         "check.recall": Figure("higher", headline=False, always=False, unit=FRACTION, range=(0, 1)),
@@ -395,15 +454,22 @@ def calibrate(A: np.ndarray, B: np.ndarray, labels: Optional[np.ndarray] = None,
                           floor={"pairs": int(pairs), "mean": mean, "sd": sd,
                                  "matched_mean": float(s.mean())},
                           curve=_curve_points(p, r, t), precision_curve=p, recall_curve=r, thresholds=t, scores=s)
-    if y is not None and resamples > 0:
-        bp, bfl = _boot_thresholds(s, y, target, resamples, seed)
+    if resamples > 0 and (y is not None or n <= MATCHED_BOOT_MAX):
         from .intervals import percentile_ci
 
-        if ap.threshold is not None:
-            ap.threshold_ci95 = percentile_ci(bp)
-        if bf.threshold is not None:
-            bf.threshold_ci95 = percentile_ci(bfl)
-        res.ci_method = f"percentile bootstrap over pairs, {resamples} resamples, seed {seed}"
+        boot = (_boot_thresholds(s, y, target, resamples, seed) if y is not None
+                else _boot_matched(UA, UB, s, target, resamples, seed))
+        for key, pt in (("at_precision", ap), ("best_f1", bf)):
+            if pt.threshold is None:
+                continue
+            pt.threshold_ci95 = percentile_ci(boot[f"{key}.threshold"])
+            pt.precision_ci95 = percentile_ci(boot[f"{key}.precision"])
+            pt.recall_ci95 = percentile_ci(boot[f"{key}.recall"])
+        res.ci_method = (f"percentile bootstrap over pairs, {resamples} resamples, seed {seed}" +
+                         ("" if y is not None else "; a drawn pair brings its row's unrelated pairs (a_i, b_j), j != i"))
+    elif resamples > 0:
+        res.ci_method = (f"none: matched-pairs intervals need an n x n count table, computed up to "
+                         f"{MATCHED_BOOT_MAX} pairs (give 0/1 labels for intervals on more)")
     return res
 
 

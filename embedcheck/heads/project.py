@@ -97,6 +97,8 @@ def project_part(parts: tuple[Part, ...], start: int, stop: int, n: int, sidecar
 
         with open(sidecar, encoding="utf-8") as f:
             rows = parse_jsonl(f, sidecar)
+        if len(rows) == n and stop - start != n:  # the one file's rows, cut to this shard's range
+            rows = rows[start:stop]
     else:
         rows = [{"index": start + i} for i in range(stop - start)]
     with AtomicBatch() as batch:
@@ -119,7 +121,8 @@ def project_parts(engine: Any, src: Source, head_path: Path, out: Path, *, mode:
 
     names = [Path(e.path).stem if "/" not in e.path else f"shard-{i:05d}" for i, e in enumerate(src.shard_set.shards)] \
         if src.sharded else [f"shard-{i:05d}" for i in range(len(src.parts))]
-    sidecars = [str(Path(p.path).with_suffix(".jsonl")) if src.sharded else None for p in src.parts]
+    # a shard's own sidecar; for one .npy cut in row ranges, its .jsonl rows (each task takes its range)
+    sidecars = [str(Path(p.path).with_suffix(".jsonl")) for p in src.parts]
     with new_shard_folder(out) as tmp:  # the whole set appears at once, or nothing does
         res = engine.map(project_part, [(src.parts, p.offset, p.offset + p.rows, src.n, sc, str(head_path.resolve()),
                                          mode, alpha, chunk, str(tmp.resolve()), nm)

@@ -319,12 +319,15 @@ def _clash(target: Path, inp: Path) -> str | None:
         base = _real(inp)
         return "overwrite a file of the input folder" if any(
             t.parent == base and t.exists() and not t.is_dir() for t in places) else None
-    names = {_real(inp)}
+    if _real(inp) in places:
+        return "overwrite the input"
     if inp.suffix.lower() == ".npy":  # its row sidecar and provenance are part of the artifact
         from .provenance import meta_path
 
-        names |= {_real(q) for q in (inp.with_suffix(".jsonl"), meta_path(inp)) if q.exists()}
-    return "overwrite the input" if places & names else None
+        for q, what in ((inp.with_suffix(".jsonl"), "the .jsonl rows"), (meta_path(inp), "the provenance")):
+            if q.exists() and _real(q) in places:
+                return f"overwrite {q}, {what} of the input"
+    return None
 
 
 def check_output_folder(out: str | os.PathLike, what: str = "output") -> None:
@@ -355,11 +358,14 @@ def check_not_input(out: str | os.PathLike, inputs: Sequence[str | os.PathLike] 
     target = Path(out)
     pairs = [(labels[k] if labels else "", Path(i)) for k, i in enumerate(inputs) if i is not None
              and str(i) not in ("", "-")] + list(_GUARDED)
+    found = []
     for label, inp in pairs:
         try:
             why = _clash(target, inp)
         except (OSError, RuntimeError, ValueError):
             continue  # an unreadable input fails where it is read
         if why:
-            name = f"{label} {inp}" if label else str(inp)
-            raise InputError(f"{what} {out} would {why} {name}; choose another {what.lstrip('-')}")
+            found.append((why, f"{label} {inp}" if label else str(inp)))
+    if found:  # the input that is the output itself first, then one whose sidecar it is
+        why, name = min(found, key=lambda f: f[0] != "overwrite the input")
+        raise InputError(f"{what} {out} would {why} {name}; choose another {what.lstrip('-')}")

@@ -25,14 +25,15 @@ from .jsonio import read_jsonl
 from .npy import open_npy
 from .paths import check_file
 from .shards import is_shard_set, sidecar_field
-from .tables import TABLE_SUFFIXES, missing_field, read_table
+from .tables import TABLE_SUFFIXES, looks_headerless, missing_field, read_table, row_where
 
 
 def _is_integer_label(v: Any) -> bool:
     return (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, str) and _is_int_string(v))
 
 
-def check_label_kinds(values: Sequence[Any], source: str, where: Callable[[int], str] = lambda i: f"row {i}") -> None:
+def check_label_kinds(values: Sequence[Any], source: str,
+                      where: Callable[[int], str] = lambda i: f"row {i + 1}") -> None:
     """Refuse a label column that mixes integers and names, naming the first row of each kind.
 
     ``where(i)`` words position ``i`` (``row 3``, ``line 4``).
@@ -41,7 +42,7 @@ def check_label_kinds(values: Sequence[Any], source: str, where: Callable[[int],
     >>> check_label_kinds([0, 1, "pos"], "y.jsonl")
     Traceback (most recent call last):
     ...
-    embedcheck.errors.InputError: y.jsonl: labels mix integers (row 0: 0) and names (row 2: 'pos'); use one kind for the whole column
+    embedcheck.errors.InputError: y.jsonl: labels mix integers (row 1: 0) and names (row 3: 'pos'); use one kind for the whole column
     """
     first: dict[bool, int] = {}
     for i, v in enumerate(values):
@@ -55,16 +56,16 @@ def check_label_kinds(values: Sequence[Any], source: str, where: Callable[[int],
 
 
 def _normalise_label_values(values: Sequence[Any], source: str,
-                            where: Callable[[int], str] = lambda i: f"row {i}") -> np.ndarray:
+                            where: Callable[[int], str] = lambda i: f"row {i + 1}") -> np.ndarray:
     """Ints stay ints, strings of integers become ints, other strings stay strings; a mix of
     integers and names is refused (:func:`check_label_kinds`)."""
     out: list[Any] = []
     for i, v in enumerate(values):
         if isinstance(v, bool) or v is None or isinstance(v, (list, dict)):
-            raise InputError(f"{source}: label {i} is {v!r}; labels must be ints or strings")
+            raise InputError(f"{source} {where(i)}: the label is {v!r}; labels must be ints or strings")
         if isinstance(v, float):
             if not v.is_integer():
-                raise InputError(f"{source}: label {i} is {v!r}; labels must be ints or strings")
+                raise InputError(f"{source} {where(i)}: the label is {v!r}; labels must be ints or strings")
             v = int(v)
         out.append(v)
     check_label_kinds(out, source, where)
@@ -138,15 +139,16 @@ def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: st
             raise InputError(f"{what} {p} has no rows")
         missing = next((i for i, r in enumerate(rows) if field not in r), None)
         if missing is not None:
-            raise InputError(missing_field(field, list(rows[missing]), f"{what} {p} row {missing}",
-                                           option="--label-field") + _unlabelled_sidecar(p))
+            headerless = getattr(rows, "header", False) and looks_headerless(list(rows[missing]), rows)
+            raise InputError(missing_field(field, list(rows[missing]), f"{what} {p} {row_where(rows, missing)}",
+                                           option="--label-field", headerless=headerless) + _unlabelled_sidecar(p))
         values = [r[field] for r in rows]
         if suffix in (".csv", ".tsv"):
             blank = next((i for i, v in enumerate(values) if not str(v).strip()), None)
             if blank is not None:
-                raise InputError(f"{what} {p} row {blank}: the {field!r} cell is empty")
+                raise InputError(f"{what} {p} {row_where(rows, blank)}: the {field!r} cell is empty")
             values = [v.strip() for v in values]
-        labels = _normalise_label_values(values, str(p))
+        labels = _normalise_label_values(values, str(p), lambda i: row_where(rows, i))
     elif suffix in (".txt", ""):
         lines = _text_lines(p)
         empty = [i for i, s in enumerate(lines) if not s.strip()]

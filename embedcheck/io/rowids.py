@@ -197,3 +197,22 @@ def match_pair_sides(a: Any, b: Any, *, names: tuple[str, str]) -> Matched:
     if ids_a is None or ids_b is None or {_key(v) for v in ids_a} != {_key(v) for v in ids_b}:
         return Matched("position")
     return match_rows(ids_a, ids_b, names=names, tags=("A", "B"))
+
+
+def row_lines(src: str | os.PathLike[str]) -> Optional[list[str]]:
+    """The ``.jsonl`` rows of an embedding artifact (single file: its same-stem sidecar; shard set:
+    its shards' sidecars in manifest order), as lines without their newline; None when there are
+    none. What an output of the same rows (``compress``, ``project``) carries over."""
+    from .shards import is_shard_set, open_shard_set
+
+    src = Path(src)
+    if is_shard_set(src):
+        ss = open_shard_set(src, verify=False)
+        lines = []
+        for i in range(len(ss.shards)):
+            lines += [json.dumps(r, ensure_ascii=False) for r in ss.read_sidecar(i)]
+        return lines
+    side = src.with_suffix(".jsonl")
+    if not side.is_file():
+        return None
+    return [ln for ln in side.read_text(encoding="utf-8").split("\n") if ln.strip()]

@@ -4,8 +4,8 @@ One reader for ``embed``'s inputs (:mod:`embedcheck.io.texts`) and for label fil
 (:mod:`embedcheck.io.labels`), and one wording for "field not found": it names the fields that
 exist and the file they came from.
 
->>> missing_field("label", ["text", "sentiment"], "my.csv row 0", option="--label-field")
-"my.csv row 0 has no field 'label' (--label-field); its fields are: text, sentiment"
+>>> missing_field("label", ["text", "sentiment"], "my.csv row 1 (line 2)", option="--label-field")
+"my.csv row 1 (line 2) has no field 'label' (--label-field); its fields are: text, sentiment"
 """
 
 from __future__ import annotations
@@ -22,10 +22,64 @@ from ..errors import InputError
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".jsonl", ".ndjson")
 
 
-def missing_field(name: str, fields: Sequence[Any], where: str, *, option: str | None = None) -> str:
-    """The one wording of "field not found": which field, by which option, the fields that exist."""
+class Rows(list):  # type: ignore[type-arg]
+    """Records of a table, with the file line of each (``lines[i]``, 1-based) and whether the
+    first line was read as a header (CSV/TSV)."""
+
+    lines: list[int]
+    header: bool = False
+
+
+def row_where(rows: Any, i: int) -> str:
+    """Row ``i`` (0-based) of ``rows`` as a person counts it: ``row 300 (line 301)`` for a file
+    with a header line; ``row 300`` otherwise.
+
+    >>> r = Rows([{"a": 1}]); r.lines, r.header = [2], True
+    >>> row_where(r, 0), row_where([{"a": 1}], 0)
+    ('row 1 (line 2)', 'row 1')
+    """
+    lines = getattr(rows, "lines", None)
+    if getattr(rows, "header", False) and lines is not None and i < len(lines):
+        return f"row {i + 1} (line {lines[i]})"
+    return f"row {i + 1}"
+
+
+def looks_headerless(header: Sequence[Any], rows: Sequence[dict]) -> bool:
+    """Is the first line of a CSV/TSV data rather than column names? Yes when one of its cells is
+    a number, is longer than a column name would be (more than 3 words or 40 characters), or
+    occurs again as a value of its own column (``positive`` over a column of sentiments).
+
+    >>> looks_headerless(["great movie", "positive"], [{"great movie": "bad", "positive": "negative"},
+    ...                                                 {"great movie": "fine", "positive": "positive"}])
+    True
+    >>> looks_headerless(["review", "sentiment"], [{"review": "bad", "sentiment": "negative"}])
+    False
+    """
+    def data_like(c: Any) -> bool:
+        s = str(c).strip()
+        try:
+            float(s)
+            return True
+        except ValueError:
+            return len(s) > 40 or len(s.split()) > 3
+
+    if any(data_like(c) for c in header):
+        return True
+    for c in header:
+        if any(str(r.get(c, "")).strip() == str(c).strip() for r in rows[:10_000]):
+            return True
+    return False
+
+
+def missing_field(name: str, fields: Sequence[Any], where: str, *, option: str | None = None,
+                  headerless: bool = False) -> str:
+    """The one wording of "field not found": which field, by which option, the fields that exist
+    (or, when the first line of a CSV/TSV looks like data, whether the file has a header)."""
     by = f" ({option})" if option else ""
     shown = ", ".join(str(f) for f in fields) if fields else "(none)"
+    if headerless:
+        return (f"{where} has no field {name!r}{by}: does the file have a header line? Its first line "
+                f"({shown}) reads as data; the first line of a .csv/.tsv names the columns (e.g. text,label)")
     return f"{where} has no field {name!r}{by}; its fields are: {shown}"
 
 
@@ -34,21 +88,28 @@ def rows_delimited(text: str, where: str, tsv: bool) -> list[dict]:
         reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
     else:  # RFC 4180 CSV
         reader = csv.reader(io.StringIO(text, newline=""))
+    table: list[tuple[int, list[str]]] = []
     try:
-        table = [r for r in reader]
+        start = 1
+        for r in reader:
+            if r and any(c != "" for c in r):
+                table.append((start, r))
+            start = reader.line_num + 1
     except csv.Error as exc:
         raise InputError(f"{where}: malformed {'TSV' if tsv else 'CSV'} ({exc})") from None
-    table = [r for r in table if r and any(c != "" for c in r)] if table else []
     if not table:
         raise InputError(f"{where} has no header row")
-    header = table[0]
+    header = table[0][1]
     if len(set(header)) != len(header):
-        raise InputError(f"{where}: duplicate column names in the header {header}")
-    rows = []
-    for i, r in enumerate(table[1:], 2):
+        raise InputError(f"{where}: duplicate column names in the header {header}"
+                         + ("; does the file have a header line?" if looks_headerless(header, []) else ""))
+    rows = Rows()
+    rows.lines, rows.header = [], True
+    for line, r in table[1:]:
         if len(r) != len(header):
-            raise InputError(f"{where}:{i}: {len(r)} columns but the header has {len(header)}")
+            raise InputError(f"{where}:{line}: {len(r)} columns but the header has {len(header)}")
         rows.append(dict(zip(header, r)))
+        rows.lines.append(line)
     return rows
 
 

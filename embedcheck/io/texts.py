@@ -26,7 +26,7 @@ from ..errors import InputError, InputWarning
 from ..hub import hf_offline_env, hub_reachable
 from .jsonio import loads, parse_jsonl
 from .labels import check_label_kinds
-from .tables import missing_field
+from .tables import looks_headerless, missing_field, row_where
 from .tables import rows_delimited as _rows_delimited
 from .tables import rows_parquet as _rows_parquet
 
@@ -259,6 +259,10 @@ def read_records(source: str, *, text_field: str | None = None, label_field: str
     else:
         tf = text_field or next((f for f in TEXT_FIELD_AUTO if f in rows[0]), None)
         if tf is None:
+            if getattr(rows, "header", False) and looks_headerless(fields, rows):
+                raise InputError(f"{where} has no 'text' or 'sentence' column: does the file have a header line? Its "
+                                 f"first line ({', '.join(map(str, fields))}) reads as data; the first line of a "
+                                 ".csv/.tsv names the columns (e.g. text,label), or pass --text-field NAME")
             raise InputError(f"{where} has no 'text' or 'sentence' field; pass --text-field NAME; its fields are: "
                              f"{', '.join(map(str, fields))}")
         lf = label_field if label_field is not None else next((f for f in LABEL_FIELD_AUTO if f in rows[0]), None)
@@ -269,7 +273,7 @@ def read_records(source: str, *, text_field: str | None = None, label_field: str
     records: list[TextRecord] = []
     skipped = 0
     for i, r in enumerate(rows):
-        loc = f"{where} line {i + 1}" if lines_only else f"{where} row {i}"
+        loc = f"{where} line {i + 1}" if lines_only else f"{where} {row_where(rows, i)}"
         if tf not in r:
             raise InputError(missing_field(str(tf), list(r), loc, option="--text-field"))
         t = r[tf]
@@ -311,7 +315,7 @@ def read_records(source: str, *, text_field: str | None = None, label_field: str
         raise InputError(f"input {where}: every text is empty")
     if lf is not None:
         check_label_kinds([r.label for r in records], f"input {where} field {lf!r}",
-                          lambda k: f"row {records[k].row}")
+                          lambda k: row_where(rows, records[k].row))
     elif not lines_only:
         _warn_no_label_field(where, fields, used={tf, idf, *keep_fields})
     return InputData(records=records, source=info, text_field=None if lines_only else tf, label_field=lf,

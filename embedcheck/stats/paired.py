@@ -227,9 +227,9 @@ class PairedFigure(Result):
     null: Optional[np.ndarray] = hidden()  #: the permutation null of the difference (signed)
 
     figures: ClassVar[dict[str, Figure]] = {
-        "difference": Figure("higher", headline=True, interval="difference_ci95"),
-        "p_value": Figure("lower", headline=False),
-        "min_detectable_effect": Figure("lower", headline=False),
+        "difference": Figure("higher", headline=True, interval="difference_ci95", help="B minus A, signed so that positive means B is better"),
+        "p_value": Figure("lower", headline=False, help="chance of a difference this large if A and B were equal"),
+        "min_detectable_effect": Figure("lower", headline=False, help="the smallest difference found with 80% power at alpha 0.05"),
     }
 
 

@@ -1,0 +1,497 @@
+"""``embedcheck.recall``: does an approximate-nearest-neighbour index serve what exact search would?
+
+The index (a FAISS or hnswlib file, a pgvector column, a LanceDB table: :mod:`embedcheck.io.ann`)
+is queried through its own library, one query per call; the ground truth is exact top-k over the
+index's own vectors under its metric (:mod:`embedcheck.geometry.recall`). Both recall definitions
+per query, then summarised; latency of both sides; a settings sweep with its Pareto frontier and
+the cheapest setting meeting a target; diagnostics; a paired comparison with a second index.
+
+>>> import numpy as np, faiss, tempfile, os, embedcheck
+>>> X = np.random.default_rng(0).normal(size=(300, 8)).astype("float32")
+>>> ix = faiss.IndexFlatL2(8); ix.add(X)
+>>> path = os.path.join(tempfile.mkdtemp(), "flat.faiss"); faiss.write_index(ix, path)
+>>> r = embedcheck.recall(path, k=5, n_queries=50, resamples=100)
+>>> r["recall"]["mean"], r["knn_recall"]["mean"], r.to_dict()["schema"]
+(1.0, 1.0, 'embedcheck.recall/1')
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from ..errors import InputError
+from ..result import Figure, Report
+from ._common import Hint
+
+#: queries sampled from the index's rows when none are given
+N_QUERIES = 1000
+#: single-query exact searches timed for the exact side's latency
+LATENCY_QUERIES = 100
+IN_CORPUS_NOTE = ("queries are rows of the index (each query's own row removed from both sides): in-corpus "
+                  "queries over-state the recall of unseen queries; pass real queries (queries=, --queries) "
+                  "for the figure your users get")
+GATE_ON = ("mean", "lower")
+
+
+class RecallReport(Report):
+    """The ``recall`` report; ``results`` holds the per-query values (``per_query``: ``recall`` and
+    ``knn_recall`` arrays in query order) and the runs (``returned``, ``exact``: row positions)."""
+
+    command = "recall"
+    figures = {
+        "recall.mean": Figure("higher", interval="recall.mean_ci95"),
+        "knn_recall.mean": Figure("higher", interval="knn_recall.mean_ci95"),
+    }
+
+
+def _matrix(x: Any, what: str) -> np.ndarray:
+    from ..io.source import open_source
+
+    if isinstance(x, np.ndarray):
+        X = x
+    else:
+        src = open_source(x, what=what)
+        X = src.rows(0, src.n)
+    X = np.asarray(X)
+    if X.ndim != 2 or X.shape[0] < 1:
+        raise InputError(f"{what} must be a 2-D array with at least one row, got shape {X.shape}")
+    if X.dtype.kind != "f":
+        raise InputError(f"{what} must hold floats, got {X.dtype}")
+    if not np.isfinite(X).all():
+        raise InputError(f"{what} has NaN or infinite values")
+    return np.ascontiguousarray(X, dtype=np.float32)
+
+
+def _vectors_of(idx: Any, vectors: Any) -> tuple[np.ndarray, np.ndarray, str]:
+    """(ids, vectors, where they came from) — the ground truth's corpus."""
+    from ..io.ann import index_vectors
+
+    if vectors is None:
+        ids, X = index_vectors(idx)
+        return ids, np.ascontiguousarray(X, dtype=np.float32), "the index's own vectors"
+    X = _matrix(vectors, "vectors")
+    if X.shape != (idx.n, idx.dim):
+        raise InputError(f"vectors has shape {X.shape} but index {idx.locator} holds {idx.n} x {idx.dim}")
+    if hasattr(idx, "row_ids"):
+        ids = idx.row_ids()
+    else:
+        ids, _ = index_vectors(idx)
+    return ids, X, f"vectors {vectors}" if isinstance(vectors, (str, Path)) else "vectors (array)"
+
+
+def _parse_target(target: Optional[str]) -> Optional[tuple[str, int, float]]:
+    """``recall@10=0.95`` / ``knn-recall@10=0.9`` → ``(figure, k, X)``."""
+    if target is None:
+        return None
+    name, sep, val = str(target).partition("=")
+    try:
+        x = float(val)
+    except ValueError:
+        x = float("nan")
+    fig, at, kk = name.strip().lower().replace("_", "-").partition("@")
+    if not sep or not at or fig not in ("recall", "knn-recall") or not kk.isdigit() or not math.isfinite(x):
+        raise InputError(f"target {target!r}: expected recall@K=X or knn-recall@K=X, e.g. recall@10=0.95")
+    return ("recall" if fig == "recall" else "knn_recall"), int(kk), x
+
+
+def parse_gate(item: str, k: int) -> tuple[str, float]:
+    """``recall@10=0.95`` → ``("recall", 0.95)``; the k must be the run's. A bare number gates
+    the primary figure, id-overlap recall@k."""
+    try:
+        fig, kk, x = "recall", k, float(item)
+        if not math.isfinite(x):
+            raise ValueError
+    except ValueError:
+        fig, kk, x = _parse_target(item)  # type: ignore[misc]
+    if kk != k:
+        raise InputError(f"{item!r}: this run measures k = {k}; measure k = {kk} with k={kk} (--k {kk})")
+    if not 0.0 <= x <= 1.0:
+        raise InputError(f"{item!r}: a recall lies in [0, 1]")
+    return fig, x
+
+
+def recall_gates(report: RecallReport, items: list[str], gate_on: str = "mean") -> list[dict[str, Any]]:
+    """Gates ``recall@K=X`` on the report: the mean (``gate_on="mean"``) or the lower end of its
+    95 % interval (``"lower"``) must be ≥ X. Attached to the report and returned."""
+    from ..gates import min_gate
+
+    if gate_on not in GATE_ON:
+        raise InputError(f"gate_on must be mean or lower, got {gate_on!r}")
+    gates = []
+    for it in items:
+        fig, x = parse_gate(it, report["k"])
+        if gate_on == "mean":
+            gates.append(min_gate(f"{fig}.mean", report[fig]["mean"], x))
+        else:
+            ci = report[fig].get("mean_ci95")
+            if ci is None:
+                raise InputError("gating the interval's lower end needs resamples >= 1")
+            gates.append(min_gate(f"{fig}.mean_ci95_low", ci[0], x))
+    if gates:
+        report.body["gate_on"] = "mean" if gate_on == "mean" else "lower end of the 95% interval"
+        report.body["gates"] = [*report.body.get("gates", []), *gates]
+    return gates
+
+
+def _sweep_grid(sweep: Optional[dict[str, Any]], idx: Any) -> list[dict[str, int]]:
+    if not sweep:
+        return []
+    import itertools
+
+    names, values = [], []
+    for name, vals in sweep.items():
+        own = idx.setting_name(name)
+        vs = [vals] if isinstance(vals, (int, str)) else list(vals)
+        if not vs:
+            raise InputError(f"sweep {name}: no values")
+        names.append(own)
+        values.append([idx.resolve({own: v})[own] for v in vs])
+    return [dict(zip(names, combo)) for combo in itertools.product(*values)]
+
+
+class _Truth:
+    """The exact side over one set of vectors, for one set of queries."""
+
+    def __init__(self, Q: np.ndarray, X: np.ndarray, k: int, metric: str, self_rows: Optional[np.ndarray],
+                 engine: Any) -> None:
+        from ..geometry import recall as geo
+
+        n = X.shape[0]
+        extra = 1 if self_rows is not None else 0
+        kk = min(k + 1 + extra, n)
+        self.Qs, self.Xs, self.search_metric = geo.prepared(Q, X, metric)
+        t0 = time.perf_counter()
+        ex = geo.exact_topk(self.Qs, self.Xs, kk, self.search_metric, engine=engine)
+        self.seconds = time.perf_counter() - t0
+        self.rows, scores = geo.drop_self(ex.rows, self_rows, k + 1, ex.scores)
+        assert scores is not None
+        self.scores = scores
+        self.kth = geo.distance_of_score(scores[:, k - 1], metric)
+        self.Q, self.X, self.k, self.metric, self.self_rows = Q, X, k, metric, self_rows
+
+    def score(self, returned_rows: np.ndarray) -> dict[str, np.ndarray]:
+        from ..geometry import recall as geo
+
+        R, _ = geo.drop_self(returned_rows, self.self_rows, self.k)
+        rd = geo.returned_distances(self.Q, self.X, R, self.metric)
+        return {"recall": geo.id_recall(R, self.rows[:, :self.k], self.k),
+                "knn_recall": geo.knn_recall(rd, self.kth, self.k), "rows": R}
+
+
+def _run(idx: Any, truth: _Truth, ids: np.ndarray, settings: dict[str, Any], ask: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    from ..io.ann import rows_of
+
+    got, secs = idx.search(truth.Q, ask, **settings)
+    return truth.score(rows_of(ids, got)), secs
+
+
+def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: int = 10,
+           settings: Optional[dict[str, Any]] = None, sweep: Optional[dict[str, Any]] = None,
+           target: Optional[str] = None, gate_on: str = "mean", vectors: Any = None, space: Optional[str] = None,
+           dim: Optional[int] = None, resamples: int = 1000, seed: int = 0, below: float = 0.9,
+           plot: Optional[Path] = None, against: Any = None, against_settings: Optional[dict[str, Any]] = None,
+           against_vectors: Any = None, margins: Optional[dict[str, float]] = None, engine: Any = "local",
+           address: Optional[str] = None, hint: Hint = None) -> RecallReport:
+    """Recall@k of an ANN ``index`` (a locator or an opened :class:`~embedcheck.io.ann.AnnIndex`)
+    against exact search over its own vectors, under its metric.
+
+    ``queries``: real query vectors (``.npy``, shard set or array); without them, ``n_queries``
+    rows of the index drawn with ``seed`` (each query's own row removed from both sides).
+    ``settings``: search settings (``{"efSearch": 64}``, ``{"hnsw.ef_search": 100}`` ...);
+    ``sweep``: setting → values, one row per combination with recall (interval) and latency, the
+    Pareto frontier and, with ``target`` (``"recall@10=0.95"``), the cheapest row meeting it (its
+    mean, or with ``gate_on="lower"`` its interval's lower end). ``vectors``: the original vectors
+    when the index stores only quantised codes (FAISS PQ / SQ). ``space``/``dim``: an hnswlib
+    index's. ``against``: a second index over the same rows (``against_settings``), compared on the
+    same queries (``paired``: difference, interval, p-value, verdict at ``margins``).
+    """
+    from ..geometry import recall as geo
+    from ..io.ann import open_index
+    from ._common import running
+
+    if k < 1:
+        raise InputError(f"k must be >= 1, got {k}")
+    if n_queries < 1:
+        raise InputError(f"n_queries must be >= 1, got {n_queries}")
+    if resamples < 0:
+        raise InputError(f"resamples must be >= 0, got {resamples}")
+    if not 0.0 < below <= 1.0:
+        raise InputError(f"below must be in (0, 1], got {below}")
+    if gate_on not in GATE_ON:
+        raise InputError(f"gate_on must be mean or lower, got {gate_on!r}")
+    tgt = _parse_target(target)
+    if tgt is not None and tgt[1] != k:
+        raise InputError(f"target {target!r}: this run measures k = {k}")
+    if tgt is not None and not sweep:
+        raise InputError("target needs a sweep (the settings to choose from)")
+    idx = open_index(index, space=space, dim=dim)
+    idx_b = None
+    try:
+        use = idx.resolve(settings)
+        grid = _sweep_grid(sweep, idx)
+        ids, X, vec_from = _vectors_of(idx, vectors)
+        if queries is not None:
+            Q = _matrix(queries, "queries")
+            if Q.shape[1] != idx.dim:
+                raise InputError(f"queries have dimension {Q.shape[1]} but index {idx.locator} has {idx.dim}")
+            self_rows = None
+            qids: Any = np.arange(Q.shape[0])
+            if isinstance(queries, (str, Path)):
+                from ..io.rowids import row_ids
+
+                side = row_ids(str(queries))
+                if side is not None and len(side) == Q.shape[0]:
+                    qids = np.array([str(x) for x in side], dtype=object)  # the sidecar's ids name the worst query
+            query_source = str(queries) if isinstance(queries, (str, Path)) else "array"
+        else:
+            if idx.n < 2:
+                raise InputError(f"index {idx.locator} has {idx.n} row; in-corpus queries need at least 2")
+            self_rows = geo.sample_queries(idx.n, n_queries, seed)
+            Q = X[self_rows]
+            qids = ids[self_rows]
+            query_source = f"{len(self_rows)} rows of the index (seeded sample, seed {seed})" \
+                if len(self_rows) < idx.n else f"all {idx.n} rows of the index"
+        avail = idx.n - (1 if self_rows is not None else 0)
+        if k > avail:
+            raise InputError(f"k = {k} is larger than the corpus ({avail} rows"
+                             + (" other than the query's own" if self_rows is not None else "") + ")")
+        ask = k + (1 if self_rows is not None else 0)
+        with running(engine, address) as eng:
+            truth = _Truth(Q, X, k, idx.metric, self_rows, eng)
+        main, secs = _run(idx, truth, ids, use, ask)
+        body: dict[str, Any] = {
+            "index": idx.locator, "kind": idx.kind, "library": idx.library, "metric": idx.metric,
+            "distance": geo.DISTANCE[idx.metric], "n": idx.n, "dim": idx.dim, "k": k, "queries": int(Q.shape[0]),
+            "query_source": query_source, "in_corpus": self_rows is not None, "ground_truth": vec_from,
+            "settings": dict(use),
+        }
+        qid_list = [str(x) for x in (qids.tolist() if hasattr(qids, "tolist") else qids)]
+        for fig in ("recall", "knn_recall"):
+            body[fig] = geo.summarise(main[fig], qid_list, resamples=resamples, seed=seed, below=below)
+        body["below"] = below
+        body["knn_epsilon"] = geo.KNN_EPSILON
+        lat_exact = _exact_latency(Q, X, truth, k, idx.metric)
+        body["latency"] = {"index": geo.latency(secs), "exact": lat_exact}
+        warnings, diag = _diagnostics(idx, X, truth, k, self_rows, ids, ask, use, main)
+        body["diagnostics"] = diag
+        if resamples > 0:
+            from ..geometry import intervals
+
+            body["ci_method"] = intervals.method("queries", resamples, seed)
+        notes = list(idx.notes)
+        if self_rows is not None:
+            notes.append(IN_CORPUS_NOTE)
+        results: dict[str, Any] = {"per_query": {f: main[f] for f in ("recall", "knn_recall")},
+                                   "returned": main["rows"], "exact": truth.rows[:, :k], "query_ids": qid_list}
+        if grid:
+            body["sweep"] = _sweep(idx, truth, ids, grid, ask, resamples, seed, tgt, gate_on, results)
+            if plot is not None:
+                _plot(plot, body, hint)
+        elif plot is not None:
+            raise InputError("plot needs a sweep (recall against latency over the settings)")
+        if against is not None:
+            idx_b = open_index(against, space=space, dim=dim)
+            results["paired"] = _paired(idx, idx_b, X, ids, truth, main, against_settings, against_vectors,
+                                        resamples, seed, margins, ask, eng_name=engine, address=address,
+                                        results=results)
+            body["paired"] = results["paired"].to_dict()
+        if warnings:
+            body["warnings"] = warnings
+            if hint is not None:
+                for w in warnings:
+                    hint(f"warning: {w}")
+        body["notes"] = notes
+        body["seed"] = seed
+        return RecallReport(body=body, results=results)
+    finally:
+        idx.close()
+        if idx_b is not None:
+            idx_b.close()
+
+
+def _exact_latency(Q: np.ndarray, X: np.ndarray, truth: _Truth, k: int, metric: str) -> dict[str, float]:
+    """Single-query exact searches (this process, one BLAS thread) on up to :data:`LATENCY_QUERIES`
+    queries; ``batched_ms_per_query``: the ground-truth search of all queries at once, per query."""
+    from ..geometry import recall as geo
+
+    m = min(LATENCY_QUERIES, Q.shape[0])
+    secs = np.empty(m)
+    kk = min(k + 2, X.shape[0])
+    from ..threads import one_blas_thread
+
+    with one_blas_thread():  # a skinny (1 x d) product: a second BLAS thread only spins
+        for i in range(m):
+            t0 = time.perf_counter()
+            geo.exact_topk(truth.Qs[i:i + 1], truth.Xs, kk, truth.search_metric)
+            secs[i] = time.perf_counter() - t0
+    out = geo.latency(secs)
+    out["batched_ms_per_query"] = 1e3 * truth.seconds / Q.shape[0]
+    return out
+
+
+def _diagnostics(idx: Any, X: np.ndarray, truth: _Truth, k: int, self_rows: Any, ids: np.ndarray, ask: int,
+                 use: dict[str, Any], main: dict[str, np.ndarray]) -> tuple[list[str], dict[str, Any]]:
+    from ..geometry import recall as geo
+
+    warnings: list[str] = []
+    norms = geo.norm_spread(X)
+    diag: dict[str, Any] = {"norms": norms}
+    if idx.metric == "ip" and (abs(norms["min"] - 1) > 1e-3 or abs(norms["max"] - 1) > 1e-3):
+        warnings.append(f"inner-product index over vectors that are not unit length (norms {norms['min']:.4g} to "
+                        f"{norms['max']:.4g}, median {norms['median']:.4g}): long vectors win regardless of "
+                        "direction and graph indexes lose recall; normalise them if cosine is meant")
+    dup = geo.duplicate_rows(X)
+    diag["duplicates"] = dup
+    if dup["rows"]:
+        warnings.append(f"{dup['rows']} rows share their vector with another row ({dup['groups']} groups): "
+                        "id-overlap recall counts a duplicate returned in place of its twin as a miss; knn_recall does not")
+    ties = geo.ties_at_k(truth.scores, k)
+    diag["ties_at_k"] = ties
+    if ties:
+        warnings.append(f"{ties} queries have a tie at the k-th place of the exact list: their id-overlap recall "
+                        "depends on which tied row the index returns (knn_recall counts either)")
+    if idx.quantised or idx.kind.startswith("lancedb-"):
+        rec = idx.reconstructed() if idx.quantised else None
+        if rec is None:
+            diag["quantisation"] = {"available": False,
+                                    "reason": f"{idx.library} does not expose the decoded vectors of this index"}
+        else:
+            with_r = _Truth(truth.Q, np.ascontiguousarray(rec, dtype=np.float32), k, idx.metric, self_rows, None)
+            s = truth.score(with_r.rows[:, :k])
+            q_rec, q_knn = float(s["recall"].mean()), float(s["knn_recall"].mean())
+            diag["quantisation"] = {
+                "available": True, "exact_over_decoded_recall": q_rec, "exact_over_decoded_knn_recall": q_knn,
+                "quantisation_loss": 1.0 - q_rec, "search_loss": q_rec - float(main["recall"].mean()),
+                "reading": "exact search over the index's decoded vectors: what quantisation alone loses; the "
+                           "rest of the gap to the index's recall is lost by the graph or partition search"}
+    return warnings, diag
+
+
+def _sweep(idx: Any, truth: _Truth, ids: np.ndarray, grid: list[dict[str, int]], ask: int, resamples: int,
+           seed: int, tgt: Optional[tuple[str, int, float]], gate_on: str, results: dict[str, Any]) -> dict[str, Any]:
+    from ..geometry import intervals
+    from ..geometry import recall as geo
+
+    rows = []
+    per_row = []
+    for setting in grid:
+        sc, secs = _run(idx, truth, ids, setting, ask)
+        row: dict[str, Any] = {"settings": setting}
+        for fig in ("recall", "knn_recall"):
+            row[fig] = float(sc[fig].mean())
+            if resamples > 0:
+                row[f"{fig}_ci95"] = intervals.percentile_ci(intervals.bootstrap_means(sc[fig], resamples, seed))
+        row.update({f"latency_{k}": v for k, v in geo.latency(secs).items()})
+        rows.append(row)
+        per_row.append(sc)
+    front = geo.pareto([(r["recall"], r["latency_median_ms"]) for r in rows])
+    for r, f in zip(rows, front):
+        r["pareto"] = f
+    out: dict[str, Any] = {"settings": sorted({k for g in grid for k in g}), "rows": rows,
+                           "frontier": [i for i, f in enumerate(front) if f],
+                           "cost": "median latency per query (ms)"}
+    results["sweep_per_query"] = per_row
+    if tgt is not None:
+        fig, kk, x = tgt
+        key = fig if gate_on == "mean" else f"{fig}_ci95"
+
+        def value(r: dict[str, Any]) -> Optional[float]:
+            if gate_on == "mean":
+                return r[fig]
+            ci = r.get(key)
+            return None if ci is None else ci[0]
+
+        ok = [i for i, r in enumerate(rows) if value(r) is not None and value(r) >= x]  # type: ignore[operator]
+        t: dict[str, Any] = {"figure": f"{'recall' if fig == 'recall' else 'knn-recall'}@{kk}", "threshold": x,
+                             "on": "mean" if gate_on == "mean" else "lower end of the 95% interval"}
+        if ok:
+            best = min(ok, key=lambda i: (rows[i]["latency_median_ms"], i))
+            t.update({"met": True, "row": best, "settings": rows[best]["settings"], "value": rows[best][fig],
+                      "value_ci95": rows[best].get(f"{fig}_ci95"),
+                      "latency_median_ms": rows[best]["latency_median_ms"]})
+        else:
+            t.update({"met": False, "row": None, "settings": None,
+                      "reading": "no setting of the sweep meets the target; widen the sweep"})
+        out["target"] = t
+    return out
+
+
+def _plot(plot: Path, body: dict[str, Any], hint: Hint) -> None:
+    from ..geometry.plots import png_bytes, require_matplotlib
+    from ..io.atomic import atomic_writer
+
+    plt = require_matplotlib("plot")
+    rows = body["sweep"]["rows"]
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    lat = [r["latency_median_ms"] for r in rows]
+    rec = [r["recall"] for r in rows]
+    lo = [r["recall"] - r["recall_ci95"][0] if r.get("recall_ci95") else 0 for r in rows]
+    hi = [r["recall_ci95"][1] - r["recall"] if r.get("recall_ci95") else 0 for r in rows]
+    ax.errorbar(lat, rec, yerr=[lo, hi], fmt="o", color="tab:blue", capsize=3, label="setting (95% interval)")
+    front = [i for i, r in enumerate(rows) if r["pareto"]]
+    front.sort(key=lambda i: lat[i])
+    ax.plot([lat[i] for i in front], [rec[i] for i in front], "-", color="tab:orange", label="Pareto frontier")
+    for r, x, y in zip(rows, lat, rec):
+        ax.annotate(",".join(f"{k}={v}" for k, v in r["settings"].items()), (x, y), textcoords="offset points",
+                    xytext=(4, -10), fontsize=7)
+    t = body["sweep"].get("target")
+    if t is not None:
+        ax.axhline(t["threshold"], color="grey", ls="--", lw=0.8, label=f"target {t['figure']} = {t['threshold']}")
+    ax.set_xlabel("median latency per query (ms)")
+    ax.set_ylabel(f"recall@{body['k']} (id overlap)")
+    ax.set_title(f"{body['kind']}: recall against latency ({body['queries']} queries)", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    with atomic_writer(plot, "wb") as f:
+        f.write(png_bytes(fig))
+    body["sweep"]["plot"] = str(plot)
+    if hint is not None:
+        hint(f"plot: {plot}")
+
+
+def _paired(idx: Any, idx_b: Any, X: np.ndarray, ids: np.ndarray, truth: _Truth, main: dict[str, np.ndarray],
+            settings_b: Optional[dict[str, Any]], vectors_b: Any, resamples: int, seed: int,
+            margins: Optional[dict[str, float]], ask: int, *, eng_name: Any, address: Optional[str],
+            results: dict[str, Any]) -> Any:
+    from ..io.ann import rows_of
+    from ..stats.paired import Paired, check_margin, method_text, paired_items
+
+    if resamples < 2:
+        raise InputError("against needs resamples >= 2 (the paired bootstrap)")
+    if idx_b.dim != idx.dim or idx_b.n != idx.n:
+        raise InputError(f"against {idx_b.locator} holds {idx_b.n} x {idx_b.dim} but {idx.locator} holds "
+                         f"{idx.n} x {idx.dim}; a paired comparison needs indexes of the same rows")
+    ids_b, Xb, _ = _vectors_of(idx_b, vectors_b)
+    pos = rows_of(ids, np.asarray(ids_b))
+    if (pos < 0).any() or len(np.unique(pos)) != len(pos):
+        raise InputError(f"against {idx_b.locator} and {idx.locator} hold different ids; a paired comparison "
+                         "needs indexes of the same rows")
+    Xb_in_a = np.empty_like(Xb)
+    Xb_in_a[pos] = Xb
+    truth_b = truth
+    if not np.array_equal(Xb_in_a, X):
+        from ._common import running
+
+        with running(eng_name, address) as eng:
+            truth_b = _Truth(truth.Q, Xb_in_a, truth.k, idx_b.metric, truth.self_rows, eng)
+    use_b = idx_b.resolve(settings_b)
+    got, _ = idx_b.search(truth.Q, ask, **use_b)
+    sb = truth_b.score(rows_of(ids, got))
+    results["per_query_b"] = {f: sb[f] for f in ("recall", "knn_recall")}
+    items = {}
+    for fig in ("recall", "knn_recall"):
+        m = check_margin((margins or {}).get(fig), f"margin {fig}")
+        items[f"{fig}.mean"] = paired_items(main[fig], sb[fig], resamples=resamples, permutations=resamples,
+                                            seed=seed, margin=m)
+    unknown = set(margins or {}) - {"recall", "knn_recall"}
+    if unknown:
+        raise InputError(f"margin {sorted(unknown)[0]!r}: no such figure; recall or knn_recall")
+    label = f"{idx_b.locator} ({', '.join(f'{k}={v}' for k, v in use_b.items()) or 'no settings'})"
+    return Paired(against=label, ci_method=method_text("queries", resamples, resamples, seed), items=items)
+
+
+__all__ = ["RecallReport", "parse_gate", "recall", "recall_gates"]

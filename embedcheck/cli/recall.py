@@ -1,0 +1,125 @@
+"""``embedcheck recall INDEX``: an ANN index's recall@k on your own vectors, with intervals, the
+spread over queries, a settings sweep and a CI gate."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ._app import app
+from .common import AddressOpt, EngineName, EngineOpt, SeedOpt, check_engine, check_plot, hint, in_range
+from .paired_opts import FailOnOpt, MarginOpt, paired_gates, parse_margins
+from .reporting import Output, reporting
+
+
+class GateOn(str, Enum):
+    mean = "mean"
+    lower_end = "lower"
+
+
+class Space(str, Enum):
+    cosine = "cosine"
+    ip = "ip"
+    l2 = "l2"
+
+
+def parse_settings(items: Optional[list[str]], option: str) -> dict[str, str]:
+    """``["efSearch=64"]`` → ``{"efSearch": "64"}`` (the index checks the name and the value)."""
+    from ..errors import InputError
+
+    out: dict[str, str] = {}
+    for it in items or []:
+        name, sep, val = it.partition("=")
+        if not sep or not name.strip() or not val.strip():
+            raise InputError(f"{option} {it!r}: expected NAME=VALUE, e.g. {option} efSearch=64")
+        out[name.strip()] = val.strip()
+    return out
+
+
+def parse_sweep(items: Optional[list[str]]) -> dict[str, list[str]]:
+    """``["ef_search=10,20,40"]`` → ``{"ef_search": ["10", "20", "40"]}``."""
+    from ..errors import InputError
+
+    out: dict[str, list[str]] = {}
+    for name, val in parse_settings(items, "--sweep").items():
+        vals = [v for v in val.replace(" ", "").split(",") if v]
+        if not vals:
+            raise InputError(f"--sweep {name}=: no values")
+        out[name] = vals
+    return out
+
+
+@app.command("recall")
+@reporting(gates=False)  # its own --fail-below FIGURE@K=X (recall@K or knn-recall@K, on --gate-on)
+def recall_cmd(
+    index: Annotated[str, typer.Argument(metavar="INDEX", help="The index: PATH.faiss / PATH.index (FAISS), an hnswlib file (--space/--dim or PATH.json), postgresql://USER@HOST/DB?table=T&column=C[&id=I] (pgvector HNSW or IVFFlat) or lancedb://DBDIR/TABLE (IVF_PQ, IVF_HNSW_SQ).", show_default=False)],
+    k: Annotated[int, typer.Option("--k", min=1, help="Neighbours per query (recall@k).")] = 10,
+    queries: Annotated[Optional[str], typer.Option("--queries", metavar="SOURCE", help="Real query vectors (.npy or shard set). Without it: --n-queries rows of the index, each query's own row removed from both sides (in-corpus queries over-state recall).", show_default=False)] = None,
+    n_queries: Annotated[int, typer.Option("--n-queries", min=1, help="Without --queries: rows of the index drawn as queries (seeded; all rows when fewer).")] = 1000,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", metavar="NAME=V", help="A search setting of the index (efSearch, nprobe, ef, hnsw.ef_search, ivfflat.probes, nprobes, refine_factor). Repeatable.", show_default=False)] = None,
+    sweep: Annotated[Optional[list[str]], typer.Option("--sweep", metavar="NAME=V1,V2,...", help="One row per setting value with recall (interval) and latency, the Pareto frontier. Repeatable (all combinations).", show_default=False)] = None,
+    target: Annotated[Optional[str], typer.Option("--target", metavar="FIGURE@K=X", help="With --sweep: the cheapest setting meeting recall@K=X (or knn-recall@K=X), on --gate-on.", show_default=False)] = None,
+    fail_below: Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="FIGURE@K=X", help="Gate: exit 1 when recall@K (or knn-recall@K) is below X, on --gate-on; a bare X gates recall@K. Repeatable.", show_default=False)] = None,
+    gate_on: Annotated[GateOn, typer.Option("--gate-on", help="What --fail-below and --target gate: the mean, or the lower end of its 95% interval.", case_sensitive=False)] = GateOn.mean,
+    below: Annotated[float, typer.Option("--below", callback=in_range(0, 1, lo_open=True), help="Report the share of queries whose recall is below this.")] = 0.9,
+    vectors: Annotated[Optional[str], typer.Option("--vectors", metavar="SOURCE", help="The original vectors (.npy, index row order) when the index stores only quantised codes (FAISS PQ/SQ).", show_default=False)] = None,
+    space: Annotated[Optional[Space], typer.Option("--space", help="hnswlib index: its space (else PATH.json).", case_sensitive=False, show_default=False)] = None,
+    dim: Annotated[Optional[int], typer.Option("--dim", min=1, help="hnswlib index: its dimension (else PATH.json).", show_default=False)] = None,
+    resamples: Annotated[int, typer.Option("--resamples", min=0, help="Bootstrap resamples over queries of the 95% intervals; 0: none.")] = 1000,
+    seed: SeedOpt = 0,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="With --sweep: draw recall against latency into this .png (atomically).", dir_okay=False, show_default=False)] = None,
+    against: Annotated[Optional[str], typer.Option("--against", metavar="INDEX2", help="Paired comparison: a second index over the same rows (or the same index with --against-set), on the same queries; the report gains 'paired'.", show_default=False)] = None,
+    against_set: Annotated[Optional[list[str]], typer.Option("--against-set", metavar="NAME=V", help="With --against: a search setting of INDEX2. Repeatable.", show_default=False)] = None,
+    margin: MarginOpt = None,
+    fail_on: FailOnOpt = None,
+    engine: EngineOpt = EngineName.local,
+    address: AddressOpt = None,
+    *,
+    out: Output,
+) -> None:
+    """Recall@k of an approximate-nearest-neighbour index against exact search over its own vectors.
+
+    The index is queried through its own library (one query per call, as a service queries it);
+    the ground truth is exact top-k under the index's metric (cosine, inner product or L2).
+    Both recall definitions per query: id overlap, and ann-benchmarks' k-nn recall (a returned
+    row counts when its exact distance is within 1e-3 of the k-th); then the mean with its 95%
+    interval, the 5th percentile, the worst query and the share below --below; latency of both
+    sides; diagnostics (unnormalised vectors under inner product, duplicates, ties at the k-th
+    place, the quantisation loss of PQ/SQ indexes).
+
+    Example: embedcheck recall h.faiss --sweep efSearch=16,64 --target recall@10=0.95
+    """
+    from ..api.recall import recall, recall_gates
+    from ..errors import InputError
+    from ..gates import add_gates
+
+    out.start()
+    check_engine(engine, address)
+    check_plot(plot, [p for p in (index, queries, vectors) if p and "://" not in p])
+    if plot is not None and not sweep:
+        raise InputError("--plot needs --sweep (recall against latency over the settings)")
+    margins = parse_margins(margin)
+    if not against and (margins or fail_on is not None or against_set):
+        raise InputError("--margin, --fail-on and --against-set need --against INDEX2")
+    settings = parse_settings(set_, "--set")
+    grid = parse_sweep(sweep)
+    for item in fail_below or []:
+        from ..api.recall import parse_gate
+
+        parse_gate(item, k)
+    rep = recall(index, queries=queries, n_queries=n_queries, k=k, settings=settings, sweep=grid or None,
+                 target=target, gate_on=gate_on.value, vectors=vectors, space=space.value if space else None,
+                 dim=dim, resamples=resamples, seed=seed, below=below, plot=plot, against=against,
+                 against_settings=parse_settings(against_set, "--against-set"), margins=margins or None,
+                 engine=engine.value, address=address, hint=hint)
+    recall_gates(rep, list(fail_below or []), gate_on.value)
+    report: dict[str, Any] = rep.to_dict()
+    add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
+    r, kk = report["recall"], report["k"]
+    ci = r.get("mean_ci95")
+    hint(f"recall@{kk} = {r['mean']:.4f}" + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
+         + f", knn-recall@{kk} = {report['knn_recall']['mean']:.4f} over {report['queries']} queries")
+    out.finish(report, title=f"recall — {report['index']} ({report['kind']}, {report['metric']})")
