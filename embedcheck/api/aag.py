@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from ..result import Figure, Report
 from ..rows import content_sha256
-from ._common import Hint, check_same_rows, label_of, labels_for, name_of, running, source
+from ._common import Hint, label_of, labels_for, name_of, paired_rows, running, source
 
 MAP_HINT_ROWS = 50_000
 
@@ -102,8 +102,7 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
     if against is not None:
         from ..geometry.paired import aag_paired
 
-        srcb = source(against, "--against B")
-        check_same_rows(embeddings, against, src.n, srcb.n)
+        srcb = paired_rows(embeddings, against, src.n, source(against, "--against B"))
         ap_b = None
         if label_map:
             with running("local") as eng:

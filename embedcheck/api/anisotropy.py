@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..result import Figure, Report
-from ._common import Hint, check_same_rows, label_of, name_of, running, source
+from ._common import Hint, label_of, name_of, paired_rows, running, source
 
 
 class AnisotropyReport(Report):
@@ -101,9 +101,8 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
     if against is not None:
         from ..geometry.paired import anisotropy_paired
 
-        A2, B2 = source(against[0], "against A2"), source(against[1], "against B2")
-        check_same_rows(a, against[0], A.n, A2.n)
-        check_same_rows(b, against[1], B.n, B2.n)
+        A2 = paired_rows(a, against[0], A.n, source(against[0], "against A2"))
+        B2 = paired_rows(b, against[1], B.n, source(against[1], "against B2"))
         keep_b: dict[str, Any] = {}
         with running(engine, address) as eng:
             res_b = geo.check_result(A2, B2, shared=shared, perms=perms, seed=seed, block=block, keep=keep_b,

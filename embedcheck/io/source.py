@@ -236,6 +236,14 @@ def open_store_source(x: Any, *, what: str = "embeddings", part_rows: int = PART
     from .stores import open_store
 
     st = open_store(x)
+    if getattr(st, "approximate", False) and not getattr(st, "warned", False):
+        import warnings
+
+        from ..errors import InputWarning
+
+        st.warned = True  # type: ignore[attr-defined]
+        warnings.warn(f"{what} {st.name} is a {getattr(st, 'type_name', 'compressed index')}: its vectors are read as "
+                      "their reconstruction, an approximation of the vectors that were added", InputWarning, stacklevel=2)
     if st.n < min_rows:
         raise InputError(f"{what} {st.name} has {st.n} rows; at least {min_rows} needed")
     loc = os.fspath(x)
