@@ -473,3 +473,72 @@ def test_mask_secrets_hides_every_password_form():
     assert mask_secrets("postgres://u@h/db?password=x&host=/s") == "postgres://u@h/db?password=***&host=/s"
     assert mask_secrets("postgresql://u:@/db?host=/tmp/x") == "postgresql://u:@/db?host=/tmp/x"
     assert subprocess.run([sys.executable, "-c", "import embedcheck.io.stores"], check=False).returncode == 0
+
+
+# ---- outputs -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory) -> Path:
+    """An LDA head trained on the topics fixture (a real head file)."""
+    out = tmp_path_factory.mktemp("head") / "h.safetensors"
+    res = subprocess.run([sys.executable, "-m", "embedcheck", "train-head", FIXTURES / "topics.npy",
+                          FIXTURES / "topics.labels.jsonl", "--kind", "lda", "-o", out, "-q"], capture_output=True)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+@pytest.mark.parametrize("kind", ["parquet", "pgvector", "lancedb"])
+def test_project_to_a_store_round_trips_ids_columns_and_vectors(cli_subprocess, store, ref, head, tmp_path, pg_uri, kind):
+    """project from a store to a store: the vectors are those of project to .npy, every row keeps its
+    id and label, the store's metadata names the head and the mode; an existing output is refused
+    without --overwrite."""
+    from embedcheck.io.source import open_source
+    from embedcheck.io.stores import open_store
+
+    want = cli_subprocess(["project", ref["topics"], "--head", head, "-o", tmp_path / "p.npy", "-q"])
+    assert want.exit_code == 0, want
+    Y = np.load(tmp_path / "p.npy")
+    out = {"parquet": str(tmp_path / "p.parquet"), "pgvector": f"{pg_uri}&table=projected&column=vec",
+           "lancedb": f"lancedb://{tmp_path / 'db'}/projected"}[kind]
+    if kind == "pgvector":
+        _pg(pg_uri, "DROP TABLE IF EXISTS projected")
+    src_in = store("parquet" if kind != "pgvector" else "pgvector")["topics"]
+    res = cli_subprocess(["project", src_in, "--head", head, "-o", out, "--json"])
+    assert res.exit_code == 0, res
+    assert res.json()["output_dim"] == Y.shape[1]
+    got = open_source(out)
+    assert np.array_equal(np.asarray(got), Y)
+    st = open_store(out)
+    assert [int(v) for v in st.ids()] == list(range(600))
+    assert st.column("label") == LABELS
+    assert st.metadata()["options"]["mode"] == "compact" and st.metadata()["dim"] == Y.shape[1]
+    again = cli_subprocess(["project", src_in, "--head", head, "-o", out])
+    assert_one_line_error(again)
+    assert "exists; pass --overwrite" in again.stderr
+    assert cli_subprocess(["project", src_in, "--head", head, "-o", out, "--overwrite", "-q"]).exit_code == 0
+
+
+@pytest.mark.parametrize("kind", ["parquet", "pgvector", "lance"])
+def test_a_write_that_fails_part_way_leaves_the_old_table_intact(tmp_path, pg_uri, kind):
+    from embedcheck.io.source import open_source
+    from embedcheck.io.stores import write_store
+
+    out = {"parquet": str(tmp_path / "w.parquet"), "pgvector": f"{pg_uri}&table=w_intact&column=v",
+           "lance": str(tmp_path / "w.lance")}[kind]
+    if kind == "pgvector":
+        _pg(pg_uri, "DROP TABLE IF EXISTS w_intact")
+    old = PA[:50]
+    write_store(out, iter([old[:25], old[25:]]), dim=64, columns={"id": list(range(50))}, metadata={"model": "m1"})
+
+    def failing():
+        yield PB[:25]
+        raise InputError("the source broke at row 25")
+
+    with pytest.raises(InputError, match="broke"):
+        write_store(out, failing(), dim=64, columns={"id": list(range(50))}, metadata={"model": "m2"}, overwrite=True)
+    assert np.array_equal(np.asarray(open_source(out)), old)
+    from embedcheck.io.stores import open_store
+
+    assert open_store(out).model() == "m1"
+    assert not list(tmp_path.glob(".*.tmp"))

@@ -664,7 +664,14 @@ def pg_connect(conninfo: str, shown: str, *, read_only: bool = True) -> Any:
         raise pg_error(exc, shown, secret) from None
     try:
         conn.read_only = read_only
-        conn.execute("SELECT set_config('statement_timeout', %s, false)", [f"{int(t * 1000)}"])
+        # reads: every statement is bounded; a write streams for as long as its rows come, and
+        # waits at most the timeout for a lock
+        conn.execute("SELECT set_config(%s, %s, false)",
+                     ["statement_timeout" if read_only else "lock_timeout", f"{int(t * 1000)}"])
+        if read_only:  # every statement its own read-only transaction: no lock is held between reads
+            conn.execute("SELECT set_config('default_transaction_read_only', 'on', false)")
+        conn.commit()
+        conn.autocommit = read_only
     except Exception as exc:  # noqa: BLE001
         conn.close()
         raise pg_error(exc, shown, secret) from None
@@ -982,5 +989,204 @@ def store_model(x: Any) -> Optional[str]:
     return open_store(x).model()
 
 
+# ---- writing ---------------------------------------------------------------------------------
+
+#: store kinds embedcheck writes (``-o`` of embed, project, compress)
+WRITABLE = ("parquet", "lance", "lancedb", "postgres")
+
+
+def output_locator(x: Any) -> Optional[Locator]:
+    """The :class:`Locator` of an output store, None for a plain file; a store embedcheck does
+    not write (Arrow IPC, FAISS, a parquet folder) is refused."""
+    loc = parse_locator(x)
+    if loc is None and isinstance(x, (str, os.PathLike)) and Path(os.fspath(x)).suffix.lower() == ".parquet":
+        loc = Locator("parquet", os.fspath(x), os.fspath(x))
+    if loc is None:
+        return None
+    if loc.kind not in WRITABLE or (loc.kind == "parquet" and Path(loc.path).is_dir()):
+        raise InputError(f"output {loc.name}: embedcheck writes .npy, PATH.parquet, lancedb://DBDIR/TABLE, a .lance "
+                         "folder or postgresql://...?table=T&column=C")
+    return loc
+
+
+def _arrow_column(pa: Any, name: str, values: list[Any]) -> Any:
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed kinds: kept as JSON text
+        return pa.array([v if isinstance(v, str) or v is None else json.dumps(v) for v in values], pa.string())
+
+
+def _pg_type(values: list[Any]) -> tuple[str, Any]:
+    vals = [v for v in values if v is not None]
+    if vals and all(isinstance(v, bool) for v in vals):
+        return "boolean", bool
+    if vals and all(isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63) for v in vals):
+        return "bigint", int
+    if vals and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+        return "double precision", float
+    return "text", lambda v: v if isinstance(v, str) else json.dumps(v)
+
+
+def write_store(target: Any, batches: Iterator[np.ndarray], *, dim: int, columns: Optional[dict[str, list[Any]]] = None,
+                metadata: Optional[dict[str, Any]] = None, overwrite: bool = False) -> str:
+    """Write float32 vector rows (``batches``, in row order) and ``columns`` (one value per row:
+    the id and whatever else is carried over) to the store ``target``; ``metadata`` (model,
+    dimension, options) goes into the store's own metadata. An existing table or file is refused
+    unless ``overwrite``; the new data is written beside the old and replaces it in one step
+    (a file rename, a Lance version commit, one PostgreSQL transaction), so a failure part-way
+    leaves the old one intact. Returns the store's name (password masked)."""
+    loc = output_locator(target)
+    if loc is None:
+        raise InputError(f"{display_name(target)} is not an output store")
+    cols = {k: list(v) for k, v in (columns or {}).items()}
+    vec = loc.column or "embedding"
+    cols.pop(vec, None)
+    record = json.dumps(metadata or {}, sort_keys=True, default=str)
+    if loc.kind == "postgres":
+        _write_pg(loc, batches, dim, cols, vec, record, overwrite)
+    else:
+        _write_arrow(loc, batches, dim, cols, vec, record, overwrite)
+    with _OPEN_LOCK:  # a store opened before it was replaced is stale
+        old = _OPEN.pop(loc.raw, None)
+    if old is not None:
+        old.close()
+    return loc.name
+
+
+def _write_arrow(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: dict[str, list[Any]], vec: str,
+                 record: str, overwrite: bool) -> None:
+    import pyarrow as pa
+
+    arrays = {k: _arrow_column(pa, k, v) for k, v in cols.items()}
+    fields = [pa.field(k, a.type) for k, a in arrays.items()] + [pa.field(vec, pa.list_(pa.float32(), dim))]
+    schema = pa.schema(fields, metadata={META_KEY: record})
+
+    failed: list[BaseException] = []
+
+    def record_batches() -> Iterator[Any]:
+        row = 0
+        for X in _remember(batches, failed):
+            X = np.ascontiguousarray(X, dtype=np.float32)
+            m = X.shape[0]
+            data = [a.slice(row, m) for a in arrays.values()]
+            data.append(pa.FixedSizeListArray.from_arrays(pa.array(X.ravel()), dim))
+            yield pa.RecordBatch.from_arrays(data, schema=schema)
+            row += m
+
+    if loc.kind == "parquet":
+        import pyarrow.parquet as pq
+
+        out = Path(loc.path)
+        if not out.parent.is_dir():
+            raise InputError(f"output {loc.name}: folder {out.parent} does not exist")
+        if out.exists() and not overwrite:
+            raise InputError(f"output {loc.name} exists; pass --overwrite to replace it")
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        try:
+            with pq.ParquetWriter(str(tmp), schema) as w:
+                for rb in record_batches():
+                    w.write_batch(rb)
+            os.replace(tmp, out)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        return
+    lance = _need("lance", loc.name)
+    if loc.kind == "lancedb":
+        if not Path(loc.path).is_dir():
+            Path(loc.path).mkdir(parents=True)
+        path = Path(loc.path) / f"{loc.table}.lance"
+    else:
+        path = Path(loc.path)
+        if not path.parent.is_dir():
+            raise InputError(f"output {loc.name}: folder {path.parent} does not exist")
+    exists = path.exists()
+    if exists and not overwrite:
+        raise InputError(f"output {loc.name} exists; pass --overwrite to replace it")
+    reader = pa.RecordBatchReader.from_batches(schema, record_batches())
+    try:
+        lance.write_dataset(reader, str(path), schema=schema, mode="overwrite" if exists else "create")
+    except Exception as exc:  # noqa: BLE001 - nothing was committed: the old version stays current
+        if failed:  # the rows failed (a bad row, an unreadable input): that error, not lance's wrapping of it
+            raise failed[0] from None
+        raise InputError(f"output {loc.name}: {' '.join(str(exc).split())[:200]}") from None
+
+
+def _remember(batches: Iterator[np.ndarray], failed: list[BaseException]) -> Iterator[np.ndarray]:
+    try:
+        yield from batches
+    except BaseException as exc:
+        failed.append(exc)
+        raise
+
+
+def _write_pg(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: dict[str, list[Any]], vec: str,
+              record: str, overwrite: bool) -> None:
+    from psycopg import sql
+
+    shown = loc.name
+    secret = urlsplit(loc.path).password or ""
+    assert loc.table is not None
+    schema, _, table = loc.table.rpartition(".")
+    ident = (lambda name: sql.Identifier(schema, name)) if schema else (lambda name: sql.Identifier(name))
+    new = f"{table}__embedcheck_new"
+    types = {k: _pg_type(v) for k, v in cols.items()}
+    conn = pg_connect(loc.path, shown, read_only=False)
+    try:
+        with conn.transaction():
+            if conn.execute("SELECT to_regtype('vector')").fetchone()[0] is None:
+                raise InputError(f"output {shown}: the database has no pgvector extension (CREATE EXTENSION vector)")
+            exists = conn.execute("SELECT to_regclass(%s)", [ident(table).as_string(conn)]).fetchone()[0] is not None
+            if exists and not overwrite:
+                raise InputError(f"output {shown}: table {loc.table!r} exists; pass --overwrite to replace it")
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident(new)))
+            defs = [sql.SQL("{} " + t).format(sql.Identifier(k)) for k, (t, _) in types.items()]
+            defs.append(sql.SQL("{} vector({})").format(sql.Identifier(vec), sql.Literal(int(dim))))
+            conn.execute(sql.SQL("CREATE TABLE {} ({})").format(ident(new), sql.SQL(", ").join(defs)))
+            names = sql.SQL(", ").join([sql.Identifier(k) for k in cols] + [sql.Identifier(vec)])
+            conv = [f for _, f in types.values()]
+            values = list(cols.values())
+            row = 0
+            with conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(ident(new), names)) as cp:
+                for X in batches:
+                    X = np.asarray(X, dtype=np.float32)
+                    for i in range(X.shape[0]):
+                        vals = [None if v[row + i] is None else c(v[row + i]) for v, c in zip(values, conv)]
+                        cp.write_row(vals + ["[" + ",".join(map(repr, X[i].tolist())) + "]"])
+                    row += X.shape[0]
+            if exists:
+                conn.execute(sql.SQL("DROP TABLE {}").format(ident(table)))
+            conn.execute(sql.SQL("ALTER TABLE {} RENAME TO {}").format(ident(new), sql.Identifier(table)))
+            conn.execute(sql.SQL("COMMENT ON COLUMN {}.{} IS {}").format(
+                ident(table), sql.Identifier(vec), sql.Literal(json.dumps({META_KEY: json.loads(record)}))))
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the transaction is rolled back: the old table stays
+        if isinstance(exc, (ValueError, ArithmeticError)) and not type(exc).__module__.startswith("psycopg"):
+            raise
+        raise pg_error(exc, shown, secret) from None
+    finally:
+        conn.close()
+
+
+def carried_columns(x: Any, n: int) -> dict[str, list[Any]]:
+    """The columns of an input carried to an output store: a store's columns other than its vectors
+    (its ids included), or the fields every row of a ``.npy``'s ``.jsonl`` sidecar has."""
+    if is_store(x):
+        st = open_store(x)
+        names = [c for c in st.columns() if c != st.column_name]
+        return {c: st.column(c) for c in names}
+    if not isinstance(x, (str, os.PathLike)):
+        return {}
+    side = Path(os.fspath(x)).with_suffix(".jsonl")
+    if not side.is_file():
+        return {}
+    rows = [json.loads(line) for line in side.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if len(rows) != n or not rows or not all(isinstance(r, dict) for r in rows):
+        return {}
+    keys = [k for k in rows[0] if k != "index" and all(k in r for r in rows)]
+    return {k: [r[k] for r in rows] for k in keys}
+
+
 __all__ = ["EXTRA", "Locator", "Store", "StoreRows", "close_all", "display_name", "is_store", "mask_secrets",
-           "open_store", "parse_locator", "store_model"]
+           "open_store", "output_locator", "parse_locator", "store_model", "write_store"]
