@@ -542,3 +542,22 @@ def test_a_write_that_fails_part_way_leaves_the_old_table_intact(tmp_path, pg_ur
 
     assert open_store(out).model() == "m1"
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_embed_to_parquet_records_the_model_and_reports_name_it(cli_subprocess, minilm_path, shared_data, tmp_path):
+    rows = [json.loads(line) for line in open(shared_data / "sst2" / "validation.jsonl", encoding="utf-8")][:40]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    npy = cli_subprocess(["embed", src, "-o", tmp_path / "e.npy", "-q"])
+    res = cli_subprocess(["embed", src, "-o", tmp_path / "e.parquet", "-q"])
+    assert npy.exit_code == 0 and res.exit_code == 0, res
+    t = pq.read_table(tmp_path / "e.parquet")
+    meta = json.loads(t.schema.metadata[b"embedcheck"])
+    assert meta["command"] == "embed" and meta["dim"] == 384 and meta["options"]["batch_size"] == 32
+    assert meta["model"] == json.loads((tmp_path / "e.meta.json").read_text())["model"]["id"]
+    assert t.column("text").to_pylist() == [r["text"] for r in rows]
+    assert t.column("label").to_pylist() == [r["label"] for r in rows]
+    assert np.array_equal(np.asarray(t.column("embedding").to_pylist(), dtype=np.float32), np.load(tmp_path / "e.npy"))
+    rep = cli_subprocess(["aag", tmp_path / "e.parquet", tmp_path / "e.parquet", "--resamples", "20", "--json"])
+    assert rep.exit_code == 0, rep
+    assert rep.json()["models"] == {"embeddings": meta["model"]}

@@ -133,3 +133,17 @@ def paired_rows(a: Any, b: Any, n_a: int, b_rows: Any) -> Any:
     perm = np.fromiter((pos[k] for k in ka), dtype=np.int64, count=len(ka))
     X = np.asarray(b_rows)[perm]
     return open_source(X, what="--against B") if isinstance(b_rows, Source) else X
+
+
+def store_models(**inputs: Any) -> Optional[dict[str, str]]:
+    """The model each store input says it holds (its metadata), by role; None when no input is a
+    store that names one — so ``--against`` shows which models it sets side by side."""
+    from ..io.stores import is_store, open_store
+
+    out = {}
+    for role, x in inputs.items():
+        if isinstance(x, (str, Path)) and is_store(x):
+            m = open_store(x).model()
+            if m:
+                out[role] = m
+    return out or None

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from ..result import Figure, Report
 from ..rows import content_sha256
-from ._common import Hint, label_of, labels_for, name_of, paired_rows, running, source
+from ._common import Hint, label_of, labels_for, name_of, paired_rows, running, source, store_models
 
 MAP_HINT_ROWS = 50_000
 
@@ -99,6 +99,9 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
             hint(f"plot: {plot}")
         body["plot"] = str(plot)
     body["inputs"] = {"labels_sha256": content_sha256(y)}
+    models = store_models(embeddings=embeddings, against=against)
+    if models:
+        body["models"] = models
     if against is not None:
         from ..geometry.paired import aag_paired
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..result import Figure, Report
-from ._common import Hint, label_of, name_of, paired_rows, running, source
+from ._common import Hint, label_of, name_of, paired_rows, running, source, store_models
 
 
 class AnisotropyReport(Report):
@@ -98,6 +98,9 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
             hint(f"plot: {plot}")
         body["plot"] = str(plot)
     results: dict[str, Any] = {"anisotropy": res, "cosines": keep}
+    models = store_models(a=a, b=b, **({"against_a": against[0], "against_b": against[1]} if against else {}))
+    if models:
+        body["models"] = models
     if against is not None:
         from ..geometry.paired import anisotropy_paired
 

@@ -96,9 +96,10 @@ def _project_to_store(embeddings: Any, head_path: Path, output: Any, *, mode: st
     from .. import heads as H
     from ..heads.io import read_head
     from ..io.source import open_source
-    from ..io.stores import carried_columns, display_name, is_store, open_store, write_store
+    from ..io.stores import carried_columns, check_output, display_name, is_store, open_store, write_store
     from ..rows import iter_chunks
 
+    check_output(output, overwrite)
     hd = read_head(head_path)
     src = open_source(embeddings)
     n, d = src.n, src.dim

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence
 
 from ..result import Figure, Report
-from ._common import label_of, labels_for, matrix, paired_rows
+from ._common import label_of, labels_for, matrix, paired_rows, store_models
 
 
 class NeighborsReport(Report):
@@ -66,6 +66,9 @@ def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, lab
 
         body["inputs"] = {"labels_sha256": content_sha256(y)}
     results: dict[str, Any] = {"neighbors": res}
+    models = store_models(a=a, b=b, **({"against_a": against[0], "against_b": against[1]} if against else {}))
+    if models:
+        body["models"] = models
     if against is not None:
         from ..geometry.paired import neighbor_items, neighbors_paired
         from ..rows import encode_labels

@@ -1009,6 +1009,36 @@ def output_locator(x: Any) -> Optional[Locator]:
     return loc
 
 
+def check_output(target: Any, overwrite: bool = False) -> Locator:
+    """Before any work: ``target`` is a store embedcheck writes, its folder exists (or its database
+    answers), and it does not exist yet unless ``overwrite``."""
+    loc = output_locator(target)
+    if loc is None:
+        raise InputError(f"{display_name(target)} is not an output store")
+    if loc.kind == "postgres":
+        from psycopg import sql
+
+        assert loc.table is not None
+        schema, _, table = loc.table.rpartition(".")
+        conn = pg_connect(loc.path, loc.name)
+        try:
+            ident = (sql.Identifier(schema, table) if schema else sql.Identifier(table)).as_string(conn)
+            exists = conn.execute("SELECT to_regclass(%s)", [ident]).fetchone()[0] is not None
+        except Exception as exc:  # noqa: BLE001
+            raise pg_error(exc, loc.name) from None
+        finally:
+            conn.close()
+    else:
+        path = Path(loc.path) / f"{loc.table}.lance" if loc.kind == "lancedb" else Path(loc.path)
+        folder = Path(loc.path) if loc.kind == "lancedb" else path.parent
+        if loc.kind != "lancedb" and not folder.is_dir():
+            raise InputError(f"output {loc.name}: folder {folder} does not exist")
+        exists = path.exists()
+    if exists and not overwrite:
+        raise InputError(f"output {loc.name} exists; pass --overwrite to replace it")
+    return loc
+
+
 def _arrow_column(pa: Any, name: str, values: list[Any]) -> Any:
     try:
         return pa.array(values)
@@ -1189,4 +1219,4 @@ def carried_columns(x: Any, n: int) -> dict[str, list[Any]]:
 
 
 __all__ = ["EXTRA", "Locator", "Store", "StoreRows", "close_all", "display_name", "is_store", "mask_secrets",
-           "open_store", "output_locator", "parse_locator", "store_model", "write_store"]
+           "check_output", "open_store", "output_locator", "parse_locator", "store_model", "write_store"]
