@@ -43,7 +43,7 @@ EmbArg = Annotated[str, typer.Argument(metavar="EMB", help=f"Embeddings: a 2-D f
 _LABELS_HELP = ("Labels, one per row: a 1-D .npy, .txt (one per line), or a table (.jsonl, .csv, .tsv, "
                 ".parquet, or the store holding the vectors) read by --label-field; ints or strings.")
 LabelsArg = Annotated[str, typer.Argument(metavar="LABELS", help=_LABELS_HELP, show_default=False)]
-OptLabelsArg = Annotated[Optional[str], typer.Argument(metavar="[LABELS]", help=f"{_LABELS_HELP} Optional.", show_default=False)]
+OptLabelsArg = Annotated[Optional[str], typer.Argument(metavar="LABELS", help=f"{_LABELS_HELP} Optional.", show_default=False)]
 OutOpt = Annotated[Path, typer.Option("--output", "-o", help="Output file (written atomically).", dir_okay=False, show_default=False)]
 PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Also draw the figure into this .png file, written atomically "
                                                  "(needs matplotlib: pip install 'embedcheck\\[plots]').",
