@@ -376,7 +376,9 @@ class ArrowStore(Store):
                 import pyarrow.parquet as pq
 
                 paths = sorted(p.glob("*.parquet")) if p.is_dir() else [p]
-                self._files = [pq.ParquetFile(str(f)) for f in paths]
+                # buffered page reads: a row group is streamed, never held whole (one row group of
+                # a million rows is 1.5 GB of vectors)
+                self._files = [pq.ParquetFile(str(f), buffer_size=1 << 22, pre_buffer=False) for f in paths]
                 schema = self._files[0].schema_arrow
                 for f, fp in zip(self._files[1:], paths[1:]):
                     if not f.schema_arrow.remove_metadata().equals(schema.remove_metadata()):
@@ -540,11 +542,34 @@ class LanceStore(Store):
             if first.null_count:
                 raise InputError(f"{self.name}: row 0 of column {self.column_name!r} is NULL")
             self.dim = len(first[0].as_py())
+        self._cursor: Optional[tuple[int, Iterator[Any], Any]] = None  # (next row, batches, pending)
         self._check_opened()
 
     def _read(self, start: int, stop: int) -> np.ndarray:
-        t = self.ds.to_table(columns=[self.column_name], offset=start, limit=stop - start)
-        return arrow_vectors(t.column(0), self.dim, self.dtype, self.name, self.column_name, start)
+        import pyarrow as pa
+
+        cur = self._cursor
+        if cur is None or cur[0] != start:  # not where the last read stopped: a scan from ``start``
+            it = iter(self.ds.to_batches(columns=[self.column_name], offset=start, batch_size=BATCH_ROWS))
+            cur = (start, it, None)
+        row, it, pending = cur
+        pieces = []
+        while row < stop:
+            if pending is None or pending.num_rows == 0:
+                try:
+                    pending = next(it)
+                except StopIteration:
+                    break
+                continue
+            take = min(stop - row, pending.num_rows)
+            pieces.append(pending.slice(0, take))
+            pending = pending.slice(take)
+            row += take
+        self._cursor = (row, it, pending)
+        if not pieces:
+            return np.empty((0, self.dim), dtype=self.dtype)
+        col = pa.chunked_array([p.column(0) for p in pieces])
+        return arrow_vectors(col, self.dim, self.dtype, self.name, self.column_name, start)
 
     def columns(self) -> list[str]:
         return list(self.schema.names)
