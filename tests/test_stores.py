@@ -561,3 +561,23 @@ def test_embed_to_parquet_records_the_model_and_reports_name_it(cli_subprocess, 
     rep = cli_subprocess(["aag", tmp_path / "e.parquet", tmp_path / "e.parquet", "--resamples", "20", "--json"])
     assert rep.exit_code == 0, rep
     assert rep.json()["models"] == {"embeddings": meta["model"]}
+
+
+def test_pg_halfvec_reads_at_half_precision(pg_uri, tmp_path):
+    import psycopg
+
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        if conn.execute("SELECT to_regtype('halfvec')").fetchone()[0] is None:
+            pytest.skip("this pgvector has no halfvec (pgvector >= 0.7)")
+        conn.execute("DROP TABLE IF EXISTS a_half")
+        conn.execute("CREATE TABLE a_half (id int PRIMARY KEY, emb halfvec(64))")
+        with conn.cursor().copy("COPY a_half (id, emb) FROM STDIN") as cp:
+            for i, x in enumerate(PA):
+                cp.write_row([i, "[" + ",".join(map(repr, map(float, x))) + "]"])
+    H = PA.astype(np.float16).astype(np.float32)
+    np.save(tmp_path / "h.npy", H)
+    from embedcheck.io.source import open_source
+
+    assert np.array_equal(np.asarray(open_source(f"{pg_uri}&table=a_half&column=emb")), H)
+    got = embedcheck.anisotropy(f"{pg_uri}&table=a_half&column=emb", PB, perms=3).to_dict()
+    assert_same_figures(strip(got), strip(embedcheck.anisotropy(tmp_path / "h.npy", PB, perms=3).to_dict()))

@@ -273,12 +273,23 @@ def read_range(parts: Sequence[Part], start: int, stop: int, *, check: bool = Fa
             continue
         X = np.ascontiguousarray(p.open()[p.start + lo - p.offset:p.start + hi - p.offset])
         if check:
-            work = "float64" if X.dtype.itemsize == 8 else "float32"
-            check_rows(X, p.start + lo - p.offset, Path(p.path), what=what, work=work)
+            _check_piece(X, p.start + lo - p.offset, Path(p.path), what)
         pieces.append(X)
     if not pieces:
         raise IndexError(f"rows {start}-{stop} are outside the matrix")
     return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def _check_piece(X: np.ndarray, start: int, path: Path, what: str) -> None:
+    """``check_rows`` over a read piece, a chunk at a time (its float64 work copy stays one chunk,
+    not the piece); a piece with a non-finite value gets the one whole-piece check, whose message
+    counts the bad rows of the piece."""
+    work = "float64" if X.dtype.itemsize == 8 else "float32"
+    if len(X) <= CHUNK_ROWS or not np.isfinite(X).all():
+        check_rows(X, start, path, what=what, work=work)
+        return
+    for sl in iter_chunks(len(X)):
+        check_rows(X[sl], start + sl.start, path, what=what, work=work)
 
 
 def ranges(n: int, step: int) -> list[tuple[int, int]]:

@@ -150,7 +150,7 @@ def parse_locator(x: Any) -> Optional[Locator]:
         if not table or not db:
             raise InputError(f"store {raw}: lancedb://DBDIR/TABLE needs a database folder and a table name")
         return Locator("lancedb", db, raw, table=table, column=sel.get("column"), id=sel.get("id"))
-    base, sel = (_split_selectors(raw) if "?" in raw else (raw, {}))
+    base, sel = (_split_selectors(raw) if "?" in raw and not os.path.lexists(raw) else (raw, {}))
     suffix = Path(base).suffix.lower()
     if suffix in SUFFIXES:
         return Locator(SUFFIXES[suffix], base, raw, column=sel.get("column"), id=sel.get("id"))
@@ -184,8 +184,8 @@ def is_store(x: Any) -> bool:
     """Whether ``x`` names a store (a locator string or path); never raises."""
     try:
         return parse_locator(x) is not None
-    except InputError:
-        return isinstance(x, str) and (x.lower().startswith(SCHEMES) or "?" in x)
+    except InputError:  # a malformed locator: opening it gives the error
+        return isinstance(x, str) and (x.lower().startswith(SCHEMES) or Path(x.partition("?")[0]).suffix.lower() in SUFFIXES)
 
 
 def display_name(x: Any) -> str:
