@@ -257,7 +257,10 @@ class Store:
         if X.shape != (stop - start, self.dim):
             raise InputError(f"{self.name}: read {X.shape[0]} rows of dimension {X.shape[1] if X.ndim == 2 else '?'} "
                              f"at row {start}; expected {stop - start} of dimension {self.dim}")
-        bad = ~np.isfinite(X).all(axis=1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            bad = ~np.isfinite(np.add.reduce(X, axis=1))  # one pass: a NaN or inf makes its row's sum one
+        if bad.any():
+            bad[bad] = ~np.isfinite(X[bad]).all(axis=1)  # not a sum that merely overflowed
         if bad.any():
             raise InputError(f"{self.name}: row {start + int(np.flatnonzero(bad)[0])} of column "
                              f"{self.column_name!r} holds NaN or inf")
@@ -546,11 +549,10 @@ class LanceStore(Store):
         self._check_opened()
 
     def _read(self, start: int, stop: int) -> np.ndarray:
-        import pyarrow as pa
-
         cur = self._cursor
         if cur is None or cur[0] != start:  # not where the last read stopped: a scan from ``start``
-            it = iter(self.ds.to_batches(columns=[self.column_name], offset=start, batch_size=BATCH_ROWS))
+            # Lance's own batch size (larger batches scan slower); a longer read joins several
+            it = iter(self.ds.to_batches(columns=[self.column_name], offset=start or None, batch_size=BATCH_ROWS))
             cur = (start, it, None)
         row, it, pending = cur
         pieces = []
@@ -566,10 +568,15 @@ class LanceStore(Store):
             pending = pending.slice(take)
             row += take
         self._cursor = (row, it, pending)
-        if not pieces:
-            return np.empty((0, self.dim), dtype=self.dtype)
-        col = pa.chunked_array([p.column(0) for p in pieces])
-        return arrow_vectors(col, self.dim, self.dtype, self.name, self.column_name, start)
+        if len(pieces) == 1:  # a read of one batch: no copy
+            return arrow_vectors(pieces[0].column(0), self.dim, self.dtype, self.name, self.column_name, start)
+        out = np.empty((row - start, self.dim), dtype=self.dtype)
+        pos = 0
+        for p in pieces:  # each batch decoded straight into its rows of the result
+            m = p.num_rows
+            out[pos:pos + m] = arrow_vectors(p.column(0), self.dim, self.dtype, self.name, self.column_name, start + pos)
+            pos += m
+        return out
 
     def columns(self) -> list[str]:
         return list(self.schema.names)

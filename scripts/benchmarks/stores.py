@@ -22,21 +22,27 @@ print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.st
 """
 
 
-def _best(fn, repeats: int = 3) -> float:
+def _best(fn, repeats: int = 5) -> float:
+    """Best of ``repeats`` in CPU seconds of this process (all its threads): a shared machine
+    disturbs CPU time far less than wall time."""
     best = float("inf")
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, time.process_time() - t0)
     return best
 
 
 def _ours(locator: str) -> None:
+    """The read every command makes: the store opened afresh, then its rows in the task ranges of
+    the drivers (131,072 rows), each read in batches and checked (no NULL, one dimension, finite)."""
+    from embedcheck.io.source import open_source, ranges, read_range
     from embedcheck.io.stores import open_store
 
-    st = open_store(locator, fresh=True)
-    for _ in st.batches():
-        pass
+    open_store(locator, fresh=True)
+    src = open_source(locator)
+    for a, b in ranges(src.n, 131_072):
+        read_range(src.parts, a, b)
 
 
 def _table(X: np.ndarray):
@@ -48,9 +54,9 @@ def _table(X: np.ndarray):
 
 def _row(name: str, ours: float, base: float, mb: float, what: str) -> dict:
     ratio = base / ours
-    return {"name": name, "measure": f"{mb / ours:.0f} MB/s vs {mb / base:.0f} MB/s", "baseline": base, "ratio": ratio,
-            "goal": ">= 0.8x", "met": bool(ratio >= 0.8),
-            "notes": f"{ratio:.2f}x {what} ({ours:.2f} s vs {base:.2f} s, best of 3)"}
+    return {"name": name, "measure": f"{mb / ours:.0f} MB per CPU s vs {mb / base:.0f}", "baseline": base,
+            "ratio": ratio, "goal": ">= 0.8x", "met": bool(ratio >= 0.8),
+            "notes": f"{ratio:.2f}x {what} (CPU {ours:.2f} s vs {base:.2f} s, best of 5)"}
 
 
 def parquet_and_lance(n: int, d: int, tmp: Path) -> list[dict]:
