@@ -133,7 +133,7 @@ def _project_to_store(embeddings: Any, head_path: Path, output: Any, *, mode: st
                                "rows_per_second": round(n / seconds, 1) if seconds > 0 else None})
 
 
-def project(embeddings: Any, head: Any, output: Path, *, mode: str = "compact", alpha: float = 0.5,
+def project(embeddings: Any, head: Any, output: Any, *, mode: str = "compact", alpha: float = 0.5,
             chunk: int = 8192, engine: Any = "local", address: Optional[str] = None,
             on_rows: Optional[Callable[[int, int], None]] = None, hint: Hint = None,
             overwrite: bool = False) -> ProjectReport:

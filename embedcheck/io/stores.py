@@ -664,7 +664,7 @@ class FaissStore(Store):
 # ---- PostgreSQL with pgvector ------------------------------------------------------------------
 
 _PG_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
-_PG_TYPES = {"vector": ("vector", np.dtype(np.float32)), "halfvec": ("halfvec", np.dtype(np.float32)),
+_PG_TYPES: dict[str, tuple[str, np.dtype]] = {"vector": ("vector", np.dtype(np.float32)), "halfvec": ("halfvec", np.dtype(np.float32)),
              "real[]": ("float4[]", np.dtype(np.float32)), "double precision[]": ("float8[]", np.dtype(np.float64))}
 
 
