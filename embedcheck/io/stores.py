@@ -762,7 +762,20 @@ class PgStore(Store):
         self.col = sql.Identifier(col)
         self.id_column = _default_id(names, loc, self.name)
         self.order = sql.Identifier(self.id_column) if self.id_column else sql.SQL("ctid")
-        self.n = int(self._q(sql.SQL("SELECT count(*) FROM {}").format(self.table))[0][0])
+        self._ids: Optional[list[Any]] = None
+        if self.id_column:  # the ids in row order (a range is then read by keyset on them); n with them
+            with self.conn.cursor(binary=True) as cur:
+                ids = [r[0] for r in cur.execute(sql.SQL("SELECT {} FROM {} ORDER BY {}").format(
+                    sql.Identifier(self.id_column), self.table, self.order)).fetchall()]
+            if any(v is None for v in ids):
+                raise InputError(f"{self.name}: the id column {self.id_column!r} holds NULL")
+            if len(set(ids)) != len(ids):
+                raise InputError(f"{self.name}: the id column {self.id_column!r} holds duplicates; "
+                                 "name a unique column with &id=NAME")
+            self._ids = ids
+            self.n = len(ids)
+        else:
+            self.n = int(self._q(sql.SQL("SELECT count(*) FROM {}").format(self.table))[0][0])
         m = re.search(r"\((\d+)\)$", types[col])
         if m:
             self.dim = int(m.group(1))
@@ -774,16 +787,6 @@ class PgStore(Store):
                 raise InputError(f"{self.name}: row 0 of column {col!r} is NULL")
             self.dim = int(first)
         self._names = names
-        self._ids: Optional[list[Any]] = None
-        if self.id_column:
-            ids = [r[0] for r in self._q(sql.SQL("SELECT {} FROM {} ORDER BY {}").format(
-                sql.Identifier(self.id_column), self.table, self.order))]
-            if any(v is None for v in ids):
-                raise InputError(f"{self.name}: the id column {self.id_column!r} holds NULL")
-            if len(set(ids)) != len(ids):
-                raise InputError(f"{self.name}: the id column {self.id_column!r} holds duplicates; "
-                                 "name a unique column with &id=NAME")
-            self._ids = ids
         self._check_opened()
 
     def ids(self) -> Optional[list[Any]]:
@@ -796,16 +799,15 @@ class PgStore(Store):
             pass
 
     def _copy(self, query: Any) -> bytes:
-        buf = bytearray()
+        blocks: list[Any] = []
         try:
             with self.conn.cursor() as cur:
                 with cur.copy(self._sql.SQL("COPY ({}) TO STDOUT (FORMAT BINARY)").format(query)) as copy:
-                    for block in copy:
-                        buf += block
+                    blocks.extend(copy)
         except Exception as exc:  # noqa: BLE001
             self.conn.rollback()
             raise pg_error(exc, self.name, self._secret) from None
-        return bytes(buf)
+        return b"".join(blocks)
 
     def _read(self, start: int, stop: int) -> np.ndarray:
         sql = self._sql
@@ -813,6 +815,8 @@ class PgStore(Store):
         if self._ids is not None and start > 0:  # keyset: the rows after the id of row start-1 (an index scan)
             q = sql.SQL("SELECT {} FROM {} WHERE {} > {} ORDER BY {} LIMIT {}").format(
                 self.col, self.table, self.order, sql.Literal(self._ids[start - 1]), self.order, sql.Literal(m))
+        elif start == 0:
+            q = sql.SQL("SELECT {} FROM {} ORDER BY {} LIMIT {}").format(self.col, self.table, self.order, sql.Literal(m))
         else:
             q = sql.SQL("SELECT {} FROM {} ORDER BY {} OFFSET {} LIMIT {}").format(
                 self.col, self.table, self.order, sql.Literal(start), sql.Literal(m))

@@ -22,14 +22,14 @@ print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.st
 """
 
 
-def _best(fn, repeats: int = 5) -> float:
-    """Best of ``repeats`` in CPU seconds of this process (all its threads): a shared machine
-    disturbs CPU time far less than wall time."""
+def _best(fn, repeats: int = 5, clock=time.process_time) -> float:
+    """Best of ``repeats`` in CPU seconds of this process (all its threads; a shared machine
+    disturbs CPU time far less than wall time), or with ``clock`` another clock."""
     best = float("inf")
     for _ in range(repeats):
-        t0 = time.process_time()
+        t0 = clock()
         fn()
-        best = min(best, time.process_time() - t0)
+        best = min(best, clock() - t0)
     return best
 
 
@@ -52,11 +52,11 @@ def _table(X: np.ndarray):
                      "emb": pa.FixedSizeListArray.from_arrays(pa.array(X.ravel()), X.shape[1])})
 
 
-def _row(name: str, ours: float, base: float, mb: float, what: str) -> dict:
+def _row(name: str, ours: float, base: float, mb: float, what: str, clock: str = "CPU") -> dict:
     ratio = base / ours
-    return {"name": name, "measure": f"{mb / ours:.0f} MB per CPU s vs {mb / base:.0f}", "baseline": base,
+    return {"name": name, "measure": f"{mb / ours:.0f} MB per {clock} s vs {mb / base:.0f}", "baseline": base,
             "ratio": ratio, "goal": ">= 0.8x", "met": bool(ratio >= 0.8),
-            "notes": f"{ratio:.2f}x {what} (CPU {ours:.2f} s vs {base:.2f} s, best of 5)"}
+            "notes": f"{ratio:.2f}x {what} ({clock} {ours:.2f} s vs {base:.2f} s, best of 5)"}
 
 
 def parquet_and_lance(n: int, d: int, tmp: Path) -> list[dict]:
@@ -112,8 +112,10 @@ def pgvector(n: int, d: int, tmp: Path) -> list[dict]:
                     for _ in cp:
                         pass
 
-        return [_row(f"pgvector read, {n:,} x {d} vector", _best(lambda: _ours(loc)), _best(copy_bulk), mb,
-                     "psycopg COPY BINARY of the ordered column, bytes only")]
+        # wall time: the server does most of the work, which this process's CPU time does not see
+        wall = time.perf_counter
+        return [_row(f"pgvector read, {n:,} x {d} vector", _best(lambda: _ours(loc), clock=wall),
+                     _best(copy_bulk, clock=wall), mb, "psycopg COPY BINARY of the ordered column, bytes only", "wall")]
     finally:
         srv.cleanup()
 
