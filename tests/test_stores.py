@@ -241,6 +241,7 @@ def test_cli_neighbors_on_lancedb_and_faiss_equals_npy(cli_subprocess, store, re
     assert_same_figures(got.json(), want.json())
 
 
+@pytest.mark.slow
 def test_faiss_pq_reads_its_reconstruction_with_a_warning(cli_subprocess, tmp_path, ref):
     faiss = pytest.importorskip("faiss")
     index = faiss.IndexPQ(48, 8, 8)
@@ -544,6 +545,8 @@ def test_a_write_that_fails_part_way_leaves_the_old_table_intact(tmp_path, pg_ur
     assert not list(tmp_path.glob(".*.tmp"))
 
 
+@pytest.mark.model
+@pytest.mark.data
 def test_embed_to_parquet_records_the_model_and_reports_name_it(cli_subprocess, minilm_path, shared_data, tmp_path):
     rows = [json.loads(line) for line in open(shared_data / "sst2" / "validation.jsonl", encoding="utf-8")][:40]
     src = tmp_path / "in.jsonl"
