@@ -1052,6 +1052,7 @@ def check_output(target: Any, overwrite: bool = False) -> Locator:
     if loc is None:
         raise InputError(f"{display_name(target)} is not an output store")
     if loc.kind == "postgres":
+        _need("psycopg", loc.name)
         from psycopg import sql
 
         assert loc.table is not None
@@ -1188,6 +1189,7 @@ def _remember(batches: Iterator[np.ndarray], failed: list[BaseException]) -> Ite
 
 def _write_pg(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: dict[str, list[Any]], vec: str,
               record: str, overwrite: bool) -> None:
+    _need("psycopg", loc.name)
     from psycopg import sql
 
     shown = loc.name
