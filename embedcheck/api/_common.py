@@ -76,13 +76,17 @@ def labels_for(labels: Any, n: int, field: str = "label", what: str = "labels") 
     from ..rows import encode_labels
 
     if isinstance(labels, (str, Path)):
-        return load_labels(Path(labels), n, field=field, what=what)
+        return load_labels(labels, n, field=field, what=what)
     y = np.asarray(labels)
     encode_labels(y, n)  # checks the count and the kinds
     return y
 
 
 def name_of(x: Any) -> str:
+    from ..io.stores import display_name, is_store
+
+    if isinstance(x, (str, Path)) and is_store(x):
+        return display_name(x)
     return Path(x).name if isinstance(x, (str, Path)) else getattr(x, "name", "array")
 
 
@@ -108,7 +112,9 @@ def matrix(x: Any, what: str = "embeddings", *, need_direction: bool = True) -> 
 
 def label_of(x: Any, default: str) -> str:
     """How an input is named in a message: its path as given, else ``default``."""
-    return str(x) if isinstance(x, (str, Path)) else default
+    from ..io.stores import display_name
+
+    return display_name(x) if isinstance(x, (str, Path)) else default
 
 
 def check_same_rows(a: Any, b: Any, n_a: int, n_b: int) -> None:
@@ -120,3 +126,52 @@ def check_same_rows(a: Any, b: Any, n_a: int, n_b: int) -> None:
     ids_a = row_ids(str(a)) if isinstance(a, (str, Path)) else None
     ids_b = row_ids(str(b)) if isinstance(b, (str, Path)) else None
     same(ids_a, ids_b, n_a, n_b, names=(label_of(a, "A"), label_of(b, "B")))
+
+
+def paired_rows(a: Any, b: Any, n_a: int, b_rows: Any) -> Any:
+    """B's rows in A's row order. When A or B is a store and both carry ids, B is paired with A by
+    id (the same ids in any order; B's rows are then read into memory in A's order); ids missing
+    from either side are refused with their counts. Otherwise :func:`check_same_rows` (the same
+    row count, and the same ids in the same order when both sidecars carry them)."""
+    from ..errors import InputError
+    from ..io.rowids import row_ids
+    from ..io.stores import is_store
+
+    n_b = int(b_rows.shape[0])
+    stores = any(isinstance(x, (str, Path)) and is_store(x) for x in (a, b))
+    ids_a = row_ids(str(a)) if stores and isinstance(a, (str, Path)) else None
+    ids_b = row_ids(str(b)) if stores and isinstance(b, (str, Path)) else None
+    if ids_a is None or ids_b is None:
+        check_same_rows(a, b, n_a, n_b)
+        return b_rows
+    ka, kb = [str(v) for v in ids_a], [str(v) for v in ids_b]
+    if ka == kb:
+        return b_rows
+    name_a, name_b = label_of(a, "A"), label_of(b, "B")
+    for keys, name in ((ka, name_a), (kb, name_b)):
+        if len(set(keys)) != len(keys):
+            raise InputError(f"{name} has duplicate ids; pairing by id needs unique ids")
+    sa, sb = set(ka), set(kb)
+    if sa != sb:
+        only_a, only_b = [k for k in ka if k not in sb], [k for k in kb if k not in sa]
+        parts = [f"{len(only_a)} of {name_a}'s ids are missing from {name_b} (first: {only_a[0]!r})" if only_a else "",
+                 f"{len(only_b)} of {name_b}'s ids are missing from {name_a} (first: {only_b[0]!r})" if only_b else ""]
+        raise InputError("; ".join(p for p in parts if p) + "; a paired comparison needs the same rows")
+    pos = {k: i for i, k in enumerate(kb)}
+    perm = np.fromiter((pos[k] for k in ka), dtype=np.int64, count=len(ka))
+    X = np.asarray(b_rows)[perm]
+    return open_source(X, what="--against B") if isinstance(b_rows, Source) else X
+
+
+def store_models(**inputs: Any) -> Optional[dict[str, str]]:
+    """The model each store input says it holds (its metadata), by role; None when no input is a
+    store that names one — so ``--against`` shows which models it sets side by side."""
+    from ..io.stores import is_store, open_store
+
+    out = {}
+    for role, x in inputs.items():
+        if isinstance(x, (str, Path)) and is_store(x):
+            m = open_store(x).model()
+            if m:
+                out[role] = m
+    return out or None

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..result import Figure, Report
-from ._common import Hint, check_same_rows, label_of, name_of, running, source
+from ._common import Hint, label_of, name_of, paired_rows, running, source, store_models
 
 
 class AnisotropyReport(Report):
@@ -98,12 +98,14 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
             hint(f"plot: {plot}")
         body["plot"] = str(plot)
     results: dict[str, Any] = {"anisotropy": res, "cosines": keep}
+    models = store_models(a=a, b=b, **({"against_a": against[0], "against_b": against[1]} if against else {}))
+    if models:
+        body["models"] = models
     if against is not None:
         from ..geometry.paired import anisotropy_paired
 
-        A2, B2 = source(against[0], "against A2"), source(against[1], "against B2")
-        check_same_rows(a, against[0], A.n, A2.n)
-        check_same_rows(b, against[1], B.n, B2.n)
+        A2 = paired_rows(a, against[0], A.n, source(against[0], "against A2"))
+        B2 = paired_rows(b, against[1], B.n, source(against[1], "against B2"))
         keep_b: dict[str, Any] = {}
         with running(engine, address) as eng:
             res_b = geo.check_result(A2, B2, shared=shared, perms=perms, seed=seed, block=block, keep=keep_b,

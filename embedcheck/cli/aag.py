@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -22,6 +21,7 @@ from .common import (
     check_plot,
     hint,
     in_range,
+    shown_name,
 )
 from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
@@ -82,4 +82,4 @@ def aag_cmd(
         min_gate("label_map", rep.get("label_map.map"), fail_map_below) if fail_map_below is not None else None,
         *paired_gates(rep.results.get("paired"), fail_on),
     ])
-    out.finish(report, title=f"AAG — {Path(embeddings).name}")
+    out.finish(report, title=f"AAG — {shown_name(embeddings)}")

@@ -15,6 +15,10 @@ def row_ids(path: str) -> Optional[list[Any]]:
     """The ``id`` of every row from the sidecar (``X.jsonl`` beside ``X.npy``, or a shard set's
     sidecars); None when there is no sidecar or a row has no id."""
     from .shards import is_shard_set, sidecar_field
+    from .stores import is_store, open_store
+
+    if is_store(path):
+        return open_store(path).ids()
 
     try:
         if is_shard_set(path):
