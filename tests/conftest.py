@@ -183,7 +183,13 @@ def pg_uri(tmp_path_factory) -> str:
     the libpq URI of its ``postgres`` database. Skips when ``pgserver`` or ``psycopg`` is absent."""
     pgserver = pytest.importorskip("pgserver", reason="pgserver (embedcheck[stores]) is not installed")
     psycopg = pytest.importorskip("psycopg", reason="psycopg (embedcheck[stores]) is not installed")
-    srv = pgserver.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="stop")
+    import shutil
+    import tempfile
+
+    # not under pytest's basetemp: its folders are private to this user (0700), and pgserver, run as
+    # root, starts postgres as its own user, which must reach the data folder
+    data = tempfile.mkdtemp(prefix="embedcheck-pg-")
+    srv = pgserver.get_server(data, cleanup_mode="stop")
     uri = srv.get_uri()
     with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -191,6 +197,7 @@ def pg_uri(tmp_path_factory) -> str:
         yield uri
     finally:
         srv.cleanup()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def doc_block(doc: Path, name: str) -> str:

@@ -360,6 +360,10 @@ def make_clone(tmp: Path) -> Path:
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     py = bin_ / "python"
     py.symlink_to(sys.executable)
+    cfg = Path(sys.prefix) / "pyvenv.cfg"
+    if sys.prefix != sys.base_prefix and cfg.is_file():  # `python` is the venv's, with its packages
+        (repo / ".venv" / "pyvenv.cfg").write_text(cfg.read_text())
+        (repo / ".venv" / "lib").symlink_to(Path(sys.prefix) / "lib", target_is_directory=True)
     (bin_ / "activate").write_text(f'export PATH={shlex.quote(str(bin_))}:"$PATH"\nexport VIRTUAL_ENV={shlex.quote(str(repo / ".venv"))}\n')
     return repo
 

@@ -84,7 +84,7 @@ def labels_for(labels: Any, n: int, field: str = "label", what: str = "labels", 
 
     if isinstance(labels, (str, Path)):
         read = loader or (lambda p, k: load_labels(p, k, field=field, what=what))
-        y = read(Path(labels), n)
+        y = read(labels, n)
         m = match_input(rows, labels, names=(f"embeddings {rows}" if isinstance(rows, (str, Path)) else "the embeddings",
                                              f"{what} {labels}"), tags=("the embeddings", f"the {what}"))
         y = m.apply(y)
@@ -99,6 +99,10 @@ def labels_for(labels: Any, n: int, field: str = "label", what: str = "labels", 
 
 
 def name_of(x: Any) -> str:
+    from ..io.stores import display_name, is_store
+
+    if isinstance(x, (str, Path)) and is_store(x):
+        return display_name(x)
     return Path(x).name if isinstance(x, (str, Path)) else getattr(x, "name", "array")
 
 
@@ -124,7 +128,9 @@ def matrix(x: Any, what: str = "embeddings", *, need_direction: bool = True) -> 
 
 def label_of(x: Any, default: str) -> str:
     """How an input is named in a message: its path as given, else ``default``."""
-    return str(x) if isinstance(x, (str, Path)) else default
+    from ..io.stores import display_name
+
+    return display_name(x) if isinstance(x, (str, Path)) else default
 
 
 def check_same_rows(a: Any, b: Any, n_a: int, n_b: int) -> Any:
@@ -134,8 +140,16 @@ def check_same_rows(a: Any, b: Any, n_a: int, n_b: int) -> Any:
     from ..io.rowids import match_input
     from ..stats.paired import check_same_rows as same
 
-    same(None, None, n_a, n_b, names=(label_of(a, "A"), label_of(b, "B")))
-    return match_input(a, b, names=(label_of(a, "A"), label_of(b, "B")), other_is_table=False, tags=("A", "B"))
+    m = match_input(a, b, names=(label_of(a, "A"), label_of(b, "B")), other_is_table=False, tags=("A", "B"))
+    same(None, None, n_a, n_b, names=(label_of(a, "A"), label_of(b, "B")))  # the counts, also when by position
+    return m
+
+
+def paired_rows(a: Any, b: Any, n_a: int, b_rows: Any) -> Any:
+    """B's rows (``b_rows``, opened from ``b``) in A's row order: :func:`check_same_rows` (the one
+    rule, for files, shard sets and stores alike: the same ids in any order, read into memory in A's
+    order when the order differs; another set refused with the counts; no ids: the same row count)."""
+    return in_order(b_rows, check_same_rows(a, b, n_a, int(b_rows.shape[0])), f"--against {label_of(b, 'B')}")
 
 
 def in_order(x: Any, matched: Any, what: str) -> Any:
@@ -154,3 +168,17 @@ def pair_sides(a: Any, b: Any) -> Any:
     from ..io.rowids import match_pair_sides
 
     return match_pair_sides(a, b, names=(label_of(a, "A"), label_of(b, "B")))
+
+
+def store_models(**inputs: Any) -> Optional[dict[str, str]]:
+    """The model each store input says it holds (its metadata), by role; None when no input is a
+    store that names one — so ``--against`` shows which models it sets side by side."""
+    from ..io.stores import is_store, open_store
+
+    out = {}
+    for role, x in inputs.items():
+        if isinstance(x, (str, Path)) and is_store(x):
+            m = open_store(x).model()
+            if m:
+                out[role] = m
+    return out or None

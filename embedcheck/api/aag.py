@@ -19,7 +19,17 @@ from typing import Any, Optional
 from ..result import Figure, Report
 from ..rows import content_sha256
 from ..schemas import COSINE, FRACTION, PERCENT
-from ._common import Hint, check_not_swapped, check_same_rows, in_order, label_of, labels_for, name_of, running, source
+from ._common import (
+    Hint,
+    check_not_swapped,
+    label_of,
+    labels_for,
+    name_of,
+    paired_rows,
+    running,
+    source,
+    store_models,
+)
 
 MAP_HINT_ROWS = 50_000
 
@@ -102,11 +112,13 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
             hint(f"plot: {plot}")
         body["plot"] = str(plot)
     body["inputs"] = {"labels_sha256": content_sha256(y), "rows_matched_by": matched}
+    models = store_models(embeddings=embeddings, against=against)
+    if models:
+        body["models"] = models
     if against is not None:
         from ..geometry.paired import aag_paired
 
-        srcb = source(against, "--against B")
-        srcb = in_order(srcb, check_same_rows(embeddings, against, src.n, srcb.n), "--against B")
+        srcb = paired_rows(embeddings, against, src.n, source(against, "--against B"))
         ap_b = None
         if label_map:
             with running("local") as eng:

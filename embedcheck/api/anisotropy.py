@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 from ..result import Figure, Report
 from ..schemas import COSINE, FRACTION
-from ._common import Hint, check_same_rows, in_order, label_of, name_of, pair_sides, running, source
+from ._common import Hint, in_order, label_of, name_of, pair_sides, paired_rows, running, source, store_models
 
 SDS = "in standard deviations of the floor"
 RATIO = "as a ratio (floor / matched)"
@@ -111,12 +111,14 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
             hint(f"plot: {plot}")
         body["plot"] = str(plot)
     results: dict[str, Any] = {"anisotropy": res, "cosines": keep}
+    models = store_models(a=a, b=b, **({"against_a": against[0], "against_b": against[1]} if against else {}))
+    if models:
+        body["models"] = models
     if against is not None:
         from ..geometry.paired import anisotropy_paired
 
-        A2, B2 = source(against[0], "against A2"), source(against[1], "against B2")
-        A2 = in_order(A2, check_same_rows(a, against[0], A.n, A2.n), "against A2")
-        B2 = in_order(in_order(B2, check_same_rows(b, against[1], B.n, B2.n), "against B2"), pair, "against B2")
+        A2 = paired_rows(a, against[0], A.n, source(against[0], "against A2"))
+        B2 = in_order(paired_rows(b, against[1], B.n, source(against[1], "against B2")), pair, "against B2")
         keep_b: dict[str, Any] = {}
         with running(engine, address) as eng:
             res_b = geo.check_result(A2, B2, shared=shared, perms=perms, seed=seed, block=block, keep=keep_b,

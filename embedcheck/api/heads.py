@@ -94,9 +94,54 @@ def train_head(embeddings: Any, labels: Any, output: Optional[Path] = None, *, k
     return TrainHeadReport(body=body, results={"train": res})
 
 
-def project(embeddings: Any, head: Any, output: Path, *, mode: str = "compact", alpha: float = 0.5,
+def _project_to_store(embeddings: Any, head_path: Path, output: Any, *, mode: str, alpha: float, chunk: int,
+                      on_rows: Optional[Callable[[int, int], None]], hint: Hint, overwrite: bool) -> ProjectReport:
+    """``project`` into a store (parquet, LanceDB / Lance, pgvector): the input's id and other columns
+    carried over, the head and mode in the store's metadata; streamed in ``chunk``-row blocks."""
+    from .. import heads as H
+    from ..heads.io import read_head
+    from ..io.source import open_source
+    from ..io.stores import carried_columns, check_output, display_name, is_store, open_store, write_store
+    from ..rows import iter_chunks
+
+    check_output(output, overwrite)
+    hd = read_head(head_path)
+    src = open_source(embeddings)
+    n, d = src.n, src.dim
+    if d != hd.input_dim:
+        raise InputError(f"embeddings {display_name(embeddings)} have dimension {d} but head {head_path} expects "
+                         f"{hd.input_dim}")
+    k = H.project_dim(hd, mode)
+    columns = carried_columns(embeddings, n) if isinstance(embeddings, (str, Path)) else {}
+    model = open_store(embeddings).model() if isinstance(embeddings, (str, Path)) and is_store(embeddings) else None
+    if model is None and isinstance(embeddings, (str, Path)):
+        from ..io.retrieval import artifact_model
+
+        model = artifact_model(embeddings)
+    t0 = time.perf_counter()
+
+    def blocks() -> Any:
+        for sl in iter_chunks(n, chunk):
+            yield H.project_rows(hd, src.rows(sl.start, sl.stop, check=True), mode, alpha)
+            if on_rows is not None:
+                on_rows(sl.stop, n)
+
+    meta = {"command": "project", "model": model, "dim": k, "dtype": "float32", "normalisation": "l2 (unit rows)",
+            "options": {"head": head_path.name, "kind": hd.kind, "mode": mode, "alpha": alpha, "input_dim": d}}
+    name = write_store(output, blocks(), dim=k, columns=columns, metadata=meta, overwrite=overwrite)
+    seconds = time.perf_counter() - t0
+    if hint is not None:
+        hint(f"wrote {name} ({n:,} x {k} float32{', with ' + ', '.join(columns) if columns else ''})")
+    return ProjectReport(body={"kind": hd.kind, "mode": mode, "alpha": alpha if mode == "fused" else None, "n": n,
+                               "input_dim": d, "output_dim": k, "output": name, "model": model,
+                               "seconds": round(seconds, 3),
+                               "rows_per_second": round(n / seconds, 1) if seconds > 0 else None})
+
+
+def project(embeddings: Any, head: Any, output: Any, *, mode: str = "compact", alpha: float = 0.5,
             chunk: int = 8192, engine: Any = "local", address: Optional[str] = None,
-            on_rows: Optional[Callable[[int, int], None]] = None, hint: Hint = None) -> ProjectReport:
+            on_rows: Optional[Callable[[int, int], None]] = None, hint: Hint = None,
+            overwrite: bool = False) -> ProjectReport:
     """Apply the head file ``head`` to stored vectors without re-embedding (float32 unit rows).
 
     ``output`` ending in ``.npy``: one file, streamed in ``chunk``-row blocks in this process.
@@ -116,6 +161,11 @@ def project(embeddings: Any, head: Any, output: Path, *, mode: str = "compact", 
         raise InputError(f"alpha must be in [0, 1], got {alpha}")
     if chunk < 1:
         raise InputError(f"chunk must be a positive integer, got {chunk}")
+    from ..io.stores import output_locator
+
+    if output_locator(output) is not None:
+        return _project_to_store(embeddings, Path(head), output, mode=mode, alpha=alpha, chunk=chunk, on_rows=on_rows,
+                                 hint=hint, overwrite=overwrite)
     output, head_path = Path(output), Path(head)
     to_file = output.suffix.lower() == ".npy"
     if not to_file and not is_shard_set(embeddings) and getattr(engine, "value", engine) == "local":

@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..result import Figure, Report
 from ..schemas import FRACTION
-from ._common import check_same_rows, in_order, label_of, labels_for, matrix
+from ._common import check_same_rows, in_order, label_of, labels_for, matrix, paired_rows, store_models
 
 
 class NeighborsReport(Report):
@@ -61,10 +61,8 @@ def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, lab
         check_margins(margins, known)
         if resamples < 2:
             raise InputError(f"resamples must be >= 2 for a paired comparison, got {resamples}")
-        A2 = matrix(against[0], "against A2")
-        B2 = matrix(against[1], "against B2")
-        A2 = in_order(A2, check_same_rows(a, against[0], n, A2.shape[0]), "against A2")
-        B2 = in_order(in_order(B2, check_same_rows(b, against[1], n, B2.shape[0]), "against B2"), mb, "against B2")
+        A2 = paired_rows(a, against[0], n, matrix(against[0], "against A2"))
+        B2 = in_order(paired_rows(b, against[1], n, matrix(against[1], "against B2")), mb, "against B2")
     res = _neighbors(A, B, k, queries=queries, seed=seed, labels=y, resamples=resamples,
                      block_bytes=block_mb * 2**20, progress=progress)
     body = res.to_dict()
@@ -74,6 +72,9 @@ def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, lab
 
         body["inputs"] = {"labels_sha256": content_sha256(y), **body["inputs"]}
     results: dict[str, Any] = {"neighbors": res}
+    models = store_models(a=a, b=b, **({"against_a": against[0], "against_b": against[1]} if against else {}))
+    if models:
+        body["models"] = models
     if against is not None:
         from ..geometry.paired import neighbor_items, neighbors_paired
         from ..rows import encode_labels

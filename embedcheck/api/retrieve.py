@@ -36,6 +36,12 @@ def _is_path(x: Any) -> bool:
     return isinstance(x, (str, os.PathLike))
 
 
+def _shown(x: Any) -> str:
+    from ..io.stores import display_name
+
+    return display_name(x)
+
+
 def _open(x: Any, what: str) -> tuple[Any, int, int]:
     """(search input, rows, dim) of a path (``.npy`` or shard set) or a 2-D float array."""
     if _is_path(x):
@@ -125,7 +131,10 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
 
         mq, mc = artifact_model(queries), artifact_model(corpus)
         if mq is not None and mc is not None and mq != mc:
-            raise InputError(f"queries {queries} were embedded with {mq} but corpus {corpus} with {mc}; "
+            from ..io.stores import display_name
+
+            raise InputError(f"queries {display_name(queries)} were embedded with {mq} but corpus {display_name(corpus)} "
+                             f"with {mc}; "
                              "retrieval compares vectors of one model")
         model = mq or mc
     qids = _ids(query_ids, queries, query_id_field, "queries", "query_ids", m)
@@ -163,7 +172,7 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
                          doc_id_field=doc_id_field, score=score, score_name=score_name)
         rep.paired = retrieval_paired(rep.per_query, rep_b.per_query, paired_metrics, resamples=resamples,
                                       permutations=resamples, seed=seed, margins=margins,
-                                      against=" ".join(str(x) if _is_path(x) else "array" for x in against))
+                                      against=" ".join(_shown(x) if _is_path(x) else "array" for x in against))
     rep.seconds = time.perf_counter() - t0
     return rep
 

@@ -88,7 +88,9 @@ def threshold(a: Any, b: Any, labels: Any = None, *, precision: float = 0.95, ma
         for (k, p), c in zip(points, cnt["counts"]):
             p.corpus_pairs_above = c
             above[k] = c
-        res.corpus = {"path": str(corpus) if isinstance(corpus, (str, Path)) else None, "rows": cnt["rows"],
+        from ..io.stores import display_name
+
+        res.corpus = {"path": display_name(corpus) if isinstance(corpus, (str, Path)) else None, "rows": cnt["rows"],
                       "pairs": cnt["pairs"], "pairs_above": above,
                       "share_above": {k: (c / cnt["pairs"] if cnt["pairs"] else None) for k, c in above.items()}}
     return res

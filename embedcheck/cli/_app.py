@@ -41,7 +41,9 @@ def _one_line(msg: str, limit: int = MAX_LINE) -> str:
     >>> len(_one_line("x" * 10_000)) <= MAX_LINE
     True
     """
-    text = " ".join(str(msg).split()) or "failed"
+    from ..io.stores import mask_secrets
+
+    text = mask_secrets(" ".join(str(msg).split())) or "failed"  # a database password never reaches a line
     if len(text) <= limit:
         return text
     tail = limit // 4

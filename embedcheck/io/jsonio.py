@@ -111,6 +111,9 @@ def _clean(obj: Any) -> Any:
 
 
 def dumps(obj: Any, indent: int | None = 2) -> str:
-    """Strict JSON (NaN → null, numpy scalars → Python) with stable key order."""
-    return json.dumps(_clean(json.loads(json.dumps(obj, default=_json_default, allow_nan=True))),
-                      indent=indent, ensure_ascii=False, allow_nan=False)
+    """Strict JSON (NaN → null, numpy scalars → Python) with stable key order; a database
+    password that found its way into a value is masked (``postgresql://user:***@host``)."""
+    from .stores import mask_secrets
+
+    return mask_secrets(json.dumps(_clean(json.loads(json.dumps(obj, default=_json_default, allow_nan=True))),
+                                   indent=indent, ensure_ascii=False, allow_nan=False))

@@ -113,6 +113,15 @@ def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: st
         if n_rows is not None and len(labels) != n_rows:
             raise InputError(f"{what} {path} has {len(labels)} labels but the embeddings have {n_rows} rows")
         return labels
+    store_values = _store_column(path, field, what)
+    if store_values is not None:
+        from .stores import display_name
+
+        shown = display_name(path)
+        labels = _normalise_label_values(store_values, shown)
+        if n_rows is not None and len(labels) != n_rows:
+            raise InputError(f"{what} {shown} has {len(labels)} labels but the embeddings have {n_rows} rows")
+        return labels
     p = check_file(path, what)
     suffix = p.suffix.lower()
     if suffix == ".npy":
@@ -162,6 +171,30 @@ def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: st
     if n_rows is not None and len(labels) != n_rows:
         raise InputError(f"{what} {p} has {len(labels)} labels but the embeddings have {n_rows} rows")
     return labels
+
+
+def _store_column(path: Any, field: str, what: str) -> list[Any] | None:
+    """The ``field`` column of a store (a table beside the vectors: parquet, arrow, lance,
+    pgvector), or of a plain ``.parquet`` file that has it (read alone); None otherwise."""
+    from .stores import is_store, open_store, parse_locator
+
+    if not is_store(path):
+        return None
+    loc = parse_locator(path)
+    assert loc is not None
+    if loc.kind == "parquet" and "?" not in str(path) and Path(loc.path).is_file():
+        try:  # a labels table without vectors is a plain table: read the one column when it is there
+            import pyarrow.parquet as pq
+
+            if field not in pq.read_schema(loc.path).names:
+                return None
+            return list(pq.read_table(loc.path, columns=[field]).column(0).to_pylist())
+        except Exception:  # noqa: BLE001 - read_table's own error follows
+            return None
+    st = open_store(path)
+    if field not in st.columns():
+        raise InputError(missing_field(field, st.columns(), f"{what} {st.name}", option="--label-field"))
+    return st.column(field)
 
 
 def _unlabelled_sidecar(p: Path) -> str:

@@ -54,6 +54,15 @@ def load_matrix(
     shards' sha256 (:func:`~embedcheck.io.shards.load_shard_matrix`); it is typed as an array
     because readers use only what both share (``shape``, ``dtype``, ``X[...]``, ``np.asarray``).
     """
+    from .stores import is_store
+
+    if is_store(path):  # a store: its rows checked batch by batch as they are read
+        src = open_source(path, what=what, min_rows=min_rows)
+        work = "float64" if src.dtype.itemsize == 8 else "float32"
+        name = Path(src.name)
+        for sl in iter_chunks(src.n):
+            check_rows(src.rows(sl.start, sl.stop), sl.start, name, what=what, need_direction=need_direction, work=work)
+        return cast(np.ndarray, src)
     if is_shard_set(path) or Path(path).is_dir():
         return cast(np.ndarray, load_shard_matrix(path, what=what, need_direction=need_direction,
                                                   min_rows=min_rows))

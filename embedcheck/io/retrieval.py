@@ -46,7 +46,17 @@ def read_ids(path: str | os.PathLike, field: str = "id", *, what: str = "embeddi
              n_rows: Optional[int] = None) -> np.ndarray:
     """The ``field`` of every sidecar row of an embedding artifact, as a bytes array (UTF-8)."""
     values: list[bytes] = []
-    if is_shard_set(path):
+    from .stores import is_store, open_store
+
+    if is_store(path):
+        st = open_store(path)
+        col = st.id_column if field == "id" and st.id_column else field
+        if col is None or col not in st.columns():
+            raise InputError(f"{what} {st.name} has no id column {field!r} (name it with ?id=NAME or {option}); "
+                             f"its columns are: {', '.join(st.columns())}")
+        for k, v in enumerate(st.column(col)):
+            values.append(_id_str(v, f"{st.name} row {k}", col).encode("utf-8"))
+    elif is_shard_set(path):
         ss = open_shard_set(path, verify=False)
         for i in range(len(ss.shards)):
             for k, r in enumerate(ss.read_sidecar(i)):
@@ -78,7 +88,11 @@ def read_ids(path: str | os.PathLike, field: str = "id", *, what: str = "embeddi
 
 
 def artifact_model(path: str | os.PathLike) -> Optional[str]:
-    """The model that wrote an embedding artifact (sidecar or manifest), or None."""
+    """The model that wrote an embedding artifact (sidecar or manifest, a store's metadata), or None."""
+    from .stores import is_store, store_model
+
+    if is_store(path):
+        return store_model(path)
     if is_shard_set(path):
         try:
             return open_shard_set(path, verify=False).model

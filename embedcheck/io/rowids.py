@@ -106,6 +106,10 @@ def row_ids(path: Any) -> Optional[list[Any]]:
     """The ``id`` of every row from the sidecar (``X.jsonl`` beside ``X.npy``, or a shard set's
     sidecars); None when ``path`` is not a file path, there is no sidecar or a row has no id."""
     from .shards import is_shard_set, sidecar_field
+    from .stores import is_store, open_store
+
+    if is_store(path):
+        return open_store(path).ids()
 
     if not isinstance(path, (str, os.PathLike)):
         return None
@@ -141,11 +145,14 @@ def _jsonl_ids(path: Path) -> Optional[list[Any]]:
 
 def table_ids(path: Any) -> Optional[list[Any]]:
     """The ``id`` column of a labels / scores file (``.jsonl``, ``.csv``, ``.tsv``, ``.parquet``) or
-    the sidecar ids of a shard set; None for other inputs (arrays, ``.npy``, ``.txt``) or when a
+    the sidecar ids of a shard set or the ids of a store; None for other inputs (arrays, ``.npy``, ``.txt``) or when a
     row has no id."""
     from .shards import is_shard_set
+    from .stores import is_store
     from .tables import TABLE_SUFFIXES, read_table
 
+    if is_store(path):  # labels from a store: its ids column
+        return row_ids(path)
     if not isinstance(path, (str, os.PathLike)):
         return None
     if is_shard_set(path):

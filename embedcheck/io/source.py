@@ -53,6 +53,8 @@ class Part:
     stop: int
     offset: int
     array: Any = field(default=None, repr=False, compare=False)
+    #: a store's locator (:mod:`embedcheck.io.stores`; ``path`` is then its name, password masked)
+    store: str = field(default="", repr=False, compare=False)
 
     @property
     def rows(self) -> int:
@@ -66,6 +68,10 @@ class Part:
         """The part's file: a read-only memmap, or decoded float32 rows of a compressed artifact."""
         if self.array is not None:
             return cast(np.ndarray, self.array)
+        if self.store:
+            from .stores import StoreRows
+
+            return cast(np.ndarray, StoreRows(self.store))
         from .compressed import open_decoded
 
         return open_decoded(self.path, verify=False)
@@ -86,13 +92,14 @@ class Source:
     def __init__(self, name: str, n: int, dim: int, dtype: str, parts: tuple[Part, ...], shard_set: Any = None):
         self.name, self.n, self.dim, self.parts = name, int(n), int(dim), tuple(parts)
         self.shard_set: Any = shard_set
+        self.store: Any = None  # the opened store (io.stores.Store) a store's Source came from
         self.dtype = np.dtype(dtype)
         self.shape: tuple[int, int] = (self.n, self.dim)
         self._starts = np.array([p.offset for p in self.parts] + [self.n], dtype=np.int64)
         self._maps: dict[int, np.ndarray] = {}
 
     def __getstate__(self) -> dict[str, Any]:  # no open memmaps travel with the object
-        return {**self.__dict__, "_maps": {}}
+        return {**self.__dict__, "_maps": {}, "store": None}
 
     def __repr__(self) -> str:
         kind = f"shards={len(self.parts)}" if self.sharded else f"parts={len(self.parts)}"
@@ -194,6 +201,10 @@ def open_source(x: Any, *, what: str = "embeddings", part_rows: int = PART_ROWS,
     by whoever reads them with ``check=True``."""
     if isinstance(x, Source):
         return x
+    from .stores import is_store
+
+    if isinstance(x, (str, os.PathLike)) and is_store(x):
+        return open_store_source(x, what=what, part_rows=part_rows, min_rows=min_rows)
     if isinstance(x, np.ndarray):
         check_matrix_shape(x, Path(f"<{what} array>"), what=what, min_rows=min_rows)
         n, d = (int(s) for s in x.shape)
@@ -219,6 +230,29 @@ def open_source(x: Any, *, what: str = "embeddings", part_rows: int = PART_ROWS,
     return Source(str(x), n, d, str(X.dtype), parts, None)
 
 
+def open_store_source(x: Any, *, what: str = "embeddings", part_rows: int = PART_ROWS, min_rows: int = 1) -> Source:
+    """A :class:`Source` over a store (:mod:`embedcheck.io.stores`): its parts are row ranges
+    that name the store by its locator, so a task anywhere opens it itself."""
+    from .stores import open_store
+
+    st = open_store(x)
+    if getattr(st, "approximate", False) and not getattr(st, "warned", False):
+        import warnings
+
+        from ..errors import InputWarning
+
+        st.warned = True  # type: ignore[attr-defined]
+        warnings.warn(f"{what} {st.name} is a {getattr(st, 'type_name', 'compressed index')}: its vectors are read as "
+                      "their reconstruction, an approximation of the vectors that were added", InputWarning, stacklevel=2)
+    if st.n < min_rows:
+        raise InputError(f"{what} {st.name} has {st.n} rows; at least {min_rows} needed")
+    loc = os.fspath(x)
+    parts = tuple(Part(st.name, s, min(s + part_rows, st.n), s, store=loc) for s in range(0, st.n, part_rows))
+    src = Source(st.name, st.n, st.dim, str(st.dtype), parts, None)
+    src.store = st
+    return src
+
+
 def checked_rows(part: Part, sl: slice, what: str = "embeddings") -> np.ndarray:
     """Rows ``sl`` (relative to the part) after the row checks of ``load_matrix`` (finite, not zero);
     errors name the file and the row index within it."""
@@ -239,12 +273,23 @@ def read_range(parts: Sequence[Part], start: int, stop: int, *, check: bool = Fa
             continue
         X = np.ascontiguousarray(p.open()[p.start + lo - p.offset:p.start + hi - p.offset])
         if check:
-            work = "float64" if X.dtype.itemsize == 8 else "float32"
-            check_rows(X, p.start + lo - p.offset, Path(p.path), what=what, work=work)
+            _check_piece(X, p.start + lo - p.offset, Path(p.path), what)
         pieces.append(X)
     if not pieces:
         raise IndexError(f"rows {start}-{stop} are outside the matrix")
     return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def _check_piece(X: np.ndarray, start: int, path: Path, what: str) -> None:
+    """``check_rows`` over a read piece, a chunk at a time (its float64 work copy stays one chunk,
+    not the piece); a piece with a non-finite value gets the one whole-piece check, whose message
+    counts the bad rows of the piece."""
+    work = "float64" if X.dtype.itemsize == 8 else "float32"
+    if len(X) <= CHUNK_ROWS or not np.isfinite(X).all():
+        check_rows(X, start, path, what=what, work=work)
+        return
+    for sl in iter_chunks(len(X)):
+        check_rows(X[sl], start + sl.start, path, what=what, work=work)
 
 
 def ranges(n: int, step: int) -> list[tuple[int, int]]:

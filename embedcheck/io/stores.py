@@ -1,0 +1,1260 @@
+"""Vectors where they live: Parquet / Arrow IPC files, Lance datasets and LanceDB tables, PostgreSQL
+tables with pgvector, and FAISS index files, read as a matrix of rows.
+
+A store is named by one string, its **locator**:
+
+* ``PATH.parquet`` or a folder of ``*.parquet`` files (in name order), ``PATH.arrow`` / ``PATH.feather``
+  (Arrow IPC); the vector column is the one column holding lists of floats, or ``?column=NAME`` after
+  the path; ``?id=NAME`` names the id column (default: ``id`` when there is one);
+* ``lancedb://DBDIR/TABLE`` (everything after ``lancedb://`` is a local path whose last part is the
+  table) and a ``.lance`` dataset folder, with the same selectors;
+* ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DB?table=T&column=C[&id=I]``: a pgvector ``vector`` or
+  ``halfvec`` column, or ``real[]`` / ``double precision[]``; ``table``, ``column`` and ``id`` are
+  taken out and the rest is the libpq URI as written (``host=/socket/folder`` included);
+* ``PATH.faiss`` / ``PATH.index``: a FAISS index whose vectors can be reconstructed.
+
+Every store has one interface (:class:`Store`): ``n`` rows of dimension ``dim``, ``ids()``,
+``read(start, stop)`` (rows as float32 / float64, checked: no NULL, one dimension, finite),
+``column(name)`` (labels, texts ...), ``metadata()`` (what embedcheck or the writer recorded:
+the model) and ``name`` — the locator with its password masked (``postgresql://user:***@host/db``),
+the only form that ever reaches a message, a report or a log.
+
+The unit of work is a row range; a task on another process opens the store itself from the
+locator (:func:`open_store` keeps one open store per locator and process), so only strings and
+integers travel — never a connection.
+
+>>> display_name("postgresql://ann:s3cret@db.example/prod?table=items&column=emb")
+'postgresql://ann:***@db.example/prod?table=items&column=emb'
+>>> is_store("x.npy"), is_store("x.parquet?column=emb"), is_store("lancedb:///data/db/items")
+(False, True, True)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Optional
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import numpy as np
+
+from ..errors import InputError
+
+#: the pip extra that brings every store's library
+EXTRA = "embedcheck[stores]"
+#: suffix -> store kind of a file or dataset folder
+SUFFIXES = {".parquet": "parquet", ".arrow": "arrow", ".feather": "arrow", ".lance": "lance",
+            ".faiss": "faiss", ".index": "faiss"}
+SCHEMES = ("lancedb://", "postgresql://", "postgres://")
+#: key of embedcheck's record in a store's metadata (parquet/arrow/lance schema metadata)
+META_KEY = "embedcheck"
+#: rows per read of a whole-store pass
+BATCH_ROWS = 8192
+#: connect and statement timeout of a database, in seconds (EMBEDCHECK_STORE_TIMEOUT overrides)
+TIMEOUT_S = 10.0
+
+_PW_NETLOC = re.compile(r"((?:postgres(?:ql)?)://[^:/@?#\s]*:)[^@/?#\s]*@", re.IGNORECASE)
+_PW_PARAM = re.compile(r"((?:^|[?&\s])password=)[^&\s]*", re.IGNORECASE)
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` with every database password replaced by ``***`` (in ``user:PASSWORD@`` and in
+    ``password=...``); an empty password stays empty.
+
+    >>> mask_secrets("error: postgresql://u:pw@h/db?password=x&table=t")
+    'error: postgresql://u:***@h/db?password=***&table=t'
+    """
+    if "://" not in text and "password=" not in text.lower():
+        return text
+    text = _PW_NETLOC.sub(lambda m: m.group(1) + ("***@" if m.group(0)[len(m.group(1)):-1] else "@"), text)
+    return _PW_PARAM.sub(lambda m: m.group(1) + "***", text)
+
+
+def timeout_s() -> float:
+    v = os.environ.get("EMBEDCHECK_STORE_TIMEOUT", "")
+    try:
+        t = float(v) if v.strip() else TIMEOUT_S
+    except ValueError:
+        t = TIMEOUT_S
+    return min(max(t, 0.1), 3600.0)
+
+
+def _need(module: str, what: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise InputError(f"reading {what} needs {module.split('.')[0]}: pip install '{EXTRA}'") from None
+
+
+# ---- locators ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Locator:
+    """A parsed store locator: ``kind``; ``path`` (a file, folder, or for postgres the libpq URI
+    without embedcheck's keys); ``table`` (lancedb, postgres), ``column``, ``id``; ``raw``."""
+
+    kind: str
+    path: str
+    raw: str = field(repr=False)
+    table: Optional[str] = None
+    column: Optional[str] = None
+    id: Optional[str] = None
+
+    @property
+    def name(self) -> str:
+        return display_name(self.raw)
+
+
+def _split_selectors(s: str) -> tuple[str, dict[str, str]]:
+    if "?" not in s:
+        return s, {}
+    base, _, query = s.partition("?")
+    sel: dict[str, str] = {}
+    for k, v in parse_qsl(query, keep_blank_values=True):
+        if k not in ("column", "id"):
+            raise InputError(f"store {mask_secrets(s)}: unknown selector {k!r} (use ?column=NAME and ?id=NAME)")
+        if not v:
+            raise InputError(f"store {mask_secrets(s)}: ?{k}= is empty")
+        sel[k] = v
+    return base, sel
+
+
+def _is_parquet_folder(p: Path) -> bool:
+    return p.is_dir() and not (p / "manifest.json").exists() and any(p.glob("*.parquet"))
+
+
+def parse_locator(x: Any) -> Optional[Locator]:
+    """The :class:`Locator` of ``x``, or None when ``x`` is not a store (a ``.npy``, a shard set,
+    an array ...)."""
+    if isinstance(x, Locator):
+        return x
+    if not isinstance(x, (str, os.PathLike)):
+        return None
+    raw = os.fspath(x)
+    if not isinstance(raw, str):
+        return None
+    low = raw.lower()
+    if low.startswith(("postgresql://", "postgres://")):
+        return _parse_pg(raw)
+    if low.startswith("lancedb://"):
+        rest, sel = _split_selectors(raw[len("lancedb://"):])
+        rest = rest.rstrip("/")
+        db, _, table = rest.rpartition("/")
+        if not table or not db:
+            raise InputError(f"store {raw}: lancedb://DBDIR/TABLE needs a database folder and a table name")
+        return Locator("lancedb", db, raw, table=table, column=sel.get("column"), id=sel.get("id"))
+    base, sel = (_split_selectors(raw) if "?" in raw and not os.path.lexists(raw) else (raw, {}))
+    suffix = Path(base).suffix.lower()
+    if suffix in SUFFIXES:
+        return Locator(SUFFIXES[suffix], base, raw, column=sel.get("column"), id=sel.get("id"))
+    if _is_parquet_folder(Path(base)):
+        return Locator("parquet", base, raw, column=sel.get("column"), id=sel.get("id"))
+    if sel:
+        raise InputError(f"{raw}: ?column= and ?id= follow a store (.parquet, .arrow, .feather, .lance, .faiss, "
+                         f".index, a folder of parquet files), not {base}")
+    return None
+
+
+def _parse_pg(raw: str) -> Locator:
+    base, _, query = raw.partition("?")
+    keep: list[str] = []
+    sel: dict[str, str] = {}
+    for piece in query.split("&") if query else []:
+        k, _, v = piece.partition("=")
+        if unquote(k) in ("table", "column", "id"):
+            sel[unquote(k)] = unquote(v)
+        elif piece:
+            keep.append(piece)
+    shown = display_name(raw)
+    for k in ("table", "column"):
+        if not sel.get(k):
+            raise InputError(f"store {shown}: needs ?table=TABLE&column=COLUMN (the pgvector column)")
+    conninfo = base + ("?" + "&".join(keep) if keep else "")
+    return Locator("postgres", conninfo, raw, table=sel["table"], column=sel["column"], id=sel.get("id") or None)
+
+
+def is_store(x: Any) -> bool:
+    """Whether ``x`` names a store (a locator string or path); never raises."""
+    try:
+        return parse_locator(x) is not None
+    except InputError:  # a malformed locator: opening it gives the error
+        return isinstance(x, str) and (x.lower().startswith(SCHEMES) or Path(x.partition("?")[0]).suffix.lower() in SUFFIXES)
+
+
+def display_name(x: Any) -> str:
+    """How a store (or any input) is named in messages and reports: the password masked."""
+    return mask_secrets(os.fspath(x) if isinstance(x, (str, os.PathLike)) else str(x))
+
+
+def describe(x: Any) -> str:
+    """The locator string of a store or path input (for a part or a hash), password included —
+    never printed; :func:`display_name` is what is shown."""
+    return os.fspath(x)
+
+
+# ---- the interface -------------------------------------------------------------------------
+
+
+class Store:
+    """One store's rows: ``n``, ``dim``, ``dtype``; ``read(start, stop)`` → checked rows."""
+
+    kind = "store"
+
+    def __init__(self, loc: Locator):
+        self.loc = loc
+        self.name = loc.name
+        self.n = 0
+        self.dim = 0
+        self.dtype = np.dtype(np.float32)
+        self.column_name = loc.column or ""
+        self.id_column: Optional[str] = None
+        self.lock = threading.RLock()
+
+    # -- to implement
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def columns(self) -> list[str]:
+        return []
+
+    def column(self, name: str) -> list[Any]:
+        raise InputError(f"{self.name} has no column {name!r}")
+
+    def metadata(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+    # -- shared
+    def ids(self) -> Optional[list[Any]]:
+        """The id of every row (the id column), or None when the store has none."""
+        return self.column(self.id_column) if self.id_column else None
+
+    def model(self) -> Optional[str]:
+        """The model the store says its vectors come from (embedcheck's metadata, or a ``model`` key)."""
+        meta = self.metadata()
+        m = meta.get("model")
+        if isinstance(m, dict):
+            m = m.get("id") or m.get("name")
+        return str(m) if m else None
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``[start, stop)`` as a C-ordered float array, after the checks every store read makes."""
+        if not 0 <= start <= stop <= self.n:
+            raise IndexError(f"rows {start}-{stop} are outside {self.name} ({self.n} rows)")
+        if stop == start:
+            return np.empty((0, self.dim), dtype=self.dtype)
+        with self.lock:
+            X = self._read(start, stop)
+        if X.shape != (stop - start, self.dim):
+            raise InputError(f"{self.name}: read {X.shape[0]} rows of dimension {X.shape[1] if X.ndim == 2 else '?'} "
+                             f"at row {start}; expected {stop - start} of dimension {self.dim}")
+        with np.errstate(over="ignore", invalid="ignore"):
+            bad = ~np.isfinite(np.add.reduce(X, axis=1))  # one pass: a NaN or inf makes its row's sum one
+        if bad.any():
+            bad[bad] = ~np.isfinite(X[bad]).all(axis=1)  # not a sum that merely overflowed
+        if bad.any():
+            raise InputError(f"{self.name}: row {start + int(np.flatnonzero(bad)[0])} of column "
+                             f"{self.column_name!r} holds NaN or inf")
+        return np.ascontiguousarray(X, dtype=self.dtype)
+
+    def batches(self, rows: int = BATCH_ROWS) -> Iterator[tuple[int, np.ndarray]]:
+        for s in range(0, self.n, rows):
+            yield s, self.read(s, min(s + rows, self.n))
+
+    def _check_opened(self) -> None:
+        if self.n < 1:
+            raise InputError(f"{self.name} is empty: no rows in column {self.column_name!r}")
+        if self.dim < 1:
+            raise InputError(f"{self.name}: column {self.column_name!r} has vectors of dimension 0")
+
+
+def _default_id(names: list[str], loc: Locator, shown: str) -> Optional[str]:
+    if loc.id:
+        if loc.id not in names:
+            raise InputError(f"{shown} has no id column {loc.id!r}; its columns are: {', '.join(names)}")
+        return loc.id
+    return "id" if "id" in names else None
+
+
+def _meta_of(schema_meta: Optional[dict]) -> dict[str, Any]:
+    """embedcheck's record in an arrow schema's metadata (bytes keys), else the plain keys."""
+    if not schema_meta:
+        return {}
+    meta = {(k.decode() if isinstance(k, bytes) else k): (v.decode("utf-8", "replace") if isinstance(v, bytes) else v)
+            for k, v in schema_meta.items()}
+    if META_KEY in meta:
+        try:
+            rec = json.loads(meta[META_KEY])
+            if isinstance(rec, dict):
+                return rec
+        except ValueError:
+            pass
+    return {k: v for k, v in meta.items() if k in ("model", "model_name", "dim", "options")}
+
+
+# ---- arrow: parquet files and Arrow IPC --------------------------------------------------------
+
+
+def _is_vector_type(pa: Any, t: Any) -> bool:
+    return (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)) \
+        and pa.types.is_floating(t.value_type)
+
+
+def _vector_column(pa: Any, schema: Any, loc: Locator, shown: str) -> str:
+    names = list(schema.names)
+    if loc.column:
+        if loc.column not in names:
+            raise InputError(f"{shown} has no column {loc.column!r}; its columns are: {', '.join(names)}")
+        if not _is_vector_type(pa, schema.field(loc.column).type):
+            raise InputError(f"{shown}: column {loc.column!r} is {schema.field(loc.column).type}, not a vector column "
+                             "(a list of floats)")
+        return loc.column
+    vec = [f.name for f in schema if _is_vector_type(pa, f.type)]
+    if len(vec) == 1:
+        return vec[0]
+    if not vec:
+        raise InputError(f"{shown} has no vector column (a list of floats); its columns are: {', '.join(names)}")
+    raise InputError(f"{shown} has several vector columns ({', '.join(vec)}); name one with ?column=NAME")
+
+
+def _np_dtype(pa: Any, t: Any) -> np.dtype:
+    vt = t.value_type
+    return np.dtype(np.float64) if pa.types.is_float64(vt) else np.dtype(np.float32)
+
+
+def arrow_vectors(arr: Any, dim: int, dtype: np.dtype, shown: str, col: str, start: int) -> np.ndarray:
+    """A (fixed-size) list array of float vectors as an ``(n, dim)`` array; a NULL vector, a NULL
+    element or another dimension is one error naming the row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if arr.null_count:
+        i = int(np.flatnonzero(np.asarray(arr.is_null()))[0])
+        raise InputError(f"{shown}: row {start + i} of column {col!r} is NULL")
+    if not pa.types.is_fixed_size_list(arr.type):
+        lens = np.asarray(pc.list_value_length(arr))
+        bad = np.flatnonzero(lens != dim)
+        if bad.size:
+            i = int(bad[0])
+            raise InputError(f"{shown}: row {start + i} of column {col!r} has dimension {int(lens[i])}, "
+                             f"row 0 has {dim}; every vector must have the same dimension")
+    elif arr.type.list_size != dim:
+        raise InputError(f"{shown}: column {col!r} has dimension {arr.type.list_size}, expected {dim}")
+    values = arr.flatten()
+    if values.null_count:
+        i = int(np.flatnonzero(np.asarray(values.is_null()))[0]) // max(dim, 1)
+        raise InputError(f"{shown}: row {start + i} of column {col!r} holds a NULL element")
+    X = values.to_numpy(zero_copy_only=False)
+    return X.astype(dtype, copy=False).reshape(len(arr), dim)
+
+
+class ArrowStore(Store):
+    """A parquet file, a folder of them, or an Arrow IPC file: read by row groups / record
+    batches, only the columns asked for; sequential reads continue where the last one stopped."""
+
+    def __init__(self, loc: Locator):
+        super().__init__(loc)
+        import pyarrow as pa
+
+        self.kind = loc.kind
+        p = Path(loc.path)
+        if not p.exists():
+            raise InputError(f"{self.name} does not exist")
+        self._pa = pa
+        self._files: list[Any] = []
+        self._ipc: Any = None
+        try:
+            if loc.kind == "parquet":
+                import pyarrow.parquet as pq
+
+                paths = sorted(p.glob("*.parquet")) if p.is_dir() else [p]
+                # buffered page reads: a row group is streamed, never held whole (one row group of
+                # a million rows is 1.5 GB of vectors)
+                self._files = [pq.ParquetFile(str(f), buffer_size=1 << 22, pre_buffer=False) for f in paths]
+                schema = self._files[0].schema_arrow
+                for f, fp in zip(self._files[1:], paths[1:]):
+                    if not f.schema_arrow.remove_metadata().equals(schema.remove_metadata()):
+                        raise InputError(f"{self.name}: {fp.name} has another schema than {paths[0].name}")
+                counts = [(k, rg, f.metadata.row_group(rg).num_rows)
+                          for k, f in enumerate(self._files) for rg in range(f.num_row_groups)]
+            else:
+                import pyarrow.ipc as ipc
+
+                try:
+                    self._ipc = ipc.open_file(pa.memory_map(str(p), "r"))
+                    counts = [(0, b, self._ipc.get_batch(b).num_rows) for b in range(self._ipc.num_record_batches)]
+                except pa.ArrowInvalid:  # the IPC stream format: read once into memory
+                    with pa.memory_map(str(p), "r") as src:
+                        table = ipc.open_stream(src).read_all()
+                    self._ipc = table
+                    counts = [(0, b, len(rb)) for b, rb in enumerate(table.to_batches())]
+                schema = self._ipc.schema
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any arrow error is an unreadable file
+            raise InputError(f"{self.name}: not a readable {loc.kind} file ({' '.join(str(exc).split())[:200]})") from None
+        self.schema = schema
+        self.column_name = _vector_column(pa, schema, loc, self.name)
+        self.id_column = _default_id(list(schema.names), loc, self.name)
+        self.dtype = _np_dtype(pa, schema.field(self.column_name).type)
+        self._units = [(k, u, r) for k, u, r in counts if r > 0]
+        self._starts = np.cumsum([0] + [r for _, _, r in self._units])
+        self.n = int(self._starts[-1])
+        self._cursor: Optional[tuple[int, Iterator[Any], Any, int]] = None  # (next row, batches, pending, pending row)
+        t = schema.field(self.column_name).type
+        if pa.types.is_fixed_size_list(t):
+            self.dim = int(t.list_size)
+        elif self.n:
+            first = self._unit_table(0, [self.column_name], rows=1).column(0)
+            if first.null_count:
+                raise InputError(f"{self.name}: row 0 of column {self.column_name!r} is NULL")
+            self.dim = len(first[0].as_py() if hasattr(first[0], "as_py") else first[0])
+        self._check_opened()
+
+    def _unit_table(self, u: int, columns: list[str], rows: Optional[int] = None) -> Any:
+        k, g, _ = self._units[u]
+        if self._files:
+            if rows is not None:
+                return self._pa.Table.from_batches([next(self._files[k].iter_batches(batch_size=rows, row_groups=[g],
+                                                                                   columns=columns))])
+            return self._files[k].read_row_group(g, columns=columns)
+        rb = self._ipc.get_batch(g) if hasattr(self._ipc, "get_batch") else self._ipc.to_batches()[g]
+        t = self._pa.Table.from_batches([rb]).select(columns)
+        return t.slice(0, rows) if rows is not None else t
+
+    def _iter_from(self, row: int, columns: list[str]) -> Iterator[tuple[int, Any]]:
+        """(first row, record batch) from the unit holding ``row`` on, streamed."""
+        u = int(np.searchsorted(self._starts, row, side="right")) - 1
+        for j in range(u, len(self._units)):
+            k, g, _ = self._units[j]
+            s = int(self._starts[j])
+            if self._files:
+                for rb in self._files[k].iter_batches(batch_size=BATCH_ROWS, row_groups=[g], columns=columns,
+                                                      use_threads=True):
+                    yield s, rb
+                    s += rb.num_rows
+            else:
+                for rb in self._unit_table(j, columns).to_batches():
+                    yield s, rb
+                    s += rb.num_rows
+
+    def _range_table(self, start: int, stop: int, columns: list[str]) -> Any:
+        pieces = []
+        cur = self._cursor if columns == [self.column_name] else None
+        if cur is not None and cur[0] == start:
+            it, pending, prow = cur[1], cur[2], cur[3]
+        else:
+            it, pending, prow = self._iter_from(start, columns), None, 0
+        row = start
+        while row < stop:
+            if pending is None:
+                try:
+                    prow, pending = next(it)
+                except StopIteration:
+                    break
+            end = prow + pending.num_rows
+            if end <= row:
+                pending = None
+                continue
+            lo, hi = row - prow, min(stop, end) - prow
+            pieces.append(pending.slice(lo, hi - lo))
+            row = prow + hi
+            if hi == pending.num_rows:
+                pending = None
+        if columns == [self.column_name]:
+            self._cursor = (row, it, pending, prow)
+        return self._pa.Table.from_batches(pieces) if pieces else None
+
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        t = self._range_table(start, stop, [self.column_name])
+        if t is None:
+            return np.empty((0, self.dim), dtype=self.dtype)
+        return arrow_vectors(t.column(0), self.dim, self.dtype, self.name, self.column_name, start)
+
+    def columns(self) -> list[str]:
+        return list(self.schema.names)
+
+    def column(self, name: str) -> list[Any]:
+        if name not in self.schema.names:
+            raise InputError(f"{self.name} has no column {name!r}; its columns are: {', '.join(self.schema.names)}")
+        with self.lock:
+            if self._files:
+                vals: list[Any] = []
+                for f in self._files:
+                    vals += f.read(columns=[name]).column(0).to_pylist()
+                return vals
+            t = self._ipc.read_all() if hasattr(self._ipc, "read_all") else self._ipc
+            return list(t.column(name).to_pylist())
+
+    def metadata(self) -> dict[str, Any]:
+        return _meta_of(self.schema.metadata)
+
+
+# ---- lance -------------------------------------------------------------------------------------
+
+
+class LanceStore(Store):
+    """A Lance dataset folder, or the table ``TABLE`` of the LanceDB database folder ``DBDIR``
+    (whose data is the dataset ``DBDIR/TABLE.lance``)."""
+
+    def __init__(self, loc: Locator):
+        super().__init__(loc)
+        lance = _need("lance", f"{self.name}")
+        import pyarrow as pa
+
+        self.kind = loc.kind
+        if loc.kind == "lancedb":
+            db = Path(loc.path)
+            if not db.is_dir():
+                raise InputError(f"{self.name}: database folder {loc.path} does not exist")
+            path = db / f"{loc.table}.lance"
+            if not path.is_dir():
+                tables = sorted(p.name[:-6] for p in db.glob("*.lance"))
+                raise InputError(f"{self.name}: no table {loc.table!r} in {loc.path} (tables: "
+                                 f"{', '.join(tables) or 'none'})")
+        else:
+            path = Path(loc.path)
+            if not path.is_dir():
+                raise InputError(f"{self.name} does not exist")
+        try:
+            self.ds = lance.dataset(str(path))
+            schema = self.ds.schema
+        except Exception as exc:  # noqa: BLE001 - any lance error is an unreadable dataset
+            raise InputError(f"{self.name}: not a readable Lance dataset ({' '.join(str(exc).split())[:200]})") from None
+        self.schema = schema
+        self.column_name = _vector_column(pa, schema, loc, self.name)
+        self.id_column = _default_id(list(schema.names), loc, self.name)
+        self.dtype = _np_dtype(pa, schema.field(self.column_name).type)
+        self.n = int(self.ds.count_rows())
+        t = schema.field(self.column_name).type
+        if pa.types.is_fixed_size_list(t):
+            self.dim = int(t.list_size)
+        elif self.n:
+            first = self.ds.to_table(columns=[self.column_name], limit=1).column(0)
+            if first.null_count:
+                raise InputError(f"{self.name}: row 0 of column {self.column_name!r} is NULL")
+            self.dim = len(first[0].as_py())
+        self._cursor: Optional[tuple[int, Iterator[Any], Any]] = None  # (next row, batches, pending)
+        self._check_opened()
+
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        cur = self._cursor
+        if cur is None or cur[0] != start:  # not where the last read stopped: a scan from ``start``
+            # Lance's own batch size (larger batches scan slower); a longer read joins several
+            it = iter(self.ds.to_batches(columns=[self.column_name], offset=start or None, batch_size=BATCH_ROWS))
+            cur = (start, it, None)
+        row, it, pending = cur
+        pieces = []
+        while row < stop:
+            if pending is None or pending.num_rows == 0:
+                try:
+                    pending = next(it)
+                except StopIteration:
+                    break
+                continue
+            take = min(stop - row, pending.num_rows)
+            pieces.append(pending.slice(0, take))
+            pending = pending.slice(take)
+            row += take
+        self._cursor = (row, it, pending)
+        if len(pieces) == 1:  # a read of one batch: no copy
+            return arrow_vectors(pieces[0].column(0), self.dim, self.dtype, self.name, self.column_name, start)
+        out = np.empty((row - start, self.dim), dtype=self.dtype)
+        pos = 0
+        for p in pieces:  # each batch decoded straight into its rows of the result
+            m = p.num_rows
+            out[pos:pos + m] = arrow_vectors(p.column(0), self.dim, self.dtype, self.name, self.column_name, start + pos)
+            pos += m
+        return out
+
+    def columns(self) -> list[str]:
+        return list(self.schema.names)
+
+    def column(self, name: str) -> list[Any]:
+        if name not in self.schema.names:
+            raise InputError(f"{self.name} has no column {name!r}; its columns are: {', '.join(self.schema.names)}")
+        with self.lock:
+            return list(self.ds.to_table(columns=[name]).column(0).to_pylist())
+
+    def metadata(self) -> dict[str, Any]:
+        return _meta_of(self.schema.metadata)
+
+
+# ---- FAISS -------------------------------------------------------------------------------------
+
+
+class FaissStore(Store):
+    """A FAISS index file whose vectors can be reconstructed: Flat, HNSW over Flat, IVF-Flat (exact),
+    PQ / SQ and their IVF forms (their reconstruction: approximate, ``approximate`` is True).
+    ``IndexIDMap`` ids are the row ids."""
+
+    kind = "faiss"
+
+    def __init__(self, loc: Locator):
+        super().__init__(loc)
+        faiss = _need("faiss", f"{self.name}")
+        p = Path(loc.path)
+        if not p.is_file():
+            raise InputError(f"{self.name} does not exist")
+        try:
+            index = faiss.read_index(str(p))
+        except Exception as exc:  # noqa: BLE001 - any faiss error is an unreadable index
+            raise InputError(f"{self.name}: not a readable FAISS index ({' '.join(str(exc).split())[:200]})") from None
+        self._ids: Optional[list[Any]] = None
+        self._owner = index  # the downcast proxies below do not own the index: keep it alive
+        inner = faiss.downcast_index(index)
+        if hasattr(inner, "id_map") and hasattr(inner, "index"):
+            self._ids = faiss.vector_to_array(inner.id_map).tolist()
+            self._owner2 = inner
+            inner = faiss.downcast_index(inner.index)
+        self.index = inner
+        self.type_name = type(inner).__name__
+        if isinstance(inner, faiss.IndexIVF):
+            inner.make_direct_map()
+        self.approximate = bool(re.search(r"PQ|SQ|ScalarQuantizer|LSH|RaBitQ|Residual|Additive", self.type_name)) or (
+            isinstance(inner, faiss.IndexHNSW) and "Flat" not in type(faiss.downcast_index(inner.storage)).__name__)
+        self.column_name = "vectors"
+        self.n, self.dim = int(index.ntotal), int(index.d)
+        self.id_column = "id" if self._ids is not None else None
+        try:
+            if self.n:
+                inner.reconstruct_n(0, 1)
+        except Exception as exc:  # noqa: BLE001
+            raise InputError(f"{self.name}: a {self.type_name} cannot give back its vectors "
+                             f"({' '.join(str(exc).split())[:160]}); use a Flat, HNSW-Flat, IVF-Flat, PQ or SQ index") from None
+        self._check_opened()
+
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        return np.asarray(self.index.reconstruct_n(start, stop - start), dtype=np.float32)
+
+    def ids(self) -> Optional[list[Any]]:
+        return self._ids
+
+    def columns(self) -> list[str]:
+        return ["vectors"] + (["id"] if self._ids is not None else [])
+
+    def column(self, name: str) -> list[Any]:
+        if name == "id" and self._ids is not None:
+            return list(self._ids)
+        raise InputError(f"{self.name} is a FAISS index: it holds vectors{' and ids' if self._ids else ''}, "
+                         f"no column {name!r}")
+
+    def metadata(self) -> dict[str, Any]:
+        side = Path(self.loc.path).with_suffix(".meta.json")
+        if side.is_file():
+            try:
+                rec = json.loads(side.read_text(encoding="utf-8"))
+                return rec if isinstance(rec, dict) else {}
+            except (OSError, ValueError):
+                return {}
+        return {}
+
+
+# ---- PostgreSQL with pgvector ------------------------------------------------------------------
+
+_PG_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
+_PG_TYPES: dict[str, tuple[str, np.dtype]] = {"vector": ("vector", np.dtype(np.float32)), "halfvec": ("halfvec", np.dtype(np.float32)),
+             "real[]": ("float4[]", np.dtype(np.float32)), "double precision[]": ("float8[]", np.dtype(np.float64))}
+
+
+def pg_error(exc: Exception, shown: str, secret: str = "") -> InputError:
+    """One line for a database error: the first line of its message, password masked."""
+    first = " ".join(str(exc).strip().splitlines()[0].split()) if str(exc).strip() else type(exc).__name__
+    if secret:
+        first = first.replace(secret, "***")
+    first = mask_secrets(first)
+    name = type(exc).__name__
+    if name == "QueryCanceled" or "statement timeout" in first:
+        return InputError(f"{shown}: the statement timeout ({timeout_s():g} s) fired: {first} "
+                          "(EMBEDCHECK_STORE_TIMEOUT=SECONDS sets it)")
+    if "timeout expired" in first:
+        return InputError(f"{shown}: the connect timeout ({timeout_s():g} s) fired: {first} "
+                          "(EMBEDCHECK_STORE_TIMEOUT=SECONDS sets it)")
+    return InputError(f"{shown}: {first}")
+
+
+def pg_connect(conninfo: str, shown: str, *, read_only: bool = True) -> Any:
+    """A psycopg connection with the connect timeout, the statement timeout and (for reads) a
+    read-only transaction; every failure is one InputError naming ``shown``."""
+    psycopg = _need("psycopg", shown)
+    t = timeout_s()
+    secret = urlsplit(conninfo).password or ""
+    try:
+        conn = psycopg.connect(conninfo, connect_timeout=max(1, int(round(t))), autocommit=False)
+    except Exception as exc:  # noqa: BLE001 - OperationalError and friends
+        raise pg_error(exc, shown, secret) from None
+    try:
+        conn.read_only = read_only
+        # reads: every statement is bounded; a write streams for as long as its rows come, and
+        # waits at most the timeout for a lock
+        conn.execute("SELECT set_config(%s, %s, false)",
+                     ["statement_timeout" if read_only else "lock_timeout", f"{int(t * 1000)}"])
+        if read_only:  # every statement its own read-only transaction: no lock is held between reads
+            conn.execute("SELECT set_config('default_transaction_read_only', 'on', false)")
+        conn.commit()
+        conn.autocommit = read_only
+    except Exception as exc:  # noqa: BLE001
+        conn.close()
+        raise pg_error(exc, shown, secret) from None
+    return conn
+
+
+class PgStore(Store):
+    """A pgvector column (``vector``, ``halfvec``, ``real[]``, ``double precision[]``) of a table,
+    rows in the order of the id column (or the table's physical order without one); read with
+    ``COPY (SELECT ...) TO STDOUT (FORMAT BINARY)`` in a read-only transaction, one snapshot."""
+
+    kind = "postgres"
+
+    def __init__(self, loc: Locator):
+        super().__init__(loc)
+        _need("psycopg", self.name)
+        from psycopg import sql
+
+        self._sql = sql
+        self._secret = urlsplit(loc.path).password or ""
+        self.conn = pg_connect(loc.path, self.name)
+        try:
+            self._open(loc)
+        except InputError:
+            self.close()
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self.close()
+            raise pg_error(exc, self.name, self._secret) from None
+
+    def _q(self, query: Any, params: Any = None) -> list[tuple]:
+        return self.conn.execute(query, params).fetchall()
+
+    def _open(self, loc: Locator) -> None:
+        sql = self._sql
+        assert loc.table is not None
+        schema, _, table = loc.table.rpartition(".")
+        self.table = sql.Identifier(schema, table) if schema else sql.Identifier(table)
+        quoted = self.table.as_string(self.conn)
+        oid = self._q("SELECT to_regclass(%s)::oid", [quoted])[0][0]
+        if oid is None:
+            raise InputError(f"{self.name}: no table {loc.table!r}")
+        cols = self._q("SELECT attname, format_type(atttypid, atttypmod), atttypmod FROM pg_attribute "
+                       "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum", [oid])
+        types = {c: t for c, t, _ in cols}
+        names = [c for c, _, _ in cols]
+        col = loc.column or ""
+        if col not in types:
+            raise InputError(f"{self.name}: table {loc.table!r} has no column {col!r}; its columns are: {', '.join(names)}")
+        base = re.sub(r"\(\d+\)$", "", types[col])
+        if base not in _PG_TYPES:
+            raise InputError(f"{self.name}: column {col!r} is {types[col]}, not a vector column "
+                             "(pgvector vector or halfvec, real[] or double precision[])")
+        self.pg_type, self.dtype = _PG_TYPES[base]
+        self.column_name = col
+        self.col = sql.Identifier(col)
+        self.id_column = _default_id(names, loc, self.name)
+        self.order = sql.Identifier(self.id_column) if self.id_column else sql.SQL("ctid")
+        self._ids: Optional[list[Any]] = None
+        if self.id_column:  # the ids in row order (a range is then read by keyset on them); n with them
+            with self.conn.cursor(binary=True) as cur:
+                ids = [r[0] for r in cur.execute(sql.SQL("SELECT {} FROM {} ORDER BY {}").format(
+                    sql.Identifier(self.id_column), self.table, self.order)).fetchall()]
+            if any(v is None for v in ids):
+                raise InputError(f"{self.name}: the id column {self.id_column!r} holds NULL")
+            if len(set(ids)) != len(ids):
+                raise InputError(f"{self.name}: the id column {self.id_column!r} holds duplicates; "
+                                 "name a unique column with &id=NAME")
+            self._ids = ids
+            self.n = len(ids)
+        else:
+            self.n = int(self._q(sql.SQL("SELECT count(*) FROM {}").format(self.table))[0][0])
+        m = re.search(r"\((\d+)\)$", types[col])
+        if m:
+            self.dim = int(m.group(1))
+        elif self.n:
+            dims = "vector_dims({})" if self.pg_type in ("vector", "halfvec") else "cardinality({})"
+            first = self._q(sql.SQL("SELECT " + dims + " FROM {} ORDER BY {} LIMIT 1").format(
+                self.col, self.table, self.order))[0][0]
+            if first is None:
+                raise InputError(f"{self.name}: row 0 of column {col!r} is NULL")
+            self.dim = int(first)
+        self._names = names
+        self._check_opened()
+
+    def ids(self) -> Optional[list[Any]]:
+        return list(self._ids) if self._ids is not None else None
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001  # pragma: no cover
+            pass
+
+    def _copy(self, query: Any) -> bytes:
+        blocks: list[Any] = []
+        try:
+            with self.conn.cursor() as cur:
+                with cur.copy(self._sql.SQL("COPY ({}) TO STDOUT (FORMAT BINARY)").format(query)) as copy:
+                    blocks.extend(copy)
+        except Exception as exc:  # noqa: BLE001
+            self.conn.rollback()
+            raise pg_error(exc, self.name, self._secret) from None
+        return b"".join(blocks)
+
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        sql = self._sql
+        m = stop - start
+        if self._ids is not None and start > 0:  # keyset: the rows after the id of row start-1 (an index scan)
+            q = sql.SQL("SELECT {} FROM {} WHERE {} > {} ORDER BY {} LIMIT {}").format(
+                self.col, self.table, self.order, sql.Literal(self._ids[start - 1]), self.order, sql.Literal(m))
+        elif start == 0:
+            q = sql.SQL("SELECT {} FROM {} ORDER BY {} LIMIT {}").format(self.col, self.table, self.order, sql.Literal(m))
+        else:
+            q = sql.SQL("SELECT {} FROM {} ORDER BY {} OFFSET {} LIMIT {}").format(
+                self.col, self.table, self.order, sql.Literal(start), sql.Literal(m))
+        return self._parse(self._copy(q), m, start)
+
+    def _parse(self, data: bytes, m: int, start: int) -> np.ndarray:
+        """Rows of COPY BINARY output: one vectorised view when every row has the layout of
+        row 0 (no NULL, one dimension), else row by row to name the bad row."""
+        if not data.startswith(_PG_SIGNATURE):
+            raise InputError(f"{self.name}: unexpected COPY output")
+        ext = int.from_bytes(data[15:19], "big")
+        body = memoryview(data)[19 + ext:len(data) - 2]
+        d = self.dim
+        vec, el = self._layout(d)
+        dt = np.dtype([("nf", ">i2"), ("len", ">i4")] + vec)
+        if len(body) == m * dt.itemsize:
+            a = np.frombuffer(body, dtype=dt, count=m)
+            if self._fast_ok(a, dt, d):
+                v = a["v"] if self.pg_type in ("vector", "halfvec") else a["v"]["x"]
+                return v.astype(self.dtype).reshape(m, d)
+        return self._slow(body, m, start, el)
+
+    def _layout(self, d: int) -> tuple[list[tuple], tuple[str, int]]:
+        if self.pg_type == "vector":
+            return [("dim", ">i2"), ("unused", ">i2"), ("v", ">f4", (d,))], (">f4", 4)
+        if self.pg_type == "halfvec":
+            return [("dim", ">i2"), ("unused", ">i2"), ("v", ">f2", (d,))], (">f2", 2)
+        code, size = (">f4", 4) if self.pg_type == "float4[]" else (">f8", 8)
+        return ([("ndim", ">i4"), ("hasnull", ">i4"), ("oid", ">i4"), ("size", ">i4"), ("lb", ">i4"),
+                 ("v", [("l", ">i4"), ("x", code)], (d,))], (code, size))
+
+    def _fast_ok(self, a: np.ndarray, dt: np.dtype, d: int) -> bool:
+        if not (a["nf"] == 1).all() or not (a["len"] == dt.itemsize - 6).all():
+            return False
+        if self.pg_type in ("vector", "halfvec"):
+            return bool((a["dim"] == d).all())
+        return bool((a["ndim"] == 1).all() and (a["hasnull"] == 0).all() and (a["size"] == d).all()
+                    and (a["v"]["l"] == np.dtype(self._layout(d)[1][0]).itemsize).all())
+
+    def _slow(self, body: memoryview, m: int, start: int, el: tuple[str, int]) -> np.ndarray:
+        import struct
+
+        X = np.empty((m, self.dim), dtype=self.dtype)
+        pos, i = 0, 0
+        code, _ = el
+        while pos < len(body) and i < m:
+            pos += 2  # the field count: one column is selected
+            (ln,) = struct.unpack_from(">i", body, pos)
+            pos += 4
+            row = start + i
+            if ln < 0:
+                raise InputError(f"{self.name}: row {row} of column {self.column_name!r} is NULL")
+            v = body[pos:pos + ln]
+            pos += ln
+            vals = None
+            if self.pg_type in ("vector", "halfvec"):
+                (dim,) = struct.unpack_from(">h", v, 0)
+                if dim == self.dim:
+                    vals = np.frombuffer(v, dtype=code, count=dim, offset=4)
+            else:
+                ndim, hasnull = struct.unpack_from(">ii", v, 0)
+                if hasnull:
+                    raise InputError(f"{self.name}: row {row} of column {self.column_name!r} holds a NULL element")
+                dim = struct.unpack_from(">i", v, 12)[0] if ndim == 1 else 0
+                if ndim > 1:
+                    raise InputError(f"{self.name}: row {row} of column {self.column_name!r} is a {ndim}-D array")
+                if dim == self.dim:
+                    vals = np.frombuffer(v, dtype=[("l", ">i4"), ("x", code)], count=dim, offset=20)["x"]
+            if vals is None:
+                raise InputError(f"{self.name}: row {row} of column {self.column_name!r} has dimension {dim}, "
+                                 f"row 0 has {self.dim}; every vector must have the same dimension")
+            X[i] = vals
+            i += 1
+        if i != m:
+            raise InputError(f"{self.name}: read {i} rows at row {start}; expected {m} (did the table change?)")
+        return X
+
+    def columns(self) -> list[str]:
+        return list(self._names)
+
+    def column(self, name: str) -> list[Any]:
+        sql = self._sql
+        if name not in self._names:
+            raise InputError(f"{self.name}: table {self.loc.table!r} has no column {name!r}; its columns are: "
+                             f"{', '.join(self._names)}")
+        with self.lock:
+            try:
+                rows = self._q(sql.SQL("SELECT {} FROM {} ORDER BY {}").format(sql.Identifier(name), self.table, self.order))
+            except Exception as exc:  # noqa: BLE001
+                self.conn.rollback()
+                raise pg_error(exc, self.name, self._secret) from None
+        return [r[0] for r in rows]
+
+    def metadata(self) -> dict[str, Any]:
+        try:
+            rows = self._q("SELECT col_description(to_regclass(%s), attnum) FROM pg_attribute "
+                           "WHERE attrelid = to_regclass(%s) AND attname = %s",
+                           [self.table.as_string(self.conn)] * 2 + [self.column_name])
+        except Exception:  # noqa: BLE001
+            self.conn.rollback()
+            return {}
+        text = rows[0][0] if rows else None
+        if not text:
+            return {}
+        try:
+            rec = json.loads(text)
+        except ValueError:
+            return {}
+        if isinstance(rec, dict) and isinstance(rec.get(META_KEY), dict):
+            return dict(rec[META_KEY])
+        return rec if isinstance(rec, dict) else {}
+
+
+# ---- opening, per process ----------------------------------------------------------------------
+
+_OPEN: dict[str, Store] = {}
+_OPEN_LOCK = threading.Lock()
+_KINDS = {"parquet": ArrowStore, "arrow": ArrowStore, "lance": LanceStore, "lancedb": LanceStore,
+          "faiss": FaissStore, "postgres": PgStore}
+
+
+def open_store(x: Any, *, fresh: bool = False) -> Store:
+    """The :class:`Store` named by ``x`` (a locator), opened once per process and locator."""
+    loc = parse_locator(x)
+    if loc is None:
+        raise InputError(f"{display_name(x)} is not a store")
+    key = loc.raw
+    with _OPEN_LOCK:
+        st = None if fresh else _OPEN.get(key)
+        if st is None:
+            st = _KINDS[loc.kind](loc)
+            old = _OPEN.pop(key, None)
+            if old is not None:
+                old.close()
+            if len(_OPEN) >= 16:
+                _OPEN.pop(next(iter(_OPEN))).close()
+            _OPEN[key] = st
+        return st
+
+
+def close_all() -> None:
+    with _OPEN_LOCK:
+        for st in _OPEN.values():
+            st.close()
+        _OPEN.clear()
+
+
+class StoreRows:
+    """A store as the read-only array a :class:`~embedcheck.io.source.Part` opens: ``shape``,
+    ``dtype``, ``X[a:b]``, ``X[i]``, ``X[int array]`` — rows read from the store on demand."""
+
+    ndim = 2
+
+    def __init__(self, locator: str):
+        self.locator = locator
+        st = open_store(locator)
+        self.shape = (st.n, st.dim)
+        self.dtype = st.dtype
+
+    @property
+    def store(self) -> Store:
+        return open_store(self.locator)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        n = self.shape[0]
+        if isinstance(key, tuple):
+            rows = self[key[0]]
+            return rows[(slice(None),) + key[1:]] if rows.ndim == 2 else rows[key[1:]]
+        if isinstance(key, (int, np.integer)):
+            k = int(key) % n if -n <= int(key) < n else int(key)
+            return self.store.read(k, k + 1)[0]
+        if isinstance(key, slice):
+            a, b, step = key.indices(n)
+            if step == 1:
+                return self.store.read(a, max(a, b))
+            return self[np.arange(a, b, step)]
+        idx = np.asarray(key)
+        if idx.dtype == bool:
+            idx = np.flatnonzero(idx)
+        idx = idx.astype(np.int64).ravel()
+        out = np.empty((idx.size, self.shape[1]), dtype=self.dtype)
+        if not idx.size:
+            return out
+        order = np.argsort(idx, kind="stable")
+        s = idx[order]
+        i = 0
+        while i < s.size:  # runs of rows close together are read as one range
+            j = i
+            while j + 1 < s.size and s[j + 1] - s[i] < BATCH_ROWS:
+                j += 1
+            block = self.store.read(int(s[i]), int(s[j]) + 1)
+            out[order[i:j + 1]] = block[s[i:j + 1] - s[i]]
+            i = j + 1
+        return out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        X = self.store.read(0, self.shape[0])
+        return X.astype(dtype, copy=False) if dtype is not None else X
+
+
+def store_model(x: Any) -> Optional[str]:
+    """The model a store says it holds, or None."""
+    return open_store(x).model()
+
+
+# ---- writing ---------------------------------------------------------------------------------
+
+#: store kinds embedcheck writes (``-o`` of embed, project, compress)
+WRITABLE = ("parquet", "lance", "lancedb", "postgres")
+
+
+def output_locator(x: Any) -> Optional[Locator]:
+    """The :class:`Locator` of an output store, None for a plain file; a store embedcheck does
+    not write (Arrow IPC, FAISS, a parquet folder) is refused."""
+    loc = parse_locator(x)
+    if loc is None and isinstance(x, (str, os.PathLike)) and Path(os.fspath(x)).suffix.lower() == ".parquet":
+        loc = Locator("parquet", os.fspath(x), os.fspath(x))
+    if loc is None:
+        return None
+    if loc.kind not in WRITABLE or (loc.kind == "parquet" and Path(loc.path).is_dir()):
+        raise InputError(f"output {loc.name}: embedcheck writes .npy, PATH.parquet, lancedb://DBDIR/TABLE, a .lance "
+                         "folder or postgresql://...?table=T&column=C")
+    return loc
+
+
+def check_output(target: Any, overwrite: bool = False) -> Locator:
+    """Before any work: ``target`` is a store embedcheck writes, its folder exists (or its database
+    answers), and it does not exist yet unless ``overwrite``."""
+    loc = output_locator(target)
+    if loc is None:
+        raise InputError(f"{display_name(target)} is not an output store")
+    if loc.kind == "postgres":
+        _need("psycopg", loc.name)
+        from psycopg import sql
+
+        assert loc.table is not None
+        schema, _, table = loc.table.rpartition(".")
+        conn = pg_connect(loc.path, loc.name)
+        try:
+            ident = (sql.Identifier(schema, table) if schema else sql.Identifier(table)).as_string(conn)
+            exists = conn.execute("SELECT to_regclass(%s)", [ident]).fetchone()[0] is not None
+        except Exception as exc:  # noqa: BLE001
+            raise pg_error(exc, loc.name) from None
+        finally:
+            conn.close()
+    else:
+        path = Path(loc.path) / f"{loc.table}.lance" if loc.kind == "lancedb" else Path(loc.path)
+        folder = Path(loc.path) if loc.kind == "lancedb" else path.parent
+        if loc.kind != "lancedb" and not folder.is_dir():
+            raise InputError(f"output {loc.name}: folder {folder} does not exist")
+        exists = path.exists()
+    if exists and not overwrite:
+        raise InputError(f"output {loc.name} exists; pass --overwrite to replace it")
+    return loc
+
+
+def _arrow_column(pa: Any, name: str, values: list[Any]) -> Any:
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed kinds: kept as JSON text
+        return pa.array([v if isinstance(v, str) or v is None else json.dumps(v) for v in values], pa.string())
+
+
+def _pg_type(values: list[Any]) -> tuple[str, Any]:
+    vals = [v for v in values if v is not None]
+    if vals and all(isinstance(v, bool) for v in vals):
+        return "boolean", bool
+    if vals and all(isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63) for v in vals):
+        return "bigint", int
+    if vals and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+        return "double precision", float
+    return "text", lambda v: v if isinstance(v, str) else json.dumps(v)
+
+
+def write_store(target: Any, batches: Iterator[np.ndarray], *, dim: int, columns: Optional[dict[str, list[Any]]] = None,
+                metadata: Optional[dict[str, Any]] = None, overwrite: bool = False) -> str:
+    """Write float32 vector rows (``batches``, in row order) and ``columns`` (one value per row:
+    the id and whatever else is carried over) to the store ``target``; ``metadata`` (model,
+    dimension, options) goes into the store's own metadata. An existing table or file is refused
+    unless ``overwrite``; the new data is written beside the old and replaces it in one step
+    (a file rename, a Lance version commit, one PostgreSQL transaction), so a failure part-way
+    leaves the old one intact. Returns the store's name (password masked)."""
+    loc = output_locator(target)
+    if loc is None:
+        raise InputError(f"{display_name(target)} is not an output store")
+    cols = {k: list(v) for k, v in (columns or {}).items()}
+    vec = loc.column or "embedding"
+    cols.pop(vec, None)
+    record = json.dumps(metadata or {}, sort_keys=True, default=str)
+    if loc.kind == "postgres":
+        _write_pg(loc, batches, dim, cols, vec, record, overwrite)
+    else:
+        _write_arrow(loc, batches, dim, cols, vec, record, overwrite)
+    with _OPEN_LOCK:  # a store opened before it was replaced is stale
+        old = _OPEN.pop(loc.raw, None)
+    if old is not None:
+        old.close()
+    return loc.name
+
+
+def _write_arrow(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: dict[str, list[Any]], vec: str,
+                 record: str, overwrite: bool) -> None:
+    import pyarrow as pa
+
+    arrays = {k: _arrow_column(pa, k, v) for k, v in cols.items()}
+    fields = [pa.field(k, a.type) for k, a in arrays.items()] + [pa.field(vec, pa.list_(pa.float32(), dim))]
+    schema = pa.schema(fields, metadata={META_KEY: record})
+
+    failed: list[BaseException] = []
+
+    def record_batches() -> Iterator[Any]:
+        row = 0
+        for X in _remember(batches, failed):
+            X = np.ascontiguousarray(X, dtype=np.float32)
+            m = X.shape[0]
+            data = [a.slice(row, m) for a in arrays.values()]
+            data.append(pa.FixedSizeListArray.from_arrays(pa.array(X.ravel()), dim))
+            yield pa.RecordBatch.from_arrays(data, schema=schema)
+            row += m
+
+    if loc.kind == "parquet":
+        import pyarrow.parquet as pq
+
+        out = Path(loc.path)
+        if not out.parent.is_dir():
+            raise InputError(f"output {loc.name}: folder {out.parent} does not exist")
+        if out.exists() and not overwrite:
+            raise InputError(f"output {loc.name} exists; pass --overwrite to replace it")
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        try:
+            with pq.ParquetWriter(str(tmp), schema) as w:
+                for rb in record_batches():
+                    w.write_batch(rb)
+            os.replace(tmp, out)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        return
+    lance = _need("lance", loc.name)
+    if loc.kind == "lancedb":
+        if not Path(loc.path).is_dir():
+            Path(loc.path).mkdir(parents=True)
+        path = Path(loc.path) / f"{loc.table}.lance"
+    else:
+        path = Path(loc.path)
+        if not path.parent.is_dir():
+            raise InputError(f"output {loc.name}: folder {path.parent} does not exist")
+    exists = path.exists()
+    if exists and not overwrite:
+        raise InputError(f"output {loc.name} exists; pass --overwrite to replace it")
+    reader = pa.RecordBatchReader.from_batches(schema, record_batches())
+    try:
+        lance.write_dataset(reader, str(path), schema=schema, mode="overwrite" if exists else "create")
+    except Exception as exc:  # noqa: BLE001 - nothing was committed: the old version stays current
+        if failed:  # the rows failed (a bad row, an unreadable input): that error, not lance's wrapping of it
+            raise failed[0] from None
+        raise InputError(f"output {loc.name}: {' '.join(str(exc).split())[:200]}") from None
+
+
+def _remember(batches: Iterator[np.ndarray], failed: list[BaseException]) -> Iterator[np.ndarray]:
+    try:
+        yield from batches
+    except BaseException as exc:
+        failed.append(exc)
+        raise
+
+
+def _write_pg(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: dict[str, list[Any]], vec: str,
+              record: str, overwrite: bool) -> None:
+    _need("psycopg", loc.name)
+    from psycopg import sql
+
+    shown = loc.name
+    secret = urlsplit(loc.path).password or ""
+    assert loc.table is not None
+    schema, _, table = loc.table.rpartition(".")
+    ident = (lambda name: sql.Identifier(schema, name)) if schema else (lambda name: sql.Identifier(name))
+    new = f"{table}__embedcheck_new"
+    types = {k: _pg_type(v) for k, v in cols.items()}
+    conn = pg_connect(loc.path, shown, read_only=False)
+    try:
+        with conn.transaction():
+            if conn.execute("SELECT to_regtype('vector')").fetchone()[0] is None:
+                raise InputError(f"output {shown}: the database has no pgvector extension (CREATE EXTENSION vector)")
+            exists = conn.execute("SELECT to_regclass(%s)", [ident(table).as_string(conn)]).fetchone()[0] is not None
+            if exists and not overwrite:
+                raise InputError(f"output {shown}: table {loc.table!r} exists; pass --overwrite to replace it")
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident(new)))
+            defs = [sql.SQL("{} " + t).format(sql.Identifier(k)) for k, (t, _) in types.items()]
+            defs.append(sql.SQL("{} vector({})").format(sql.Identifier(vec), sql.Literal(int(dim))))
+            conn.execute(sql.SQL("CREATE TABLE {} ({})").format(ident(new), sql.SQL(", ").join(defs)))
+            names = sql.SQL(", ").join([sql.Identifier(k) for k in cols] + [sql.Identifier(vec)])
+            conv = [f for _, f in types.values()]
+            values = list(cols.values())
+            row = 0
+            with conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(ident(new), names)) as cp:
+                for X in batches:
+                    X = np.asarray(X, dtype=np.float32)
+                    for i in range(X.shape[0]):
+                        vals = [None if v[row + i] is None else c(v[row + i]) for v, c in zip(values, conv)]
+                        cp.write_row(vals + ["[" + ",".join(map(repr, X[i].tolist())) + "]"])
+                    row += X.shape[0]
+            if exists:
+                conn.execute(sql.SQL("DROP TABLE {}").format(ident(table)))
+            conn.execute(sql.SQL("ALTER TABLE {} RENAME TO {}").format(ident(new), sql.Identifier(table)))
+            conn.execute(sql.SQL("COMMENT ON COLUMN {}.{} IS {}").format(
+                ident(table), sql.Identifier(vec), sql.Literal(json.dumps({META_KEY: json.loads(record)}))))
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the transaction is rolled back: the old table stays
+        if isinstance(exc, (ValueError, ArithmeticError)) and not type(exc).__module__.startswith("psycopg"):
+            raise
+        raise pg_error(exc, shown, secret) from None
+    finally:
+        conn.close()
+
+
+def carried_columns(x: Any, n: int) -> dict[str, list[Any]]:
+    """The columns of an input carried to an output store: a store's columns other than its vectors
+    (its ids included), or the fields every row of a ``.npy``'s ``.jsonl`` sidecar has."""
+    if is_store(x):
+        st = open_store(x)
+        names = [c for c in st.columns() if c != st.column_name]
+        return {c: st.column(c) for c in names}
+    if not isinstance(x, (str, os.PathLike)):
+        return {}
+    side = Path(os.fspath(x)).with_suffix(".jsonl")
+    if not side.is_file():
+        return {}
+    rows = [json.loads(line) for line in side.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if len(rows) != n or not rows or not all(isinstance(r, dict) for r in rows):
+        return {}
+    keys = [k for k in rows[0] if k != "index" and all(k in r for r in rows)]
+    return {k: [r[k] for r in rows] for k in keys}
+
+
+__all__ = ["EXTRA", "Locator", "Store", "StoreRows", "close_all", "display_name", "is_store", "mask_secrets",
+           "check_output", "open_store", "output_locator", "parse_locator", "store_model", "write_store"]
