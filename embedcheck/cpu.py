@@ -27,7 +27,7 @@ CPUINFO_ENV = "EMBEDCHECK_CPUINFO"
 
 def _read_cpuinfo() -> tuple[str, set[str]]:
     path = os.environ.get(CPUINFO_ENV) or "/proc/cpuinfo"
-    name, flags = "", set()
+    name, flags = "", set[str]()
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:

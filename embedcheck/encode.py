@@ -367,7 +367,7 @@ def _calibrated(fast: Any, fast_startup: float, resolved: ResolvedModel, texts: 
     cached = entry is not None
     entry = entry or {"band": band, "threads": threads, "candidates": {}, "model": resolved.model_id}
     cands = entry["candidates"]
-    torch_model = None
+    torch_model: Any = None
 
     def enc_fast(p: list[str]) -> Any:
         return fast.encode(p, batch_size=batch_size)
@@ -412,7 +412,7 @@ def _calibrated(fast: Any, fast_startup: float, resolved: ResolvedModel, texts: 
     if chosen == "torch" and torch_model is None:
         torch_model = _load_sentence_transformer(resolved, "cpu", max_seq_length)
         torch_model._embedcheck_backend = "torch"
-    model = torch_model if chosen == "torch" else fast
+    model: Any = torch_model if chosen == "torch" else fast
     model._embedcheck_calibration = {
         "chosen": chosen, "band": band, "threads": threads, "rows": n, "cached": cached, "key": key,
         "candidates": {k: {kk: vv for kk, vv in v.items()} for k, v in cands.items()},

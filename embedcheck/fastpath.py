@@ -403,6 +403,7 @@ class FastEncoder:
         if max_seq_length is not None:
             self.max_seq_length = max_seq_length
         self.threads = threads or choose_threads()
+        self._embedcheck_load_seconds = 0.0  #: set by the loader: seconds to make this encoder
         self._session = ort.InferenceSession(str(onnx_path), ort_session_options(self.threads),
                                              providers=["CPUExecutionProvider"])
         self._prompt_lengths: dict[str, int] = {}
