@@ -226,3 +226,14 @@ def test_a_long_embed_takes_the_second_core_back_when_a_busy_process_ends(fresh,
         pytest.skip(f"the machine's other work keeps a core busy ({others:.1f} cores): nothing to take back")
     assert counts[0] == 1 and counts[-1] == 2, log  # started on one core, ends on both
     assert log[-1][0] > 0  # taken back during the run, between batches
+
+
+def test_api_embed_in_bf16_reports_its_precision_and_check(fresh):
+    import embedcheck
+
+    r = embedcheck.embed(SHORT[:4], precision="bf16")
+    fp = embedcheck.embed(SHORT[:4], backend="torch")
+    d = r.to_dict()
+    assert d["precision"] == "bf16" and d["bf16_check"]["min_cosine"] >= tuning.BF16_MIN_COSINE
+    assert fp.to_dict()["precision"] == "fp32" and fp.to_dict()["bf16_check"] is None
+    assert (r.vectors * fp.vectors).sum(1).min() >= tuning.BF16_MIN_COSINE
