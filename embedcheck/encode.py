@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +52,9 @@ _BATCHES_PER_CALL = 4
 #: "onnx": the model's transformer exported once with torch.onnx.export (cached) and run by onnxruntime;
 #: tokenisation, pooling and normalisation stay sentence-transformers' own modules.
 BACKENDS = ("auto", "torch", "onnx", "onnx-int8")
+#: "fp32" (default, exact) or "bf16": torch.autocast(device, dtype=torch.bfloat16), checked against fp32
+#: once per model and machine (:func:`embedcheck.tuning.check_bf16`)
+PRECISIONS = ("fp32", "bf16")
 ONNX_OPSET = 17
 
 
@@ -225,7 +230,8 @@ def _has(module: str) -> bool:
 
 
 def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, backend: str = "auto",
-               max_seq_length: int | None = None) -> tuple[Any, ResolvedModel]:
+               max_seq_length: int | None = None, precision: str = "fp32", texts: Sequence[str] | None = None,
+               batch_size: int = 32) -> tuple[Any, ResolvedModel]:
     """Resolve and load a model: a :class:`~embedcheck.fastpath.FastEncoder` (tokenizers +
     onnxruntime + numpy pooling, no torch import on a cached export) or a
     :class:`sentence_transformers.SentenceTransformer`; both have ``encode``, ``prompts``,
@@ -238,10 +244,20 @@ def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, 
     the fast path on an int8 dynamic quantisation of the export (never a default). Which one ran is
     ``model._embedcheck_backend``: ``fast``, ``fast-int8``, ``onnx`` or ``torch``.
     Local, packaged and cached models load with ``local_files_only=True`` (no network at all).
-    Returns ``(model, resolved)``.
+
+    ``texts`` (the job's texts) with ``backend="auto"`` on the CPU: the fast path and torch are timed on
+    a probe of them and the one with the least expected time for the job is returned
+    (:mod:`embedcheck.tuning`, cached per CPU, model and sequence-length band); the measurement is
+    ``model._embedcheck_calibration``. ``precision="bf16"``: sentence-transformers on torch under
+    bf16 autocast, after the fidelity check (:func:`embedcheck.tuning.check_bf16`; its figures are
+    ``model._embedcheck_bf16_check``). Returns ``(model, resolved)``.
     """
     if backend not in BACKENDS:
         raise InputError(f"--backend {backend!r} is not available here; choose one of {', '.join(BACKENDS)}")
+    if precision not in PRECISIONS:
+        raise InputError(f"--precision {precision!r} is not available; choose one of {', '.join(PRECISIONS)}")
+    if precision == "bf16" and backend in ("onnx", "onnx-int8"):
+        raise InputError(f"--precision bf16 runs on torch (autocast); drop --backend {backend} or use --precision fp32")
     if max_seq_length is not None and max_seq_length < 1:
         raise InputError(f"--max-seq-length must be >= 1, got {max_seq_length}")
     if backend in ("onnx", "onnx-int8"):
@@ -259,8 +275,13 @@ def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, 
     from .threads import passive_wait
 
     passive_wait()
+    if precision == "bf16":
+        return _load_bf16(resolved, device, max_seq_length), resolved
     fast = _fast_model(resolved, device, backend, max_seq_length)
     if fast is not None:
+        if backend == "auto" and texts:
+            return _calibrated(fast, fast._embedcheck_load_seconds, resolved, list(texts), batch_size,
+                               max_seq_length), resolved
         return fast, resolved
     if backend == "onnx-int8":
         raise InputError(f"--backend onnx-int8 needs a model the fast path implements; {resolved.model_id} is not one")
@@ -292,6 +313,110 @@ def _load_sentence_transformer(resolved: ResolvedModel, device: str | None, max_
         if limit is not None and max_seq_length > limit:
             raise InputError(f"--max-seq-length {max_seq_length} exceeds the model's {limit} positions")
         model.max_seq_length = max_seq_length
+    return model
+
+
+def _load_bf16(resolved: ResolvedModel, device: str | None, max_seq_length: int | None) -> Any:
+    """sentence-transformers on torch, run under bf16 autocast once the fidelity check passed."""
+    from . import cpu, tuning
+
+    if device in (None, "cpu") and not _gpu_present() and not cpu.has_bf16_units():
+        _warn("--precision bf16 on a CPU without bf16 units (no avx512_bf16 or amx_bf16 in /proc/cpuinfo): "
+              "torch emulates bf16 there, so it will be slower than fp32")
+    model = _load_sentence_transformer(resolved, device, max_seq_length)
+    model._embedcheck_backend = "torch"
+    model._embedcheck_bf16_check = tuning.check_bf16(model, resolved, warn=_warn)
+    model._embedcheck_precision = "bf16"
+    return model
+
+
+def _versions() -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {}
+    for pkg in ("torch", "onnxruntime", "sentence-transformers", "tokenizers"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+#: start-up assumed for torch (import sentence-transformers + load) before it was ever measured here
+TORCH_STARTUP_GUESS = 3.0
+
+
+def _calibrated(fast: Any, fast_startup: float, resolved: ResolvedModel, texts: list[str], batch_size: int,
+                max_seq_length: int | None) -> Any:
+    """The ``auto`` backend's choice between the fast path (already loaded) and torch for this job
+    (:mod:`embedcheck.tuning`): the cached timings for this CPU, model, versions, threads and
+    length band, or measured now on a probe of ``texts``."""
+    from . import tuning
+
+    n = len(texts)
+    probe = tuning.probe_texts(texts, max(8, min(batch_size, 32)))
+    tok = fast._batch_tokenizer()
+    tok.no_padding()  # the texts' own (truncated) lengths, not the padded batch's
+    lengths = [len(e.ids) for e in tok.encode_batch(probe)]
+    band = tuning.length_band(lengths)
+    threads = int(fast.threads)
+    key = tuning.calibration_key(resolved, band, threads, _versions(), max_seq_length, batch_size)
+    entry, why = tuning.read_entry("calibration", key)
+    if why:
+        _warn(f"backend calibration cache entry {why}; measuring again")
+    cached = entry is not None
+    entry = entry or {"band": band, "threads": threads, "candidates": {}, "model": resolved.model_id}
+    cands = entry["candidates"]
+    torch_model: Any = None
+
+    def enc_fast(p: list[str]) -> Any:
+        return fast.encode(p, batch_size=batch_size)
+
+    if "fast" not in cands:
+        cands["fast"] = {"startup_seconds": round(fast_startup, 4),
+                         "seconds_per_row": tuning.time_candidate(enc_fast, probe)}
+        cached = False
+    torch_startup = float(cands.get("torch", {}).get("startup_seconds", TORCH_STARTUP_GUESS))
+    fast_total = cands["fast"]["startup_seconds"] + n * cands["fast"]["seconds_per_row"]
+    note = None
+    if "torch" not in cands and fast_total <= torch_startup:
+        note = (f"torch not tried: the fast path's estimate for {n} rows ({fast_total:.2f}s) is below torch's "
+                f"start-up ({torch_startup:.1f}s)")
+    elif "torch" not in cands:
+        warm = "sentence_transformers" in sys.modules
+        t0 = time.perf_counter()
+        torch_model = _load_sentence_transformer(resolved, "cpu", max_seq_length)
+        startup = time.perf_counter() - t0
+        torch_model._embedcheck_backend = "torch"
+
+        def enc_torch(p: list[str]) -> Any:
+            return torch_model.encode(p, batch_size=batch_size, convert_to_numpy=True)
+
+        # the two timed alternately (A B A B) so a change of load hits both
+        enc_torch(probe[:4])
+        best = {"fast": float("inf"), "torch": float("inf")}
+        for _ in range(2):
+            for name, fn in (("fast", enc_fast), ("torch", enc_torch)):
+                t0 = time.perf_counter()
+                fn(probe)
+                best[name] = min(best[name], (time.perf_counter() - t0) / len(probe))
+        cands["fast"]["seconds_per_row"] = best["fast"]
+        cands["torch"] = {"startup_seconds": round(max(startup, TORCH_STARTUP_GUESS) if warm else startup, 4),
+                          "seconds_per_row": best["torch"], "startup_measured_warm": warm}
+        cached = False
+    if not cached:
+        entry.update({"probe_rows": len(probe), "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        tuning.write_entry("calibration", key, entry)
+    expected = tuning.expected_seconds(entry, n)
+    chosen = min(expected, key=lambda k: expected[k])
+    if chosen == "torch" and torch_model is None:
+        torch_model = _load_sentence_transformer(resolved, "cpu", max_seq_length)
+        torch_model._embedcheck_backend = "torch"
+    model: Any = torch_model if chosen == "torch" else fast
+    model._embedcheck_calibration = {
+        "chosen": chosen, "band": band, "threads": threads, "rows": n, "cached": cached, "key": key,
+        "candidates": {k: {kk: vv for kk, vv in v.items()} for k, v in cands.items()},
+        "expected_seconds": {k: round(v, 3) for k, v in expected.items()}, "note": note}
     return model
 
 
@@ -334,7 +459,9 @@ def _fast_model(resolved: ResolvedModel, device: str | None, backend: str, max_s
     if backend == "onnx-int8":
         path, used = fastpath.quantized(cdir), "fast-int8"
     try:
+        t0 = time.perf_counter()
         model = fastpath.FastEncoder(spec, path, manifest["inputs"], backend=used, max_seq_length=max_seq_length)
+        model._embedcheck_load_seconds = time.perf_counter() - t0  # the start-up, without a one-off export
     except Exception as exc:  # noqa: BLE001 - onnxruntime's errors, one line naming the cache
         raise InputError(f"fast-path cache {cdir}: cannot load {path.name} ({' '.join(str(exc).split())[:200]}); "
                          f"remove {cdir} to rebuild it") from None
@@ -514,14 +641,24 @@ def check_prompt_name(model: Any, prompt_name: str | None) -> None:
 
 def encode_texts(model: Any, texts: list[str], *, batch_size: int = 32, normalize: bool = True,
                  prompt: str | None = None, prompt_name: str | None = None,
-                 on_progress: Callable[[int], None] | None = None) -> np.ndarray:
+                 on_progress: Callable[[int], None] | None = None, follow_threads: bool = False) -> np.ndarray:
     """Encode ``texts`` into a float32 ``(n, d)`` array, rows in input order.
 
     The texts are sorted by length once (as ``SentenceTransformer.encode`` does internally) and
     handed to ``encode`` in slices of ``batch_size * 4`` sorted texts, so the batches — and hence
     the speed and the numbers — are those of one direct ``encode`` call, while ``on_progress``
     hears after each slice how many new rows were encoded.
+
+    A model loaded with ``precision="bf16"`` runs under ``torch.autocast(..., dtype=torch.bfloat16)``.
+    ``follow_threads``: the encoder's thread count follows the free cores while the job runs (a
+    background reading of ``/proc/stat`` every few seconds, :class:`embedcheck.threads.CoreWatch`,
+    applied between slices); the counts used are ``model._embedcheck_threads_log`` (``[row, seconds,
+    threads]`` at the start and at every change). Never when ``EMBEDCHECK_THREADS``/``--threads`` fixes them.
     """
+    import contextlib
+
+    from .threads import CoreWatch, available_cores, env_threads
+
     if batch_size < 1:
         raise InputError(f"--batch-size must be >= 1, got {batch_size}")
     n = len(texts)
@@ -534,15 +671,50 @@ def encode_texts(model: Any, texts: list[str], *, batch_size: int = 32, normaliz
     kwargs: dict[str, Any] = {"prompt": prompt} if prompt is not None else {}
     if prompt is None and prompt_name is not None:
         kwargs["prompt_name"] = prompt_name
-    for start in range(0, n, step):
-        idx = order[start:start + step]
-        block = model.encode([texts[i] for i in idx], batch_size=batch_size, show_progress_bar=False,
-                             convert_to_numpy=True, normalize_embeddings=normalize, **kwargs)
-        block = np.asarray(block, dtype=np.float32)
-        if out is None:
-            out = np.empty((n, block.shape[1]), dtype=np.float32)
-        out[idx] = block
-        if on_progress is not None:
-            on_progress(len(idx))
+    ctx: Any = contextlib.nullcontext()
+    if getattr(model, "_embedcheck_precision", "fp32") == "bf16":
+        import torch
+
+        ctx = torch.autocast(str(model.device).split(":")[0], dtype=torch.bfloat16)
+    get_t, set_t = _thread_controls(model)
+    watch = None
+    t0 = time.perf_counter()
+    log: list[list[float]] = []
+    if get_t is not None:
+        log.append([0, 0.0, get_t()])
+        if follow_threads and env_threads() is None and available_cores() > 1 and n > step:
+            watch = CoreWatch().start()
+    model._embedcheck_threads_log = log
+    try:
+        with ctx:
+            for start in range(0, n, step):
+                if watch is not None and set_t is not None and get_t is not None:
+                    want = watch.free()
+                    if want is not None and want != get_t():
+                        set_t(want)
+                        log.append([start, round(time.perf_counter() - t0, 3), get_t()])
+                idx = order[start:start + step]
+                block = model.encode([texts[i] for i in idx], batch_size=batch_size, show_progress_bar=False,
+                                     convert_to_numpy=True, normalize_embeddings=normalize, **kwargs)
+                block = np.asarray(block, dtype=np.float32)
+                if out is None:
+                    out = np.empty((n, block.shape[1]), dtype=np.float32)
+                out[idx] = block
+                if on_progress is not None:
+                    on_progress(len(idx))
+    finally:
+        if watch is not None:
+            watch.stop()
     assert out is not None
     return out
+
+
+def _thread_controls(model: Any) -> tuple[Callable[[], int] | None, Callable[[int], None] | None]:
+    """(get, set) of the encoder's thread count: the fast path's session, or torch's intra-op threads."""
+    if hasattr(model, "set_threads"):
+        return (lambda: int(model.threads)), model.set_threads
+    if getattr(model, "_embedcheck_backend", None) == "torch" and "torch" in sys.modules:
+        import torch
+
+        return (lambda: int(torch.get_num_threads())), (lambda k: torch.set_num_threads(int(k)))
+    return None, None

@@ -403,11 +403,26 @@ class FastEncoder:
         if max_seq_length is not None:
             self.max_seq_length = max_seq_length
         self.threads = threads or choose_threads()
+        self._embedcheck_load_seconds = 0.0  #: set by the loader: seconds to make this encoder
         self._session = ort.InferenceSession(str(onnx_path), ort_session_options(self.threads),
                                              providers=["CPUExecutionProvider"])
         self._prompt_lengths: dict[str, int] = {}
         # the graph's own inputs (an input the model ignores, e.g. DistilBERT's token_type_ids, is pruned)
         self.input_names = [i.name for i in self._session.get_inputs()]
+
+    def set_threads(self, threads: int) -> None:
+        """Run on ``threads`` intra-op threads from now on (a new onnxruntime session on the same file;
+        the thread count is fixed per session)."""
+        import onnxruntime as ort
+
+        from .threads import ort_session_options
+
+        threads = max(1, int(threads))
+        if threads == self.threads:
+            return
+        self._session = ort.InferenceSession(str(self.onnx_path), ort_session_options(threads),
+                                             providers=["CPUExecutionProvider"])
+        self.threads = threads
 
     def _find_pad(self) -> tuple[str, int] | None:
         for cfg_name in ("tokenizer_config.json", "special_tokens_map.json"):

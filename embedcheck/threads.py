@@ -236,3 +236,46 @@ def one_blas_thread() -> _OneBlasThread:
     than a 2-core local run); and a second thread gains nothing on a memory-bound product but its
     spinning (5x the CPU time of one thread here, far slower when the cores are shared)."""
     return _ONE_BLAS_THREAD
+
+
+#: seconds between two readings of a :class:`CoreWatch`, and the length of each reading
+WATCH_INTERVAL = 2.0
+WATCH_SAMPLE = 0.25
+
+
+class CoreWatch:
+    """The free cores, re-measured in a background thread while a long job runs (every
+    :data:`WATCH_INTERVAL` s, each reading :data:`WATCH_SAMPLE` s of ``/proc/stat`` through
+    :func:`busy_cores`, which discounts this process's own CPU time), so the job can give a core
+    back when another process needs it and take it again when it is free. The reading runs beside
+    the job: the job never waits for it. :meth:`free` is the latest count (``None`` before the first)."""
+
+    def __init__(self, interval: float = WATCH_INTERVAL, sample: float = WATCH_SAMPLE) -> None:
+        import threading
+
+        self.interval, self.sample = interval, sample
+        self._free: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="embedcheck-corewatch", daemon=True)
+        self.readings: list[tuple[float, float | None]] = []  #: (monotonic time, busy cores of others)
+
+    def start(self) -> CoreWatch:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        avail = available_cores()
+        while not self._stop.is_set():
+            busy = busy_cores(self.sample)
+            self.readings.append((time.monotonic(), busy))
+            if busy is not None:
+                self._free = max(1, min(avail, int(avail - busy + 0.5)))
+            if self._stop.wait(self.interval):
+                break
+
+    def free(self) -> int | None:
+        return self._free
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.sample + 1.0)

@@ -25,8 +25,8 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["aag", "anisotropy", "embed", "head", "physscore", "shards", "fast", "intervals", "neighbors", "scale",
-         "retrieve", "recall", "binary", "threads", "kernels", "startup", "stores"]
+ORDER = ["fresh", "precision", "aag", "anisotropy", "embed", "head", "physscore", "shards", "fast", "intervals", "neighbors",
+         "scale", "retrieve", "recall", "binary", "threads", "kernels", "startup", "stores"]
 
 
 def load(name: str):
@@ -44,15 +44,23 @@ def main() -> int:
     args = ap.parse_args()
     available = [n for n in ORDER if (HERE / "benchmarks" / f"{n}.py").is_file()]
     names = args.names or available
+    sys.path.insert(0, str(HERE.parent))
+    from embedcheck import cpu
+
+    where = cpu.describe()
+    print(f"# CPU: {where}", flush=True)
     rows = []
     for name in names:
         t0 = time.perf_counter()
         print(f"# {name} ...", file=sys.stderr, flush=True)
         for row in load(name).run(quick=args.quick):
             row.setdefault("benchmark", name)
+            row.setdefault("cpu", where)
+            row.setdefault("load", " ".join(f"{x:.1f}" for x in os.getloadavg()))
             rows.append(row)
             met = {True: "yes", False: "NO", None: "-"}[row.get("met")]
-            print(f"{row['name']:<44} {row.get('measure', ''):<44} goal {row.get('goal', '-'):<14} met {met}  {row.get('notes', '')}", flush=True)
+            print(f"{row['name']:<44} {row.get('measure', ''):<44} goal {row.get('goal', '-'):<14} met {met}  "
+                  f"[{row['cpu']}; load {row['load']}]  {row.get('notes', '')}", flush=True)
         print(f"# {name} took {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")

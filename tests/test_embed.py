@@ -46,7 +46,7 @@ def files(folder: Path) -> set[str]:
 def fast_model(monkeypatch, minilm, minilm_path):
     """``load_model`` returning the session model (the real loader is tested separately)."""
 
-    def fake_load(name_or_path=enc.DEFAULT_MODEL, *, device=None, backend="torch", max_seq_length=None):
+    def fake_load(name_or_path=enc.DEFAULT_MODEL, *, device=None, backend="torch", max_seq_length=None, **_):
         assert max_seq_length is None, "fast_model does not change the shared model's max length"
         return minilm, enc.resolve_model(name_or_path)
 

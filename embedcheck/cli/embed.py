@@ -91,6 +91,8 @@ def embed_cmd(
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:1, mps ... (default: the best available).")] = None,
     no_normalize: Annotated[bool, typer.Option("--no-normalize", help="Keep raw vectors instead of unit rows.")] = False,
     backend: Annotated[str, typer.Option("--backend", help="auto (default): models made of Transformer, Pooling [, Normalize] run on the CPU without torch (tokenizers + onnxruntime on an export made once and checked against torch, cached under $EMBEDCHECK_CACHE), others on sentence-transformers; torch or onnx force one; onnx-int8: an int8 quantisation of that export (faster, less exact; never a default).")] = "auto",
+    precision: Annotated[str, typer.Option("--precision", help="fp32 (default) or bf16: torch autocast in bfloat16 (fast on CPUs with AVX-512 bf16 or AMX), checked once per model and machine against fp32 on a probe batch (min cosine >= 0.9999, else refused).")] = "fp32",
+    verbose: Annotated[bool, typer.Option("--verbose", help="Print on stderr how the backend was chosen (the calibration's timings), the bf16 check and the thread counts used.")] = False,
     no_text: Annotated[bool, typer.Option("--no-text", help="Leave the text out of the OUT.jsonl sidecar.")] = False,
     halves: Annotated[bool, typer.Option("--halves", help="Embed each document's first and second half (at the middle sentence boundary) into OUT.a.npy / OUT.b.npy.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the meta (what was written) as JSON on stdout.")] = False,
@@ -174,7 +176,10 @@ def embed_cmd(
 
     t_load = time.perf_counter()
     enc.set_warning_sink(warn)
-    st_model, resolved = enc.load_model(model, device=device, backend=backend, max_seq_length=max_seq_length)
+    all_texts = [r.text for recs in groups.values() for r in recs]
+    st_model, resolved = enc.load_model(model, device=device, backend=backend, max_seq_length=max_seq_length,
+                                        precision=precision, texts=all_texts, batch_size=batch_size)
+    del all_texts
     load_seconds = time.perf_counter() - t_load
     enc.check_prompt_name(st_model, prompt_name)
     normalize = not no_normalize
@@ -186,6 +191,7 @@ def embed_cmd(
 
     arrays: dict[str, Any] = {}
     timings: dict[str, float] = {}
+    threads_log: dict[str, list[Any]] = {}
     with progress() as bar:
         task = bar.add_task("embedding", total=total, info="")
         t0 = time.perf_counter()
@@ -200,7 +206,8 @@ def embed_cmd(
             t_g = time.perf_counter()
             arrays[key] = enc.encode_texts(st_model, [r.text for r in recs], batch_size=batch_size,
                                            normalize=normalize, prompt=prompt, prompt_name=prompt_name,
-                                           on_progress=tick)
+                                           on_progress=tick, follow_threads=threads is None)
+            threads_log[key] = list(getattr(st_model, "_embedcheck_threads_log", []))
             timings[key] = time.perf_counter() - t_g
     encode_seconds = sum(timings.values())
 
@@ -211,7 +218,7 @@ def embed_cmd(
                "complement": complement, "complement_sample": complement_sample,
                "skip_empty": skip_empty, "prompt": prompt, "prompt_name": prompt_name, "batch_size": batch_size,
                "max_seq_length": max_seq_length, "device": device, "normalize": normalize, "backend": backend,
-               "no_text": no_text, "halves": halves}
+               "precision": precision, "no_text": no_text, "halves": halves}
     backend_used = getattr(st_model, "_embedcheck_backend", backend)
     extra = ["tokenizers", "onnxruntime"] if backend_used.startswith("fast") else \
         ["sentence-transformers", "transformers", "torch", "tokenizers"]
@@ -229,7 +236,10 @@ def embed_cmd(
         secs = timings[key]
         m: dict[str, Any] = provenance("embed", {"input": data.source}, options, extra_packages=extra, model={**resolved.as_dict(), "backend": backend, "backend_used": backend_used,
                       "device": str(st_model.device), "threads": getattr(st_model, "threads", None),
-                      "onnx_file": getattr(st_model, "_embedcheck_onnx_path", None)}, shape=list(arr.shape), n=int(arr.shape[0]), dimension=dim, dtype="float32", normalized=normalize or self_normalizing, model_normalizes=self_normalizing, prompt=resolved_prompt, prompt_name=prompt_name, max_seq_length=int(st_model.max_seq_length) if st_model.max_seq_length else None, rows={"read": data.rows_read, "skipped_empty": data.skipped_empty, "after_limit": n_before_sample,
+                      "onnx_file": getattr(st_model, "_embedcheck_onnx_path", None), "precision": precision,
+                      "bf16_check": getattr(st_model, "_embedcheck_bf16_check", None),
+                      "calibration": getattr(st_model, "_embedcheck_calibration", None),
+                      "threads_log": threads_log.get(key) or None}, shape=list(arr.shape), n=int(arr.shape[0]), dimension=dim, dtype="float32", normalized=normalize or self_normalizing, model_normalizes=self_normalizing, prompt=resolved_prompt, prompt_name=prompt_name, max_seq_length=int(st_model.max_seq_length) if st_model.max_seq_length else None, rows={"read": data.rows_read, "skipped_empty": data.skipped_empty, "after_limit": n_before_sample,
                      "sampled": len(records) if sample is not None else None,
                      "stratified": bool(sample is not None and labelled)}, labels=data.label_field is not None, seconds=round(secs, 4), sentences_per_second=round(arr.shape[0] / secs, 2) if secs > 0 else None, load_seconds=round(load_seconds, 4))
         if halves_info is not None:
@@ -259,6 +269,8 @@ def embed_cmd(
                                                                    labelled=labelled, half=key or None))
             batch.save_json(outs[f"{prefix}meta"], meta_for(key))
 
+    if verbose:
+        _explain(st_model, threads_log)
     written = ", ".join(str(p) for k, p in outs.items() if k.endswith("npy"))
     rate = total / encode_seconds if encode_seconds > 0 else float("nan")
     extra_msg = f"; {halves_info['skipped_fewer_than_2_sentences']} documents skipped (< 2 sentences)" if halves_info else ""
@@ -267,6 +279,30 @@ def embed_cmd(
     if as_json:
         summary = {"outputs": {k: str(v) for k, v in outs.items()}, **{f"meta{('_' + k) if k else ''}": meta_for(k) for k in arrays}}
         typer.echo(dumps(summary))
+
+
+def _explain(st_model: Any, threads_log: dict[str, list[Any]]) -> None:
+    """``--verbose``: the backend choice and its timings, bf16's check, the thread counts used."""
+    from .common import hint
+
+    cal = getattr(st_model, "_embedcheck_calibration", None)
+    if cal:
+        parts = [f"{k}: start-up {v['startup_seconds']:.2f}s + {v['seconds_per_row'] * 1000:.2f} ms/row"
+                 f" = {cal['expected_seconds'][k]:.2f}s expected" for k, v in cal["candidates"].items()]
+        hint(f"backend auto chose {cal['chosen']} for {cal['rows']} rows (length band {cal['band']}, "
+             f"{cal['threads']} threads, {'cached' if cal['cached'] else 'measured now'}): " + "; ".join(parts)
+             + (f"; {cal['note']}" if cal.get("note") else ""))
+    else:
+        hint(f"backend: {getattr(st_model, '_embedcheck_backend', '?')} (no calibration: a backend, device or "
+             "precision was chosen)")
+    check = getattr(st_model, "_embedcheck_bf16_check", None)
+    if check:
+        hint(f"bf16 check: min cosine to fp32 {check['min_cosine']:.6f} (mean {check['mean_cosine']:.6f}) on "
+             f"{check['probe_texts']} probe texts, threshold {check['threshold']} "
+             f"({'cached' if check['cached'] else 'measured now'})")
+    for key, log in threads_log.items():
+        shown = ", ".join(f"{int(t)} from row {int(r)} ({s:.1f}s)" for r, s, t in log)
+        hint(f"threads{' (' + key + ')' if key else ''}: {shown or 'not known for this backend'}")
 
 
 def _embed_sharded(*, input: str, output: Path, engine: Any, address: str | None, shard_rows: int | None,
@@ -310,7 +346,7 @@ def _embed_sharded(*, input: str, output: Path, engine: Any, address: str | None
                           id_field=o["id_field"], keep_fields=tuple(o["keep_field"] or ()), skip_empty=o["skip_empty"],
                           prompt=o["prompt"], prompt_name=o["prompt_name"], batch_size=o["batch_size"],
                           max_seq_length=o["max_seq_length"], device=o["device"], normalize=not o["no_normalize"],
-                          backend=o["backend"], no_text=o["no_text"], threads=threads)
+                          backend=o["backend"], no_text=o["no_text"], threads=threads, precision=o["precision"])
     plan = E.make_plan(input, opts, shard_rows, model_files=E.model_digest(resolved.folder, resolved.model_id))
     t0 = time.perf_counter()
     summary = E.embed_shards(plan, opts, output, engine=engine.value, address=address, workers=workers,

