@@ -29,6 +29,7 @@ MODULES: dict[str, str] = {
     "compress": "compress",
     "compress_sweep": "compress",
     "threshold": "threshold",
+    "drift": "drift",
     "html_report": "report",
 }
 

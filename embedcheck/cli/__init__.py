@@ -9,6 +9,7 @@ from . import (
     anisotropy,
     compare,
     compress,
+    drift,
     embed,
     head,
     neighbors,
@@ -25,7 +26,7 @@ from ._app import app
 
 #: the command modules, in --help order (importing one registers its commands on ``app``)
 COMMAND_MODULES = (embed, aag, probe, sts, head, anisotropy, physscore, shards, neighbors, retrieve, compress,
-                   threshold, compare, report, schema)
+                   threshold, drift, compare, report, schema)
 
 
 def main() -> None:

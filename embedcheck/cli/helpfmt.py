@@ -43,7 +43,7 @@ HIDDEN_ALIASES: frozenset[str] = frozenset(a for olds in CANONICAL.values() for 
 
 #: the order of the command list in ``embedcheck --help``: the path a new user takes
 COMMAND_ORDER = ("embed", "aag", "probe", "sts", "train-head", "project", "neighbors", "anisotropy",
-                 "physscore", "shards", "compare", "schema")
+                 "physscore", "shards", "drift", "compare", "schema")
 
 #: argument placeholders by parameter name (otherwise the declared metavar without its
 #: extension, else the name in upper case)
