@@ -106,7 +106,7 @@ def median_bandwidth(Z: np.ndarray) -> float:
     sq = np.einsum("ij,ij->i", Z, Z)
     iu = np.triu_indices(len(Z), 1)
     d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (Z @ Z.T), 0.0)[iu]
-    return float(math.sqrt(np.median(d2)))
+    return float(np.median(np.sqrt(d2)))
 
 
 def bandwidth(ref: Source, cur: Source, seed: int) -> tuple[float, int]:
