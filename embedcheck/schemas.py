@@ -312,7 +312,7 @@ _BODIES["drift"] = obj({
     "typical": obj({"method": STR, "cur": {"type": "array", "items": _DRIFT_ROW},
                     "ref": {"type": "array", "items": _DRIFT_ROW}}),
     "seed": INT,
-})
+}, optional=("clusters", "typical"))
 
 # the linear heads report the share of their output variance along the class means (the key the
 # lda report once lost): required for them

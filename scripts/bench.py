@@ -26,7 +26,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 HERE = Path(__file__).resolve().parent
 ORDER = ["aag", "anisotropy", "embed", "head", "physscore", "shards", "fast", "intervals", "neighbors", "scale",
-         "retrieve", "binary", "threads", "kernels", "startup"]
+         "retrieve", "binary", "threads", "kernels", "startup", "drift"]
 
 
 def load(name: str):

@@ -105,7 +105,8 @@ def _row_entry(side: str, row: int, extra: dict[int, dict[str, Any]], **kw: Any)
 
 def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "auto", features: int = 1024,
           folds: int = 5, clusters: int = 8, top: int = 5, margins: Optional[dict[str, float]] = None,
-          alpha: float = 0.05, seed: int = 0, classifier_rows: int = 20_000, engine: Any = "local",
+          alpha: float = 0.05, seed: int = 0, classifier_rows: int = 20_000, attribution: bool = True,
+          engine: Any = "local",
           address: Optional[str] = None, hint: Hint = None) -> DriftReport:
     """Two-sample drift tests of ``cur`` against ``ref`` (arrays, ``.npy``, memmaps or shard sets of
     the same dimension, at least 10 rows each, different rows).
@@ -123,7 +124,8 @@ def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "aut
       that decides.
     * ``clusters``: k-means (seeded) clusters of the pooled rows, each one's REF and CUR share and
       the Newcombe interval of the difference; ``typical``: the ``top`` rows of each side the
-      classifier finds most typical of it, with ids and texts from ``.jsonl`` sidecars.
+      classifier finds most typical of it, with ids and texts from ``.jsonl`` sidecars
+      (``attribution=False``: neither, the two tests only).
     """
     from ..geometry import drift as geo
 
@@ -234,15 +236,31 @@ def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "aut
         "margin": margins.get("auc"), "verdict": v_auc, "folds": folds, "rows": {"ref": int((y == 0).sum()),
                                                                                    "cur": int((y == 1).sum())},
         "sampled": bool(len(rows) < N),
-        "model": "StandardScaler + LogisticRegression(C=1, lbfgs), scikit-learn; CUR is the positive class",
+        "model": "LogisticRegression(C=1, lbfgs), scikit-learn, on the rows divided by their pooled RMS norm; CUR is the positive class",
         "ci_method": "DeLong (fast midrank algorithm of Sun & Xu), normal",
         "p_method": "one-sided Mann-Whitney U (AUC > 0.5), normal approximation with tie correction",
         "cross_fitting": f"{folds} stratified folds (shuffled, seed {seed}); every row scored by a model that did not see it",
     }
 
-    # attribution: clusters and typical rows
+    body: dict[str, Any] = {
+        "ref": {"source": label_of(ref, "array"), "n": m}, "cur": {"source": label_of(cur, "array"), "n": n},
+        "dim": a.dim, "verdict": overall, "alpha": alpha, "decision_rule": rule, "mmd": mmd, "classifier": classifier,
+    }
+    if attribution:
+        body.update(_attribution(ref, cur, np.asarray(Zc, dtype=np.float64), rows, y, scores, m, clusters, top, seed))
+    body["seed"] = seed
+    if hint is not None and v_mmd != v_auc:
+        hint(f"the two tests disagree: mmd says {v_mmd}, classifier says {v_auc}")
+    return DriftReport(body=body, results={"mmd_null": null, "scores": scores, "rows": rows})
+
+
+def _attribution(ref: Any, cur: Any, Zc: np.ndarray, rows: np.ndarray, y: np.ndarray, scores: np.ndarray, m: int,
+                 clusters: int, top: int, seed: int) -> dict[str, Any]:
+    """The ``clusters`` and ``typical`` sections."""
+    from ..geometry import drift as geo
+
     k = min(clusters, len(rows))
-    lab, nearest = geo.kmeans_clusters(np.asarray(Zc, dtype=np.float64), k, seed)
+    lab, nearest = geo.kmeans_clusters(Zc, k, seed)
     nr, nc = int((y == 0).sum()), int((y == 1).sum())
     ranked = np.argsort(-scores, kind="stable")
     cur_top = [i for i in ranked if y[i] == 1][:top]
@@ -255,20 +273,18 @@ def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "aut
         g = int(rows[i])
         return _row_entry("ref", g, side_ref, **kw) if g < m else _row_entry("cur", g - m, side_cur, **kw)
 
-    cl = []
+    cl: list[dict[str, Any]] = []
     for c in range(k):
         kr, kc = int(((lab == c) & (y == 0)).sum()), int(((lab == c) & (y == 1)).sum())
         lo, hi = geo.newcombe(kr, nr, kc, nc)
-        item = {"cluster": c, "ref": kr, "cur": kc, "share_ref": kr / nr, "share_cur": kc / nc,
+        item: dict[str, Any] = {"cluster": c, "ref": kr, "cur": kc, "share_ref": kr / nr, "share_cur": kc / nc,
                 "difference": kc / nc - kr / nr, "difference_ci95": [lo, hi], "moved": bool(lo > 0 or hi < 0)}
         if nearest[c] >= 0:
             item["example"] = entry(int(nearest[c]))
         cl.append(item)
     cl.sort(key=lambda e: (-abs(e["difference"]), e["cluster"]))
     prob = 1.0 / (1.0 + np.exp(-scores))
-    body: dict[str, Any] = {
-        "ref": {"source": label_of(ref, "array"), "n": m}, "cur": {"source": label_of(cur, "array"), "n": n},
-        "dim": a.dim, "verdict": overall, "alpha": alpha, "decision_rule": rule, "mmd": mmd, "classifier": classifier,
+    return {
         "clusters": {"k": k, "method": (f"k-means (scikit-learn, k={k}, n_init=3, seed {seed}) on the classifier's "
                                         "pooled rows; difference = CUR share - REF share, Newcombe hybrid score 95% "
                                         "interval; moved: the interval excludes 0"),
@@ -276,8 +292,4 @@ def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "aut
         "typical": {"method": "out-of-fold classifier probability of CUR: highest for CUR rows, lowest for REF rows",
                     "cur": [entry(int(i), p_cur=float(prob[i])) for i in cur_top],
                     "ref": [entry(int(i), p_cur=float(prob[i])) for i in ref_top]},
-        "seed": seed,
     }
-    if hint is not None and v_mmd != v_auc:
-        hint(f"the two tests disagree: mmd says {v_mmd}, classifier says {v_auc}")
-    return DriftReport(body=body, results={"mmd_null": null, "scores": scores, "rows": rows})

@@ -26,7 +26,7 @@ Its 95 % interval: normal, with the standard error of the first-order (Hoeffding
 U-statistic (``4·var(h_x)/m + 4·var(h_y)/n`` from the per-row kernel sums) and the variance of the
 permutation null added (the spread under no drift, where the first order vanishes).
 
-**Classifier test.** Logistic regression (standardised features) cross-fitted over ``k`` stratified
+**Classifier test.** Logistic regression (rows scaled to unit RMS norm, C = 1) cross-fitted over ``k`` stratified
 folds (seeded): every row is scored by a model that did not see it. AUC of the out-of-fold scores
 (CUR positive) with the DeLong 95 % interval (Sun & Xu's fast algorithm), p-value of AUC > 0.5 by
 the one-sided Mann–Whitney normal approximation with tie correction.
@@ -349,26 +349,27 @@ def permutation_p(observed: float, null: np.ndarray) -> float:
 
 def cross_fitted_scores(Z: np.ndarray, y: np.ndarray, folds: int, seed: int, C: float = 1.0,
                         max_iter: int = 1000) -> tuple[np.ndarray, np.ndarray]:
-    """(out-of-fold decision scores, fold of each row): standardised logistic regression fitted on
-    ``folds − 1`` stratified folds (``StratifiedKFold(shuffle=True, random_state=seed)``) scores the
-    held-out fold."""
+    """(out-of-fold decision scores, fold of each row): logistic regression (``C``, lbfgs) on the rows
+    divided by their pooled root-mean-square norm (one scalar: the geometry is kept, the
+    regularisation does not depend on the embedding's scale), fitted on ``folds − 1`` stratified
+    folds (``StratifiedKFold(shuffle=True, random_state=seed)``), scores the held-out fold."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
 
+    rms = math.sqrt(float(np.einsum("ij,ij->", Z, Z)) / max(len(Z), 1))
+    Zs = Z / rms if rms > 0 else Z
     scores = np.empty(len(y))
     fold_of = np.empty(len(y), dtype=np.int64)
     skf = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
-    for f, (tr, te) in enumerate(skf.split(Z, y)):
-        model = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=max_iter))
+    for f, (tr, te) in enumerate(skf.split(Zs, y)):
+        model = LogisticRegression(C=C, max_iter=max_iter)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            model.fit(Z[tr], y[tr])
-        scores[te] = model.decision_function(Z[te])
+            model.fit(Zs[tr], y[tr])
+        scores[te] = model.decision_function(Zs[te])
         fold_of[te] = f
     return scores, fold_of
 
