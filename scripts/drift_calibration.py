@@ -72,12 +72,12 @@ def shifted(y: np.ndarray, n: int, x: float, seed: int) -> tuple[np.ndarray, np.
     return np.sort(np.concatenate(ref)), np.sort(np.concatenate(cur))
 
 
-def plan(args: argparse.Namespace, y_ag: np.ndarray, n_sst: int) -> list[dict]:
+def plan(args: argparse.Namespace) -> list[dict]:
     jobs = []
-    for ds, N in (("sst2", n_sst), ("agnews", len(y_ag))):
+    for ds in ("sst2", "agnews") if args.only in (None, "null") else ():
         for s in range(args.seeds):
             jobs.append({"kind": "null", "data": ds, "n": args.null_n, "x": 0.0, "seed": s})
-    for n in args.sizes:
+    for n in args.sizes if args.only in (None, "power") else ():
         for x in args.shifts:
             for s in range(args.power_seeds):
                 jobs.append({"kind": "power", "data": "agnews", "n": n, "x": x, "seed": s})
@@ -126,7 +126,7 @@ def summarise(jobs: list[dict], res: list[dict], have_ev: bool) -> dict:
         r = [x for j, x in zip(jobs, res) if j["kind"] == "null" and j["data"] == ds]
         if not r:
             continue
-        row = {"runs": len(r), "n": jobs[0]["n"] if jobs else None,
+        row = {"runs": len(r), "n": next(j["n"] for j in jobs if j["kind"] == "null"),
                "mmd": float(np.mean([x["mmd_p"] < 0.05 for x in r])),
                "classifier": float(np.mean([x["auc_p"] < 0.05 for x in r])),
                "verdict_drift": float(np.mean([x["verdict"] == "drift" for x in r])),
@@ -194,6 +194,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="the power plot (.png)")
     ap.add_argument("--json", type=Path, help="write the per-run results and the summary")
     ap.add_argument("--evidently-python", help="interpreter with evidently installed (side-by-side runs)")
+    ap.add_argument("--only", choices=["null", "power"], help="run one of the two measurements")
+    ap.add_argument("--combine", type=Path, nargs="+", help="summarise the --json files of earlier runs (no new runs)")
     ap.add_argument("--evidently-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.evidently_worker:
@@ -201,16 +203,27 @@ def main() -> int:
 
     X_ag, y_ag = load(args.cache, "agnews")
     X_sst, _ = load(args.cache, "sst2")
-    jobs = plan(args, y_ag, len(X_sst))
     t0, c0 = time.time(), time.process_time()
-    res = []
-    for i, job in enumerate(jobs):
-        ref, cur = rows_of(job, y_ag, len(X_sst))
-        X = X_sst if job["data"] == "sst2" else X_ag
-        res.append(run_embedcheck(job, X, ref, cur, args.permutations))
-        if (i + 1) % 50 == 0:
-            print(f"{i + 1}/{len(jobs)} runs, {time.time() - t0:.0f} s", file=sys.stderr)
-    cpu = time.process_time() - c0
+    if args.combine:
+        jobs, res, cpu = [], [], 0.0
+        for f in args.combine:
+            d = json.loads(f.read_text())
+            jobs += d["jobs"]
+            res += [{k: v for k, v in r.items() if not k.startswith("ev_")} for r in d["results"]]
+            cpu += d["summary"]["embedcheck_seconds"]["cpu"]
+    else:
+        jobs = plan(args)
+        res = []
+        for i, job in enumerate(jobs):
+            ref, cur = rows_of(job, y_ag, len(X_sst))
+            X = X_sst if job["data"] == "sst2" else X_ag
+            res.append(run_embedcheck(job, X, ref, cur, args.permutations))
+            if (i + 1) % 25 == 0:
+                print(f"{i + 1}/{len(jobs)} runs, {time.time() - t0:.0f} s", file=sys.stderr)
+                if args.json:  # partial results survive an interruption
+                    args.json.write_text(json.dumps({"summary": {"embedcheck_seconds": {"cpu": time.process_time() - c0}},
+                                                     "jobs": jobs[:i + 1], "results": res}))
+        cpu = time.process_time() - c0
     have_ev = False
     ev_note = None
     if args.evidently_python:
@@ -227,7 +240,7 @@ def main() -> int:
             ev_note = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
             print(f"evidently runs failed: {ev_note}", file=sys.stderr)
     summary = summarise(jobs, res, have_ev)
-    summary["embedcheck_seconds"] = {"wall": time.time() - t0, "cpu": cpu}
+    summary["embedcheck_seconds"] = {"wall": None if args.combine else time.time() - t0, "cpu": cpu}
     summary["settings"] = {k: v for k, v in vars(args).items() if k not in ("cache", "out", "json", "evidently_worker",
                                                                            "evidently_python")}
     if ev_note:

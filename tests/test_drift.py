@@ -238,3 +238,13 @@ def test_cli_bad_inputs_one_line_exit_2(cli_subprocess, pair, tmp_path):
         res = cli_subprocess(args)
         assert_one_line_error(res)
         assert needle in res.stderr, (needle, res)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_engine_equals_local_byte_for_byte(cli, ray_local, pair):
+    for est in ("exact", "rff"):
+        args = ["drift", pair["ref"], pair["cur"], "--permutations", "30", "--clusters", "2", "--estimator", est, "--json"]
+        local, ray = cli(args), cli([*args, "--engine", "ray"])
+        assert local.exit_code == 0 and ray.exit_code == 0, ray
+        assert ray.stdout == local.stdout
