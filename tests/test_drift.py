@@ -216,6 +216,7 @@ def test_baseline_compares_the_headline_figures(cli, pair, tmp_path):
     figs = {f["figure"]: f for f in res.json()["comparison"]["figures"]}
     assert figs["mmd.mmd2"]["direction"] == "lower" and figs["classifier.auc"]["direction"] == "lower"
     assert figs["mmd.mmd2"]["difference"] == 0 and figs["mmd.mmd2"]["noise"] == "intervals"
+    assert figs["mmd.p_value"]["direction"] == "higher" and not figs["mmd.p_value"]["headline"]
 
 
 def test_cli_bad_inputs_one_line_exit_2(cli_subprocess, pair, tmp_path):

@@ -38,6 +38,11 @@ class DriftReport(Report):
     figures = {
         "mmd.mmd2": Figure("lower", interval="mmd.mmd2_ci95"),
         "classifier.auc": Figure("lower", interval="classifier.auc_ci95"),
+        # a higher p-value is less evidence of drift; a smaller detectable effect is more power
+        "mmd.p_value": Figure("higher", headline=False),
+        "classifier.p_value": Figure("higher", headline=False),
+        "mmd.min_detectable_effect": Figure("lower", headline=False),
+        "classifier.min_detectable_effect": Figure("lower", headline=False),
     }
 
 
