@@ -153,6 +153,25 @@ def summarise(jobs: list[dict], res: list[dict], have_ev: bool) -> dict:
     return out
 
 
+def markdown(summary: dict, have_ev: bool) -> str:
+    """The two tables of docs/drift.md."""
+    pct = lambda v: f"{100 * v:.1f} %"  # noqa: E731
+    ev_h, ev_s = (" Evidently default |", "---|") if have_ev else ("", "")
+    lines = ["| data set (MiniLM) | runs | rows a side | MMD² p < 0.05 | classifier p < 0.05 | verdict `drift` (default) |"
+             + ev_h, "|---|---|---|---|---|---|" + ev_s]
+    for ds, name in (("sst2", "SST-2 train"), ("agnews", "AG News test")):
+        r = summary["null"].get(ds)
+        if r:
+            lines.append(f"| {name} | {r['runs']} | {r['n']:,} | {pct(r['mmd'])} | {pct(r['classifier'])} | "
+                         f"{pct(r['verdict_drift'])} |" + (f" {pct(r['evidently'])} |" if have_ev else ""))
+    lines += ["", "| rows a side | x (World share 25 % → 25 + x %) | runs | MMD² p < 0.05 | classifier p < 0.05 | "
+              "verdict `drift` |" + ev_h, "|---|---|---|---|---|---|" + ev_s]
+    for c in sorted(summary["power"].values(), key=lambda c: (c["n"], c["x"])):
+        lines.append(f"| {c['n']:,} | {100 * c['x']:g} % | {c['runs']} | {pct(c['mmd'])} | {pct(c['classifier'])} | "
+                     f"{pct(c['verdict_drift'])} |" + (f" {pct(c['evidently'])} |" if have_ev else ""))
+    return "\n".join(lines)
+
+
 def plot(summary: dict, path: Path, have_ev: bool) -> None:
     import matplotlib
 
@@ -242,12 +261,13 @@ def main() -> int:
     summary = summarise(jobs, res, have_ev)
     summary["embedcheck_seconds"] = {"wall": None if args.combine else time.time() - t0, "cpu": cpu}
     summary["settings"] = {k: v for k, v in vars(args).items() if k not in ("cache", "out", "json", "evidently_worker",
-                                                                           "evidently_python")}
+                                                                           "evidently_python", "combine")}
     if ev_note:
         summary["evidently_error"] = ev_note
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "jobs": jobs, "results": res}, indent=1))
     print(json.dumps(summary, indent=1))
+    print(markdown(summary, have_ev))
     if args.out:
         plot(summary, args.out, have_ev)
     return 0

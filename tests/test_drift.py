@@ -97,21 +97,47 @@ def test_rff_estimator_approximates_exact_and_keeps_group_sizes():
         assert (S.sum(axis=1) == counts[:, k]).all()
 
 
+def _sklearn_oof(Z: np.ndarray, y: np.ndarray, folds: int, seed: int) -> np.ndarray:
+    """Out-of-fold scores written with scikit-learn: RidgeClassifier on the rows scaled to unit RMS norm."""
+    from sklearn.linear_model import RidgeClassifier
+    from sklearn.model_selection import KFold
+
+    Z = Z / np.sqrt((Z ** 2).sum() / len(Z))
+    scores = np.empty(len(y))
+    for tr, te in KFold(folds, shuffle=True, random_state=seed).split(Z):  # every row scored by a model that did not see it
+        scores[te] = RidgeClassifier(alpha=geo.RIDGE).fit(Z[tr], y[tr]).decision_function(Z[te])
+    return scores
+
+
 def test_cross_fitted_auc_equals_sklearn_on_out_of_fold_scores():
-    from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
-    from sklearn.model_selection import StratifiedKFold
 
     rng = np.random.default_rng(11)
     X, Y = rng.normal(size=(120, 5)), rng.normal(size=(90, 5)) + 0.2
     r = embedcheck.drift(X, Y, permutations=20, folds=4, seed=3, clusters=2)
-    Z, y = np.vstack([X, Y]), np.r_[np.zeros(120), np.ones(90)]
-    Z = Z / np.sqrt((Z ** 2).sum() / len(Z))
-    scores = np.empty(len(y))
-    for tr, te in StratifiedKFold(4, shuffle=True, random_state=3).split(Z, y):  # every row scored by a model that did not see it
-        scores[te] = LogisticRegression(max_iter=1000).fit(Z[tr], y[tr]).decision_function(Z[te])
+    Z, y = np.vstack([X, Y]), np.r_[np.zeros(120), np.ones(90)].astype(int)
+    scores = _sklearn_oof(Z, y, 4, 3)
     np.testing.assert_allclose(r.results["scores"], scores, rtol=1e-9, atol=1e-9)
     assert r["classifier"]["auc"] == pytest.approx(roc_auc_score(y, scores), abs=1e-12)
+
+
+def test_classifier_permutation_p_value_equals_refitting_loop():
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(8)
+    X, Y = rng.normal(size=(25, 4)), rng.normal(size=(30, 4)) + 0.3
+    Z, y = np.vstack([X, Y]), np.r_[np.zeros(25), np.ones(30)].astype(int)
+    P, seed = 49, 5
+    observed = roc_auc_score(y, _sklearn_oof(Z, y, 5, seed))
+    draws = np.random.default_rng([seed, 6])  # the documented draw of the permuted labels
+    null = []
+    for _ in range(P):
+        yp = y[draws.permutation(len(y))]
+        null.append(roc_auc_score(yp, _sklearn_oof(Z, yp, 5, seed)))  # every fold refitted
+    brute = (1 + sum(v >= observed - 1e-12 for v in null)) / (1 + P)
+    r = embedcheck.drift(X, Y, permutations=P, seed=seed, clusters=2)
+    assert r["classifier"]["auc"] == pytest.approx(observed, abs=1e-12)
+    assert r["classifier"]["p_value"] == brute
 
 
 def test_delong_variance_equals_brute_force_placements():

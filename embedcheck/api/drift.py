@@ -120,9 +120,10 @@ def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "aut
       p-value from ``permutations`` pooled permutations (seeded); ``estimator`` ``"exact"``
       (blocked kernel, default up to 20,000 pooled rows), ``"rff"`` (``features`` random Fourier
       features, bounded memory, any row count) or ``"auto"``; runs on ``engine``.
-    * ``classifier``: logistic regression cross-fitted over ``folds`` stratified folds (at most
+    * ``classifier``: a ridge classifier cross-fitted over ``folds`` folds (at most
       ``classifier_rows`` pooled rows, a seeded stratified sample beyond), AUC of the out-of-fold
-      scores with its DeLong 95 % interval, one-sided Mann–Whitney p-value of AUC > 0.5.
+      scores with its 95 % interval, p-value from the permutation null of the whole cross-fitted
+      procedure (the same ``permutations``).
     * verdicts: per test and overall, at ``alpha`` split over the deciding tests (Bonferroni);
       ``margins`` (``{"auc": 0.55}`` and/or ``{"mmd2": X}``) turn a test into a materiality
       decision (``no-drift`` when its 95 % interval lies below the margin) and make it the one
@@ -193,12 +194,13 @@ def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "aut
     rows = geo.stratified_rows(m, n, classifier_rows, seed)
     Zc = Z[rows] if Z is not None else geo.pooled_take(a, b, rows)
     y = (rows >= m).astype(np.int64)
-    scores, _ = geo.cross_fitted_scores(np.asarray(Zc, dtype=np.float64), y, folds, seed)
+    scores, _, auc_null = geo.cross_fitted_scores(np.asarray(Zc, dtype=np.float64), y, folds, seed, permutations)
     pos, neg = scores[y == 1], scores[y == 0]
     auc, var_auc = geo.delong(pos, neg)
-    se_auc = math.sqrt(max(var_auc, 0.0))
+    p_auc = geo.permutation_p(auc, auc_null)
+    auc_null_sd = float(auc_null.std(ddof=1)) if auc_null.size > 1 else 0.0
+    se_auc = math.sqrt(max(var_auc, 0.0) + auc_null_sd ** 2)
     auc_ci = [max(0.0, auc - geo.Z95 * se_auc), min(1.0, auc + geo.Z95 * se_auc)]
-    p_auc = geo.mann_whitney_p(auc, pos, neg)
     auc_mde = geo.min_detectable(se_auc)
 
     deciding = [k for k in ("mmd2", "auc") if k in margins] or ["mmd2", "auc"]
@@ -241,10 +243,14 @@ def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "aut
         "margin": margins.get("auc"), "verdict": v_auc, "folds": folds, "rows": {"ref": int((y == 0).sum()),
                                                                                    "cur": int((y == 1).sum())},
         "sampled": bool(len(rows) < N),
-        "model": "LogisticRegression(C=1, lbfgs), scikit-learn, on the rows divided by their pooled RMS norm; CUR is the positive class",
-        "ci_method": "DeLong (fast midrank algorithm of Sun & Xu), normal",
-        "p_method": "one-sided Mann-Whitney U (AUC > 0.5), normal approximation with tie correction",
-        "cross_fitting": f"{folds} stratified folds (shuffled, seed {seed}); every row scored by a model that did not see it",
+        "model": (f"ridge classifier (least squares on +-1 labels with intercept, alpha {geo.RIDGE:g}; scikit-learn's "
+                  "RidgeClassifier) on the rows divided by their pooled RMS norm; CUR is the positive class"),
+        "null_mean": float(auc_null.mean()), "null_sd": auc_null_sd,
+        "ci_method": ("normal: DeLong variance (midrank algorithm of Sun & Xu) plus the permutation null variance "
+                      "(the extra spread of a cross-fitted AUC)"),
+        "p_method": (f"one-sided (AUC > null): permutation null of the whole cross-fitted procedure, every fold refitted, "
+                     f"{permutations} permutations, seed {seed}"),
+        "cross_fitting": f"{folds} folds (shuffled, seed {seed}); every row scored by a model that did not see it",
     }
 
     body: dict[str, Any] = {

@@ -10,7 +10,7 @@ import typer
 
 from ..gates import add_gates, max_gate
 from ._app import app
-from .common import AddressOpt, EngineName, EngineOpt, SeedOpt, check_engine, in_range
+from .common import AddressOpt, EngineName, EngineOpt, SeedOpt, check_engine, hint, in_range
 from .paired_opts import parse_margins
 from .reporting import Output, reporting
 
@@ -58,7 +58,7 @@ def drift_cmd(
     margins = parse_margins(margin)
     rep = drift(ref, cur, permutations=permutations, estimator=estimator.lower(), features=features, folds=folds,
                 clusters=clusters, top=top, margins=margins, alpha=alpha, seed=seed, classifier_rows=classifier_rows,
-                engine=engine.value, address=address)
+                engine=engine.value, address=address, hint=hint)
     report = rep.to_dict()
     if fail_on is not None:
         v = rep["verdict"]
