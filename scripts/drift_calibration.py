@@ -74,7 +74,7 @@ def shifted(y: np.ndarray, n: int, x: float, seed: int) -> tuple[np.ndarray, np.
 
 def plan(args: argparse.Namespace) -> list[dict]:
     jobs = []
-    for ds in ("sst2", "agnews") if args.only in (None, "null") else ():
+    for ds in args.datasets if args.only in (None, "null") else ():
         for s in range(args.seeds):
             jobs.append({"kind": "null", "data": ds, "n": args.null_n, "x": 0.0, "seed": s})
     for n in args.sizes if args.only in (None, "power") else ():
@@ -214,6 +214,8 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="write the per-run results and the summary")
     ap.add_argument("--evidently-python", help="interpreter with evidently installed (side-by-side runs)")
     ap.add_argument("--only", choices=["null", "power"], help="run one of the two measurements")
+    ap.add_argument("--datasets", nargs="+", choices=["sst2", "agnews"], default=["sst2", "agnews"],
+                    help="data sets of the false drift measurement")
     ap.add_argument("--combine", type=Path, nargs="+", help="summarise the --json files of earlier runs (no new runs)")
     ap.add_argument("--evidently-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
