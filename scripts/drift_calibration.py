@@ -75,11 +75,11 @@ def shifted(y: np.ndarray, n: int, x: float, seed: int) -> tuple[np.ndarray, np.
 def plan(args: argparse.Namespace) -> list[dict]:
     jobs = []
     for ds in args.datasets if args.only in (None, "null") else ():
-        for s in range(args.seeds):
+        for s in range(args.seed_start, args.seed_start + args.seeds):
             jobs.append({"kind": "null", "data": ds, "n": args.null_n, "x": 0.0, "seed": s})
     for n in args.sizes if args.only in (None, "power") else ():
         for x in args.shifts:
-            for s in range(args.power_seeds):
+            for s in range(args.seed_start, args.seed_start + args.power_seeds):
                 jobs.append({"kind": "power", "data": "agnews", "n": n, "x": x, "seed": s})
     return jobs
 
@@ -213,6 +213,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="the power plot (.png)")
     ap.add_argument("--json", type=Path, help="write the per-run results and the summary")
     ap.add_argument("--evidently-python", help="interpreter with evidently installed (side-by-side runs)")
+    ap.add_argument("--seed-start", type=int, default=0, help="first seed (to continue an interrupted run)")
     ap.add_argument("--only", choices=["null", "power"], help="run one of the two measurements")
     ap.add_argument("--datasets", nargs="+", choices=["sst2", "agnews"], default=["sst2", "agnews"],
                     help="data sets of the false drift measurement")
