@@ -141,9 +141,14 @@ def flatten_figures(report: dict[str, Any]) -> tuple[dict[str, float], dict[str,
 
 def direction(command: str, figure: str) -> str:
     """"higher" or "lower": which way the figure is better."""
+    from .schemas import figures_of
+
     head = headlines(command)
     if figure in head:
         return head[figure]
+    declared = figures_of(command)  # a report class may declare the direction of a non-headline figure
+    if figure in declared:
+        return declared[figure].better
     last = figure.rsplit(".", 1)[-1]
     return "lower" if (figure in LOWER_IS_BETTER or last in LOWER_IS_BETTER
                        or ".".join(figure.split(".")[-2:]) in LOWER_IS_BETTER) else "higher"

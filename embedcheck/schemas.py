@@ -334,6 +334,28 @@ _BODIES["recall"] = obj({
     "ci_method": STR, "seed": INT, "gate_on": STR,
 }, optional=("sweep", "warnings", "ci_method", "gate_on"))
 
+# ---- drift ----
+_DRIFT_VERDICT = {"enum": ["drift", "no-drift", "inconclusive", "underpowered"]}
+_DRIFT_ROW = obj({"side": {"enum": ["ref", "cur"]}, "row": INT})
+_BODIES["drift"] = obj({
+    "ref": obj({"source": STR, "n": INT}), "cur": obj({"source": STR, "n": INT}), "dim": INT,
+    "verdict": _DRIFT_VERDICT, "alpha": NUM, "decision_rule": STR,
+    "mmd": obj({"mmd2": NUM, "mmd2_ci95": INTERVAL, "p_value": NUM, "permutations": INT, "null_mean": NUM,
+                "null_sd": NUM, "min_detectable_effect": NUM, "margin": NUM_OR_NULL, "verdict": _DRIFT_VERDICT,
+                "estimator": {"enum": ["exact", "rff"]}, "kernel": STR, "bandwidth": NUM, "bandwidth_method": STR,
+                "ci_method": STR, "p_method": STR}),
+    "classifier": obj({"auc": NUM, "auc_ci95": INTERVAL, "p_value": NUM, "min_detectable_effect": NUM,
+                       "margin": NUM_OR_NULL, "verdict": _DRIFT_VERDICT, "folds": INT,
+                       "rows": obj({"ref": INT, "cur": INT}), "sampled": BOOL, "model": STR, "ci_method": STR,
+                       "p_method": STR}),
+    "clusters": obj({"k": INT, "method": STR, "items": {"type": "array", "items": obj({
+        "cluster": INT, "ref": INT, "cur": INT, "share_ref": NUM, "share_cur": NUM, "difference": NUM,
+        "difference_ci95": INTERVAL, "moved": BOOL})}}),
+    "typical": obj({"method": STR, "cur": {"type": "array", "items": _DRIFT_ROW},
+                    "ref": {"type": "array", "items": _DRIFT_ROW}}),
+    "seed": INT,
+}, optional=("clusters", "typical"))
+
 # the linear heads report the share of their output variance along the class means (the key the
 # lda report once lost): required for them
 _BODIES["train-head"]["allOf"] = [

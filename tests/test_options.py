@@ -71,7 +71,8 @@ OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
     # --baseline's noise tolerance: a non-negative absolute difference
     **{(c, "--tolerance"): "-1" for c in (("aag",), ("anisotropy",), ("probe",), ("sts",), ("physscore", "score"),
                                          ("physscore", "run"), ("neighbors",), ("compare",), ("retrieve",),
-                                         ("recall",))},
+                                         ("recall",), ("drift",))},
+    (("drift",), "--alpha"): "1.5",  # a level in (0, 1)
     (("neighbors",), "--min-overlap"): "1.5",  # a share of k
     (("threshold",), "--match-at"): None,  # any score scale
     (("threshold",), "--precision"): "0",  # in (0, 1]
@@ -139,6 +140,7 @@ def _base(path: tuple[str, ...], w: Path) -> list[Any]:
         ("threshold",): ["threshold", w / "sts_a.npy", w / "sts_b.npy", "--check", "0.5"],
         ("retrieve",): ["retrieve", w / "q.npy", w / "c.npy", w / "qrels.tsv", "--resamples", "0"],
         ("recall",): ["recall", w / "flat.faiss", "--k", "3", "--resamples", "0"],
+        ("drift",): ["drift", w / "topics.npy", w / "topics_test.npy", "--permutations", "10"],
     }[path]
 
 

@@ -1,0 +1,306 @@
+"""``embedcheck.drift``: has a population of embeddings drifted? — the report of ``embedcheck drift``.
+
+Two tests on REF and CUR (different rows): MMD² with a pooled permutation null, and a cross-fitted
+classifier (AUC with its DeLong interval); a verdict per test and overall (``drift``,
+``no-drift`` within a margin, ``inconclusive``, ``underpowered``); the clusters whose share moved
+and the rows most typical of each side (maths: :mod:`embedcheck.geometry.drift`).
+
+>>> import numpy as np, embedcheck
+>>> rng = np.random.default_rng(0)
+>>> ref, cur = rng.normal(size=(200, 8)), rng.normal(size=(200, 8)) + 0.5
+>>> r = embedcheck.drift(ref, cur, permutations=200, clusters=4)
+>>> r["verdict"], r["mmd"]["p_value"] < 0.01, r["classifier"]["auc"] > 0.8, r.to_dict()["schema"]
+('drift', True, True, 'embedcheck.drift/1')
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from ..errors import InputError
+from ..result import Figure, Report
+from ._common import Hint, label_of, running, source
+
+#: the figures a margin may be given for, and the open range of the margin
+MARGIN_RANGES = {"auc": (0.5, 1.0), "mmd2": (0.0, 2.0)}
+
+
+class DriftReport(Report):
+    """The ``drift`` report; ``results`` holds the MMD² permutation null (``mmd_null``), the
+    out-of-fold classifier scores (``scores``) and the pooled row indices they score (``rows``)."""
+
+    command = "drift"
+    figures = {
+        "mmd.mmd2": Figure("lower", interval="mmd.mmd2_ci95"),
+        "classifier.auc": Figure("lower", interval="classifier.auc_ci95"),
+        # a higher p-value is less evidence of drift; a smaller detectable effect is more power
+        "mmd.p_value": Figure("higher", headline=False),
+        "classifier.p_value": Figure("higher", headline=False),
+        "mmd.min_detectable_effect": Figure("lower", headline=False),
+        "classifier.min_detectable_effect": Figure("lower", headline=False),
+    }
+
+
+def check_margins(margins: Optional[dict[str, float]]) -> dict[str, float]:
+    """``{"auc": 0.55}`` and/or ``{"mmd2": X}``: AUC in (0.5, 1), MMD² in (0, 2)."""
+    out: dict[str, float] = {}
+    for k, v in (margins or {}).items():
+        if k not in MARGIN_RANGES:
+            raise InputError(f"margin {k}={v}: drift takes a margin for auc or mmd2 (e.g. auc=0.55, mmd2=0.002)")
+        lo, hi = MARGIN_RANGES[k]
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and lo < v < hi):
+            raise InputError(f"margin {k}={v} is out of range: it must lie in ({lo:g}, {hi:g})"
+                             + (" (the AUC above which drift is material; 0.5 is no drift)" if k == "auc" else ""))
+        out[k] = float(v)
+    return out
+
+
+def _same_input(ref: Any, cur: Any, a: Any, b: Any) -> Optional[str]:
+    """Why REF and CUR are the same input (the same file, or identical rows), else None."""
+    if isinstance(ref, (str, Path)) and isinstance(cur, (str, Path)):
+        try:
+            if Path(ref).resolve() == Path(cur).resolve():
+                return f"REF and CUR are the same file ({cur})"
+        except OSError:
+            pass
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return None
+    step = 8192
+    for s in range(0, a.n, step):
+        if not np.array_equal(a.rows(s, min(s + step, a.n)), b.rows(s, min(s + step, b.n))):
+            return None
+    return f"REF {label_of(ref, 'array')} and CUR {label_of(cur, 'array')} hold identical rows (the same data passed twice?)"
+
+
+def _sidecar(x: Any, wanted: set[int]) -> dict[int, dict[str, Any]]:
+    """``{row: {"id", "text"}}`` for the ``wanted`` rows of an ``.npy``'s ``.jsonl`` sidecar (empty
+    when there is none or it does not parse)."""
+    if not isinstance(x, (str, Path)) or not wanted:
+        return {}
+    side = Path(x).with_suffix(".jsonl")
+    if Path(x).suffix.lower() != ".npy" or not side.is_file():
+        return {}
+    out: dict[int, dict[str, Any]] = {}
+    try:
+        with open(side, encoding="utf-8") as f:
+            i = 0
+            for line in f:
+                if not line.strip():
+                    continue
+                if i in wanted:
+                    r = json.loads(line)
+                    if isinstance(r, dict):
+                        out[i] = {k: r[k] for k in ("id", "text") if k in r}
+                i += 1
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return out
+
+
+def _row_entry(side: str, row: int, extra: dict[int, dict[str, Any]], **kw: Any) -> dict[str, Any]:
+    e = {"side": side, "row": int(row), **kw}
+    e.update(extra.get(int(row), {}))
+    return e
+
+
+def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "auto", features: int = 1024,
+          folds: int = 5, clusters: int = 8, top: int = 5, margins: Optional[dict[str, float]] = None,
+          alpha: float = 0.05, seed: int = 0, classifier_rows: int = 20_000, attribution: bool = True,
+          engine: Any = "local",
+          address: Optional[str] = None, hint: Hint = None) -> DriftReport:
+    """Two-sample drift tests of ``cur`` against ``ref`` (arrays, ``.npy``, memmaps or shard sets of
+    the same dimension, at least 10 rows each, different rows).
+
+    * ``mmd``: unbiased MMD², Gaussian kernel at the median-heuristic bandwidth of the pooled rows,
+      p-value from ``permutations`` pooled permutations (seeded); ``estimator`` ``"exact"``
+      (blocked kernel, default up to 20,000 pooled rows), ``"rff"`` (``features`` random Fourier
+      features, bounded memory, any row count) or ``"auto"``; runs on ``engine``.
+    * ``classifier``: a ridge classifier cross-fitted over ``folds`` folds (at most
+      ``classifier_rows`` pooled rows, a seeded stratified sample beyond), AUC of the out-of-fold
+      scores with its 95 % interval, p-value from the permutation null of the whole cross-fitted
+      procedure (the same ``permutations``).
+    * verdicts: per test and overall, at ``alpha`` split over the deciding tests (Bonferroni);
+      ``margins`` (``{"auc": 0.55}`` and/or ``{"mmd2": X}``) turn a test into a materiality
+      decision (``no-drift`` when its 95 % interval lies below the margin) and make it the one
+      that decides.
+    * ``clusters``: k-means (seeded) clusters of the pooled rows, each one's REF and CUR share and
+      the Newcombe interval of the difference; ``typical``: the ``top`` rows of each side the
+      classifier finds most typical of it, with ids and texts from ``.jsonl`` sidecars
+      (``attribution=False``: neither, the two tests only).
+    """
+    from ..geometry import drift as geo
+
+    margins = check_margins(margins)
+    if permutations < 1:
+        raise InputError(f"permutations must be >= 1, got {permutations}")
+    if estimator not in geo.ESTIMATORS:
+        raise InputError(f"estimator must be one of {', '.join(geo.ESTIMATORS)}, got {estimator!r}")
+    if features < 2:
+        raise InputError(f"features must be >= 2, got {features}")
+    if folds < 2:
+        raise InputError(f"folds must be >= 2, got {folds}")
+    if clusters < 1:
+        raise InputError(f"clusters must be >= 1, got {clusters}")
+    if top < 0:
+        raise InputError(f"top must be >= 0, got {top}")
+    if not 0.0 < alpha < 1.0:
+        raise InputError(f"alpha must lie in (0, 1), got {alpha}")
+    if classifier_rows < 2 * geo.MIN_ROWS:
+        raise InputError(f"classifier_rows must be >= {2 * geo.MIN_ROWS}, got {classifier_rows}")
+    a, b = source(ref, "REF"), source(cur, "CUR")
+    if a.dim != b.dim:
+        raise InputError(f"REF {label_of(ref, 'array')} has dimension {a.dim} but CUR {label_of(cur, 'array')} has "
+                         f"{b.dim}; both sides must be embeddings of the same model")
+    for name, s, x in (("REF", a, ref), ("CUR", b, cur)):
+        if s.n < geo.MIN_ROWS:
+            raise InputError(f"{name} {label_of(x, 'array')} has {s.n} rows; drift needs at least {geo.MIN_ROWS} rows a side")
+    if folds > min(a.n, b.n):
+        raise InputError(f"folds must be <= the rows of the smaller side ({min(a.n, b.n)}), got {folds}")
+    same = _same_input(ref, cur, a, b)
+    if same:
+        raise InputError(f"{same}; a drift test compares two different samples, so it says nothing here")
+    m, n = a.n, b.n
+    N = m + n
+    est = estimator if estimator != "auto" else ("exact" if N <= geo.EXACT_MAX else "rff")
+
+    with running(engine, address) as eng:
+        if est == "rff":  # the exact path reads (and checks) every row itself
+            for s in (a, b):
+                for lo in range(0, s.n, geo.RFF_CHUNK):
+                    s.rows(lo, min(lo + geo.RFF_CHUNK, s.n), check=True, what="REF" if s is a else "CUR")
+            Z = None
+        else:
+            Z = geo.pooled_range(a.parts, b.parts, m, 0, N)
+        sigma, bw_rows = geo.bandwidth(a, b, seed)
+        if est == "exact":
+            assert Z is not None
+            res = geo.mmd_exact(eng, Z, m, sigma, permutations, seed)
+            var1 = geo.mmd_first_order_var(res.row_sums, m, res.diag)
+        else:
+            res, var1 = geo.mmd_rff(eng, a, b, sigma, permutations, seed, features=features)
+    null = res.null
+    p_mmd = geo.permutation_p(res.mmd2, null)
+    null_sd = float(null.std(ddof=1)) if null.size > 1 else 0.0
+    se = math.sqrt(max(var1, 0.0) + null_sd ** 2)
+    mmd_ci = [res.mmd2 - geo.Z95 * se, res.mmd2 + geo.Z95 * se]
+    mmd_mde = geo.min_detectable(se)
+
+    # classifier test (in this process)
+    rows = geo.stratified_rows(m, n, classifier_rows, seed)
+    Zc = Z[rows] if Z is not None else geo.pooled_take(a, b, rows)
+    y = (rows >= m).astype(np.int64)
+    scores, _, auc_null = geo.cross_fitted_scores(np.asarray(Zc, dtype=np.float64), y, folds, seed, permutations)
+    pos, neg = scores[y == 1], scores[y == 0]
+    auc, var_auc = geo.delong(pos, neg)
+    p_auc = geo.permutation_p(auc, auc_null)
+    auc_null_sd = float(auc_null.std(ddof=1)) if auc_null.size > 1 else 0.0
+    se_auc = math.sqrt(max(var_auc, 0.0) + auc_null_sd ** 2)
+    auc_ci = [max(0.0, auc - geo.Z95 * se_auc), min(1.0, auc + geo.Z95 * se_auc)]
+    auc_mde = geo.min_detectable(se_auc)
+
+    deciding = [k for k in ("mmd2", "auc") if k in margins] or ["mmd2", "auc"]
+    alpha_each = alpha / len(deciding)
+    v_mmd = geo.decide(p_mmd, mmd_ci, 0.0, margins.get("mmd2"), mmd_mde, alpha_each)
+    v_auc = geo.decide(p_auc, auc_ci, 0.5, margins.get("auc"), auc_mde, alpha_each)
+    verdicts = {"mmd2": v_mmd, "auc": v_auc}
+    vs = [verdicts[k] for k in deciding]
+    if "drift" in vs:
+        overall = "drift"
+    elif margins and all(v == "no-drift" for v in vs):
+        overall = "no-drift"
+    elif "underpowered" in vs:
+        overall = "underpowered"
+    else:
+        overall = "inconclusive"
+    names = {"mmd2": "mmd", "auc": "classifier"}
+    rule = (f"per test: no-drift when the 95% interval lies below its --margin, else drift when p < {alpha_each:g} "
+            f"(alpha {alpha:g} over {len(deciding)} deciding test(s), Bonferroni), else underpowered when the minimum "
+            "detectable effect exceeds the margin, else inconclusive; overall: drift when a deciding test says drift, "
+            "no-drift when every deciding test does; deciding tests: "
+            + ", ".join(names[k] for k in deciding) + (" (those given a margin)" if margins else " (no margin given)"))
+
+    mmd: dict[str, Any] = {
+        "mmd2": res.mmd2, "mmd2_ci95": mmd_ci, "p_value": p_mmd, "permutations": permutations,
+        "null_mean": float(null.mean()), "null_sd": null_sd, "min_detectable_effect": mmd_mde,
+        "margin": margins.get("mmd2"), "verdict": v_mmd, "estimator": est,
+        "kernel": "gaussian exp(-|a-b|^2 / (2 bandwidth^2))", "bandwidth": sigma,
+        "bandwidth_method": (f"median heuristic: median Euclidean distance over all pairs of "
+                             f"{'the ' + str(bw_rows) + ' pooled rows' if bw_rows == N else f'a seeded sample of {bw_rows} pooled rows'}"),
+    }
+    if est == "rff":
+        mmd["features"] = features
+    mmd["ci_method"] = ("normal: first-order (Hoeffding) U-statistic variance from per-row kernel sums plus the "
+                        "permutation null variance")
+    mmd["p_method"] = (f"pooled permutation null, {permutations} permutations, seed {seed}; "
+                       "p = (1 + #{null >= observed}) / (1 + permutations)")
+    classifier = {
+        "auc": auc, "auc_ci95": auc_ci, "p_value": p_auc, "min_detectable_effect": auc_mde,
+        "margin": margins.get("auc"), "verdict": v_auc, "folds": folds, "rows": {"ref": int((y == 0).sum()),
+                                                                                   "cur": int((y == 1).sum())},
+        "sampled": bool(len(rows) < N),
+        "model": (f"ridge classifier (least squares on +-1 labels with intercept, alpha {geo.RIDGE:g}; scikit-learn's "
+                  "RidgeClassifier) on the rows divided by their pooled RMS norm; CUR is the positive class"),
+        "null_mean": float(auc_null.mean()), "null_sd": auc_null_sd,
+        "ci_method": ("normal: DeLong variance (midrank algorithm of Sun & Xu) plus the permutation null variance "
+                      "(the extra spread of a cross-fitted AUC)"),
+        "p_method": (f"one-sided (AUC > null): permutation null of the whole cross-fitted procedure, every fold refitted, "
+                     f"{permutations} permutations, seed {seed}"),
+        "cross_fitting": f"{folds} folds (shuffled, seed {seed}); every row scored by a model that did not see it",
+    }
+
+    body: dict[str, Any] = {
+        "ref": {"source": label_of(ref, "array"), "n": m}, "cur": {"source": label_of(cur, "array"), "n": n},
+        "dim": a.dim, "verdict": overall, "alpha": alpha, "decision_rule": rule, "mmd": mmd, "classifier": classifier,
+    }
+    if attribution:
+        body.update(_attribution(ref, cur, np.asarray(Zc, dtype=np.float64), rows, y, scores, m, clusters, top, seed))
+    body["seed"] = seed
+    if hint is not None and v_mmd != v_auc:
+        hint(f"the two tests disagree: mmd says {v_mmd}, classifier says {v_auc}")
+    return DriftReport(body=body, results={"mmd_null": null, "scores": scores, "rows": rows})
+
+
+def _attribution(ref: Any, cur: Any, Zc: np.ndarray, rows: np.ndarray, y: np.ndarray, scores: np.ndarray, m: int,
+                 clusters: int, top: int, seed: int) -> dict[str, Any]:
+    """The ``clusters`` and ``typical`` sections."""
+    from ..geometry import drift as geo
+
+    k = min(clusters, len(rows))
+    lab, nearest = geo.kmeans_clusters(Zc, k, seed)
+    nr, nc = int((y == 0).sum()), int((y == 1).sum())
+    ranked = np.argsort(-scores, kind="stable")
+    cur_top = [i for i in ranked if y[i] == 1][:top]
+    ref_top = [i for i in ranked[::-1] if y[i] == 0][:top]
+    want_ref = {int(rows[i]) for i in ref_top} | {int(rows[i]) for i in nearest if i >= 0 and rows[i] < m}
+    want_cur = {int(rows[i]) - m for i in cur_top} | {int(rows[i]) - m for i in nearest if i >= 0 and rows[i] >= m}
+    side_ref, side_cur = _sidecar(ref, want_ref), _sidecar(cur, want_cur)
+
+    def entry(i: int, **kw: Any) -> dict[str, Any]:
+        g = int(rows[i])
+        return _row_entry("ref", g, side_ref, **kw) if g < m else _row_entry("cur", g - m, side_cur, **kw)
+
+    cl: list[dict[str, Any]] = []
+    for c in range(k):
+        kr, kc = int(((lab == c) & (y == 0)).sum()), int(((lab == c) & (y == 1)).sum())
+        lo, hi = geo.newcombe(kr, nr, kc, nc)
+        item: dict[str, Any] = {"cluster": c, "ref": kr, "cur": kc, "share_ref": kr / nr, "share_cur": kc / nc,
+                "difference": kc / nc - kr / nr, "difference_ci95": [lo, hi], "moved": bool(lo > 0 or hi < 0)}
+        if nearest[c] >= 0:
+            item["example"] = entry(int(nearest[c]))
+        cl.append(item)
+    cl.sort(key=lambda e: (-abs(e["difference"]), e["cluster"]))
+    prob = 1.0 / (1.0 + np.exp(-scores))
+    return {
+        "clusters": {"k": k, "method": (f"k-means (scikit-learn, k={k}, n_init=3, seed {seed}) on the classifier's "
+                                        "pooled rows; difference = CUR share - REF share, Newcombe hybrid score 95% "
+                                        "interval; moved: the interval excludes 0"),
+                     "items": cl},
+        "typical": {"method": "out-of-fold classifier probability of CUR: highest for CUR rows, lowest for REF rows",
+                    "cur": [entry(int(i), p_cur=float(prob[i])) for i in cur_top],
+                    "ref": [entry(int(i), p_cur=float(prob[i])) for i in ref_top]},
+    }
