@@ -195,6 +195,7 @@ GATE_OUT_OF_RANGE: dict[tuple[str, ...], str] = {
     ("retrieve",): "60",  # nDCG@10: a fraction
     ("train-head",): "3",  # AAG after training, in cosine units
     ("anisotropy",): "raw.partner_ranked_first=1.5",  # the primary (gap in floor sds) has no bound
+    ("drift",): "1.5",  # the classifier's AUC: a fraction
 }
 GATE_OPTS = gate_options()
 

@@ -24,7 +24,11 @@ import numpy as np
 
 from ..errors import InputError
 from ..result import Figure, Report
+from ..schemas import FRACTION
 from ._common import Hint, label_of, running, source
+
+#: MMD² is in squared kernel units (a Gaussian kernel lies in [0, 1], so MMD² in [-2, 2] unbiased)
+KERNEL = "in squared kernel units"
 
 #: the figures a margin may be given for, and the open range of the margin
 MARGIN_RANGES = {"auc": (0.5, 1.0), "mmd2": (0.0, 2.0)}
@@ -36,13 +40,15 @@ class DriftReport(Report):
 
     command = "drift"
     figures = {
-        "mmd.mmd2": Figure("lower", interval="mmd.mmd2_ci95"),
-        "classifier.auc": Figure("lower", interval="classifier.auc_ci95"),
+        "mmd.mmd2": Figure("lower", interval="mmd.mmd2_ci95", unit=KERNEL, range=(-2, 2),
+                           help="squared maximum mean discrepancy between REF and CUR under a Gaussian kernel; 0: same distribution"),
+        "classifier.auc": Figure("lower", interval="classifier.auc_ci95", unit=FRACTION, range=(0, 1),
+                                 help="AUC of a cross-fitted classifier telling CUR rows from REF rows; 0.5: indistinguishable"),
         # a higher p-value is less evidence of drift; a smaller detectable effect is more power
-        "mmd.p_value": Figure("higher", headline=False),
-        "classifier.p_value": Figure("higher", headline=False),
-        "mmd.min_detectable_effect": Figure("lower", headline=False),
-        "classifier.min_detectable_effect": Figure("lower", headline=False),
+        "mmd.p_value": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
+        "classifier.p_value": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
+        "mmd.min_detectable_effect": Figure("lower", headline=False, unit=KERNEL),
+        "classifier.min_detectable_effect": Figure("lower", headline=False, unit=FRACTION, range=(0, 1)),
     }
 
 
