@@ -157,13 +157,20 @@ def markdown(summary: dict, have_ev: bool) -> str:
     """The two tables of docs/drift.md."""
     pct = lambda v: f"{100 * v:.1f} %"  # noqa: E731
     ev_h, ev_s = (" Evidently default |", "---|") if have_ev else ("", "")
+    from embedcheck.geometry.drift import wilson
+
+    def rate(v: float, runs: int) -> str:  # the share with its Wilson 95 % interval over the runs
+        lo, hi = wilson(int(round(v * runs)), runs)
+        return f"{pct(v)} [{100 * lo:.1f}, {100 * hi:.1f}]"
+
     lines = ["| data set (MiniLM) | runs | rows a side | MMD² p < 0.05 | classifier p < 0.05 | verdict `drift` (default) |"
              + ev_h, "|---|---|---|---|---|---|" + ev_s]
     for ds, name in (("sst2", "SST-2 train"), ("agnews", "AG News test")):
         r = summary["null"].get(ds)
         if r:
-            lines.append(f"| {name} | {r['runs']} | {r['n']:,} | {pct(r['mmd'])} | {pct(r['classifier'])} | "
-                         f"{pct(r['verdict_drift'])} |" + (f" {pct(r['evidently'])} |" if have_ev else ""))
+            k = r["runs"]
+            lines.append(f"| {name} | {k} | {r['n']:,} | {rate(r['mmd'], k)} | {rate(r['classifier'], k)} | "
+                         f"{rate(r['verdict_drift'], k)} |" + (f" {rate(r['evidently'], k)} |" if have_ev else ""))
     lines += ["", "| rows a side | x (World share 25 % → 25 + x %) | runs | MMD² p < 0.05 | classifier p < 0.05 | "
               "verdict `drift` |" + ev_h, "|---|---|---|---|---|---|" + ev_s]
     for c in sorted(summary["power"].values(), key=lambda c: (c["n"], c["x"])):
