@@ -232,14 +232,11 @@ def _map_chance(y: np.ndarray, map_queries: Optional[int], seed: int) -> np.ndar
     """Per-query chance AP of the label MAP (its query rows chosen exactly as ``label_map`` chooses
     them), x100."""
     from .aag import _check_labels
-    from .label_map import expected_random_ap
+    from .label_map import expected_random_ap, query_rows
 
     n = len(y)
     _c, codes, counts = _check_labels(n, y)
-    eligible = np.flatnonzero(counts[codes] >= 2)
-    q = eligible
-    if map_queries is not None and 0 < map_queries < len(eligible):
-        q = np.sort(np.random.default_rng(seed).choice(eligible, size=map_queries, replace=False))
+    q, _sampled = query_rows(codes, counts, map_queries, seed)
     return 100.0 * expected_random_ap(np.full(len(q), n - 1), counts[codes[q]] - 1)
 
 
