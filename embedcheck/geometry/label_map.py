@@ -353,7 +353,7 @@ def label_map_with_aps(engine: Any, src: Source, labels: np.ndarray, *, queries:
     """:func:`label_map`'s report dict (MAP x100, or MAP@K with ``at``; ``map_ci95`` over the
     per-query APs when ``resamples`` > 0) and the per-query average precisions (0-1), in query order."""
     if at is None and getattr(engine, "name", None) == "local":
-        m = label_map(src, labels, queries=queries, seed=seed, block=QUERY_BLOCK)
+        m = label_map(cast(np.ndarray, src), labels, queries=queries, seed=seed, block=QUERY_BLOCK)
         return with_interval(m, resamples, seed).to_dict(), cast(np.ndarray, m.ap)
     if at is not None:
         _, codes, counts = _check_labels(src.n, labels)
