@@ -334,11 +334,11 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
     lab = None
     if labels is not None:
         from .aag import _check_labels
+        from .label_map import query_rows
 
         y = np.asarray(labels.labels)
         _classes, codes, counts = _check_labels(labels.X.shape[0], y)
-        eligible = int((counts[codes] >= 2).sum())
-        nq_map = labels.map_queries if labels.map_queries and 0 < labels.map_queries < eligible else eligible
+        nq_map = len(query_rows(codes, counts, labels.map_queries, seed)[0])
         map_idx = rng_map.integers(0, nq_map, size=(resamples, nq_map)) if resamples else None
         lab = (labels, y, map_idx, _map_chance(y, labels.map_queries, seed))
         inputs.append("labels")
