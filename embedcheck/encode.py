@@ -479,11 +479,10 @@ def _onnx_key(model: Any, resolved: ResolvedModel, names: Sequence[str]) -> str:
 
     h = hashlib.sha256()
     h.update(f"{resolved.model_id}|{resolved.folder}|{torch.__version__}|{ONNX_OPSET}|{','.join(names)}".encode())
-    if resolved.folder is not None:
-        for f in sorted(resolved.folder.iterdir()):
-            if f.is_file():
-                st = f.stat()
-                h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    if resolved.folder is not None:  # the model's contents, not its files' dates
+        from .fastpath import model_digest
+
+        h.update(model_digest(Path(resolved.folder)).encode())
     h.update(type(model[0].auto_model).__name__.encode())
     return h.hexdigest()[:20]
 

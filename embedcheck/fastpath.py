@@ -227,16 +227,11 @@ def file_sha256(path: Path) -> str:
 
 
 def model_digest(folder: Path) -> str:
-    """sha256 over every model file's relative name and contents (hidden files skipped)."""
-    h = hashlib.sha256(b"model-files|")
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if name.startswith("."):
-                continue
-            p = Path(root) / name
-            h.update(f"{p.relative_to(folder).as_posix()}:{file_sha256(p)}|".encode())
-    return h.hexdigest()
+    """:func:`embedcheck.io.provenance.model_digest` of the model folder, its files hashed through
+    the memo of :func:`file_sha256` (the identity ``embed``'s resume fingerprint uses too)."""
+    from .io.provenance import model_digest as digest
+
+    return digest(folder, file_hash=file_sha256)
 
 
 def model_key(folder: Path, opset: int) -> str:

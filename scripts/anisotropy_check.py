@@ -22,7 +22,7 @@ from embedcheck, so their agreement is a real check):
   cohens_d = gap/sqrt((var_matched + var_unrelated)/2) (ddof=1, null when < 1e-12);
   floor_share = floor/matched (null when matched ≤ 0); partner_ranked_first = share of rows whose
   partner scores strictly more than every other row of B (within 1e-12 is a tie, not first);
-  floor_exact / floor_exact_sd = mean and sd over every ordered unrelated pair i ≠ j (here by
+  floor_exact / floor_exact_sd = mean and sd (ddof=1) over every ordered unrelated pair i ≠ j (here by
   brute force; embedcheck computes them from Gram terms), gap_over_floor_exact_sd and
   floor_share_exact from them; matched_ci95 = matched ± 1.96·sd/√n, partner_ranked_first_ci95
   the Wilson score interval;
@@ -92,7 +92,7 @@ def draw_derangements(n, perms, seed):
 
 def partner_first(X, Y):
     """Rows i with X_i·Y_i > max_{j≠i} X_i·Y_j + 1e-12 (X, Y unit rows), in slabs of rows; and
-    the exact floor by brute force from the same slabs: mean and sd (population) of X_i·Y_j over
+    the exact floor by brute force from the same slabs: mean and sd (ddof=1) of X_i·Y_j over
     every ordered pair i ≠ j."""
     n = len(X)
     diag = (X * Y).sum(axis=1)
@@ -109,7 +109,7 @@ def partner_first(X, Y):
         count += int((diag[s:e] > S.max(axis=1) + 1e-12).sum())
     pairs = n * (n - 1)
     mean = total / pairs
-    return count, mean, math.sqrt(max(total_sq / pairs - mean * mean, 0.0))
+    return count, mean, math.sqrt(max(total_sq / pairs - mean * mean, 0.0) * pairs / (pairs - 1))
 
 
 def wilson(k, n, z=1.959963984540054):

@@ -143,7 +143,8 @@ def test_aag_intervals_over_many_chunks_and_uneven_shards_equal_the_one_file_run
 def test_engine_label_map_with_tied_cosines_gives_the_one_file_aps(tmp_path, n, d, levels):
     """Small-integer rows: many exactly tied cosines mixing relevant and irrelevant candidates (up to
     82 such runs in a row, so both the tie-correction route and the re-ranking route of the one-file
-    ranking are taken); the engine's per-query APs, MAP and map_ci95 are the one-file bytes."""
+    ranking are taken); the per-block tasks over parts give the one-file per-query APs, MAP and
+    map_ci95 byte for byte."""
     from embedcheck.engine import LocalEngine
     from embedcheck.geometry import label_map as emap
     from embedcheck.geometry import label_map as gm
@@ -157,7 +158,10 @@ def test_engine_label_map_with_tied_cosines_gives_the_one_file_aps(tmp_path, n, 
     ref = gm.with_interval(gm.label_map(X, y), 1000, 2).to_dict()
     assert ref["map_ci95"][0] < ref["map"] < ref["map_ci95"][1]
     for src in (open_source(tmp_path / "x.npy", part_rows=97), open_source(cut(X, tmp_path / "s", SPLITS[7]))):
-        assert emap.label_map_parts(LocalEngine(), src, y, seed=2, resamples=1000) == ref
+        got = emap.map_over_parts(LocalEngine(), src, y, seed=2)
+        np.testing.assert_array_equal(got.ap, gm.label_map(X, y).ap)
+        assert gm.with_interval(got, 1000, 2).to_dict() == ref
+        assert emap.label_map_with_aps(LocalEngine(), src, y, seed=2, resamples=1000)[0] == ref
 
 
 def test_aag_labels_from_the_shard_sidecars(cli, tmp_path):

@@ -400,11 +400,12 @@ def test_resume_refuses_entries_that_are_not_the_plans(entry, minilm_path, tmp_p
     from embedcheck.encode import DEFAULT_MODEL, resolve_model
     from embedcheck.engine import embed as E
     from embedcheck.engine.embed import EmbedOptions, make_plan
+    from embedcheck.io.provenance import model_digest
 
     inputs = _texts(tmp_path / "in", files=2)
     r = resolve_model(DEFAULT_MODEL)
     opts = EmbedOptions(model=DEFAULT_MODEL, backend="auto")
-    plan = make_plan(str(inputs), opts, None, model_files=E.model_digest(r.folder, r.model_id))
+    plan = make_plan(str(inputs), opts, None, model_files=model_digest(r.folder, r.model_id))
     out = tmp_path / "out"
     out.mkdir()
     e = {"index": 0, "path": "shard-00000.npy", "rows": 4, "sha256": "0" * 64, "sidecar_sha256": "0" * 64, **entry}

@@ -18,7 +18,7 @@ from ..errors import InputError
 from ..io import texts
 from ..io.atomic import AtomicBatch, check_not_input
 from ..io.jsonio import dumps
-from ..io.provenance import provenance
+from ..io.provenance import model_digest, provenance
 from ._app import app
 from .common import AddressOpt, EngineName, EngineOpt, QuietOpt, check_engine, force_threads, hint, progress, start_command, warn
 
@@ -347,7 +347,7 @@ def _embed_sharded(*, input: str, output: Path, engine: Any, address: str | None
                           prompt=o["prompt"], prompt_name=o["prompt_name"], batch_size=o["batch_size"],
                           max_seq_length=o["max_seq_length"], device=o["device"], normalize=not o["no_normalize"],
                           backend=o["backend"], no_text=o["no_text"], threads=threads, precision=o["precision"])
-    plan = E.make_plan(input, opts, shard_rows, model_files=E.model_digest(resolved.folder, resolved.model_id))
+    plan = E.make_plan(input, opts, shard_rows, model_files=model_digest(resolved.folder, resolved.model_id))
     t0 = time.perf_counter()
     summary = E.embed_shards(plan, opts, output, engine=engine.value, address=address, workers=workers,
                              gpus_per_worker=gpus_per_worker, resume=resume, log=hint)

@@ -25,7 +25,7 @@ is refused before anything exists, never after two shards.
 
 **Resume.** The plan's fingerprint is a sha256 over the inputs' contents, every option that
 changes the bytes (fields, prompt, normalisation, backend, threads, ...), the shard size and the
-model files' contents (:func:`model_digest`). The driver appends each finished shard to
+model files' contents (:func:`embedcheck.io.provenance.model_digest`). The driver appends each finished shard to
 ``progress.jsonl`` (first line: the fingerprint) as it lands; the manifest is written last, in job
 order, and the fingerprint goes into ``manifest.meta.json``. ``--resume`` proves the plan
 identical — the fingerprint in ``progress.jsonl``, or for a finished folder in
@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..io.provenance import sha256_file
 
 PROGRESS = "progress.jsonl"
 ENTRY_KEYS = ("index", "path", "rows", "sha256", "sidecar_sha256")
@@ -148,30 +149,9 @@ def _record_rows(data: Any) -> list[dict[str, Any]]:
              "extra": r.extra or {}} for r in data.records]
 
 
-def model_digest(folder: str | os.PathLike | None, model_id: str = "") -> str:
-    """sha256 over every file of a model folder (relative name, size, sha256 of the bytes), so a
-    resumed run proves it embeds with the very same weights and tokenizer; the id alone when the
-    model has no local folder."""
-    from ..io.provenance import sha256_file
-
-    h = hashlib.sha256(f"model|{model_id}|".encode())
-    if folder is None:
-        return h.hexdigest()
-    root = Path(folder)
-    for dirpath, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if name.startswith("."):
-                continue
-            p = Path(dirpath) / name
-            h.update(f"{p.relative_to(root).as_posix()}:{p.stat().st_size}:{sha256_file(p)}|".encode())
-    return h.hexdigest()
-
-
 def make_plan(spec: str, opts: EmbedOptions, shard_rows: int | None, *, model_files: str = "") -> Plan:
     """The jobs, after every input file was read and checked once (nothing written yet), and the
-    plan's fingerprint (inputs' bytes, options, shard size, ``model_files`` = :func:`model_digest`)."""
-    from ..io.provenance import sha256_file
+    plan's fingerprint (inputs' bytes, options, shard size, ``model_files`` = :func:`~embedcheck.io.provenance.model_digest`)."""
 
     files = input_files(spec)
     if shard_rows is not None:
@@ -279,12 +259,6 @@ def worker_class(opts: dict[str, Any], folder: str) -> type:
 # ---- the driver -----------------------------------------------------------------------------
 
 
-def _sha(path: Path) -> str:
-    from ..io.provenance import sha256_file
-
-    return sha256_file(path)
-
-
 def _regular(path: Path, what: str) -> bool:
     """Whether ``path`` exists as a regular file; a symbolic link (or a folder, a device ...) in its
     place is refused: resume never reads or writes through one."""
@@ -371,8 +345,8 @@ def read_progress(folder: Path, plan: Plan) -> dict[int, dict[str, Any]]:
     for e in entries:
         p = folder / e["path"]
         side = p.with_suffix(".jsonl")
-        if _regular(p, "shard") and _regular(side, "shard sidecar") and _sha(p) == e["sha256"] \
-                and _sha(side) == e["sidecar_sha256"]:
+        if _regular(p, "shard") and _regular(side, "shard sidecar") and sha256_file(p) == e["sha256"] \
+                and sha256_file(side) == e["sidecar_sha256"]:
             done[int(e["index"])] = e
     return done
 

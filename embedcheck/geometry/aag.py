@@ -108,7 +108,7 @@ def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, np.ndarray, np.ndarray
 def class_sums_chunks(X: Any, codes: np.ndarray, k: int, *, weights: Optional[np.ndarray] = None,
                       chunk: int = CHUNK_ROWS) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per chunk of ``chunk`` rows, in row order: (k × d class sums of unit rows, k sums of squared
-    unit norms) — the partials :func:`class_sums` adds; chunks computed by the free cores."""
+    unit norms) — partials whose sum in row order is the class sums; chunks computed by the free cores."""
     d = X.shape[1]
     classes = np.arange(k)[:, None]
 
@@ -124,21 +124,6 @@ def class_sums_chunks(X: Any, codes: np.ndarray, k: int, *, weights: Optional[np
         return np.asarray(s).reshape(k, d), np.bincount(c, weights=q * w * w, minlength=k)
 
     return list(_over_chunks(X, chunk, part))
-
-
-def class_sums(X: np.ndarray, codes: np.ndarray, k: int, *, weights: Optional[np.ndarray] = None,
-               chunk: int = CHUNK_ROWS) -> tuple[np.ndarray, np.ndarray]:
-    """Per-class sums of unit rows (k x d, float64) and per-class sums of squared unit norms.
-
-    ``weights`` (one per row) turns these into weighted sums, used by the bootstrap.
-    """
-    d = X.shape[1]
-    sums = np.zeros((k, d), dtype=np.float64)
-    sq = np.zeros(k, dtype=np.float64)
-    for s_, b in class_sums_chunks(X, codes, k, weights=weights, chunk=chunk):  # row order
-        sums += s_
-        sq += b
-    return sums, sq
 
 
 @dataclass(kw_only=True)
@@ -234,7 +219,7 @@ def _group_sums_chunks(X: Any, codes: np.ndarray, k: int, group_of: np.ndarray, 
 
 def _sums_with_groups(X: np.ndarray, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
                       chunk: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One streamed pass: the class sums exactly as :func:`class_sums` computes them (same bits),
+    """One streamed pass: the class sums exactly as :func:`class_sums_chunks` gives them, added in row order (same bits),
     plus per-(group, class) sums (G × k × d) and sums of |u|² (G × k)."""
     d = X.shape[1]
     sums, sq = np.zeros((k, d)), np.zeros(k)

@@ -274,12 +274,17 @@ def floor_merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def floor_finish(p: dict[str, Any]) -> tuple[float, float]:
-    """(mean, sd) of the cosine over all n(n−1) ordered unrelated pairs (population sd):
+    """(mean, sd) of the cosine over all n(n−1) ordered unrelated pairs:
     Σ_{i≠j} a_i·b_j = S_a·S_b − Σ_i a_i·b_i and Σ_{i≠j} (a_i·b_j)² = tr(G_a G_b) − Σ_i (a_i·b_i)².
 
+    The sd is the sample sd (ddof 1, the one convention of every floor sd: the unrelated pairs
+    stand for the model's unrelated pairs at large, as the sampled floor's ``floor_sd`` and the
+    threshold's floor do), ``sqrt(pairs / (pairs − 1))`` times the population sd.
+
     >>> A = np.eye(3); B = np.roll(np.eye(3), 1, axis=1)   # b_j = e_{j+1}: a_i·b_j = [i == j+1]
-    >>> floor_finish(floor_partials(A, B))                   # 3 of 6 unrelated pairs score 1
-    (0.5, 0.5)
+    >>> m, sd = floor_finish(floor_partials(A, B))          # 3 of 6 unrelated pairs score 1
+    >>> m, round(sd, 6), round(float(np.std([1, 1, 1, 0, 0, 0], ddof=1)), 6)
+    (0.5, 0.547723, 0.547723)
     """
     n = p["n"]
     pairs = float(n) * (n - 1)
@@ -288,7 +293,8 @@ def floor_finish(p: dict[str, Any]) -> tuple[float, float]:
     s1 = float(p["sum_a"] @ p["sum_b"]) - p["diag"]
     s2 = float(np.einsum("ij,ij->", p["gram_a"], p["gram_b"])) - p["diag_sq"]
     mean = s1 / pairs
-    return mean, math.sqrt(max(s2 / pairs - mean * mean, 0.0))
+    var = max(0.0, s2 / pairs - mean * mean)
+    return mean, math.sqrt(var * pairs / (pairs - 1))
 
 
 # --------------------------------------------------------------------------------------------

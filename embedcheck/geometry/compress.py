@@ -165,20 +165,13 @@ def _unit(Y: np.ndarray) -> np.ndarray:
 
 def topk_rows(S: np.ndarray, k: int, ranks: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` best columns of each row of ``S``: score descending, then ``ranks`` ascending (the
-    tie rank of each column; default the column itself), as ``(scores, columns)``."""
-    m, n = S.shape
-    k = min(k, n)
-    r = np.arange(n, dtype=np.int64) if ranks is None else np.asarray(ranks, dtype=np.int64)
-    if k == n:
-        part = np.broadcast_to(np.arange(n), S.shape).copy()
-    else:
-        part = np.argpartition(-S, k - 1, axis=1)[:, :k]
-        kth = np.take_along_axis(S, part, axis=1).min(axis=1)
-        for i in np.flatnonzero((S >= kth[:, None]).sum(axis=1) > k):  # a tie straddles the cut
-            above = np.flatnonzero(S[i] > kth[i])
-            eq = np.flatnonzero(S[i] == kth[i])
-            part[i] = np.concatenate([above, eq[np.argsort(r[eq], kind="stable")][: k - above.size]])
-    return topk_rows_with_ids(np.take_along_axis(S, part, axis=1), part, k, r)
+    tie rank of each column; default the column itself), as ``(scores, columns)``: the retrieval
+    module's :func:`~embedcheck.geometry.retrieval.select_topk`."""
+    from .retrieval import select_topk
+
+    r = np.arange(S.shape[1], dtype=np.int64) if ranks is None else np.asarray(ranks, dtype=np.int64)
+    cols, vals = select_topk(S, r, k)
+    return vals, cols
 
 
 def _query_side(Q: Any, record: dict[str, Any], projection: Optional[np.ndarray]) -> np.ndarray:

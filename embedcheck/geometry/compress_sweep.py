@@ -232,14 +232,11 @@ def _map_chance(y: np.ndarray, map_queries: Optional[int], seed: int) -> np.ndar
     """Per-query chance AP of the label MAP (its query rows chosen exactly as ``label_map`` chooses
     them), x100."""
     from .aag import _check_labels
-    from .label_map import expected_random_ap
+    from .label_map import expected_random_ap, query_rows
 
     n = len(y)
     _c, codes, counts = _check_labels(n, y)
-    eligible = np.flatnonzero(counts[codes] >= 2)
-    q = eligible
-    if map_queries is not None and 0 < map_queries < len(eligible):
-        q = np.sort(np.random.default_rng(seed).choice(eligible, size=map_queries, replace=False))
+    q, _sampled = query_rows(codes, counts, map_queries, seed)
     return 100.0 * expected_random_ap(np.full(len(q), n - 1), counts[codes[q]] - 1)
 
 
@@ -337,11 +334,11 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
     lab = None
     if labels is not None:
         from .aag import _check_labels
+        from .label_map import query_rows
 
         y = np.asarray(labels.labels)
         _classes, codes, counts = _check_labels(labels.X.shape[0], y)
-        eligible = int((counts[codes] >= 2).sum())
-        nq_map = labels.map_queries if labels.map_queries and 0 < labels.map_queries < eligible else eligible
+        nq_map = len(query_rows(codes, counts, labels.map_queries, seed)[0])
         map_idx = rng_map.integers(0, nq_map, size=(resamples, nq_map)) if resamples else None
         lab = (labels, y, map_idx, _map_chance(y, labels.map_queries, seed))
         inputs.append("labels")

@@ -228,17 +228,12 @@ def count_unrelated_at_least(UA: np.ndarray, UB: np.ndarray, thresholds: np.ndar
     return out
 
 
-def floor_moments(UA: np.ndarray, UB: np.ndarray, matched: np.ndarray) -> tuple[float, float]:
-    """Mean and sd of the ``n(n−1)`` unrelated cosines, exact in O(n·d²) from sums."""
-    n = UA.shape[0]
-    pairs = n * (n - 1)
-    total = float(UA.sum(axis=0) @ UB.sum(axis=0)) - float(matched.sum())
-    mean = total / pairs
-    # Σ_{i,j} (a_i·b_j)² = tr((AᵀA)(BᵀB))
-    sq_all = float(np.einsum("ij,ji->", UA.T @ UA, UB.T @ UB))
-    sq = sq_all - float((matched ** 2).sum())
-    var = max(0.0, sq / pairs - mean * mean)
-    return mean, math.sqrt(var * pairs / (pairs - 1)) if pairs > 1 else 0.0
+def floor_moments(UA: np.ndarray, UB: np.ndarray) -> tuple[float, float]:
+    """Mean and sd (ddof 1) of the ``n(n−1)`` unrelated cosines, exact in O(n·d²) from sums: the
+    anisotropy check's exact floor (:func:`embedcheck.geometry.anisotropy.floor_finish`)."""
+    from .anisotropy import floor_finish, floor_partials
+
+    return floor_finish(floor_partials(UA, UB))
 
 
 # ---- corpus: pairs above a threshold ------------------------------------------------------------
@@ -448,7 +443,7 @@ def calibrate(A: np.ndarray, B: np.ndarray, labels: Optional[np.ndarray] = None,
         cp, cr = _at_threshold(s, y, check, UA, UB, u)
         ck = ThresholdPoint(threshold=float(check), precision=cp, recall=cr, f1=_f1(cp, cr) if cp is not None else None,
                             floor_percentile=100.0 * (pairs - u) / pairs, unrelated_flagged=u)
-    mean, sd = floor_moments(UA, UB, s)
+    mean, sd = floor_moments(UA, UB)
     res = ThresholdResult(n=int(n), dim=int(d), mode=mode, positives=pos, negatives=neg,
                           average_precision=average_precision(p, r), at_precision=ap, best_f1=bf, check=ck,
                           floor={"pairs": int(pairs), "mean": mean, "sd": sd,

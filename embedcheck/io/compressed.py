@@ -37,7 +37,6 @@ refused: its numbers mean nothing without the ranges.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -49,7 +48,7 @@ import numpy as np
 
 from ..errors import InputError
 from .npyfile import open_npy
-from .provenance import meta_path
+from .provenance import meta_path, sha256_file
 
 #: the precisions, in the order the sweep reports them
 PRECISIONS = ("float32", "float16", "int8", "uint8", "binary", "ubinary")
@@ -217,14 +216,6 @@ def read_compression(path: str | os.PathLike) -> Optional[dict[str, Any]]:
     return rec
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 22), b""):
-            h.update(b)
-    return h.hexdigest()
-
-
 def projection_path(path: str | os.PathLike, rec: dict[str, Any]) -> Path:
     """The projection file a ``pca`` record names (relative to the artifact's folder; contained)."""
     folder = Path(path).resolve().parent
@@ -267,7 +258,7 @@ def check_record(path: str | os.PathLike, X: np.ndarray, rec: dict[str, Any], *,
         if not p.is_file():
             raise InputError(f"{path} is pca:{spec.k} but its projection {p} is missing")
         want = (rec.get("projection") or {}).get("sha256")
-        if want and _sha256(p) != want:
+        if want and sha256_file(p) != want:
             raise InputError(f"projection {p} does not match the sha256 in {m}; the file changed")
 
 

@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 def meta_path(path: str | os.PathLike) -> Path:
@@ -27,6 +27,26 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
             if not b:
                 break
             h.update(b)
+    return h.hexdigest()
+
+
+def model_digest(folder: str | os.PathLike | None, model_id: str = "", *,
+                 file_hash: Callable[[Path], str] = sha256_file) -> str:
+    """The identity of a model: sha256 over its id and every file of its folder (relative name,
+    size, ``file_hash`` of the bytes; hidden files and folders skipped), so a resumed run, a cached
+    export or a calibration proves it is the very same weights and tokenizer; the id alone when the
+    model has no local folder. ``file_hash`` may be a memoised :func:`sha256_file`."""
+    h = hashlib.sha256(f"model|{model_id}|".encode())
+    if folder is None:
+        return h.hexdigest()
+    root = Path(folder)
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            f = Path(dirpath) / name
+            h.update(f"{f.relative_to(root).as_posix()}:{f.stat().st_size}:{file_hash(f)}|".encode())
     return h.hexdigest()
 
 
