@@ -81,7 +81,22 @@ def content_sha256(values: Any) -> str:
     """
     import hashlib
 
-    return hashlib.sha256("\n".join(label_key(v) for v in np.asarray(values).ravel()).encode("utf-8")).hexdigest()
+    flat = np.asarray(values).ravel()
+    if flat.dtype.kind in "biu" and len(flat) > 1000:  # few distinct values: each one's text once
+        uniq, codes = np.unique(flat, return_inverse=True)
+        words = [(label_key(u) + "\n").encode("utf-8") for u in uniq]
+        width = max(len(w) for w in words)
+        table = np.zeros((len(words), width), dtype=np.uint8)
+        for i, w in enumerate(words):
+            table[i, :len(w)] = np.frombuffer(w, dtype=np.uint8)
+        rows = table[codes.ravel()]
+        data = rows[rows != 0].tobytes()[:-1]  # the padding dropped, no newline after the last value
+        return hashlib.sha256(data).hexdigest()
+    if flat.dtype.kind in "biuf":  # tolist() gives the Python scalars label_key's .item() would: one C call
+        text = "\n".join(map(str, flat.tolist()))
+    else:
+        text = "\n".join(label_key(v) for v in flat)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def encode_labels(labels: Any, n_rows: Optional[int] = None, *, min_classes: int = 1,
