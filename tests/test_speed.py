@@ -16,20 +16,23 @@ from embedcheck.threads import one_blas_thread
 
 
 def plain_class_sums(X, codes, k, weights=None, chunk=8192):
-    """The formulation before the speed work: unit_rows per chunk, a dense one-hot product, the
-    squared norms by einsum (run under one BLAS thread, as the kernel now always is)."""
+    """The plain formulation: per chunk, each row in float64 scaled by w/‖x‖ (its norm from the
+    row-wise einsum) and added into its class in row order (``np.add.at``), the squared unit norms
+    summed per class by bincount; the chunks' partials added in row order."""
     n, d = X.shape
     sums = np.zeros((k, d))
     sq = np.zeros(k)
-    classes = np.arange(k)[:, None]
-    with one_blas_thread():
-        for sl in iter_chunks(n, chunk):
-            U = unit_rows(X[sl])
-            c = codes[sl]
-            w = np.ones(len(c)) if weights is None else np.asarray(weights[sl], dtype=np.float64)
-            sums += ((c[None, :] == classes) * w) @ U
-            q = np.einsum("ij,ij->i", U, U)
-            sq += np.bincount(c, weights=q * w * w, minlength=k)
+    for sl in iter_chunks(n, chunk):
+        x = np.asarray(X[sl], dtype=np.float64)
+        s2 = np.einsum("ij,ij->i", x, x)
+        inv = np.zeros(len(x))
+        np.divide(1.0, np.sqrt(s2), out=inv, where=s2 > 0)
+        c = codes[sl]
+        w = np.ones(len(c)) if weights is None else np.asarray(weights[sl], dtype=np.float64)
+        part = np.zeros((k, d))
+        np.add.at(part, c, (inv * w)[:, None] * x)
+        sums += part
+        sq += np.bincount(c, weights=s2 * inv * inv * (w * w), minlength=k)
     return sums, sq
 
 
