@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from embedcheck.geometry import aag as geo
-from embedcheck.rows import iter_chunks, unit_rows
+from embedcheck.rows import iter_chunks
 from embedcheck.threads import one_blas_thread
 
 
