@@ -17,14 +17,14 @@ from embedcheck.threads import one_blas_thread
 
 def plain_class_sums(X, codes, k, weights=None, chunk=8192):
     """The plain formulation: per chunk, each row in float64 scaled by w/‖x‖ (its norm from the
-    row-wise einsum) and added into its class in row order (``np.add.at``), the squared unit norms
+    row's dot product) and added into its class in row order (``np.add.at``), the squared unit norms
     summed per class by bincount; the chunks' partials added in row order."""
     n, d = X.shape
     sums = np.zeros((k, d))
     sq = np.zeros(k)
     for sl in iter_chunks(n, chunk):
         x = np.asarray(X[sl], dtype=np.float64)
-        s2 = np.einsum("ij,ij->i", x, x)
+        s2 = np.vecdot(x, x)
         inv = np.zeros(len(x))
         np.divide(1.0, np.sqrt(s2), out=inv, where=s2 > 0)
         c = codes[sl]

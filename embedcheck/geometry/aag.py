@@ -62,7 +62,7 @@ def _norms(x: np.ndarray, sq: np.ndarray, inv: np.ndarray) -> None:
     """Squared norms of the rows of ``x`` into ``sq`` and their reciprocal norms into ``inv`` (0 for
     a zero row, which thus adds nothing: the zero-row policy of :func:`~embedcheck.rows.unit_rows`)."""
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        np.einsum("ij,ij->i", x, x, out=sq)
+        np.vecdot(x, x, out=sq)  # each row's own dot product: its bits do not depend on the block
     np.sqrt(sq, out=inv)
     np.divide(1.0, inv, out=inv, where=inv > 0)
 
