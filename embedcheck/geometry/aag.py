@@ -415,14 +415,15 @@ def along_range(parts: Any, start: int, stop: int, mu: np.ndarray, Q: np.ndarray
     Qt = np.ascontiguousarray(Q.T)
 
     def part(sl: slice, Xc: Any, buf: np.ndarray) -> float:
-        acc = 0.0
         r = np.empty(len(Xc)) if inv is None else inv[sl]
+        Z = np.empty((len(Xc), Qt.shape[1]))
         for s, e, x in _sub_blocks(Xc, buf):
             if inv is None:
                 _norms(x, np.empty(e - s), r[s:e])
-            P = (x @ Qt) * r[s:e, None] - Qmu
-            acc += float(np.einsum("ij,ij->", P, P))
-        return acc
+            np.matmul(x, Qt, out=Z[s:e])
+        Z *= r[:, None]
+        Z -= Qmu
+        return float(np.einsum("ij,ij->", Z, Z))
 
     return list(_over_chunks(read_range(parts, start, stop), chunk, part))
 
