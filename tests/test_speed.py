@@ -158,3 +158,31 @@ def test_a_ray_worker_runs_at_the_drivers_niceness(tmp_path):
     assert p.returncode == 0, p.stderr[-1000:]
     driver, worker = p.stdout.split()[-2:]
     assert worker == driver
+
+
+@pytest.mark.parametrize("dtype,row,value,words", [
+    (np.float32, 12_345, np.nan, "row 12345 has NaN or inf"),
+    (np.float32, 9_000, 0.0, "row 9000 is all zeros"),
+    (np.float32, 17_000, 1e-30, "row 17000 is so close to zero"),
+    (np.float64, 3, 1e200, "row 3 is too large"),
+])
+def test_aag_refuses_a_bad_row_checked_in_its_one_read_with_the_up_front_message(tmp_path, dtype, row, value, words):
+    """The rows are checked inside the pass that sums them (no separate float64 check pass); a bad
+    row raises the same InputError, naming the file and the row, as checking the rows first."""
+    from embedcheck.errors import InputError
+    from embedcheck.io.source import open_source, read_range
+
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(20_000, 16)).astype(dtype)
+    X[row] = value
+    np.save(tmp_path / "x.npy", X)
+    M = np.load(tmp_path / "x.npy", mmap_mode="r")
+    y = rng.integers(0, 2, len(X))
+    src = open_source(M)
+    with pytest.raises(InputError) as up_front:
+        read_range(src.parts, 0, len(X), check=True)
+    assert words in str(up_front.value)
+    for kwargs in ({"resamples": 20}, {}):
+        with pytest.raises(InputError) as in_pass:
+            geo.aag(M, y, **kwargs)
+        assert str(in_pass.value) == str(up_front.value)
