@@ -186,3 +186,21 @@ def test_aag_refuses_a_bad_row_checked_in_its_one_read_with_the_up_front_message
         with pytest.raises(InputError) as in_pass:
             geo.aag(M, y, **kwargs)
         assert str(in_pass.value) == str(up_front.value)
+
+
+def test_aag_with_intervals_and_variance_share_is_the_same_bytes_for_any_blas_or_worker_threads(monkeypatch):
+    """The one-read pass (CSC scatter into the (group, class) cells, the variance share's projection
+    from the first pass's norms): the report's bytes follow neither BLAS's thread count nor the
+    number of chunk workers."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    rng = np.random.default_rng(13)
+    X = (rng.normal(size=(30_000, 64)) + 0.2).astype(np.float32)
+    y = rng.integers(0, 3, 30_000)
+    seen = set()
+    for blas, workers in ((1, "1"), (2, "2"), (2, "1"), (1, "3")):
+        monkeypatch.setenv("EMBEDCHECK_THREADS", workers)
+        with threadpoolctl.threadpool_limits(blas, user_api="blas"):
+            res, vs = geo.aag_and_variance_share(X, y, resamples=100, ci=True)
+        seen.add(repr((res.to_dict(), vs.to_dict())))
+    assert len(seen) == 1
+    assert res.aag_ci95 is not None and vs.variance_share_ci95 is not None
