@@ -81,7 +81,39 @@ def content_sha256(values: Any) -> str:
     """
     import hashlib
 
-    return hashlib.sha256("\n".join(label_key(v) for v in np.asarray(values).ravel()).encode("utf-8")).hexdigest()
+    flat = np.asarray(values).ravel()
+    if flat.dtype.kind in "biu" and len(flat) > 1000:  # few distinct values: each one's text once
+        uniq, codes = unique_inverse(flat)
+        words = [(label_key(u) + "\n").encode("utf-8") for u in uniq]
+        width = max(len(w) for w in words)
+        table = np.zeros((len(words), width), dtype=np.uint8)
+        for i, w in enumerate(words):
+            table[i, :len(w)] = np.frombuffer(w, dtype=np.uint8)
+        rows = table[codes.ravel()]
+        data = rows[rows != 0].tobytes()[:-1]  # the padding dropped, no newline after the last value
+        return hashlib.sha256(data).hexdigest()
+    if flat.dtype.kind in "biuf":  # tolist() gives the Python scalars label_key's .item() would: one C call
+        text = "\n".join(map(str, flat.tolist()))
+    else:
+        text = "\n".join(label_key(v) for v in flat)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(a, return_inverse=True)`` for a 1-D array; integers in a compact range are counted
+    (``bincount``) instead of sorted — the same classes and codes, in linear time.
+
+    >>> [x.tolist() for x in unique_inverse(np.array([7, 3, 7, 5] * 400))][0]
+    [3, 5, 7]
+    """
+    if a.dtype.kind in "iu" and a.size > 1000:
+        lo, hi = int(a.min()), int(a.max())
+        if hi - lo <= max(1 << 16, 4 * a.size) and -(1 << 62) < lo and hi < (1 << 62):
+            off = a.astype(np.int64) - lo
+            present = np.bincount(off, minlength=hi - lo + 1) > 0
+            lookup = np.cumsum(present) - 1
+            return (np.flatnonzero(present) + lo).astype(a.dtype), lookup[off]
+    return np.unique(a, return_inverse=True)
 
 
 def encode_labels(labels: Any, n_rows: Optional[int] = None, *, min_classes: int = 1,
@@ -92,7 +124,7 @@ def encode_labels(labels: Any, n_rows: Optional[int] = None, *, min_classes: int
     labels = np.asarray(labels)
     if n_rows is not None and (labels.ndim != 1 or len(labels) != n_rows):
         raise InputError(f"labels have {labels.shape[0] if labels.ndim else 0} entries but the {what} have {n_rows} rows")
-    classes, codes = np.unique(labels, return_inverse=True)
+    classes, codes = unique_inverse(labels.ravel()) if labels.ndim else np.unique(labels, return_inverse=True)
     if len(classes) < min_classes:
         only = f"; every row has label {label_key(classes[0])!r}" if len(classes) else ""
         words = {1: "one", 2: "two", 3: "three"}

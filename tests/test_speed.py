@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from embedcheck.geometry import aag as geo
-from embedcheck.rows import iter_chunks, unit_rows
+from embedcheck.rows import iter_chunks
 from embedcheck.threads import one_blas_thread
 
 
@@ -25,20 +25,23 @@ def class_sums(X, codes, k, *, weights=None):
 
 
 def plain_class_sums(X, codes, k, weights=None, chunk=8192):
-    """The formulation before the speed work: unit_rows per chunk, a dense one-hot product, the
-    squared norms by einsum (run under one BLAS thread, as the kernel now always is)."""
+    """The plain formulation: per chunk, each row in float64 scaled by w/‖x‖ (its norm from the
+    row's dot product) and added into its class in row order (``np.add.at``), the squared unit norms
+    summed per class by bincount; the chunks' partials added in row order."""
     n, d = X.shape
     sums = np.zeros((k, d))
     sq = np.zeros(k)
-    classes = np.arange(k)[:, None]
-    with one_blas_thread():
-        for sl in iter_chunks(n, chunk):
-            U = unit_rows(X[sl])
-            c = codes[sl]
-            w = np.ones(len(c)) if weights is None else np.asarray(weights[sl], dtype=np.float64)
-            sums += ((c[None, :] == classes) * w) @ U
-            q = np.einsum("ij,ij->i", U, U)
-            sq += np.bincount(c, weights=q * w * w, minlength=k)
+    for sl in iter_chunks(n, chunk):
+        x = np.asarray(X[sl], dtype=np.float64)
+        s2 = np.vecdot(x, x)
+        inv = np.zeros(len(x))
+        np.divide(1.0, np.sqrt(s2), out=inv, where=s2 > 0)
+        c = codes[sl]
+        w = np.ones(len(c)) if weights is None else np.asarray(weights[sl], dtype=np.float64)
+        part = np.zeros((k, d))
+        np.add.at(part, c, (inv * w)[:, None] * x)
+        sums += part
+        sq += np.bincount(c, weights=s2 * inv * inv * (w * w), minlength=k)
     return sums, sq
 
 
@@ -164,3 +167,49 @@ def test_a_ray_worker_runs_at_the_drivers_niceness(tmp_path):
     assert p.returncode == 0, p.stderr[-1000:]
     driver, worker = p.stdout.split()[-2:]
     assert worker == driver
+
+
+@pytest.mark.parametrize("dtype,row,value,words", [
+    (np.float32, 12_345, np.nan, "row 12345 has NaN or inf"),
+    (np.float32, 9_000, 0.0, "row 9000 is all zeros"),
+    (np.float32, 17_000, 1e-30, "row 17000 is so close to zero"),
+    (np.float64, 3, 1e200, "row 3 is too large"),
+])
+def test_aag_refuses_a_bad_row_checked_in_its_one_read_with_the_up_front_message(tmp_path, dtype, row, value, words):
+    """The rows are checked inside the pass that sums them (no separate float64 check pass); a bad
+    row raises the same InputError, naming the file and the row, as checking the rows first."""
+    from embedcheck.errors import InputError
+    from embedcheck.io.source import open_source, read_range
+
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(20_000, 16)).astype(dtype)
+    X[row] = value
+    np.save(tmp_path / "x.npy", X)
+    M = np.load(tmp_path / "x.npy", mmap_mode="r")
+    y = rng.integers(0, 2, len(X))
+    src = open_source(M)
+    with pytest.raises(InputError) as up_front:
+        read_range(src.parts, 0, len(X), check=True)
+    assert words in str(up_front.value)
+    for kwargs in ({"resamples": 20}, {}):
+        with pytest.raises(InputError) as in_pass:
+            geo.aag(M, y, **kwargs)
+        assert str(in_pass.value) == str(up_front.value)
+
+
+def test_aag_with_intervals_and_variance_share_is_the_same_bytes_for_any_blas_or_worker_threads(monkeypatch):
+    """The one-read pass (CSC scatter into the (group, class) cells, the variance share's projection
+    from the first pass's norms): the report's bytes follow neither BLAS's thread count nor the
+    number of chunk workers."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    rng = np.random.default_rng(13)
+    X = (rng.normal(size=(30_000, 64)) + 0.2).astype(np.float32)
+    y = rng.integers(0, 3, 30_000)
+    seen = set()
+    for blas, workers in ((1, "1"), (2, "2"), (2, "1"), (1, "3")):
+        monkeypatch.setenv("EMBEDCHECK_THREADS", workers)
+        with threadpoolctl.threadpool_limits(blas, user_api="blas"):
+            res, vs = geo.aag_and_variance_share(X, y, resamples=100, ci=True)
+        seen.add(repr((res.to_dict(), vs.to_dict())))
+    assert len(seen) == 1
+    assert res.aag_ci95 is not None and vs.variance_share_ci95 is not None

@@ -48,44 +48,115 @@ def _check_labels(n: int, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return classes, codes, counts
 
 
-#: rows normalised at a time inside a chunk (their float64 copy stays in the core's L2 cache)
+#: rows handled at a time inside a chunk: their float64 copy (256 x 384 x 8 B = 786 kB) stays in the
+#: core's L2 cache while it is measured, checked and multiplied
 _SUB_ROWS = 256
 
 
-def _unit_chunk(Xc: Any, buf: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """``unit_rows(Xc)`` (float64, the same bits) written into ``buf[:len(Xc)]``, with each unit
-    row's squared norm (``einsum("ij,ij->i", U, U)``, the same bits) into ``q[:len(Xc)]``; a few
-    rows at a time, so each row is normalised and measured while it is in the cache."""
+class _BadRows(Exception):
+    """A chunk holds a row the checks refuse (the caller re-reads the range with the full checks,
+    whose message names the file and the row)."""
+
+
+def _norms(x: np.ndarray, sq: np.ndarray, inv: np.ndarray) -> None:
+    """Squared norms of the rows of ``x`` into ``sq`` and their reciprocal norms into ``inv`` (0 for
+    a zero row, which thus adds nothing: the zero-row policy of :func:`~embedcheck.rows.unit_rows`)."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        np.vecdot(x, x, out=sq)  # each row's own dot product: its bits do not depend on the block
+    np.sqrt(sq, out=inv)
+    np.divide(1.0, inv, out=inv, where=inv > 0)
+
+
+def _sub_blocks(Xc: Any, buf: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
+    """``(s, e, x)`` per block of :data:`_SUB_ROWS` rows of ``Xc``: ``x`` rows ``s:e`` as float64 in
+    ``buf`` (kept in the core's cache while every use of them is made). Unit rows are never
+    materialised: every sum of them is a product with the reciprocal norms folded into its weights."""
     b = Xc.shape[0]
-    U = buf[:b]
     for s in range(0, b, _SUB_ROWS):
         e = min(b, s + _SUB_ROWS)
-        u = U[s:e]
-        np.copyto(u, Xc[s:e])  # exact: float32 (or narrower) to float64
-        sq = np.einsum("ij,ij->i", u, u)
-        np.divide(u, np.where(sq > 0, np.sqrt(sq), 1.0)[:, None], out=u)
-        np.einsum("ij,ij->i", u, u, out=q[s:e])
-    return U
+        x = buf[:e - s]
+        np.copyto(x, Xc[s:e])  # exact: float32 (or narrower) to float64
+        yield s, e, x
 
 
-def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, np.ndarray, np.ndarray], Any]) -> Iterator[Any]:
-    """``fn(sl, U, q)`` for every chunk ``sl`` of rows (``U`` its float64 unit rows, ``q`` their
-    squared norms, both in a reused buffer), yielded in row order. With several chunks and free
-    cores the chunks are computed by a few workers (each its own buffers; BLAS on one thread), at
-    most two per worker ahead of the caller: the caller adds the partials in row order, the
-    additions of one sequential loop, so the bits do not depend on the number of workers."""
+def _refuse_bad(sq: np.ndarray, itemsize: int) -> None:
+    """:class:`_BadRows` when a row is not finite, all zeros, or its squared norm overflows float64
+    or underflows the working precision (``check_rows``'s conditions, read off the squared norms)."""
+    tiny = float(np.finfo(np.float64 if itemsize == 8 else np.float32).tiny)
+    if not bool(np.all((sq >= tiny) & (sq < np.inf))):  # NaN fails both
+        raise _BadRows
+
+
+def _scatter_rows(out: np.ndarray, cell: np.ndarray, a: np.ndarray, x: np.ndarray) -> None:
+    """``out[cell[i]] += a[i] * x[i]`` for every row ``i``, in row order, in place: the sparse one-hot
+    product ``onehot(cell) @ x`` added straight into ``out`` by scipy's CSC kernel (one column per
+    row of ``x``, visited in order), so no ``out``-sized temporary per block of rows."""
+    m, d = out.shape
+    b = len(cell)
+    ptr = _ARANGE[:b + 1] if b < len(_ARANGE) else np.arange(b + 1, dtype=np.int64)
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    if _csc_matvecs is None:  # pragma: no cover - scipy without the kernel: the public product
+        from scipy.sparse import csc_matrix
+
+        out += csc_matrix((a, cell, ptr), shape=(m, b)) @ x
+        return
+    _csc_matvecs(m, b, d, ptr, np.ascontiguousarray(cell, dtype=np.int64), a, x.ravel(), out.ravel())
+
+
+_ARANGE = np.arange(4097, dtype=np.int64)
+try:
+    from scipy.sparse._sparsetools import csc_matvecs as _csc_matvecs
+except ImportError:  # pragma: no cover
+    _csc_matvecs = None
+
+
+def _chunk_stats(Xc: Any, buf: np.ndarray, codes: np.ndarray, k: int, weights: Optional[np.ndarray],
+                 group_codes: Optional[np.ndarray], gk: int, check: bool,
+                 inv_out: Optional[np.ndarray] = None) -> tuple[Any, ...]:
+    """One chunk's partials in one read of its rows: (k × d class sums of unit rows, k sums of
+    ‖u‖²) and, with ``group_codes`` (group × k + class per row), the (gk × d) per-(group, class)
+    sums and gk sums of ‖u‖². Each row ``x`` is added once, as ``w/‖x‖ · x``, into its cell (its
+    class, or its (group, class)), in row order (:func:`_scatter_rows`); with groups the class sums
+    are then the sums over the groups — one sweep over the rows either way. ``check``: refused rows
+    raise :class:`_BadRows`. ``inv_out``: receives the rows' reciprocal norms (for a later pass)."""
+    b, d = Xc.shape
+    cells = k if group_codes is None else gk
+    cell = codes if group_codes is None else group_codes
+    sums = np.zeros((cells, d))
+    sq = np.empty(b)
+    inv = inv_out if inv_out is not None else np.empty(b)
+    for s, e, x in _sub_blocks(Xc, buf):
+        _norms(x, sq[s:e], inv[s:e])
+        _scatter_rows(sums, cell[s:e], inv[s:e] if weights is None else inv[s:e] * weights[s:e], x)
+    if check:
+        _refuse_bad(sq, Xc.dtype.itemsize)
+    q = sq * inv * inv  # ‖u‖² of each unit row (1, or 0 for a zero row)
+    if weights is not None:
+        q *= weights * weights
+    sq_c = np.bincount(cell, weights=q, minlength=cells)
+    if group_codes is None:
+        return sums, sq_c
+    G = gk // k
+    return sums.reshape(G, k, d).sum(axis=0), sq_c.reshape(G, k).sum(axis=0), sums, sq_c
+
+
+def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]) -> Iterator[Any]:
+    """``fn(sl, X[sl], buf)`` for every chunk ``sl`` of rows (``buf`` a reused float64 work buffer of
+    :data:`_SUB_ROWS` rows), yielded in row order. With several chunks and free cores the chunks are
+    computed by a few workers (each its own buffer; BLAS on one thread), at most two per worker
+    ahead of the caller: the caller adds the partials in row order, the additions of one sequential
+    loop, so the bits do not depend on the number of workers."""
     from ..threads import choose_threads
 
     n, d = X.shape
     slices = list(iter_chunks(n, chunk))
-    rows = min(n, chunk)
+    rows = min(n, chunk, _SUB_ROWS)
     local = threading.local()
 
     def one(sl: slice) -> Any:
         if getattr(local, "buf", None) is None:
-            local.buf, local.q = np.empty((rows, d)), np.empty(rows)
-        U = _unit_chunk(X[sl], local.buf, local.q)
-        return fn(sl, U, local.q[:U.shape[0]])
+            local.buf = np.empty((rows, d))
+        return fn(sl, X[sl], local.buf)
 
     threads = choose_threads(4, work=len(slices), min_work_per_thread=4)
     with one_blas_thread():
@@ -106,22 +177,14 @@ def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, np.ndarray, np.ndarray
 
 
 def class_sums_chunks(X: Any, codes: np.ndarray, k: int, *, weights: Optional[np.ndarray] = None,
-                      chunk: int = CHUNK_ROWS) -> list[tuple[np.ndarray, np.ndarray]]:
+                      chunk: int = CHUNK_ROWS, check: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per chunk of ``chunk`` rows, in row order: (k × d class sums of unit rows, k sums of squared
-    unit norms) — partials whose sum in row order is the class sums; chunks computed by the free cores."""
-    d = X.shape[1]
-    classes = np.arange(k)[:, None]
+    unit norms) — partials whose sum in row order is the class sums; chunks computed by the free cores. With
+    ``check``, a refused row raises :class:`_BadRows`."""
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
 
-    def part(sl: slice, U: np.ndarray, q: np.ndarray) -> tuple[Any, np.ndarray]:
-        c = codes[sl]
-        w = np.ones(len(c)) if weights is None else np.asarray(weights[sl], dtype=np.float64)
-        if k <= 64:  # a dense weighted one-hot (k x b) @ U is one BLAS call
-            s = ((c[None, :] == classes) * w) @ U
-        else:  # many classes: a sparse one-hot
-            from scipy.sparse import csr_matrix
-
-            s = csr_matrix((w, (c, np.arange(len(c)))), shape=(k, len(c))) @ U
-        return np.asarray(s).reshape(k, d), np.bincount(c, weights=q * w * w, minlength=k)
+    def part(sl: slice, Xc: Any, buf: np.ndarray) -> Any:
+        return _chunk_stats(Xc, buf, codes[sl], k, None if w is None else w[sl], None, 0, check)
 
     return list(_over_chunks(X, chunk, part))
 
@@ -194,25 +257,18 @@ def _group_count(n: int, k: int, d: int, groups: int) -> int:
 
 
 def _group_sums_chunks(X: Any, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
-                       chunk: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+                       chunk: int, check: bool = False) -> list[tuple[np.ndarray, ...]]:
     """Per chunk, in row order: the class sums exactly as :func:`class_sums_chunks` computes them
     (same bits), plus per-(group, class) sums (G × k × d, a sparse one-hot product) and sums of
-    |u|² (G × k); chunks computed by the free cores."""
-    from scipy.sparse import csr_matrix
-
+    |u|² (G × k), and the rows' reciprocal norms, from the same read of the rows; chunks computed
+    by the free cores."""
     d = X.shape[1]
-    classes = np.arange(k)[:, None]
+    gc = np.asarray(group_of) * k + np.asarray(codes)
 
-    def part(sl: slice, U: np.ndarray, q: np.ndarray) -> tuple[Any, ...]:
-        c = codes[sl]
-        if k <= 64:
-            s = ((c[None, :] == classes) * np.ones(len(c))) @ U
-        else:
-            s = csr_matrix((np.ones(len(c)), (c, np.arange(len(c)))), shape=(k, len(c))) @ U
-        gc = group_of[sl] * k + c
-        g = csr_matrix((np.ones(len(c)), (gc, np.arange(len(c)))), shape=(G * k, len(c))) @ U
-        return (np.asarray(s).reshape(k, d), np.bincount(c, weights=q, minlength=k),
-                np.asarray(g).reshape(G, k, d), np.bincount(gc, weights=q, minlength=G * k).reshape(G, k))
+    def part(sl: slice, Xc: Any, buf: np.ndarray) -> tuple[Any, ...]:
+        inv = np.empty(len(Xc))
+        s, q, g, gq = _chunk_stats(Xc, buf, codes[sl], k, None, gc[sl], G * k, check, inv_out=inv)
+        return s, q, g.reshape(G, k, d), gq.reshape(G, k), inv
 
     return list(_over_chunks(X, chunk, part))
 
@@ -224,7 +280,7 @@ def _sums_with_groups(X: np.ndarray, codes: np.ndarray, k: int, group_of: np.nda
     d = X.shape[1]
     sums, sq = np.zeros((k, d)), np.zeros(k)
     gsums, gsq = np.zeros((G, k, d)), np.zeros((G, k))
-    for s_, b, g, gb in _group_sums_chunks(X, codes, k, group_of, G, chunk):  # row order
+    for s_, b, g, gb, _ in _group_sums_chunks(X, codes, k, group_of, G, chunk):  # row order
         sums += s_
         sq += b
         gsums += g
@@ -255,27 +311,45 @@ def _unit32(X: np.ndarray) -> np.ndarray:
     return U
 
 
+def _refused(parts: Any, start: int, stop: int) -> Exception:
+    """The error of rows ``[start, stop)`` after :class:`_BadRows`: the full row checks name the
+    file and the first refused row (the same message as checking before the pass)."""
+    from ..errors import InputError
+    from ..io.source import read_range
+
+    try:
+        read_range(parts, start, stop, check=True)
+    except InputError as e:
+        return e
+    return InputError(f"embeddings: rows {start}-{stop - 1} hold a row without a direction")  # pragma: no cover
+
+
 def class_sums_range(parts: Any, start: int, stop: int, codes: np.ndarray, k: int,
                      weights: np.ndarray | None = None, check: bool = False,
                      unit32: bool = False, chunk: int = CHUNK_ROWS) -> list[tuple[np.ndarray, np.ndarray]]:
     """Task: per chunk of rows ``[start, stop)``, (k × d class sums of unit rows, k sums of ‖u‖²).
     ``codes``/``weights`` are the range's slices; ``unit32``: rows first rounded to float32 unit
-    rows (the label-shuffle null and the row bootstrap)."""
+    rows (the label-shuffle null and the row bootstrap). ``check``: rows checked in the same read."""
     from ..io.source import read_range
 
-    X = read_range(parts, start, stop, check=check)
     if unit32:
-        X = _unit32(X)
-    return class_sums_chunks(X, codes, k, weights=weights, chunk=chunk)
+        return class_sums_chunks(_unit32(read_range(parts, start, stop, check=check)), codes, k, weights=weights, chunk=chunk)
+    try:
+        return class_sums_chunks(read_range(parts, start, stop), codes, k, weights=weights, chunk=chunk, check=check)
+    except _BadRows:
+        raise _refused(parts, start, stop) from None
 
 
 def group_sums_range(parts: Any, start: int, stop: int, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
-                     chunk: int = CHUNK_ROWS) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-    """Task: per chunk (rows checked), class sums, Σ‖u‖² per class, and the per-(group, class)
-    sums (G × k × d) and Σ‖u‖² (G × k)."""
+                     chunk: int = CHUNK_ROWS) -> list[tuple[np.ndarray, ...]]:
+    """Task: per chunk (rows checked in the same read), class sums, Σ‖u‖² per class, the
+    per-(group, class) sums (G × k × d) and Σ‖u‖² (G × k), and the rows' reciprocal norms."""
     from ..io.source import read_range
 
-    return _group_sums_chunks(read_range(parts, start, stop, check=True), codes, k, group_of, G, chunk)
+    try:
+        return _group_sums_chunks(read_range(parts, start, stop), codes, k, group_of, G, chunk, check=True)
+    except _BadRows:
+        raise _refused(parts, start, stop) from None
 
 
 def _maybe_in_memory(X: np.ndarray, limit_bytes: int = 2 << 30) -> np.ndarray:
@@ -316,16 +390,27 @@ def boot_z2_range(parts: Any, start: int, stop: int, group_of: np.ndarray, G: in
 
 
 def along_range(parts: Any, start: int, stop: int, mu: np.ndarray, Q: np.ndarray,
-                chunk: int = CHUNK_ROWS) -> list[float]:
-    """Task: per chunk, Σ over its unit rows of ‖Q(u − μ)‖²."""
+                chunk: int = CHUNK_ROWS, inv: Optional[np.ndarray] = None) -> list[float]:
+    """Task: per chunk, Σ over its unit rows of ‖Q(u − μ)‖², as ``‖(x @ Qᵀ) / ‖x‖ − Qμ‖²`` per
+    block of rows (the unit rows are never materialised). ``inv``: the range's reciprocal norms
+    from the first pass (the same values this pass would compute)."""
     from ..io.source import read_range
 
-    out = []
-    with one_blas_thread():  # the bits of a product follow BLAS's thread count
-        for sl in iter_chunks(stop - start, chunk):
-            P = (unit_rows(read_range(parts, start + sl.start, start + sl.stop)) - mu) @ Q.T
-            out.append(float(np.einsum("ij,ij->", P, P)))
-    return out
+    Qmu = Q @ mu
+    Qt = np.ascontiguousarray(Q.T)
+
+    def part(sl: slice, Xc: Any, buf: np.ndarray) -> float:
+        r = np.empty(len(Xc)) if inv is None else inv[sl]
+        Z = np.empty((len(Xc), Qt.shape[1]))
+        for s, e, x in _sub_blocks(Xc, buf):
+            if inv is None:
+                _norms(x, np.empty(e - s), r[s:e])
+            np.matmul(x, Qt, out=Z[s:e])
+        Z *= r[:, None]
+        Z -= Qmu
+        return float(np.einsum("ij,ij->", Z, Z))
+
+    return list(_over_chunks(read_range(parts, start, stop), chunk, part))
 
 
 def _task_rows(per_chunk_bytes: int, chunk: int) -> int:
@@ -379,8 +464,10 @@ def aag_and_variance_share(X: Any, labels: np.ndarray, *, resamples: int = 0, se
         gsums = np.zeros((G, k, d), dtype=np.float64)
         gsq = np.zeros((G, k), dtype=np.float64)
         tasks = [(src.parts, a, b, codes[a:b], k, group_of[a:b], G, chunk) for a, b in ranges(n, step)]
+        invs = []
         for chunks in eng.imap(group_sums_range, tasks):  # global row order, one task at a time
-            for s_, q_, gs, gq in chunks:
+            for s_, q_, gs, gq, inv_c in chunks:
+                invs.append(inv_c)
                 sums += s_
                 sq += q_
                 gsums += gs
@@ -389,7 +476,9 @@ def aag_and_variance_share(X: Any, labels: np.ndarray, *, resamples: int = 0, se
         draws = rng.integers(0, G, size=(resamples, G)) + (np.arange(resamples) * G)[:, None]
         W = np.bincount(draws.ravel(), minlength=resamples * G).reshape(resamples, G).astype(np.float64)
         boot = GroupBoot(groups=G, group_of=group_of, sums=gsums, sq=gsq, counts=gcounts, W=W, seed=int(seed))
+        inv_all: Optional[np.ndarray] = np.concatenate(invs)
     else:
+        inv_all = None
         sums, sq = _sums(eng, src, codes, k, check=True, chunk=chunk)
     same_pairs = float((counts * (counts - 1)).sum())
     all_pairs = float(n) * (n - 1)
@@ -406,11 +495,12 @@ def aag_and_variance_share(X: Any, labels: np.ndarray, *, resamples: int = 0, se
         res.ci_method = boot.method()
     if not share:
         return res, None
-    return res, _variance_share_from(eng, src, sums, sq, counts, boot if ci else None, level, chunk)
+    return res, _variance_share_from(eng, src, sums, sq, counts, boot if ci else None, level, chunk, inv_all)
 
 
 def _variance_share_from(eng: Any, src: Any, sums: np.ndarray, sq: np.ndarray, counts: np.ndarray,
-                         boot: Optional[GroupBoot], level: float, chunk: int) -> VarianceShare:
+                         boot: Optional[GroupBoot], level: float, chunk: int,
+                         inv: Optional[np.ndarray] = None) -> VarianceShare:
     """The variance share from the class sums of a first pass: one more pass for the variance along
     the class-mean span (per-chunk sums added in row order), and with ``boot`` its interval."""
     from ..io.source import ranges
@@ -418,7 +508,8 @@ def _variance_share_from(eng: Any, src: Any, sums: np.ndarray, sq: np.ndarray, c
     n = src.n
     mu, total, Q, rank = _share(sums, counts.astype(np.float64), float(sq.sum()))
     along = 0.0
-    for chunks in eng.map(along_range, [(src.parts, a0, b0, mu, Q, chunk) for a0, b0 in ranges(n, TASK_CHUNKS * chunk)]):
+    tasks = [(src.parts, a0, b0, mu, Q, chunk, None if inv is None else inv[a0:b0]) for a0, b0 in ranges(n, TASK_CHUNKS * chunk)]
+    for chunks in eng.map(along_range, tasks):
         for x in chunks:
             along += x
     along /= n
@@ -548,8 +639,10 @@ def aag_interval(theta: float, boot: GroupBoot, level: float = 0.95) -> Optional
     import dataclasses
 
     G = boot.groups
-    jack = group_boot_aag(dataclasses.replace(boot, W=np.ones((G, G)) - np.eye(G)))
-    return bca_ci(theta, group_boot_aag(boot), jack, level)
+    with one_blas_thread():  # small products: a second BLAS thread only spins (and may split the sums)
+        jack = group_boot_aag(dataclasses.replace(boot, W=np.ones((G, G)) - np.eye(G)))
+        values = group_boot_aag(boot)
+    return bca_ci(theta, values, jack, level)
 
 
 def group_boot_aag(boot: GroupBoot, batch: int = 256) -> np.ndarray:
