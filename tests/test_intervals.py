@@ -69,6 +69,7 @@ def test_group_bootstrap_resamples_equal_weighted_brute_force(n, groups):
     jack = np.array([_brute_weighted_aag(X, y, (boot.group_of != g).astype(float)) for g in range(boot.groups)])
     assert res.aag_ci95 == pytest.approx(bca_interval(res.aag, got, jack), rel=1e-9)
     assert res.aag == geometry.aag(X, y, chunk=37).aag  # the point value is unchanged, bit for bit
+    assert res.aag == geometry.aag(X, y, resamples=5, seed=9, groups=groups, chunk=37).aag  # whatever the seed
 
 
 def test_aag_interval_seeded_and_none_without_resamples():

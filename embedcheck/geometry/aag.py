@@ -115,29 +115,32 @@ def _chunk_stats(Xc: Any, buf: np.ndarray, codes: np.ndarray, k: int, weights: O
                  inv_out: Optional[np.ndarray] = None) -> tuple[Any, ...]:
     """One chunk's partials in one read of its rows: (k × d class sums of unit rows, k sums of
     ‖u‖²) and, with ``group_codes`` (group × k + class per row), the (gk × d) per-(group, class)
-    sums and gk sums of ‖u‖². Each row ``x`` is added once, as ``w/‖x‖ · x``, into its cell (its
-    class, or its (group, class)), in row order (:func:`_scatter_rows`); with groups the class sums
-    are then the sums over the groups — one sweep over the rows either way. ``check``: refused rows
+    sums and gk sums of ‖u‖². Each row ``x`` is added, as ``w/‖x‖ · x``, into its class cell in row order
+    (:func:`_scatter_rows`) and, with groups, also into its (group, class) cell — so the class sums
+    are the same bits with or without groups (the point AAG does not depend on the resamples or the
+    seed); one read of the rows either way. ``check``: refused rows
     raise :class:`_BadRows`. ``inv_out``: receives the rows' reciprocal norms (for a later pass)."""
     b, d = Xc.shape
-    cells = k if group_codes is None else gk
-    cell = codes if group_codes is None else group_codes
-    sums = np.zeros((cells, d))
+    sums = np.zeros((k, d))
+    gsums = None if group_codes is None else np.zeros((gk, d))
     sq = np.empty(b)
     inv = inv_out if inv_out is not None else np.empty(b)
     for s, e, x in _sub_blocks(Xc, buf):
         _norms(x, sq[s:e], inv[s:e])
-        _scatter_rows(sums, cell[s:e], inv[s:e] if weights is None else inv[s:e] * weights[s:e], x)
+        scale = inv[s:e] if weights is None else inv[s:e] * weights[s:e]
+        _scatter_rows(sums, codes[s:e], scale, x)
+        if gsums is not None:  # the same rows into their (group, class) cells, while they are in cache
+            _scatter_rows(gsums, group_codes[s:e], scale, x)  # type: ignore[index]
     if check:
         _refuse_bad(sq, Xc.dtype.itemsize)
     q = sq * inv * inv  # ‖u‖² of each unit row (1, or 0 for a zero row)
     if weights is not None:
         q *= weights * weights
-    sq_c = np.bincount(cell, weights=q, minlength=cells)
-    if group_codes is None:
+    sq_c = np.bincount(codes, weights=q, minlength=k)
+    if gsums is None:
         return sums, sq_c
-    G = gk // k
-    return sums.reshape(G, k, d).sum(axis=0), sq_c.reshape(G, k).sum(axis=0), sums, sq_c
+    assert group_codes is not None
+    return sums, sq_c, gsums, np.bincount(group_codes, weights=q, minlength=gk)
 
 
 def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]) -> Iterator[Any]:
