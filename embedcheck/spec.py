@@ -274,6 +274,10 @@ def api_modules() -> dict[str, str]:
 
 _PLUGINS: list[Measurement] = []
 _LOADED: list[bool] = []
+#: plugins that failed to load, one line each (the CLI prints them as ``warning:`` lines)
+FAILED: list[str] = []
+#: set by the CLI before it imports its commands: failures are kept in :data:`FAILED`, not warned
+DEFER_WARNINGS: list[bool] = []
 
 
 def register(m: Measurement) -> Measurement:
@@ -307,7 +311,10 @@ def measurements() -> list[Measurement]:
                     object.__setattr__(m, "source", f"{dist.name} {dist.version}")
                 register(m)
             except Exception as exc:  # noqa: BLE001 - one broken plugin must not break the CLI
-                warnings.warn(f"plugin {ep.name!r} ({ep.value}) not loaded: {exc}", InputWarning, stacklevel=2)
+                msg = f"plugin {ep.name!r} ({ep.value}) not loaded: {type(exc).__name__}: {exc}"
+                FAILED.append(msg)
+                if not DEFER_WARNINGS:
+                    warnings.warn(msg, InputWarning, stacklevel=2)
     return list(_PLUGINS)
 
 

@@ -255,3 +255,20 @@ def test_labels_with_ids_are_matched_to_the_rows_by_id(case: Case, tmp_path) -> 
     bad = case.run(replace=_with_ids(case, tmp_path, "foreign"))
     assert_one_line_error(bad)
     assert "hold different rows" in bad.stderr and "'foreign'" in bad.stderr
+
+
+def test_a_plugin_that_fails_to_load_is_one_warning_line_and_the_other_commands_work(tmp_path):
+    site = tmp_path / "site"
+    meta = site / "broken_plugin-0.1.dist-info"
+    meta.mkdir(parents=True)
+    (site / "broken_plugin_mod.py").write_text('raise RuntimeError("boom at import")\n')
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n")
+    (meta / "entry_points.txt").write_text("[embedcheck.measurements]\nbroken = broken_plugin_mod:MEASUREMENT\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    p = subprocess.run([sys.executable, "-m", "embedcheck", "aag", str(FIXTURES / "topics.npy"),
+                        str(FIXTURES / "topics.labels.jsonl"), "--resamples", "0", "--no-map", "--json"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["aag"] > 0
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert lines == ["warning: plugin 'broken' (broken_plugin_mod:MEASUREMENT) not loaded: RuntimeError: boom at import"]

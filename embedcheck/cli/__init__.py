@@ -7,18 +7,29 @@ from __future__ import annotations
 
 import importlib
 
-from ..spec import COMMANDS
-from ._app import app
+from ..spec import COMMANDS, DEFER_WARNINGS
+
+DEFER_WARNINGS.append(True)  # a plugin that fails to load is one warning line (below), not a Python warning
+
+from ._app import app  # noqa: E402
 
 #: the command modules of the declared commands (importing one registers its commands on ``app``)
 COMMAND_MODULES = tuple(importlib.import_module(f"{__name__}.{m}") for m in dict.fromkeys(c.cli for c in COMMANDS))
 
 
 def _add_plugins() -> None:
-    from ..spec import measurements
+    """A command for each plugin measurement; a plugin that fails to load is one ``warning:`` line
+    naming it (never a traceback), and every other command still works."""
+    import sys
+
+    from ..spec import FAILED, measurements
+    from ._app import _one_line
     from .generic import add_command
 
-    for m in measurements():
+    found = measurements()
+    for msg in FAILED:
+        sys.stderr.write(f"warning: {_one_line(msg)}\n")
+    for m in found:
         add_command(m)
 
 
