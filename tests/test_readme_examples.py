@@ -427,7 +427,7 @@ def test_documented_examples_run_and_print_what_is_shown(doc, tmp_path, minilm_p
 
 #: torch's CPU kernels forced onto another instruction set (oneDNN and MKL capped at AVX2), as on
 #: a CPU without AVX-512 or AMX: the README's figures must still be shown within its tolerances.
-#: (OPENBLAS_CORETYPE is left alone: some machines set it on purpose.)
+#: (OpenBLAS's own core-type choice is left as each machine sets it.)
 OTHER_ISA = {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}
 
 

@@ -95,19 +95,29 @@ def _scatter_rows(out: np.ndarray, cell: np.ndarray, a: np.ndarray, x: np.ndarra
     b = len(cell)
     ptr = _ARANGE[:b + 1] if b < len(_ARANGE) else np.arange(b + 1, dtype=np.int64)
     a = np.ascontiguousarray(a, dtype=np.float64)
-    if _csc_matvecs is None:  # pragma: no cover - scipy without the kernel: the public product
+    kernel = _csc_kernel()
+    if kernel is None:  # pragma: no cover - scipy without the kernel: the public product
         from scipy.sparse import csc_matrix
 
         out += csc_matrix((a, cell, ptr), shape=(m, b)) @ x
         return
-    _csc_matvecs(m, b, d, ptr, np.ascontiguousarray(cell, dtype=np.int64), a, x.ravel(), out.ravel())
+    kernel(m, b, d, ptr, np.ascontiguousarray(cell, dtype=np.int64), a, x.ravel(), out.ravel())
 
 
 _ARANGE = np.arange(4097, dtype=np.int64)
-try:
-    from scipy.sparse._sparsetools import csc_matvecs as _csc_matvecs
-except ImportError:  # pragma: no cover
-    _csc_matvecs = None
+_KERNEL: list[Any] = []
+
+
+def _csc_kernel() -> Any:
+    """scipy's in-place CSC kernel, imported on first use (scipy.sparse costs ~90 ms: never at
+    start-up); None when this scipy lacks it."""
+    if not _KERNEL:
+        try:
+            from scipy.sparse._sparsetools import csc_matvecs
+        except ImportError:  # pragma: no cover
+            csc_matvecs = None
+        _KERNEL.append(csc_matvecs)
+    return _KERNEL[0]
 
 
 def _chunk_stats(Xc: Any, buf: np.ndarray, codes: np.ndarray, k: int, weights: Optional[np.ndarray],

@@ -234,6 +234,11 @@ class Store:
         pass
 
     # -- shared
+    def _need_column(self, name: str) -> None:
+        """Refuse a column the store does not have, naming those it has."""
+        if name not in self.columns():
+            raise InputError(f"{self.name} has no column {name!r}; its columns are: {', '.join(self.columns())}")
+
     def ids(self) -> Optional[list[Any]]:
         """The id of every row (the id column), or None when the store has none."""
         return self.column(self.id_column) if self.id_column else None
@@ -486,8 +491,7 @@ class ArrowStore(Store):
         return list(self.schema.names)
 
     def column(self, name: str) -> list[Any]:
-        if name not in self.schema.names:
-            raise InputError(f"{self.name} has no column {name!r}; its columns are: {', '.join(self.schema.names)}")
+        self._need_column(name)
         with self.lock:
             if self._files:
                 vals: list[Any] = []
@@ -582,8 +586,7 @@ class LanceStore(Store):
         return list(self.schema.names)
 
     def column(self, name: str) -> list[Any]:
-        if name not in self.schema.names:
-            raise InputError(f"{self.name} has no column {name!r}; its columns are: {', '.join(self.schema.names)}")
+        self._need_column(name)
         with self.lock:
             return list(self.ds.to_table(columns=[name]).column(0).to_pylist())
 
