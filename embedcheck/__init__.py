@@ -11,7 +11,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import schemas as _schemas
 from .version import __version__  # noqa: F401  (re-exported)
+
+
+def _load_report_classes() -> None:
+    """Import every module of :mod:`embedcheck.api` (its report classes declare their figures and
+    schemas). Installed here, at the top, so the floors below never import upwards."""
+    from .api import load_all
+
+    load_all()
+
+
+_schemas.LOADERS.append(_load_report_classes)
 
 
 def __getattr__(name: str) -> Any:

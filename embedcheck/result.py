@@ -34,7 +34,7 @@ from typing import Any, ClassVar, Optional  # noqa: F401  (Optional: used by the
 
 import numpy as np
 
-from .schemas import REGISTRY, Figure, figures_of  # noqa: F401  (Figure and figures_of: re-exported)
+from .schemas import BODIES, REGISTRY, Figure, figures_of  # noqa: F401  (Figure and figures_of: re-exported)
 
 
 def hidden(default: Any = None) -> Any:
@@ -69,11 +69,17 @@ class Result:
     command: ClassVar[str] = ""
     #: dotted report key → :class:`Figure` (headline figures, direction, interval key)
     figures: ClassVar[dict[str, Figure]] = {}
+    #: the JSON Schema of the report's own keys (``schemas.obj({...})``), declared beside the report;
+    #: :func:`embedcheck.schemas.json_schema` adds ``schema``, ``gates``, ``comparison``, ``paired``
+    #: and the headline figures
+    report_schema: ClassVar[Optional[dict[str, Any]]] = None
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         if cls.__dict__.get("command") and cls.__dict__.get("figures"):
             REGISTRY.setdefault(cls.command, {}).update(cls.figures)
+        if cls.__dict__.get("command") and cls.__dict__.get("report_schema") is not None:
+            BODIES[cls.command] = cls.__dict__["report_schema"]
 
     def to_dict(self) -> dict[str, Any]:
         assert is_dataclass(self)

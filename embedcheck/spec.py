@@ -328,17 +328,16 @@ def measurement(name: str) -> Optional[Measurement]:
 
 # ---- helpers for run functions ----------------------------------------------------------------------
 
-def _apply(fn: Callable[..., Any], parts: Any, start: int, stop: int, args: tuple[Any, ...]) -> Any:
-    from .io.source import read_range
-
-    return fn(read_range(parts, start, stop), start, stop, *args)
+def _apply(fn: Callable[..., Any], part: Any, args: tuple[Any, ...]) -> Any:
+    return fn(part.read(), part.offset, part.offset + part.rows, *args)
 
 
 def map_rows(engine: Any, source: Any, fn: Callable[..., Any], *args: Any) -> list[Any]:
-    """``fn(rows, start, stop, *args)`` over consecutive row ranges of ``source`` (its parts: a shard
-    per task for a shard set, fixed-size ranges otherwise — never depending on the worker count), on
-    ``engine``, results in row order. ``fn`` must be a module-level function (Ray sends it by name)."""
-    tasks = [(fn, source.parts, p.offset, p.offset + p.rows, args) for p in source.parts]
+    """``fn(rows, start, stop, *args)`` over consecutive row ranges of ``source`` (its parts,
+    :class:`embedcheck.io.source.Part`: a shard per task for a shard set, fixed-size ranges otherwise —
+    never depending on the worker count), on ``engine``, results in row order. ``fn`` must be a
+    module-level function (Ray sends it by name). Each task reads its own part (``Part.read``)."""
+    tasks = [(fn, p, args) for p in source.parts]
     return engine.map(_apply, tasks)
 
 

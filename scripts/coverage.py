@@ -38,8 +38,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from embedcheck.geometry import aag as aag_mod  # noqa: E402
-from embedcheck.geometry.paired import aag_paired, sts_paired  # noqa: E402
-from embedcheck.geometry.sts import sts_intervals  # noqa: E402
+from embedcheck.geometry.aag import aag_paired  # noqa: E402
+from embedcheck.geometry.sts import sts_intervals, sts_paired  # noqa: E402
 from embedcheck.stats import paired as P  # noqa: E402
 
 POP = 400_000

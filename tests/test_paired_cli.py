@@ -11,7 +11,8 @@ import pytest
 from conftest import FIXTURES, assert_one_line_error
 
 from embedcheck.geometry import aag as aag_mod
-from embedcheck.geometry.paired import aag_paired, sts_paired
+from embedcheck.geometry.aag import aag_paired
+from embedcheck.geometry.sts import sts_paired
 from embedcheck.stats import paired as P
 
 TOPICS = FIXTURES / "topics.npy"

@@ -10,6 +10,7 @@ function is made from its declaration (:mod:`embedcheck.measure`).
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from typing import Any
 
 from ..spec import api_modules
@@ -26,6 +27,7 @@ def resolve(name: str) -> Any:
 
 
 def load_all() -> None:
-    """Import every API module (registers every result class's figure declarations)."""
-    for m in sorted(set(MODULES.values())):
+    """Import every module of this package: each report class registers its figures and its
+    report's JSON Schema (:mod:`embedcheck.schemas`) — a new module's reports are found without a list."""
+    for m in sorted(info.name for info in pkgutil.iter_modules(__path__)):
         importlib.import_module(f"{__name__}.{m}")

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from ..result import Figure, Report
 from ..rows import content_sha256
-from ..schemas import COSINE, FRACTION, PERCENT
+from ..schemas import BOOL, COSINE, COUNTS, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, obj
 from ._common import (
     Hint,
     check_not_swapped,
@@ -39,6 +39,14 @@ class AagReport(Report):
     ``label_map_ap`` (the per-query average precisions, for paired comparisons)."""
 
     command = "aag"
+    report_schema = obj({
+        "n": INT, "dim": INT, "classes": INT, "class_counts": COUNTS,
+        "aag": NUM, "mean_same": NUM, "mean_diff": NUM, "n_same_pairs": INT, "n_diff_pairs": INT,
+        "within": {"type": "object", "additionalProperties": NUM_OR_NULL},
+        # null when the rows have no variance at all (identical rows): the share is undefined
+        "variance_share": NUM_OR_NULL, "variance_share_dims": INT,
+        "label_map": obj({"map": NUM, "chance": NUM, "queries": INT, "sampled": BOOL}),
+    }, optional=("label_map",))
     figures = {
         "aag": Figure("higher", interval="aag_ci95", help="mean cosine of same-label pairs minus different-label pairs; 0: cosine ignores the labels", unit=COSINE, range=(-2, 2)),
         "variance_share": Figure("higher", interval="variance_share_ci95", help="share of the vectors' variance that lies between the label means", unit=FRACTION, range=(0, 1)),
@@ -116,7 +124,7 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
     if models:
         body["models"] = models
     if against is not None:
-        from ..geometry.paired import aag_paired
+        from ..geometry.aag import aag_paired
 
         srcb = paired_rows(embeddings, against, src.n, source(against, "--against B"))
         ap_b = None

@@ -15,11 +15,19 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..result import Figure, Report
-from ..schemas import COSINE, FRACTION
+from ..schemas import COSINE, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
 from ._common import Hint, in_order, label_of, name_of, pair_sides, paired_rows, running, source, store_models
 
 SDS = "in standard deviations of the floor"
 RATIO = "as a ratio (floor / matched)"
+
+
+#: one side (raw or centred) of the anisotropy report
+_ANISO_SIDE = obj({
+    "matched": NUM, "floor": NUM, "floor_sd": NUM, "gap": NUM, "gap_se": NUM, "gap_ci95": INTERVAL,
+    "min_detectable_gap": NUM, "gap_over_floor_sd": NUM_OR_NULL, "cohens_d": NUM_OR_NULL,
+    "floor_share": NUM_OR_NULL, "partner_ranked_first": NUM, "partner_ranked_first_count": INT,
+})
 
 
 class AnisotropyReport(Report):
@@ -27,6 +35,11 @@ class AnisotropyReport(Report):
     cosines (raw and centred), the per-item statistics of a paired comparison."""
 
     command = "anisotropy"
+    report_schema = obj({
+        "n": INT, "dim": INT, "means": {"type": "object"}, "anisotropy": obj({"a": NUM, "b": NUM}),
+        "raw": _ANISO_SIDE, "centred": _ANISO_SIDE, "partner_first_by_chance": NUM, "reading": STR,
+        "warning": {"type": ["string", "null"]}, "note": {"type": ["string", "null"]},
+    })
     figures = {
         "raw.gap": Figure("higher", interval="raw.gap_ci95", reference="raw.floor", help="matched-pair cosine minus the unrelated-pair floor, raw vectors", unit=COSINE, range=(-2, 2)),
         "centred.gap": Figure("higher", interval="centred.gap_ci95", reference="centred.floor", help="matched-pair cosine minus the unrelated-pair floor, after centring", unit=COSINE, range=(-2, 2)),
@@ -115,7 +128,7 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
     if models:
         body["models"] = models
     if against is not None:
-        from ..geometry.paired import anisotropy_paired
+        from ..geometry.anisotropy import anisotropy_paired
 
         A2 = paired_rows(a, against[0], A.n, source(against[0], "against A2"))
         B2 = in_order(paired_rows(b, against[1], B.n, source(against[1], "against B2")), pair, "against B2")

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..result import Report
+from ..schemas import COMPARISON, STR, obj
 
 
 class CompareReport(Report):
     """The ``compare`` report; ``results["comparison"]`` is the :class:`~embedcheck.comparison.Comparison`."""
 
     command = "compare"
+    report_schema = obj({**COMPARISON["properties"], "current": STR})
 
 
 def _report(x: Any, what: str) -> tuple[dict[str, Any], str]:

@@ -20,7 +20,9 @@ from typing import Any, ClassVar, Optional, Union
 import numpy as np
 
 from ..errors import InputError
+from ..geometry.compress_sweep import SweepResult
 from ..result import Result, hidden, optional
+from ..schemas import INT, NUM, STR, obj
 
 ArrayOrPath = Union[str, os.PathLike, np.ndarray]
 
@@ -30,6 +32,11 @@ class CompressResult(Result):
     """What ``compress`` wrote (or, without ``output``, would write: ``stored`` and ``record``)."""
 
     command: ClassVar[str] = "compress-write"
+    report_schema = obj({
+        "output": {"type": ["string", "null"]}, "format": STR, "n": INT, "original_dim": INT, "dim": INT,
+        "stored_dtype": STR, "bytes_per_vector": INT, "input_bytes_per_vector": INT, "ratio": NUM,
+        "calibration": STR, "seconds": NUM,
+    })
 
     output: Optional[str] = None
     format: str
@@ -189,11 +196,11 @@ def compress_sweep(*, retrieval: Any = None, labels: Any = None, sts: Any = None
                    calibration: Optional[ArrayOrPath] = None, precisions: Optional[list[str]] = None,
                    rescore_multiplier: int = 4, resamples: int = 1000, seed: int = 0,
                    map_queries: Optional[int] = None, id_field: str = "id", label_field: str = "label",
-                   score_field: str = "score", progress: Any = None) -> Any:
+                   score_field: str = "score", progress: Any = None) -> SweepResult:
     """The compression decision table (:func:`embedcheck.geometry.compress_sweep.sweep`) on whatever
     inputs are given: ``retrieval=(queries, corpus, qrels)`` (paths: ids from the sidecars'
     ``id_field``; qrels TSV/JSONL), ``labels=(embeddings, labels)``, ``sts=(a, b, scores)``.
-    Returns a :class:`~embedcheck.geometry.compress_sweep.SweepResult`."""
+    Returns a :class:`~embedcheck.geometry.compress_sweep.SweepResult` (the report class)."""
     from ..geometry.compress_sweep import PRECISION_ROWS, LabelInput, StsInput, sweep
     from ..io.labels import load_scores
     from ._common import in_order, labels_for, pair_sides

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..result import Figure, Report
-from ..schemas import FRACTION
+from ..schemas import BOOL, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
 from ._common import Hint, label_of, running, source
 
 #: MMD² is in squared kernel units (a Gaussian kernel lies in [0, 1], so MMD² in [-2, 2] unbiased)
@@ -34,11 +34,33 @@ KERNEL = "in squared kernel units"
 MARGIN_RANGES = {"auc": (0.5, 1.0), "mmd2": (0.0, 2.0)}
 
 
+_DRIFT_VERDICT = {"enum": ["drift", "no-drift", "inconclusive", "underpowered"]}
+_DRIFT_ROW = obj({"side": {"enum": ["ref", "cur"]}, "row": INT})
+
+
 class DriftReport(Report):
     """The ``drift`` report; ``results`` holds the MMD² permutation null (``mmd_null``), the
     out-of-fold classifier scores (``scores``) and the pooled row indices they score (``rows``)."""
 
     command = "drift"
+    report_schema = obj({
+        "ref": obj({"source": STR, "n": INT}), "cur": obj({"source": STR, "n": INT}), "dim": INT,
+        "verdict": _DRIFT_VERDICT, "alpha": NUM, "decision_rule": STR,
+        "mmd": obj({"mmd2": NUM, "mmd2_ci95": INTERVAL, "p_value": NUM, "permutations": INT, "null_mean": NUM,
+                    "null_sd": NUM, "min_detectable_effect": NUM, "margin": NUM_OR_NULL, "verdict": _DRIFT_VERDICT,
+                    "estimator": {"enum": ["exact", "rff"]}, "kernel": STR, "bandwidth": NUM, "bandwidth_method": STR,
+                    "ci_method": STR, "p_method": STR}),
+        "classifier": obj({"auc": NUM, "auc_ci95": INTERVAL, "p_value": NUM, "min_detectable_effect": NUM,
+                           "margin": NUM_OR_NULL, "verdict": _DRIFT_VERDICT, "folds": INT,
+                           "rows": obj({"ref": INT, "cur": INT}), "sampled": BOOL, "model": STR, "ci_method": STR,
+                           "p_method": STR}),
+        "clusters": obj({"k": INT, "method": STR, "items": {"type": "array", "items": obj({
+            "cluster": INT, "ref": INT, "cur": INT, "share_ref": NUM, "share_cur": NUM, "difference": NUM,
+            "difference_ci95": INTERVAL, "moved": BOOL})}}),
+        "typical": obj({"method": STR, "cur": {"type": "array", "items": _DRIFT_ROW},
+                        "ref": {"type": "array", "items": _DRIFT_ROW}}),
+        "seed": INT,
+    }, optional=("clusters", "typical"))
     figures = {
         "mmd.mmd2": Figure("lower", interval="mmd.mmd2_ci95", unit=KERNEL, range=(-2, 2),
                            help="squared maximum mean discrepancy between REF and CUR under a Gaussian kernel; 0: same distribution"),

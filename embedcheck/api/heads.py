@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..result import Figure, Report
-from ..schemas import COSINE, FRACTION, PERCENT
+from ..schemas import COSINE, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, STR, obj
 from ._common import Hint, check_not_swapped, labels_for, matrix, running
 
 
@@ -22,6 +22,20 @@ class TrainHeadReport(Report):
     (the head itself on ``.head``)."""
 
     command = "train-head"
+    report_schema = obj({
+        "output": STR, "kind": {"enum": ["mlp", "lda", "probe-scale"]}, "n": INT, "dim": INT, "output_dim": INT,
+        "classes": INT, "parameters": INT, "architecture": STR,
+        "loss": obj({"first": NUM_OR_NULL, "last": NUM_OR_NULL}),
+        "train_aag": obj({"before": NUM, "after": NUM}),
+        "train_label_map": obj({"before": NUM, "after": NUM, "chance": NUM}),
+        "seconds": NUM,
+    })
+    # the linear heads report the share of their output variance along the class means: required for them
+    report_schema["allOf"] = [
+        {"if": {"properties": {"kind": {"enum": ["lda", "probe-scale"]}}},
+         "then": {"required": ["output_variance_share", "scale"],
+                  "properties": {"output_variance_share": NUM, "scale": NUM}}},
+    ]
     figures = {
         "train_aag.after": Figure("higher", reference="train_aag.before", help="AAG of the training rows through the head; read against before", unit=COSINE, range=(-2, 2)),
         "train_label_map.after": Figure("higher", reference="train_label_map.before", help="label MAP x100 of the training rows through the head; read against before", unit=PERCENT, range=(0, 100)),
@@ -33,6 +47,8 @@ class ProjectReport(Report):
     """The ``project`` report."""
 
     command = "project"
+    report_schema = obj({"kind": STR, "mode": {"enum": ["compact", "fused"]}, "alpha": NUM_OR_NULL, "n": INT,
+                         "input_dim": INT, "output_dim": INT, "output": STR})
 
 
 def train_head(embeddings: Any, labels: Any, output: Optional[Path] = None, *, kind: str = "mlp",

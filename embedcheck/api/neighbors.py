@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence
 
 from ..result import Figure, Report
-from ..schemas import FRACTION
+from ..schemas import BOOL, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
 from ._common import check_same_rows, in_order, label_of, labels_for, matrix, paired_rows, store_models
 
 
@@ -14,6 +14,15 @@ class NeighborsReport(Report):
     """The ``neighbors`` report."""
 
     command = "neighbors"
+    report_schema = obj({
+        "n": INT, "dim_a": INT, "dim_b": INT, "k": INT, "queries": INT, "sampled": BOOL, "seed": INT,
+        "overlap": NUM, "overlap_ci95": INTERVAL, "ci_method": STR, "overlap_histogram": {"type": "array", "items": INT},
+        "top1_changed": NUM, "top1_changed_ci95": INTERVAL, "tie_rule": STR,
+        "rechecked_rows": obj({"a": INT, "b": INT}),
+        "labels": obj({"same_label_a": NUM, "same_label_b": NUM, "same_label_change": NUM,
+                       "entering": INT, "leaving": INT,
+                       "entering_same_label": NUM_OR_NULL, "leaving_same_label": NUM_OR_NULL}),
+    }, optional=("labels",))
     figures = {
         "overlap": Figure("higher", interval="overlap_ci95", help="share of each row's k nearest neighbours in A that are also among them in B", unit=FRACTION, range=(0, 1)),
         "top1_changed": Figure("lower", interval="top1_changed_ci95", help="share of rows whose nearest neighbour differs between A and B", unit=FRACTION, range=(0, 1)),
@@ -76,7 +85,7 @@ def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, lab
     if models:
         body["models"] = models
     if against is not None:
-        from ..geometry.paired import neighbor_items, neighbors_paired
+        from ..geometry.neighbors import neighbor_items, neighbors_paired
         from ..rows import encode_labels
 
         res_b = _neighbors(A2, B2, k, queries=queries, seed=seed, labels=y, resamples=resamples,

@@ -16,7 +16,7 @@ from ..io.jsonio import read_jsonl
 from ..io.provenance import meta_path
 from ..physscore_protocol import tables as ps_tables
 from ..result import Figure, Report
-from ..schemas import PERCENT, X100
+from ..schemas import COUNTS, INT, NUM_OR_NULL, PERCENT, STR, X100, obj
 from ._common import Hint, matrix
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -29,10 +29,36 @@ _FIGURES = {
 }
 
 
+_TABLE1 = obj({"kendall_tau": NUM_OR_NULL, "pacc": NUM_OR_NULL, "avg": NUM_OR_NULL})
+_CELL = obj({"unit": STR, "range": STR, "kendall_tau": NUM_OR_NULL, "pacc": NUM_OR_NULL})
+_PHYSSCORE = obj({
+    "model": {"type": ["string", "null"]}, "tables": {"type": "array", "items": INT},
+    "table1": _TABLE1, "cells": {"type": "array", "items": _CELL},
+    "table3": obj({"cosine_tau": NUM_OR_NULL, "cosine_pacc": NUM_OR_NULL, "probe_tau": NUM_OR_NULL,
+                   "probe_pacc": NUM_OR_NULL, "delta_tau": NUM_OR_NULL}),
+    "table4": {"type": "object"},
+    "dim": INT,
+}, optional=("table1", "cells", "table3", "table4"))
+# Table 1 (and its cells) are required whenever table 1 was asked for
+_PHYSSCORE["allOf"] = [
+    {"if": {"properties": {"tables": {"contains": {"const": 1}}}}, "then": {"required": ["table1", "cells"]}},
+    {"if": {"properties": {"tables": {"contains": {"const": 3}}}}, "then": {"required": ["table3"]}},
+    {"if": {"properties": {"tables": {"contains": {"const": 4}}}}, "then": {"required": ["table4"]}},
+]
+
+
+class PhysScorePhrasesReport(Report):
+    """The ``physscore phrases`` report (what the phrase set written for embedding holds)."""
+
+    command = "physscore-phrases"
+    report_schema = obj({"output": STR, "rows": INT, "unique_texts": INT, "sets": COUNTS})
+
+
 class PhysScoreReport(Report):
     """The ``physscore score`` report."""
 
     command = "physscore-score"
+    report_schema = _PHYSSCORE
     figures = _FIGURES
 
 
@@ -40,6 +66,7 @@ class PhysScoreRunReport(Report):
     """The ``physscore run`` report."""
 
     command = "physscore-run"
+    report_schema = _PHYSSCORE
     figures = _FIGURES
 
 

@@ -6,7 +6,7 @@ from typing import Any, Optional, Sequence
 
 from ..result import Figure, Report
 from ..rows import content_sha256
-from ..schemas import PERCENT
+from ..schemas import BOOL, COUNTS, INT, NUM, NUM_OR_NULL, PERCENT, obj
 from ._common import check_not_swapped, check_same_rows, in_order, label_of, labels_for, matrix
 
 
@@ -15,6 +15,13 @@ class ProbeReport(Report):
     included, for paired comparisons)."""
 
     command = "probe"
+    report_schema = obj({
+        "accuracy": NUM, "macro_f1": NUM, "majority_baseline": NUM, "n_train": INT, "n_test": INT,
+        "train_per_class": COUNTS, "test_per_class": COUNTS, "standardized": BOOL, "C": NUM,
+        "max_iter": INT, "converged": BOOL,
+        "few_shot": obj({"shots": INT, "repeats": INT, "seed": INT, "accuracy_mean": NUM, "accuracy_sd": NUM_OR_NULL,
+                         "macro_f1_mean": NUM, "macro_f1_sd": NUM_OR_NULL}),
+    }, optional=("few_shot",))
     figures = {
         "accuracy": Figure("higher", interval="accuracy_ci95", reference="majority_baseline", help="test accuracy x100 of a logistic-regression probe; read against the majority class", unit=PERCENT, range=(0, 100)),
         "macro_f1": Figure("higher", interval="macro_f1_ci95", help="macro-averaged F1 x100 of the probe on the test rows", unit=PERCENT, range=(0, 100)),
@@ -83,7 +90,7 @@ def probe(train: Any, train_labels: Any, test: Any, test_labels: Any, *, label_f
     if against is not None:
         import numpy as np
 
-        from ..geometry.paired import probe_paired
+        from ..geometry.probe import probe_paired
 
         fb = _probe.fit_probe(Btr, ytr, Bte, yte, C=C, max_iter=max_iter, standardize=standardize, seed=seed)
         assert full.predictions is not None and fb.predictions is not None

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..result import Figure, Report
+from ..schemas import BOOL, INT, INTERVAL, NUM, STR, obj
 from ._common import Hint
 
 #: queries sampled from the index's rows when none are given
@@ -38,11 +39,31 @@ IN_CORPUS_NOTE = ("queries are rows of the index (each query's own row removed f
 GATE_ON = ("mean", "lower")
 
 
+_RECALL_SUMMARY = obj({"mean": NUM, "mean_ci95": INTERVAL, "p5": NUM, "worst": NUM, "worst_query": STR,
+                       "share_below": NUM}, optional=("mean_ci95",))
+_LATENCY = obj({"median_ms": NUM, "p95_ms": NUM})
+
+
 class RecallReport(Report):
     """The ``recall`` report; ``results`` holds the per-query values (``per_query``: ``recall`` and
     ``knn_recall`` arrays in query order) and the runs (``returned``, ``exact``: row positions)."""
 
     command = "recall"
+    report_schema = obj({
+        "index": STR, "kind": STR, "library": STR, "metric": {"enum": ["cosine", "ip", "l2"]}, "distance": STR,
+        "n": INT, "dim": INT, "k": INT, "queries": INT, "query_source": STR, "in_corpus": BOOL, "ground_truth": STR,
+        "settings": {"type": "object", "additionalProperties": {"type": ["integer", "null"]}},
+        "recall": _RECALL_SUMMARY, "knn_recall": _RECALL_SUMMARY, "below": NUM, "knn_epsilon": NUM,
+        "latency": obj({"index": _LATENCY, "exact": _LATENCY}),
+        "diagnostics": obj({"norms": obj({"min": NUM, "median": NUM, "max": NUM}), "duplicates": obj({"rows": INT, "groups": INT}),
+                            "ties_at_k": INT}),
+        "sweep": obj({"settings": {"type": "array", "items": STR}, "frontier": {"type": "array", "items": INT},
+                      "rows": {"type": "array", "items": obj({"settings": {"type": "object"}, "recall": NUM,
+                                                              "knn_recall": NUM, "latency_median_ms": NUM,
+                                                              "latency_p95_ms": NUM, "pareto": BOOL})}}),
+        "warnings": {"type": "array", "items": STR}, "notes": {"type": "array", "items": STR},
+        "ci_method": STR, "seed": INT, "gate_on": STR,
+    }, optional=("sweep", "warnings", "ci_method", "gate_on"))
     figures = {
         "recall.mean": Figure("higher", interval="recall.mean_ci95"),
         "knn_recall.mean": Figure("higher", interval="knn_recall.mean_ci95"),

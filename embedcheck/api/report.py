@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Optional
 
 from ..errors import InputError
 from ..result import Figure, Result, hidden
+from ..schemas import INT, STR, obj
 
 
 @dataclass(kw_only=True)
@@ -17,6 +18,7 @@ class HtmlReport(Result):
     """What the page holds; ``html`` is the page itself (not written into the JSON)."""
 
     command: ClassVar[str] = "report"
+    report_schema = obj({"output": STR, "folder": STR, "reports": INT, "plots": INT})
     figures: ClassVar[dict[str, Figure]] = {}
 
     output: str

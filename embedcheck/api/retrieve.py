@@ -165,7 +165,7 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
     rep.inputs = {"qrels_sha256": content_sha256(sorted(f"{q!r}\t{d!r}\t{g}" for q, d, g in
                                                         zip(qq.tolist(), dd.tolist(), gg.tolist())))}
     if against is not None:
-        from ..geometry.paired import retrieval_paired
+        from ..geometry.retrieval import retrieval_paired
 
         rep_b = retrieve(against[0], against[1], qrels, k=ks, resamples=0, seed=seed, engine=engine, address=address,
                          query_ids=query_ids, doc_ids=doc_ids, query_id_field=query_id_field,

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..result import Figure, Report
 from ..rows import content_sha256
-from ..schemas import X100
+from ..schemas import INT, NUM, NUM_OR_NULL, X100, obj
 from ._common import check_same_rows, in_order, label_of, labels_for, matrix, pair_sides
 
 
@@ -25,6 +25,7 @@ class StsReport(Report):
     """The ``sts`` report; ``results["sts"]`` holds the per-pair cosines for paired comparisons."""
 
     command = "sts"
+    report_schema = obj({"n": INT, "spearman": NUM_OR_NULL, "pearson": NUM_OR_NULL, "mean_cosine": NUM})
     figures = {
         "spearman": Figure("higher", interval="spearman_ci95", help="Spearman x100 of the pair cosines against the gold similarity scores", unit=X100, range=(-100, 100)),
         "pearson": Figure("higher", interval="pearson_ci95", help="Pearson x100 of the pair cosines against the gold similarity scores", unit=X100, range=(-100, 100)),
@@ -62,7 +63,8 @@ def sts(a: Any, b: Any, scores: Any, *, score_field: str = "score", resamples: i
     paired = None
     if against is not None:
         from ..errors import InputError
-        from ..geometry.paired import check_margins, sts_paired
+        from ..geometry.paired import check_margins
+        from ..geometry.sts import sts_paired
 
         if len(against) != 2:
             raise InputError(f"against must be two embeddings (B1, B2), once per side, got {len(against)}")

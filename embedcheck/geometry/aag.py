@@ -17,6 +17,7 @@ different-label pairs (unordered pairs ``i != j``, unit rows). It is exact in O(
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -24,10 +25,13 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
+from ..errors import InputError
 from ..result import Result, hidden, optional
 from ..rows import CHUNK_ROWS, encode_labels, iter_chunks, label_key, unit_rows
+from ..stats import paired as P
 from ..threads import one_blas_thread
 from .intervals import bca_ci, percentile_ci
+from .paired import check_margins, margin_of
 
 #: row groups of the default AAG bootstrap (each group's per-class sums are resampled whole)
 BOOT_GROUPS = 256
@@ -788,3 +792,46 @@ def sample_pair_cosines(X: np.ndarray, labels: np.ndarray, pairs: int = 2000,
         between = cos(members[rng.integers(0, m, pairs)], others[rng.integers(0, len(others), pairs)])
         out[label_key(c)] = {"within": within, "between": between}
     return out
+
+
+# ---- --against ------------------------------------------------------------------------------
+
+
+def aag_paired(XA: Any, XB: Any, labels: np.ndarray, *, resamples: int = P.RESAMPLES,
+               permutations: int = P.RESAMPLES, seed: int = 0, margins: Optional[dict[str, float]] = None,
+               ap_a: Optional[np.ndarray] = None, ap_b: Optional[np.ndarray] = None,
+               groups: int = BOOT_GROUPS, against: Optional[str] = None) -> P.Paired:
+    """AAG of A and of B on the same row groups and group weights (``aag_ci95``'s bootstrap), and,
+    given the per-query average precisions of both (same queries), ``label_map.map`` ×100."""
+    check_margins(margins, ["aag", "label_map.map"])
+    if XA.shape[0] != XB.shape[0]:
+        raise InputError(f"A has {XA.shape[0]} rows but B has {XB.shape[0]}; a paired comparison needs the same rows")
+    if resamples < 2:
+        raise InputError(f"resamples must be >= 2 for a paired comparison, got {resamples}")
+    n = XA.shape[0]
+    k = len(np.unique(np.asarray(labels)))
+    G = min(_group_count(n, k, XA.shape[1], groups), _group_count(n, k, XB.shape[1], groups))
+    ra = aag(XA, labels, resamples=resamples, seed=seed, groups=G)
+    rb = aag(XB, labels, resamples=resamples, seed=seed, groups=G)
+    ba, bb = ra.boot, rb.boot
+    assert ba is not None and bb is not None
+    assert np.array_equal(ba.group_of, bb.group_of) and np.array_equal(ba.W, bb.W)
+    J = np.ones((G, G)) - np.eye(G)
+    figs = {"aag": P.paired_figure(
+        ra.aag, rb.aag, group_boot_aag(ba), group_boot_aag(bb),
+        jack_a=group_boot_aag(dataclasses.replace(ba, W=J)),
+        jack_b=group_boot_aag(dataclasses.replace(bb, W=J)),
+        margin=margin_of(margins, "aag"))}
+    unit = f"{G} seeded random groups of rows" if G < n else "rows"
+    method = P.method_text(unit, resamples, permutations, seed).replace(
+        "paired permutation p-value (A and B swapped per unit)",
+        "aag: bootstrap p-value (A and B in different spaces); label_map.map: paired permutation p-value "
+        "(per-query AP swapped per query)")
+    if ap_a is not None and ap_b is not None:
+        if len(ap_a) != len(ap_b):
+            raise InputError("label MAP of A and B were computed over different queries")
+        figs["label_map.map"] = P.paired_items(100 * np.asarray(ap_a), 100 * np.asarray(ap_b), resamples=resamples,
+                                               permutations=permutations, seed=seed,
+                                               margin=margin_of(margins, "label_map.map"))
+    return P.Paired(against=against, ci_method=method, items=figs)
+

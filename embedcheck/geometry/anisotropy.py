@@ -59,7 +59,9 @@ from ..errors import InputError
 from ..io.source import Part, Source, ranges, read_range, source_of_parts
 from ..result import Result, hidden, optional
 from ..rows import iter_chunks
+from ..stats import paired as P
 from .intervals import normal_mean_ci, wilson_ci
+from .paired import ItemFigure, items_paired
 
 #: anisotropy above this triggers the skill's warning
 WARN_ANISOTROPY = 0.3
@@ -837,3 +839,57 @@ def partner_ranked_first(A: Any, B: Any, mean_a: Optional[np.ndarray] = None, me
     got = partner_first(eng, SA, SB, W, mu_a, mu_b, float((1.0 / nb).max()), float(np.abs(q).max()),
                         block=block, exact=exact)
     return {k: got[k] for k in ("raw", "centred", "n", "rechecked")}
+
+
+# ---- --against ------------------------------------------------------------------------------
+
+
+def _floor_moments(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(weighted matched mean, floor mean, floor sd with ddof 1) of rows ``x = [matched, unrelated
+    under each derangement]`` — the floor's sums shifted by the sample floor, for accuracy."""
+    W = w.sum(axis=1)
+    m = (w @ x[:, 0]) / W
+    U = x[:, 1:]
+    c = float(U.mean())
+    per = U.shape[1]
+    s1 = w @ (U - c).sum(axis=1)
+    s2 = w @ ((U - c) ** 2).sum(axis=1)
+    N = W * per
+    fm = s1 / N
+    var = (s2 - N * fm * fm) / np.maximum(N - 1, 1)
+    return m, fm + c, np.sqrt(np.maximum(var, 0.0))
+
+
+def _gap_over_floor_sd(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    m, fm, sd = _floor_moments(x, w)
+    return np.divide(m - fm, sd, out=np.full(len(w), np.nan), where=sd > 0)
+
+
+def _floor_share(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    m, fm, _ = _floor_moments(x, w)
+    return np.divide(fm, m, out=np.full(len(w), np.nan), where=m > 0)
+
+
+def anisotropy_paired(cos_a: dict[str, np.ndarray], cos_b: dict[str, np.ndarray], **kw: Any) -> P.Paired:
+    """The anisotropy check's headline figures of A's pairs and B's pairs of the same rows, from
+    the per-row cosines each check keeps (``matched_<view>`` (n,), ``unrelated_<view>`` (perms, n)
+    under the same seeded derangements, ``first_<view>`` (n,) partner-ranked-first flags)."""
+    figs: dict[str, ItemFigure] = {}
+
+    def rows(c: dict[str, np.ndarray], view: str) -> np.ndarray:
+        return np.c_[c[f"matched_{view}"], np.asarray(c[f"unrelated_{view}"]).T]
+
+    for view, key in (("raw", "raw"), ("centred", "centred")):
+        xa, xb = rows(cos_a, key), rows(cos_b, key)
+        gap_a = xa[:, 0] - xa[:, 1:].mean(axis=1)
+        gap_b = xb[:, 0] - xb[:, 1:].mean(axis=1)
+        figs[f"{view}.gap"] = ItemFigure(gap_a, gap_b)
+        figs[f"{view}.gap_over_floor_sd"] = ItemFigure(xa, xb, _gap_over_floor_sd)
+        if view == "centred":
+            figs["centred.matched"] = ItemFigure(xa[:, 0], xb[:, 0])
+        figs[f"{view}.partner_ranked_first"] = ItemFigure(np.asarray(cos_a[f"first_{key}"], dtype=np.float64),
+                                                          np.asarray(cos_b[f"first_{key}"], dtype=np.float64))
+        if view == "raw":
+            figs["raw.floor_share"] = ItemFigure(xa, xb, _floor_share, better="lower")
+    return items_paired(figs, unit="rows", **kw)
+

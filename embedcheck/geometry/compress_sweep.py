@@ -42,6 +42,7 @@ import numpy as np
 from ..errors import InputError
 from ..io.compressed import Spec
 from ..result import Result, optional
+from ..schemas import INT, STR, obj
 from .compress import CompressedIndex, compress_matrix
 
 #: precision rows of the sweep, in table order
@@ -77,6 +78,14 @@ class SweepResult(Result):
     """The sweep table (``rows``), the float32 figures, the truncation check and how it was drawn."""
 
     command: ClassVar[str] = "compress-sweep"
+    report_schema = obj({
+        "dim": INT, "inputs": {"type": "array", "items": STR}, "metrics": {"type": "array", "items": STR},
+        "rows": {"type": "array", "items": obj({
+            "format": STR, "precision": STR, "reduce": {"type": ["string", "null"]}, "dim": INT,
+            "bytes_per_vector": INT, "retention": {"type": "object"},
+        })},
+        "truncation": {"type": ["object", "null"]}, "ci_method": STR, "seed": INT,
+    })
 
     dim: int
     inputs: list[str]

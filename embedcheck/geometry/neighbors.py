@@ -38,6 +38,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..rows import iter_chunks, unit_rows
+from ..stats import paired as P
+from .paired import ItemFigure, items_paired
 
 TIE_RULE = ("neighbours of row q: the k rows j != q with the largest cosine (float64, between float64 unit rows); "
             "equal cosines: the smaller row index first")
@@ -303,4 +305,27 @@ def neighbors(A: Any, B: Any, k: int = 10, *, queries: Optional[int] = None, see
                           rechecked={"a": ra, "b": rb}, labels=lab)
 
 
-__all__ = ["TIE_RULE", "NeighborResult", "knn", "neighbors"]
+# ---- --against ------------------------------------------------------------------------------
+
+
+def neighbor_items(res: Any, codes: Optional[np.ndarray] = None) -> dict[str, np.ndarray]:
+    """Per query row of a :class:`~embedcheck.geometry.neighbors.NeighborResult`: ``overlap``
+    (shared neighbours / k), ``top1_changed`` (0/1) and, with label codes, ``labels.same_label_b``
+    (the share of B's neighbours with the query's label)."""
+    out = {"overlap": res.overlap_counts / res.k,
+           "top1_changed": (res.neighbors_a[:, 0] != res.neighbors_b[:, 0]).astype(np.float64)}
+    if codes is not None:
+        out["labels.same_label_b"] = (codes[res.neighbors_b] == codes[res.queries][:, None]).mean(axis=1)
+    return out
+
+
+def neighbors_paired(items_a: dict[str, np.ndarray], items_b: dict[str, np.ndarray], **kw: Any) -> P.Paired:
+    """overlap@k (higher), top-1 changed (lower) and the same-label share of two neighbour
+    comparisons of the same rows and query rows."""
+    better = {"top1_changed": "lower"}
+    figs = {k: ItemFigure(items_a[k], items_b[k], better=better.get(k, "higher")) for k in items_a}
+    return items_paired(figs, unit="query rows", **kw)
+
+
+
+__all__ = ["neighbor_items", "neighbors_paired", "TIE_RULE", "NeighborResult", "knn", "neighbors"]

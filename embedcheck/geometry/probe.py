@@ -13,13 +13,15 @@ predicted for every test row). ``few_shot`` draws K rows per class, R seeded tim
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
 from ..result import Result, hidden, optional
 from ..rows import label_key
+from ..stats import paired as P
 from . import intervals
+from .paired import ItemFigure, items_paired
 
 
 @dataclass(kw_only=True)
@@ -186,3 +188,39 @@ def few_shot(X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_tes
                          accuracy_mean=float(a.mean()), accuracy_sd=float(a.std(ddof=1)) if repeats > 1 else None,
                          macro_f1_mean=float(f.mean()), macro_f1_sd=float(f.std(ddof=1)) if repeats > 1 else None,
                          accuracies=[float(x) for x in a])
+
+
+# ---- --against ------------------------------------------------------------------------------
+
+
+def macro_f1_statistic(k: int) -> P.Statistic:
+    """Macro-F1 ×100 of per-row ``(true code, predicted code)`` data (n, 2) under row weights: what
+    ``sklearn.metrics.f1_score(average="macro", labels=range(k), zero_division=0)`` gives on the
+    expanded resample (a label neither true nor predicted scores 0 and still counts)."""
+
+    def stat(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        t = x[:, 0].astype(np.int64)
+        p = x[:, 1].astype(np.int64)
+        T = np.zeros((len(t), k))
+        T[np.arange(len(t)), t] = 1.0
+        Pm = np.zeros((len(p), k))
+        Pm[np.arange(len(p)), p] = 1.0
+        tp = w @ (T * (t == p)[:, None])
+        den = w @ T + w @ Pm
+        f1 = np.divide(2 * tp, den, out=np.zeros_like(den), where=den > 0)
+        return 100 * f1.mean(axis=1)
+
+    return stat
+
+
+def probe_paired(y_test: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray, labels: np.ndarray, **kw: Any) -> P.Paired:
+    """Accuracy and macro-F1 ×100 of two probes' predictions of the same test rows (each probe fitted
+    on its own embedding's training rows), compared on the same resampled test rows."""
+    labels = np.asarray(labels)
+    t = np.searchsorted(labels, y_test).astype(np.float64)
+    pa = np.searchsorted(labels, pred_a).astype(np.float64)
+    pb = np.searchsorted(labels, pred_b).astype(np.float64)
+    figs = {"accuracy": ItemFigure(100.0 * (t == pa), 100.0 * (t == pb)),
+            "macro_f1": ItemFigure(np.c_[t, pa], np.c_[t, pb], macro_f1_statistic(len(labels)))}
+    return items_paired(figs, unit="test rows", **kw)
+

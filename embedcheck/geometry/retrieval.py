@@ -39,8 +39,10 @@ import numpy as np
 from ..errors import InputError
 from ..result import Figure, Result, hidden, optional
 from ..rows import unit_rows
-from ..schemas import FRACTION
+from ..schemas import FRACTION, INT, INTERVAL, NUM, STR, obj
+from ..stats import paired as P
 from . import intervals
+from .paired import ItemFigure, items_paired
 
 TIE_RULE = ("score descending (float32 cosine, MTEB's cos_sim); equal scores: document id descending "
             "(byte order, as trec_eval and pytrec_eval sort a run)")
@@ -295,6 +297,14 @@ class RetrievalReport(Result):
     the per-query values stay on the object (``per_query``, ``run``: for pairing later)."""
 
     command: ClassVar[str] = "retrieve"
+    report_schema = obj({
+        "queries": INT, "queries_without_relevant": INT, "queries_without_qrels": INT, "corpus": INT, "dim": INT,
+        "judgements": INT, "k": {"type": "array", "items": INT, "minItems": 1}, "main_score": STR,
+        "metrics": {"type": "object", "required": ["ndcg_at_10"],
+                    "patternProperties": {r"^(ndcg|map|recall|precision|mrr)_at_\d+$": NUM,
+                                          r"^(ndcg|map|recall|precision|mrr)_at_\d+_ci95$": INTERVAL}},
+        "ci_method": STR, "tie_rule": STR, "score": STR, "model": STR,
+    }, optional=("ci_method", "model"))
     figures: ClassVar[dict[str, Figure]] = _figures()
 
     queries: int  #: queries evaluated (those in the qrels)
@@ -377,6 +387,18 @@ def check_k_values(k_values: Any) -> list[int]:
     return ks
 
 
-__all__ = ["FAMILIES", "K_VALUES", "MAIN_SCORE", "metric_key", "TIE_RULE", "Qrels", "RetrievalReport", "TopK", "bootstrap_intervals",
+# ---- --against ------------------------------------------------------------------------------
+
+
+def retrieval_paired(per_query_a: dict[str, np.ndarray], per_query_b: dict[str, np.ndarray], metrics: list[str],
+                     **kw: Any) -> P.Paired:
+    """Retrieval metrics (``ndcg_at_10`` ...) of two runs over the same evaluated queries, from
+    their per-query values (trec_eval's), on the same resampled queries."""
+    figs = {m: ItemFigure(per_query_a[m], per_query_b[m]) for m in metrics}
+    return items_paired(figs, unit="queries", **kw)
+
+
+
+__all__ = ["retrieval_paired", "FAMILIES", "K_VALUES", "MAIN_SCORE", "metric_key", "TIE_RULE", "Qrels", "RetrievalReport", "TopK", "bootstrap_intervals",
            "build_qrels", "check_k_values", "check_unique", "cosine", "dot", "evaluate_run", "id_bytes",
            "report_from_run", "rescore", "select_topk", "tie_ranks"]

@@ -12,13 +12,16 @@ fused vectors (compact costs 38-41 points, fused 2.4-12).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
+from ..errors import InputError
 from ..result import Result, optional
+from ..stats import paired as P
 from ..stats.paired import weighted_pearson, weighted_ranks
 from . import intervals
+from .paired import check_margins, margin_of
 
 
 @dataclass(kw_only=True)
@@ -97,3 +100,34 @@ def sts_correlation(A: np.ndarray, B: np.ndarray, gold: np.ndarray, *, resamples
     if resamples > 0:
         res.spearman_ci95, res.pearson_ci95, res.ci_method = sts_intervals(cos, gold, resamples, seed)
     return res
+
+
+# ---- --against ------------------------------------------------------------------------------
+
+
+def sts_paired(A1: Any, A2: Any, B1: Any, B2: Any, gold: np.ndarray, *, resamples: int = P.RESAMPLES,
+               permutations: int = P.RESAMPLES, seed: int = 0, margins: Optional[dict[str, float]] = None,
+               against: Optional[str] = None) -> P.Paired:
+    """Spearman and Pearson ×100 of cos(A1_i, A2_i) and of cos(B1_i, B2_i) against the same gold
+    scores, compared on the same resampled pairs. Margins are in the figure's units (×100)."""
+    check_margins(margins, ["spearman", "pearson"])
+    for X, name in ((A2, "A2"), (B1, "B1"), (B2, "B2")):
+        if X.shape[0] != A1.shape[0]:
+            raise InputError(f"{name} has {X.shape[0]} rows but A1 has {A1.shape[0]}; a paired comparison needs the same rows")
+    if B1.shape != B2.shape:
+        raise InputError(f"B1 has shape {B1.shape} but B2 has {B2.shape}")
+    gold = np.asarray(gold, dtype=np.float64)
+    xa = np.c_[rowwise_cosine(A1, A2), gold]
+    xb = np.c_[rowwise_cosine(B1, B2), gold]
+
+    def spearman(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return 100 * P.weighted_spearman(x[:, 0], x[:, 1], w)
+
+    def pearson(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return 100 * P.weighted_pearson(x[:, 0], x[:, 1], w)
+
+    figs = {k: P.paired_items(xa, xb, f, resamples=resamples, permutations=permutations, seed=seed,
+                              margin=margin_of(margins, k))
+            for k, f in (("spearman", spearman), ("pearson", pearson))}
+    return P.Paired(against=against, ci_method=P.method_text("pairs", resamples, permutations, seed), items=figs)
+

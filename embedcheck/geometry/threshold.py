@@ -42,7 +42,7 @@ import numpy as np
 from ..errors import InputError
 from ..result import Figure, Result, hidden, optional
 from ..rows import unit_rows
-from ..schemas import COSINE, FRACTION, PERCENT
+from ..schemas import COSINE, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, obj
 
 #: rows of A per block of the floor count (block x n float64 products)
 FLOOR_BLOCK = 1024
@@ -320,6 +320,14 @@ class ThresholdResult(Result):
     """The ``threshold`` report."""
 
     command: ClassVar[str] = "threshold"
+    report_schema = obj({
+        "n": INT, "dim": INT, "mode": {"enum": ["labels", "matched pairs"]}, "positives": INT, "negatives": INT,
+        "average_precision": NUM,
+        "at_precision": obj({"threshold": NUM_OR_NULL, "target_precision": NUM}),
+        "best_f1": obj({"threshold": NUM_OR_NULL, "f1": NUM_OR_NULL}),
+        "floor": obj({"pairs": INT, "mean": NUM, "sd": NUM}),
+        "curve": {"type": "array", "items": obj({"threshold": NUM, "precision": NUM, "recall": NUM})},
+    })
     figures: ClassVar[dict[str, Figure]] = {
         "average_precision": Figure("higher", help="area under the precision-recall curve of the pair cosines", unit=FRACTION, range=(0, 1)),
         "best_f1.f1": Figure("higher", help="the best F1 of any threshold", unit=FRACTION, range=(0, 1)),
