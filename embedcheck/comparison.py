@@ -28,8 +28,11 @@ from the same inputs: the comparison says so in ``pairing`` — the two figures 
 quadrature interval ignores that, and the paired comparison (``--against``, the report's
 ``paired`` section) is the one to read.
 
-**Direction.** Each figure is "higher is better" except those in :data:`LOWER_IS_BETTER`
-(``floor_share``, ``p_value``, ``top1_changed`` ...). ``drop`` is the worsening:
+**Direction.** Which way a figure is better is what its report class declares
+(:attr:`embedcheck.result.Result.figures`: ``Figure("lower", ...)`` for ``raw.floor_share``,
+``top1_changed``, latencies ...; a plugin's ``Measurement.figures``); the paired section's
+``p_value`` and ``min_detectable_effect`` are lower-is-better (:class:`~embedcheck.stats.paired.PairedFigure`);
+an undeclared figure counts as higher-is-better (:func:`direction`). ``drop`` is the worsening:
 ``baseline − current`` for higher-is-better figures, ``current − baseline`` otherwise (negative
 when the figure improved). A *significant drop* is a headline figure (:func:`headlines`: declared on
 each command's report class) whose drop is positive and beyond noise.
@@ -44,6 +47,7 @@ each command's report class) whose drop is positive and beyond noise.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
@@ -58,16 +62,6 @@ def headlines(command: str) -> dict[str, str]:
 
     return {k: f.better for k, f in figures_of(command).items() if f.headline}
 
-
-#: figures (matched on their last dotted part, or the whole key) where a higher value is worse
-LOWER_IS_BETTER = frozenset({
-    "floor", "floor_share", "floor_sd", "gap_se", "min_detectable_gap", "p_value", "top1_changed",
-    "floor_exact", "floor_exact_sd", "floor_share_exact",
-    "anisotropy.a", "anisotropy.b", "partner_first_by_chance", "null_mean", "null_sd",
-    # recall: latencies and the share of queries below the threshold
-    "median_ms", "p95_ms", "latency_median_ms", "latency_p95_ms", "batched_ms_per_query", "share_below",
-    "quantisation_loss", "search_loss", "ties_at_k",
-})
 
 #: top-level keys that describe the input (rows, dimension, classes, k): they must agree
 SHAPE_KEYS = ("n", "dim", "n_train", "n_test", "n_rows", "n_phrases", "input_dim", "dim_a", "dim_b",
@@ -139,19 +133,28 @@ def flatten_figures(report: dict[str, Any]) -> tuple[dict[str, float], dict[str,
     return figures, intervals
 
 
+#: an item of a list in a flattened key (``sweep.rows[3]``), as figure declarations spell any item: ``rows[]``
+_LIST_ITEM = re.compile(r"\[[^\]]*\]")
+
+
 def direction(command: str, figure: str) -> str:
-    """"higher" or "lower": which way the figure is better."""
+    """"higher" or "lower": which way the figure is better, as declared — on the command's report
+    classes (``Figure("lower", ...)``; ``rows[]`` stands for any item of a list), or, under
+    ``paired.<figure>.``, on the paired section's :class:`~embedcheck.stats.paired.PairedFigure`
+    (``p_value``, ``min_detectable_effect``: lower). An undeclared figure counts as higher-is-better."""
     from .schemas import figures_of
 
-    head = headlines(command)
-    if figure in head:
-        return head[figure]
-    declared = figures_of(command)  # a report class may declare the direction of a non-headline figure
-    if figure in declared:
-        return declared[figure].better
-    last = figure.rsplit(".", 1)[-1]
-    return "lower" if (figure in LOWER_IS_BETTER or last in LOWER_IS_BETTER
-                       or ".".join(figure.split(".")[-2:]) in LOWER_IS_BETTER) else "higher"
+    declared = figures_of(command)
+    for key in (figure, _LIST_ITEM.sub("[]", figure)):
+        if key in declared:
+            return declared[key].better
+    if figure.startswith("paired.") and figure.count(".") >= 2:
+        from .stats.paired import PairedFigure
+
+        field = PairedFigure.figures.get(figure.rsplit(".", 1)[1])
+        if field is not None:
+            return field.better
+    return "higher"
 
 
 @dataclass
@@ -236,6 +239,15 @@ def _sq(x: float) -> float:
     return max(0.0, x) ** 2
 
 
+def _check_finite(key: str, values: tuple[float, ...], b: float, c: float, names: tuple[str, str],
+                  what: str = "the difference") -> None:
+    """An InputError naming the figure when its difference (or the interval of it) overflows a float:
+    figures near the float range (1e308) cannot be compared."""
+    if not all(math.isfinite(v) for v in values):
+        raise InputError(f"figure {key}: {what} of {names[0]} ({b:g}) and {names[1]} ({c:g}) overflows a "
+                         "float (figures near 1e308); these reports cannot be compared on it")
+
+
 def compare_reports(baseline: dict[str, Any], current: dict[str, Any], *, tolerance: float = 0.0,
                     names: tuple[str, str] = ("baseline", "current"), allow_dim_change: bool = False) -> Comparison:
     """Every shared numeric figure: baseline, current, difference, its interval and the noise call."""
@@ -254,12 +266,18 @@ def compare_reports(baseline: dict[str, Any], current: dict[str, Any], *, tolera
         d = c - b
         way = direction(command, key)
         drop = (b - c) if way == "higher" else (c - b)
+        _check_finite(key, (d,), b, c, names)
         if key in ib or key in ic:
             bl, bh = ib.get(key, (b, b))
             cl, ch = ic.get(key, (c, c))
-            down = math.sqrt(_sq(c - cl) + _sq(bh - b))  # how far the difference may sit below d
-            up = math.sqrt(_sq(ch - c) + _sq(b - bl))
+            try:
+                down = math.sqrt(_sq(c - cl) + _sq(bh - b))  # how far the difference may sit below d
+                up = math.sqrt(_sq(ch - c) + _sq(b - bl))
+            except OverflowError:  # half-widths beyond 1e154: the same quadrature without squaring
+                down = math.hypot(max(0.0, c - cl), max(0.0, bh - b))
+                up = math.hypot(max(0.0, ch - c), max(0.0, b - bl))
             lo, hi = d - down, d + up
+            _check_finite(key, (c - cl, bh - b, ch - c, b - bl, lo, hi), b, c, names, what="its 95% interval")
             beyond = lo > 0 or hi < 0
             bound = up if way == "higher" else down
             ci: Optional[list[float]] = [lo, hi]
@@ -344,6 +362,6 @@ def check_figures_exist(cmp: Comparison, keys: list[str], option: str = "--max-d
             raise InputError(f"{option} {k}: no such figure in both reports; e.g. {', '.join(near)}")
 
 
-__all__ = ["headlines", "LOWER_IS_BETTER", "NOISE_RULE", "NO_INTERVAL", "input_hashes", "SHAPE_KEYS", "Comparison", "FigureChange",
+__all__ = ["headlines", "NOISE_RULE", "NO_INTERVAL", "input_hashes", "SHAPE_KEYS", "Comparison", "FigureChange",
            "check_compatible", "check_figures_exist", "compare_reports", "direction", "flatten_figures",
            "parse_max_drops", "report_command"]

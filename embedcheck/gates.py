@@ -137,7 +137,9 @@ def resolve_gates(specs: Sequence[GateSpec], figures: Mapping[str, Any], *, comm
     :func:`embedcheck.spec.primary_figure`), and the bound lies in the unit and range the figure is
     printed in (a non-zero bound in [-1, 1] on a figure printed ×100 reads as a fraction and is refused,
     naming the unit).
-    Returns the specs with ``figure`` set to the declared key."""
+    Returns the specs with ``figure`` set to the declared key. A figure of every item of a list
+    (``sweep.rows[].latency_median_ms``) is one value per item, not gated."""
+    figures = {k: f for k, f in figures.items() if "[]" not in k}
     out = []
     for s in specs:
         if s.figure is None:

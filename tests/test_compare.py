@@ -273,3 +273,52 @@ def test_compare_of_two_embeddings_of_the_same_labelled_rows_points_to_the_paire
     assert "ignores the pairing" in res.json()["pairing"] and a["inputs"]["labels_sha256"][:12] in res.json()["pairing"]
     other = cli(["compare", tmp_path / "a.json", tmp_path / "t.json", "--json"])
     assert "pairing" not in other.json()
+
+
+def test_every_direction_is_the_declared_one():
+    """compare reads each figure's direction from its declaration: a report class's ``Figure``
+    (headline or context), ``rows[]`` for any item of a list, the paired section's
+    ``PairedFigure``; an undeclared figure counts as higher-is-better."""
+    from embedcheck.comparison import direction
+    from embedcheck.schemas import figures_of
+    from embedcheck.spec import report_versions
+    from embedcheck.stats.paired import PairedFigure
+
+    for command in report_versions():
+        for key, fig in figures_of(command).items():
+            assert direction(command, key) == fig.better, (command, key)
+    lower = {"anisotropy": ["raw.floor", "centred.floor_sd", "raw.gap_se", "centred.min_detectable_gap",
+                            "raw.floor_exact_sd", "anisotropy.a", "partner_first_by_chance"],
+             "drift": ["mmd.null_mean", "classifier.null_sd"],
+             "recall": ["latency.index.p95_ms", "latency.exact.batched_ms_per_query", "recall.share_below",
+                        "diagnostics.ties_at_k", "diagnostics.quantisation.search_loss",
+                        "sweep.rows[7].latency_median_ms", "sweep.rows[hnsw/ef=64].latency_p95_ms"],
+             "aag": ["permutation.p_value", "paired.aag.p_value", "paired.label_map.map.min_detectable_effect"],
+             "neighbors": ["top1_changed", "paired.overlap.p_value"]}
+    for command, keys in lower.items():
+        for key in keys:
+            assert direction(command, key) == "lower", (command, key)
+    assert PairedFigure.figures["p_value"].better == "lower"
+    for command, key in [("aag", "paired.aag.difference"), ("aag", "paired.aag.a"), ("recall", "sweep.rows[7].recall"),
+                         ("sts", "mean_cosine"), ("drift", "mmd.p_value"), ("threshold", "floor.mean")]:
+        assert direction(command, key) == "higher", (command, key)
+
+
+@pytest.mark.parametrize("with_intervals", [False, True])
+def test_compare_of_figures_whose_difference_overflows_names_the_figure(cli_subprocess, tmp_path, with_intervals):
+    extra_a = {"spearman_ci95": [-1e308, 1.5e308]} if with_intervals else {}
+    extra_b = {"spearman_ci95": [-1.7e308, 1e308]} if with_intervals else {}
+    (tmp_path / "a.json").write_text(json.dumps(rep(spearman=1e308, pearson=0.5, **extra_a)))
+    (tmp_path / "b.json").write_text(json.dumps(rep(spearman=-1e308, pearson=0.4, **extra_b)))
+    res = cli_subprocess(["compare", tmp_path / "a.json", tmp_path / "b.json", "--json"])
+    assert_one_line_error(res)
+    assert "figure spearman" in res.stderr and "overflows" in res.stderr and "a.json" in res.stderr, res.stderr
+
+
+def test_compare_of_huge_figures_whose_difference_is_finite_still_gives_the_interval():
+    # half-widths of 1e300: their squares overflow, their quadrature does not
+    b = rep(spearman=1e300, spearman_ci95=[0.0, 2e300])
+    c = rep(spearman=0.0, spearman_ci95=[-1e300, 1e300])
+    f = compare_reports(b, c).figure("spearman")
+    assert f.difference == -1e300
+    assert f.difference_ci95 == pytest.approx([-1e300 - math.hypot(1e300, 1e300), -1e300 + math.hypot(1e300, 1e300)])

@@ -51,6 +51,10 @@ class AagReport(Report):
         "aag": Figure("higher", interval="aag_ci95", help="mean cosine of same-label pairs minus different-label pairs; 0: cosine ignores the labels", unit=COSINE, range=(-2, 2)),
         "variance_share": Figure("higher", interval="variance_share_ci95", help="share of the vectors' variance that lies between the label means", unit=FRACTION, range=(0, 1)),
         "label_map.map": Figure("higher", interval="label_map.map_ci95", reference="label_map.chance", help="label MAP x100: do a row's nearest neighbours by cosine share its label? Read against its chance level", unit=PERCENT, range=(0, 100)),
+        # --permutations: the label-shuffle test
+        "permutation.p_value": Figure("lower", headline=False, always=False, unit=FRACTION, range=(0, 1)),
+        "permutation.null_mean": Figure("lower", headline=False, always=False, unit=COSINE),
+        "permutation.null_sd": Figure("lower", headline=False, always=False, unit=COSINE),
     }
 
 

@@ -55,6 +55,14 @@ class AnisotropyReport(Report):
         "raw.floor_share_exact": Figure("lower", headline=False, unit=RATIO),
         "centred.floor_share": Figure("lower", headline=False, unit=RATIO),
         "centred.floor_share_exact": Figure("lower", headline=False, unit=RATIO),
+        # context, compared by embedcheck compare: the floor and the noise the gaps are read against
+        **{f"{side}.{key}": Figure("lower", headline=False, always=key not in ("floor_exact", "floor_exact_sd"),
+                                   unit=COSINE)
+           for side in ("raw", "centred")
+           for key in ("floor", "floor_sd", "floor_exact", "floor_exact_sd", "gap_se", "min_detectable_gap")},
+        "anisotropy.a": Figure("lower", headline=False, help="mean cosine of unrelated rows of A: how much any two rows already agree", unit=COSINE, range=(-1, 1)),
+        "anisotropy.b": Figure("lower", headline=False, help="mean cosine of unrelated rows of B", unit=COSINE, range=(-1, 1)),
+        "partner_first_by_chance": Figure("lower", headline=False, help="share of rows whose partner would rank first by chance", unit=FRACTION, range=(0, 1)),
     }
 
 

@@ -71,6 +71,11 @@ class DriftReport(Report):
         "classifier.p_value": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
         "mmd.min_detectable_effect": Figure("lower", headline=False, unit=KERNEL),
         "classifier.min_detectable_effect": Figure("lower", headline=False, unit=FRACTION, range=(0, 1)),
+        # the permutation null's centre and spread
+        "mmd.null_mean": Figure("lower", headline=False, unit=KERNEL),
+        "mmd.null_sd": Figure("lower", headline=False, unit=KERNEL),
+        "classifier.null_mean": Figure("lower", headline=False, unit=FRACTION, range=(0, 1)),
+        "classifier.null_sd": Figure("lower", headline=False, unit=FRACTION, range=(0, 1)),
     }
 
 

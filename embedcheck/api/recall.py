@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..result import Figure, Report
-from ..schemas import BOOL, INT, INTERVAL, NUM, STR, obj
+from ..schemas import BOOL, FRACTION, INT, INTERVAL, NUM, STR, obj
 from ._common import Hint
 
 #: queries sampled from the index's rows when none are given
@@ -67,6 +67,18 @@ class RecallReport(Report):
     figures = {
         "recall.mean": Figure("higher", interval="recall.mean_ci95"),
         "knn_recall.mean": Figure("higher", interval="knn_recall.mean_ci95"),
+        # context, compared by embedcheck compare: misses, ties, losses and latencies (lower is better)
+        "recall.share_below": Figure("lower", headline=False, unit=FRACTION, range=(0, 1)),
+        "knn_recall.share_below": Figure("lower", headline=False, unit=FRACTION, range=(0, 1)),
+        "diagnostics.ties_at_k": Figure("lower", headline=False),
+        "diagnostics.quantisation.quantisation_loss": Figure("lower", headline=False, always=False),
+        "diagnostics.quantisation.search_loss": Figure("lower", headline=False, always=False),
+        **{f"latency.{side}.{key}": Figure("lower", headline=False, unit="in milliseconds")
+           for side in ("index", "exact") for key in ("median_ms", "p95_ms")},
+        "latency.exact.batched_ms_per_query": Figure("lower", headline=False, unit="in milliseconds"),
+        # every row of a --sweep (``[]``: any item of the list)
+        "sweep.rows[].latency_median_ms": Figure("lower", headline=False, always=False, unit="in milliseconds"),
+        "sweep.rows[].latency_p95_ms": Figure("lower", headline=False, always=False, unit="in milliseconds"),
     }
 
 
