@@ -110,13 +110,6 @@ def _get(report: dict[str, Any], dotted: str) -> Any:
     return cur
 
 
-def headline_figures(command: str) -> dict[str, str]:
-    """Headline figure key → better direction: the command's Figure declarations."""
-    from .comparison import headlines
-
-    return headlines(command)
-
-
 def _interval_of(report: dict[str, Any], command: str, key: str) -> Optional[list[float]]:
     from .schemas import figures_of
 
@@ -350,4 +343,4 @@ def build_report(folder: Any, *, title: Optional[str] = None) -> tuple[str, dict
     return page, summary
 
 
-__all__ = ["build_report", "gather", "headline_figures"]
+__all__ = ["build_report", "gather"]

@@ -222,3 +222,36 @@ def test_gate_bound_refused_before_work(cli, work, path):
         assert_one_line_error(res)
         assert "--fail-below" in res.stderr, (value, res.stderr)
         assert _snapshot(work) == before
+
+
+def test_each_option_bound_is_declared_in_one_place():
+    """An option's lower bound lives on the option (``typer.Option(min=...)``) or in
+    ``OPTION_RANGES``, never both; a table entry without a lower bound is one every command
+    declaring that option bounds itself."""
+    from embedcheck.cli.common import OPTION_RANGES
+
+    root = typer.main.get_command(app)
+    declared: dict[str, list[tuple[tuple[str, ...], Any]]] = {}
+    for path, cmd in _walk(root):
+        for prm in cmd.params:
+            opt = next((o for o in getattr(prm, "opts", ()) if o.startswith("--")), None)
+            if getattr(prm, "param_type_name", "") == "option" and opt in OPTION_RANGES:
+                declared.setdefault(opt, []).append((path, prm.min))
+    assert set(declared) == set(OPTION_RANGES), "OPTION_RANGES names an option no command has"
+    for opt, (lo, _, _) in OPTION_RANGES.items():
+        mins = [m for _, m in declared[opt]]
+        if lo is None:
+            assert all(m is not None for m in mins), (opt, declared[opt])
+        else:
+            assert all(m is None for m in mins), (opt, declared[opt])
+
+
+@pytest.mark.parametrize("path, opt, value, want", [
+    (("aag",), "--resamples", str(10 ** 7), "--resamples must be in [0, 1000000]"),  # the table's upper bound
+    (("drift",), "--permutations", str(10 ** 7), "--permutations must be in [1, 1000000]"),  # drift's own minimum
+    (("train-head",), "--epochs", "0", "--epochs must be in [1, 1000000]"),  # the table's lower bound
+])
+def test_an_option_range_joins_the_declared_minimum_and_the_table(cli, work, path, opt, value, want):
+    res = cli([*_base(path, work), opt, value])
+    assert_one_line_error(res)
+    assert want in res.stderr, res.stderr

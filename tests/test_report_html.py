@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 import numpy as np
 from conftest import FIXTURES, assert_one_line_error
 
-from embedcheck.htmlreport import headline_figures
+from embedcheck.comparison import headlines
 from embedcheck.stats.paired import Paired, paired_items
 
 
@@ -94,7 +94,7 @@ def test_page_parses_holds_every_headline_and_no_external_url(cli, tmp_path):
             assert str(p.relative_to(d)) not in {c[0] for c in cells}
             continue
         cmd = rep["schema"].split(".", 1)[1].split("/")[0]
-        heads = [k for k in headline_figures(cmd) if _maybe(rep, k) is not None]
+        heads = [k for k in headlines(cmd) if _maybe(rep, k) is not None]
         assert heads, cmd
         for k in heads:
             assert (str(p.relative_to(d)), k, repr(float(_get(rep, k)))) in cells, (p, k)

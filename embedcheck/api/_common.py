@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -15,10 +14,6 @@ from ..io.source import Source, open_source
 
 #: where hints go (the CLI routes them to its stderr, silenced by --quiet); None: nowhere
 Hint = Optional[Callable[[str], None]]
-
-
-def stderr_hint(msg: str) -> None:
-    sys.stderr.write(f"hint: {msg}\n")
 
 
 @contextlib.contextmanager

@@ -6,28 +6,22 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..gates import add_gates
 from ._app import app
 from .common import (
-    AddressOpt,
     EmbArg,
-    EngineName,
-    EngineOpt,
     LabelFieldOpt,
     LabelsArg,
     PlotOpt,
     SeedOpt,
-    check_engine,
     check_plot,
     hint,
     shown_name,
 )
-from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
 
 @app.command("aag")
-@reporting()
+@reporting(engine=True, paired=(1, "EMB"))
 def aag_cmd(
     embeddings: EmbArg,
     labels: LabelsArg,
@@ -44,11 +38,6 @@ def aag_cmd(
     plot_pairs: Annotated[int, typer.Option("--plot-pairs", min=1, help="--plot: sampled pairs per class and kind (within, between), seeded by --seed.")] = 2000,
     fail_map_below: Annotated[Optional[float], typer.Option("--fail-map-below", hidden=True, help="Gate (old spelling of --fail-below label_map.map=X): exit 1 when label MAP (x100) is below this.")] = None,
     map_at: Annotated[Optional[int], typer.Option("--map-at", min=1, help="MAP@K: average precision over each query's top K only (per-shard top-K lists merge exactly).")] = None,
-    engine: EngineOpt = EngineName.local,
-    address: AddressOpt = None,
-    against: AgainstOpt = None,
-    margin: MarginOpt = None,
-    fail_on: FailOnOpt = None,
     *,
     out: Output,
 ) -> None:
@@ -68,15 +57,10 @@ def aag_cmd(
     out.gate("label_map.map", fail_map_below, option="--fail-map-below")
     out.start()
     check_plot(plot, [embeddings, labels])
-    check_engine(engine, address)
-    margins = parse_margins(margin)
-    check_paired_options(against, 1, margins, fail_on, "EMB")
     from ..api.aag import aag
 
     rep = aag(embeddings, labels, label_field=label_field, label_map=label_map, map_queries=map_queries,
               map_at=map_at, permutations=permutations, resamples=resamples, ci=ci, bootstrap=bootstrap,
-              ci_level=ci_level, seed=seed, plot=plot, plot_pairs=plot_pairs, engine=engine.value,
-              address=address, against=against[0] if against else None, margins=margins or None, hint=hint)
-    report = rep.to_dict()
-    add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
-    out.finish(report, title=f"AAG — {shown_name(embeddings)}")
+              ci_level=ci_level, seed=seed, plot=plot, plot_pairs=plot_pairs, engine=out.engine.value,
+              address=out.address, against=out.pair[0] if out.pair else None, margins=out.margins or None, hint=hint)
+    out.finish(rep, title=f"AAG — {shown_name(embeddings)}", paired=rep.results.get("paired"))

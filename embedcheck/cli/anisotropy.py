@@ -8,20 +8,14 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..gates import add_gates
 from ._app import app
 from .common import (
-    AddressOpt,
-    EngineName,
-    EngineOpt,
     PlotOpt,
     SeedOpt,
-    check_engine,
     check_plot,
     hint,
     warn,
 )
-from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
 
@@ -72,7 +66,7 @@ def _render(report: dict[str, Any]) -> None:
 
 
 @app.command("anisotropy")
-@reporting()
+@reporting(engine=True, paired=(2, "A.npy and B.npy"))
 def anisotropy_cmd(
     a: Annotated[str, typer.Argument(metavar="A.npy", help="Compared rows of side A (n x d float .npy).", show_default=False)],
     b: Annotated[str, typer.Argument(metavar="B.npy", help="Compared rows of side B; row i pairs with row i of A.", show_default=False)],
@@ -89,12 +83,7 @@ def anisotropy_cmd(
     plot: PlotOpt = None,
     gate_on: Annotated[GateOn, typer.Option("--gate-on", hidden=True, help="Old spelling: which reading --min-gap-sd and --min-partner-first test (now: name the figure, raw.* or centred.*).", case_sensitive=False)] = GateOn.centred,
     block: Annotated[int, typer.Option("--block", help="Query rows per block for partner_ranked_first (work memory ~ 4 x block^2 floats plus one float32 copy of B; never n x n).")] = 1024,
-    engine: EngineOpt = EngineName.local,
-    address: AddressOpt = None,
-    against: AgainstOpt = None,
     resamples: Annotated[int, typer.Option("--resamples", min=2, help="With --against: resamples of the paired 95% intervals (bootstrap over rows).")] = 1000,
-    margin: MarginOpt = None,
-    fail_on: FailOnOpt = None,
     *,
     out: Output,
 ) -> None:
@@ -138,14 +127,10 @@ def anisotropy_cmd(
     out.gate(f"{side}.partner_ranked_first", min_partner_first, option="--min-partner-first")
     out.start()
     check_plot(plot, [a, b, fit_a, fit_b, *(map_fit or ())])
-    check_engine(engine, address)
-    margins = parse_margins(margin)
-    pair = check_paired_options(against, 2, margins, fail_on, "A.npy and B.npy")
     rep = anisotropy(a, b, fit_a=fit_a, fit_b=fit_b, shared=shared, perms=perms, seed=seed, map_fit=map_fit,
-                     block=block, plot=plot, engine=engine.value, address=address, hint=hint, against=pair,
-                     resamples=resamples, margins=margins or None)
+                     block=block, plot=plot, engine=out.engine.value, address=out.address, hint=hint, against=out.pair,
+                     resamples=resamples, margins=out.margins or None)
     report = rep.to_dict()
     if report["warning"]:
         warn(report["warning"])
-    add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
-    out.finish(report, title="anisotropy", renderer=_render)
+    out.finish(report, title="anisotropy", renderer=_render, paired=rep.results.get("paired"))

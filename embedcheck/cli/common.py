@@ -206,37 +206,40 @@ def _option_label(prm: Any) -> str:
     return longs[0] if getattr(prm, "param_type_name", "") == "option" and longs else (prm.name or "").upper()
 
 
-#: the range every numeric option of every command must lie in, by option name — what the
-#: computation behind it can hold (sizes that fit memory and int64 products, floats that neither
-#: overflow nor underflow float32). ``(lo, hi, lo_open)``; an option not listed gets the defaults
-#: below. Checked by :func:`check_finite_options` before anything is read.
-OPTION_RANGES: dict[str, tuple[float, float, bool]] = {
+#: what the computation behind a numeric option can hold, by option name (sizes that fit memory and
+#: int64 products, floats that neither overflow nor underflow float32): ``(lo, hi, lo_open)``. The
+#: lower bound of an option's domain is declared once, on the option (``typer.Option(min=...)``,
+#: per command: ``--resamples`` is >= 2 where a paired interval needs two); ``lo`` is ``None`` for
+#: those and is given here only for options that declare none (open bounds, train-head's knobs). An
+#: option not listed gets :data:`INT_RANGE` / :data:`FLOAT_RANGE`. Checked by
+#: :func:`check_finite_options` before anything is read; ``tests/test_options.py`` keeps each bound
+#: in one place.
+OPTION_RANGES: dict[str, tuple[Optional[float], float, bool]] = {
     "--scale": (0.0, 1e6, True),  # the linear heads' stretch: float32 outputs stay far from overflow
     "--temperature": (1e-4, 1e4, False),  # SupCon logits cos/τ in float32
     "--lr": (0.0, 10.0, True),
     "--weight-decay": (0.0, 1e3, False),
-    "--C": (1e-12, 1e12, False),
+    "--C": (None, 1e12, False),
     "--alpha": (0.0, 1.0, False),
     "--hidden-dim": (1, 65536, False),
     "--out-dim": (1, 65536, False),
     "--epochs": (1, 1_000_000, False),
-    "--batch-size": (1, 1 << 24, False),
-    "--threads": (1, 4096, False),
-    "--workers": (1, 100_000, False),
-    "--gpus-per-worker": (0, 1024, False),
-    "--max-seq-length": (1, 1 << 20, False),
-    "--perms": (1, 1_000_000, False),
-    "--permutations": (0, 1_000_000, False),
-    "--bootstrap": (0, 1_000_000, False),
-    "--resamples": (0, 1_000_000, False),
-    "--repeats": (1, 1_000_000, False),
-    "--shots": (1, 1_000_000, False),
-    "--max-iter": (1, 10_000_000, False),
-    "--plot-pairs": (1, 100_000_000, False),
+    "--batch-size": (None, 1 << 24, False),
+    "--threads": (None, 4096, False),
+    "--workers": (None, 100_000, False),
+    "--gpus-per-worker": (None, 1024, False),
+    "--max-seq-length": (None, 1 << 20, False),
+    "--permutations": (None, 1_000_000, False),
+    "--bootstrap": (None, 1_000_000, False),
+    "--resamples": (None, 1_000_000, False),
+    "--repeats": (None, 1_000_000, False),
+    "--shots": (None, 1_000_000, False),
+    "--max-iter": (None, 10_000_000, False),
+    "--plot-pairs": (None, 100_000_000, False),
     "--block": (1, 1 << 16, False),  # ~4 x block² floats of work memory
-    "--block-mb": (1, 1 << 20, False),
+    "--block-mb": (None, 1 << 20, False),
     "--chunk": (1, 1 << 24, False),
-    "--tolerance": (0.0, 1e12, False),
+    "--tolerance": (None, 1e12, False),
 }
 #: every other integer option (row counts, k, sizes): int64 products of two stay exact
 INT_RANGE = (-(1 << 40), 1 << 40)
@@ -244,11 +247,23 @@ INT_RANGE = (-(1 << 40), 1 << 40)
 FLOAT_RANGE = (-1e12, 1e12)
 
 
+def option_range(label: str, declared_min: Optional[float], integer: bool) -> tuple[float, float, bool]:
+    """``(lo, hi, lo_open)`` of an option: its declared minimum (``typer.Option(min=...)``) when it has
+    one, else :data:`OPTION_RANGES`' lower bound, else the default range's; the upper bound from
+    :data:`OPTION_RANGES` or the default range."""
+    default = INT_RANGE if integer else FLOAT_RANGE
+    lo, hi, lo_open = OPTION_RANGES.get(label, (None, default[1], False))
+    if declared_min is not None:
+        return float(declared_min), hi, False
+    return (default[0], hi, False) if lo is None else (lo, hi, lo_open)
+
+
 def check_finite_options() -> None:
     """Refuse a numeric option (or number in a list option) outside the range its computation can
-    hold, naming the option: NaN and ±inf always, then :data:`OPTION_RANGES` (or :data:`INT_RANGE`
-    / :data:`FLOAT_RANGE`). Narrower domain checks (> 0, in [0, 1] ...) stay with the computation,
-    whose messages name the value; this one check covers every option of every command in one place.
+    hold, naming the option: NaN and ±inf always, then :func:`option_range` (the option's declared
+    minimum, :data:`OPTION_RANGES`, or :data:`INT_RANGE` / :data:`FLOAT_RANGE`). Narrower domain
+    checks (> 0, in [0, 1] ...) stay with the computation, whose messages name the value; this one
+    check covers every option of every command in one place.
     """
     import math
 
@@ -266,7 +281,7 @@ def check_finite_options() -> None:
                 raise InputError(f"{label} must be a finite number, got {v}")
             if label == "--seed":
                 continue  # its own range (0 to 2^32-1) is checked by click
-            lo, hi, lo_open = OPTION_RANGES.get(label, (*(INT_RANGE if isinstance(v, int) else FLOAT_RANGE), False))
+            lo, hi, lo_open = option_range(label, getattr(prm, "min", None), isinstance(v, int))
             if (v <= lo if lo_open else v < lo) or v > hi:
                 want = f"{'(' if lo_open else '['}{_num(lo)}, {_num(hi)}]"
                 raise InputError(f"{label} must be in {want} (the range its computation holds), got {_num(v)}")

@@ -10,7 +10,7 @@ import typer
 
 from ..gates import add_gates, max_gate
 from ._app import app
-from .common import AddressOpt, EngineName, EngineOpt, SeedOpt, check_engine, hint, in_range
+from .common import SeedOpt, hint, in_range
 from .paired_opts import parse_margins
 from .reporting import Output, reporting
 
@@ -21,7 +21,7 @@ class DriftFailOn(str, Enum):
 
 
 @app.command("drift")
-@reporting()
+@reporting(engine=True)
 def drift_cmd(
     ref: Annotated[str, typer.Argument(metavar="REF", help="Reference embeddings (.npy or shard set).", show_default=False)],
     cur: Annotated[str, typer.Argument(metavar="CUR", help="Current embeddings, other rows of the same model.", show_default=False)],
@@ -36,8 +36,6 @@ def drift_cmd(
     fail_on: Annotated[Optional[DriftFailOn], typer.Option("--fail-on", help="Gate: exit 1 when the verdict is drift (drift), or anything but no-drift (not-no-drift).", case_sensitive=False, show_default=False)] = None,
     classifier_rows: Annotated[int, typer.Option("--classifier-rows", min=20, help="Pooled rows the classifier and k-means see at most (a seeded stratified sample beyond).")] = 20_000,
     seed: SeedOpt = 0,
-    engine: EngineOpt = EngineName.local,
-    address: AddressOpt = None,
     *,
     out: Output,
 ) -> None:
@@ -54,11 +52,10 @@ def drift_cmd(
     from ..api.drift import drift
 
     out.start()
-    check_engine(engine, address)
     margins = parse_margins(margin)
     rep = drift(ref, cur, permutations=permutations, estimator=estimator.lower(), features=features, folds=folds,
                 clusters=clusters, top=top, margins=margins, alpha=alpha, seed=seed, classifier_rows=classifier_rows,
-                engine=engine.value, address=address, hint=hint)
+                engine=out.engine.value, address=out.address, hint=hint)
     report = rep.to_dict()
     if fail_on is not None:
         v = rep["verdict"]

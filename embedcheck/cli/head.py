@@ -19,15 +19,11 @@ from .. import heads as H
 from ..errors import InputError
 from ._app import app
 from .common import (
-    AddressOpt,
     EmbArg,
-    EngineName,
-    EngineOpt,
     LabelFieldOpt,
     LabelsArg,
     OutOpt,
     SeedOpt,
-    check_engine,
     hint,
     progress,
 )
@@ -64,9 +60,9 @@ def train_head(
     temperature: Annotated[float, typer.Option("--temperature", help="SupCon temperature τ (finite, > 0).")] = _MLP.temperature,
     lr: Annotated[float, typer.Option("--lr", help="Adam learning rate (finite, > 0).")] = _MLP.lr,
     weight_decay: Annotated[float, typer.Option("--weight-decay", help="Adam weight decay (finite, >= 0).")] = _MLP.weight_decay,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Rows per batch (reshuffled every epoch).")] = _MLP.batch_size,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Rows per batch (reshuffled every epoch).")] = _MLP.batch_size,
     epochs: Annotated[int, typer.Option("--epochs", help="Training epochs.")] = _MLP.epochs,
-    threads: Annotated[Optional[int], typer.Option("--threads", help="torch threads (default: the cores not busy with other processes; the same seed gives the same bytes for any count).")] = _MLP.threads,
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="torch threads (default: the cores not busy with other processes; the same seed gives the same bytes for any count).")] = _MLP.threads,
     scale: Annotated[Optional[float], typer.Option("--scale", help="lda / probe-scale stretch factor S (finite, > 0; default: the output holds 90% of its variance along the class means).")] = None,
     seed: SeedOpt = 0,
     label_field: LabelFieldOpt = "label",
@@ -102,7 +98,7 @@ def train_head(
 
 
 @app.command("project")
-@reporting(gated=False, name="o")
+@reporting(gated=False, name="o", engine=True)
 def project(
     emb: EmbArg,
     head_path: Annotated[Path, typer.Option("--head", help="Head file written by train-head (.safetensors).", dir_okay=False, show_default=False)],
@@ -110,8 +106,6 @@ def project(
     mode: Annotated[Mode, typer.Option("--mode", help="compact: head output only; fused: [√(1−α)·original, √α·head], unit rows.", case_sensitive=False)] = Mode.compact,
     alpha: Annotated[float, typer.Option("--alpha", help="fused: weight of the head cosine (0.5 = plain concatenation of unit vectors).")] = 0.5,
     chunk: Annotated[int, typer.Option("--chunk", help="Rows per streamed block.")] = 8192,
-    engine: EngineOpt = EngineName.local,
-    address: AddressOpt = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="A store output (table, file) that exists is replaced (in one step: a failure leaves it intact).")] = False,
     *,
     o: Output,
@@ -123,12 +117,11 @@ def project(
     from ..api.heads import project
 
     o.start()
-    check_engine(engine, address)
     with progress() as prog:
         task = prog.add_task("project", total=None, info="")
         from ..io.stores import output_locator
 
-        rep = project(emb, head_path, out if output_locator(out) is not None else Path(out), mode=mode.value, alpha=alpha, chunk=chunk, engine=engine.value,
-                      address=address, on_rows=lambda done, total: prog.update(task, completed=done, total=total),
+        rep = project(emb, head_path, out if output_locator(out) is not None else Path(out), mode=mode.value, alpha=alpha, chunk=chunk, engine=o.engine.value,
+                      address=o.address, on_rows=lambda done, total: prog.update(task, completed=done, total=total),
                       hint=hint, overwrite=overwrite)
     o.finish(rep, title="project")

@@ -14,12 +14,11 @@ from .common import (
     SeedOpt,
     progress,
 )
-from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
 
 @app.command("neighbors")
-@reporting()
+@reporting(paired=(2, "A and B"))
 def neighbors_cmd(
     a: Annotated[str, typer.Argument(metavar="A.npy", help="The rows embedded one way (n x d float .npy): original, model v1 ...", show_default=False)],
     b: Annotated[str, typer.Argument(metavar="B.npy", help="The same rows embedded another way (n x d' float .npy): projected, fused, model v2 ...", show_default=False)],
@@ -31,9 +30,6 @@ def neighbors_cmd(
     block_mb: Annotated[int, typer.Option("--block-mb", min=1, help="Work memory of one block of query rows against a 4,096-row column tile, in MB (plus one float32 copy of a matrix).")] = 128,
     seed: SeedOpt = 0,
     min_overlap: Annotated[Optional[float], typer.Option("--min-overlap", hidden=True, help="Gate (old spelling of --fail-below overlap=X): exit 1 when the mean overlap@k is below this (0 to 1).", show_default=False)] = None,
-    against: AgainstOpt = None,
-    margin: MarginOpt = None,
-    fail_on: FailOnOpt = None,
     *,
     out: Output,
 ) -> None:
@@ -50,19 +46,14 @@ def neighbors_cmd(
     Example: embedcheck neighbors test.npy test.fused.npy test.jsonl --k 10 --fail-below 0.5
     """
     from ..api.neighbors import neighbors
-    from ..gates import add_gates
 
     out.gate("overlap", min_overlap, option="--min-overlap")
     out.start()
-    margins = parse_margins(margin)
-    pair = check_paired_options(against, 2, margins, fail_on, "A and B")
     with progress() as bar:
         task = bar.add_task("neighbours", total=None, info="")
         rep = neighbors(a, b, k=k, queries=queries, labels=labels, label_field=label_field, resamples=resamples,
-                        block_mb=block_mb, seed=seed, against=pair, margins=margins or None,
+                        block_mb=block_mb, seed=seed, against=out.pair, margins=out.margins or None,
                         progress=lambda done, total: bar.update(task, completed=done, total=total))
-    report = rep.to_dict()
-    add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
     from .common import shown_name
 
-    out.finish(report, title=f"neighbors — {shown_name(a)} vs {shown_name(b)} (k = {k})")
+    out.finish(rep, title=f"neighbors — {shown_name(a)} vs {shown_name(b)} (k = {k})", paired=rep.results.get("paired"))

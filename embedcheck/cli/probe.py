@@ -12,15 +12,13 @@ from .common import (  # --baseline and --fail-below: in out.start() / out.finis
     LabelFieldOpt,
     SeedOpt,
 )
-from .output import add_gates
-from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
 _P = typer.Argument
 
 
 @app.command("probe")
-@reporting()
+@reporting(paired=(2, "TRAIN and TEST"))
 def probe_cmd(
     train: Annotated[str, _P(help="Training embeddings (.npy).", show_default=False)],
     train_labels: Annotated[str, _P(help=f"Training labels, one per row: {LABEL_FORMATS}.", show_default=False)],
@@ -34,9 +32,6 @@ def probe_cmd(
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Few-shot: number of seeded draws.")] = 10,
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals of accuracy and macro-F1 (bootstrap over test rows); 0: none.")] = 1000,
     seed: SeedOpt = 0,
-    against: AgainstOpt = None,
-    margin: MarginOpt = None,
-    fail_on: FailOnOpt = None,
     *,
     out: Output,
 ) -> None:
@@ -54,11 +49,7 @@ def probe_cmd(
     from ..api.probe import probe
 
     out.start(primary="few_shot.accuracy_mean" if shots is not None else None)  # a bare --fail-below X: accuracy
-    margins = parse_margins(margin)
-    pair = check_paired_options(against, 2, margins, fail_on, "TRAIN and TEST")
     rep = probe(train, train_labels, test, test_labels, label_field=label_field, C=C, max_iter=max_iter,
                 standardize=standardize, shots=shots, repeats=repeats, resamples=resamples, seed=seed,
-                against=pair, margins=margins or None)
-    report = rep.to_dict()
-    add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
-    out.finish(report, title="Linear probe")
+                against=out.pair, margins=out.margins or None)
+    out.finish(rep, title="Linear probe", paired=rep.results.get("paired"))

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ._app import app
-from .common import AddressOpt, EngineName, EngineOpt, SeedOpt, check_engine, check_plot, hint, in_range
+from .common import SeedOpt, check_plot, hint, in_range
 from .paired_opts import FailOnOpt, MarginOpt, paired_gates, parse_margins
 from .reporting import Output, reporting
 
@@ -53,7 +53,7 @@ def parse_sweep(items: Optional[list[str]]) -> dict[str, list[str]]:
 
 
 @app.command("recall")
-@reporting(gates=False)  # its own --fail-below FIGURE@K=X (recall@K or knn-recall@K, on --gate-on)
+@reporting(gates=False, engine=True)  # its own --fail-below FIGURE@K=X (recall@K or knn-recall@K, on --gate-on)
 def recall_cmd(
     index: Annotated[str, typer.Argument(metavar="INDEX", help="The index: PATH.faiss / PATH.index (FAISS), an hnswlib file (--space/--dim or PATH.json), postgresql://USER@HOST/DB?table=T&column=C[&id=I] (pgvector HNSW or IVFFlat) or lancedb://DBDIR/TABLE (IVF_PQ, IVF_HNSW_SQ).", show_default=False)],
     k: Annotated[int, typer.Option("--k", min=1, help="Neighbours per query (recall@k).")] = 10,
@@ -75,8 +75,6 @@ def recall_cmd(
     against_set: Annotated[Optional[list[str]], typer.Option("--against-set", metavar="NAME=V", help="With --against: a search setting of INDEX2. Repeatable.", show_default=False)] = None,
     margin: MarginOpt = None,
     fail_on: FailOnOpt = None,
-    engine: EngineOpt = EngineName.local,
-    address: AddressOpt = None,
     *,
     out: Output,
 ) -> None:
@@ -97,7 +95,6 @@ def recall_cmd(
     from ..gates import add_gates
 
     out.start()
-    check_engine(engine, address)
     check_plot(plot, [p for p in (index, queries, vectors) if p and "://" not in p])
     if plot is not None and not sweep:
         raise InputError("--plot needs --sweep (recall against latency over the settings)")
@@ -114,7 +111,7 @@ def recall_cmd(
                  target=target, gate_on=gate_on.value, vectors=vectors, space=space.value if space else None,
                  dim=dim, resamples=resamples, seed=seed, below=below, plot=plot, against=against,
                  against_settings=parse_settings(against_set, "--against-set"), margins=margins or None,
-                 engine=engine.value, address=address, hint=hint)
+                 engine=out.engine.value, address=out.address, hint=hint)
     recall_gates(rep, list(fail_below or []), gate_on.value)
     report: dict[str, Any] = rep.to_dict()
     add_gates(report, paired_gates(rep.results.get("paired"), fail_on))

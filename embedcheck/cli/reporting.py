@@ -1,7 +1,8 @@
 """The reporting options every measuring command shares, declared once.
 
 :func:`reporting` adds ``--json``, ``--format``, ``--report``, ``--quiet`` and (``gated=True``)
-``--baseline``, ``--max-drop``, ``--tolerance`` to a command's signature and hands the command one
+``--baseline``, ``--max-drop``, ``--tolerance`` — and, when asked, ``--engine``/``--address`` and the
+paired options ``--against``/``--margin``/``--fail-on`` — to a command's signature and hands the command one
 :class:`Output` holding their values, so no command module repeats the block and no option is
 read behind the command's back::
 
@@ -23,7 +24,10 @@ from typing import Any, Callable, Optional
 
 from ..errors import InputError
 from .common import (
+    AddressOpt,
     BaselineOpt,
+    EngineName,
+    EngineOpt,
     FailAboveOpt,
     FailBelowOpt,
     FormatOpt,
@@ -34,6 +38,7 @@ from .common import (
     ReportOpt,
     ToleranceOpt,
 )
+from .paired_opts import AgainstOpt, FailOn, FailOnOpt, MarginOpt
 
 
 @dataclass
@@ -50,6 +55,16 @@ class Output:
     fail_below: Optional[list[str]] = None
     fail_above: Optional[list[str]] = None
     gates: list[Any] = field(default_factory=list)  #: the asked-for gates (``GateSpec``), resolved by start()
+    engine: EngineName = EngineName.local  #: ``--engine`` (``reporting(engine=True)``)
+    address: Optional[str] = None  #: ``--address`` (with ``--engine ray``)
+    against: Optional[list[str]] = None  #: ``--against`` as given (``reporting(paired=...)``)
+    margin: Optional[list[str]] = None
+    fail_on: Optional[FailOn] = None
+    #: how many ``--against`` the command takes (one per embedding argument) and those arguments' names
+    paired_inputs: tuple[int, str] = (0, "")
+    #: after start(): the checked ``--against`` (None without it) and the parsed ``--margin``s
+    pair: Optional[tuple[str, ...]] = None
+    margins: dict[str, float] = field(default_factory=dict)
 
     def gate(self, figure: str, bound: Optional[float], op: str = ">=", *, option: str) -> None:
         """A gate given by an old spelling (``--fail-map-below X`` is ``--fail-below label_map.map=X``):
@@ -69,21 +84,32 @@ class Output:
         from ..gates import parse_gate, resolve_gates
         from ..schemas import figures_of
         from ..spec import primary_figure
-        from .common import command_name, start_command
+        from .common import check_engine, command_name, start_command
 
         start_command(self.quiet, baseline=self.baseline, max_drop=self.max_drop)
+        check_engine(self.engine, self.address)
+        if self.paired_inputs[0]:
+            from .paired_opts import check_paired_options, parse_margins
+
+            self.margins = parse_margins(self.margin)
+            wanted, names = self.paired_inputs
+            self.pair = check_paired_options(self.against, wanted, self.margins, self.fail_on, names)
         specs = [parse_gate(x, ">=") for x in self.fail_below or []] + [parse_gate(x, "<=") for x in self.fail_above or []]
         if specs or self.gates:
             name = command_name() or ""
             self.gates = resolve_gates([*specs, *self.gates], figures if figures is not None else figures_of(name),
                                        command=name, primary=primary or primary_figure(name))
 
-    def finish(self, report: Any, *, title: str, renderer: Optional[Callable[[dict[str, Any]], None]] = None) -> None:
-        """Compare with ``--baseline``, print, write ``--report``, exit 1 when a gate failed."""
-        from ..gates import evaluate
+    def finish(self, report: Any, *, title: str, renderer: Optional[Callable[[dict[str, Any]], None]] = None,
+               paired: Any = None) -> None:
+        """Compare with ``--baseline``, print, write ``--report``, exit 1 when a gate failed.
+        ``paired``: the report's paired section (``--against``), gated by ``--fail-on``."""
+        from ..gates import add_gates, evaluate
         from .common import finish
+        from .paired_opts import paired_gates
 
         d = report.to_dict() if hasattr(report, "to_dict") else report
+        add_gates(d, paired_gates(paired, self.fail_on))
         if self.gates:
             asked = evaluate(d, self.gates)
             d["gates"] = [*asked, *d.get("gates", [])]
@@ -95,15 +121,22 @@ _OUTPUT = [("as_json", JsonOpt, False), ("fmt", FormatOpt, None), ("report_file"
            ("quiet", QuietOpt, False)]
 _BASELINE = [("baseline", BaselineOpt, None), ("max_drop", MaxDropOpt, None), ("tolerance", ToleranceOpt, 0.0)]
 _GATES = [("fail_below", FailBelowOpt, None), ("fail_above", FailAboveOpt, None)]
+_PAIRED = [("against", AgainstOpt, None), ("margin", MarginOpt, None), ("fail_on", FailOnOpt, None)]
+_ENGINE = [("engine", EngineOpt, EngineName.local), ("address", AddressOpt, None)]
 
 
-def reporting(*, gated: bool = True, name: str = "out", gates: Optional[bool] = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def reporting(*, gated: bool = True, name: str = "out", gates: Optional[bool] = None,
+              paired: Optional[tuple[int, str]] = None, engine: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator (under ``@app.command``): the command takes ``out: Output`` (or the keyword
     ``name``, where ``out`` is taken) instead of the reporting options, which appear in its
     ``--help`` after its own options. ``gated=False``: no ``--baseline`` options. ``gates`` (default:
     ``gated``): the one gate spelling, ``--fail-below [FIGURE=]X`` and ``--fail-above [FIGURE=]X``
-    on the command's declared figures."""
-    extra = (_GATES if (gated if gates is None else gates) else []) + (_BASELINE if gated else []) + _OUTPUT
+    on the command's declared figures. ``paired=(n, names)``: ``--against`` (once per embedding
+    argument, ``n`` of them, called ``names`` in messages), ``--margin`` and ``--fail-on``, checked by
+    :meth:`Output.start` (``out.pair``, ``out.margins``) and gated by :meth:`Output.finish`.
+    ``engine=True``: ``--engine`` and ``--address`` (``out.engine``, ``out.address``; checked by start())."""
+    extra = ((_ENGINE if engine else []) + (_PAIRED if paired else []) + (_GATES if (gated if gates is None else gates) else [])
+             + (_BASELINE if gated else []) + _OUTPUT)
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         sig = inspect.signature(fn, eval_str=True)
@@ -115,7 +148,7 @@ def reporting(*, gated: bool = True, name: str = "out", gates: Optional[bool] = 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             vals = {name: kwargs.pop(name) for name, _, _ in extra if name in kwargs}
             try:
-                return fn(*args, **{name: Output(**vals)}, **kwargs)
+                return fn(*args, **{name: Output(**vals, paired_inputs=paired or (0, ""))}, **kwargs)
             except InputError as exc:
                 raise InputError(name_options(str(exc))) from None
 

@@ -10,15 +10,10 @@ import typer
 
 from ._app import app
 from .common import (
-    AddressOpt,
-    EngineName,
-    EngineOpt,
     SeedOpt,
-    check_engine,
     hint,
     progress,
 )
-from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
 
@@ -64,7 +59,7 @@ def render(report: dict[str, Any], title: str) -> None:
 
 
 @app.command("retrieve")
-@reporting()
+@reporting(engine=True, paired=(2, "QUERIES and CORPUS"))
 def retrieve_cmd(
     queries: Annotated[str, typer.Argument(metavar="QUERIES", help="Query vectors: .npy (ids in its .jsonl sidecar), a shard set or a store (ids from its id column; docs/stores.md).", show_default=False)],
     corpus: Annotated[str, typer.Argument(metavar="CORPUS", help="Document vectors: .npy (ids in its .jsonl sidecar), a shard set or a store (ids from its id column; docs/stores.md).", show_default=False)],
@@ -78,11 +73,6 @@ def retrieve_cmd(
     task_name: Annotated[str, typer.Option("--task-name", help="With --mteb-json: the MTEB task name (e.g. SciFact).")] = "Retrieval",
     dataset_revision: Annotated[str, typer.Option("--revision", help="With --mteb-json: the data set revision recorded.")] = "unknown",
     split: Annotated[str, typer.Option("--split", help="With --mteb-json: the split the scores are filed under.")] = "test",
-    engine: EngineOpt = EngineName.local,
-    address: AddressOpt = None,
-    against: AgainstOpt = None,
-    margin: MarginOpt = None,
-    fail_on: FailOnOpt = None,
     *,
     out: Output,
 ) -> None:
@@ -104,14 +94,10 @@ def retrieve_cmd(
 
     from ..geometry.retrieval import _figures
     from .common import option_errors
-    from .output import add_gates
 
     ks = parse_k(k)
     # --fail-below METRIC=X (ndcg@10, map@100, recall@1000, p@5, mrr@10: fractions, 0 to 1) at these cut-offs
     out.start(figures=_figures(sorted({*ks, 10})))
-    check_engine(engine, address)
-    margins = parse_margins(margin)
-    pair = check_paired_options(against, 2, margins, fail_on, "QUERIES and CORPUS")
     if mteb_json is not None:
         from ..io.mteb import check_output
 
@@ -120,11 +106,10 @@ def retrieve_cmd(
                                            "doc_ids": "CORPUS", "margins": "--margin"}):
         task = bar.add_task("retrieve", total=None, info="")
         rep = embedcheck.retrieve(queries, corpus, qrels, k=ks, resamples=resamples, seed=seed,
-                                  engine=engine.value, address=address, query_id_field=query_id_field,
-                                  doc_id_field=doc_id_field, against=pair, margins=margins or None,
+                                  engine=out.engine.value, address=out.address, query_id_field=query_id_field,
+                                  doc_id_field=doc_id_field, against=out.pair, margins=out.margins or None,
                                   progress=lambda done, total: bar.update(task, completed=done, total=total))
     report: dict[str, Any] = rep.to_dict()
-    add_gates(report, paired_gates(rep.paired, fail_on))
     if mteb_json is not None:
         from ..io.mteb import write_task_result
 
@@ -134,4 +119,4 @@ def retrieve_cmd(
     from .common import shown_name
 
     title = f"retrieve — {shown_name(queries)} over {shown_name(corpus)}"
-    out.finish(report, title=title, renderer=lambda r: render(r, title))
+    out.finish(report, title=title, renderer=lambda r: render(r, title), paired=rep.paired)

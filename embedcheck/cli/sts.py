@@ -9,13 +9,11 @@ import typer
 
 from ._app import app
 from .common import SeedOpt  # --baseline and --fail-below: in out.start() / out.finish()
-from .output import add_gates
-from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
 
 @app.command("sts")
-@reporting()
+@reporting(paired=(2, "A and B"))
 def sts_cmd(
     a: Annotated[str, typer.Argument(help="First sentences' embeddings (.npy).", show_default=False)],
     b: Annotated[str, typer.Argument(help="Second sentences' embeddings (.npy), row i paired with row i of A.", show_default=False)],
@@ -23,9 +21,6 @@ def sts_cmd(
     score_field: Annotated[str, typer.Option("--score-field", help="Field of the gold score in a .jsonl file.")] = "score",
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals of Spearman and Pearson (bootstrap over pairs); 0: none.")] = 1000,
     seed: SeedOpt = 0,
-    against: AgainstOpt = None,
-    margin: MarginOpt = None,
-    fail_on: FailOnOpt = None,
     mteb_json: Annotated[Optional[Path], typer.Option("--mteb-json", help="Also write MTEB's result JSON (TaskResult layout; --task-name) to this file.", dir_okay=False, show_default=False)] = None,
     task_name: Annotated[str, typer.Option("--task-name", help="With --mteb-json: the MTEB task name (e.g. STSBenchmark).")] = "STS",
     *,
@@ -41,19 +36,15 @@ def sts_cmd(
     from ..api.sts import sts
 
     out.start()
-    margins = parse_margins(margin)
-    check_paired_options(against, 2, margins, fail_on, "A and B")
     if mteb_json is not None:
         from ..io.mteb import check_output
 
         check_output(mteb_json, [a, b, scores, out.report_file])
     rep = sts(a, b, scores, score_field=score_field, resamples=resamples, seed=seed,
-              against=(against[0], against[1]) if against else None, margins=margins or None)
+              against=out.pair, margins=out.margins or None)
     if mteb_json is not None:  # MTEB's keys and scale (0 to 1); main score cosine_spearman
         from ..io.mteb import write_json
 
         write_json(mteb_json, {"cosine_spearman": rep["spearman"] / 100, "cosine_pearson": rep["pearson"] / 100},
                    main_score="cosine_spearman", task_name=task_name, extra={"n": rep["n"]})
-    report = rep.to_dict()
-    add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
-    out.finish(report, title="STS")
+    out.finish(rep, title="STS", paired=rep.results.get("paired"))

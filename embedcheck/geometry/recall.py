@@ -37,7 +37,6 @@ queries still over-state the recall of unseen queries.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Optional
 
 import numpy as np
@@ -250,10 +249,6 @@ def sample_queries(n: int, m: int, seed: int) -> np.ndarray:
     if m >= n:
         return np.arange(n, dtype=np.int64)
     return np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False)).astype(np.int64)
-
-
-def finite_or_none(x: float) -> Optional[float]:
-    return x if math.isfinite(x) else None
 
 
 __all__ = ["BELOW", "DISTANCE", "KNN_EPSILON", "METRICS", "SCORES", "check_metric", "distance_of_score", "drop_self", "prepared",

@@ -253,15 +253,6 @@ def open_store_source(x: Any, *, what: str = "embeddings", part_rows: int = PART
     return src
 
 
-def checked_rows(part: Part, sl: slice, what: str = "embeddings") -> np.ndarray:
-    """Rows ``sl`` (relative to the part) after the row checks of ``load_matrix`` (finite, not zero);
-    errors name the file and the row index within it."""
-    X = part.read(sl)
-    work = "float64" if X.dtype.itemsize == 8 else "float32"
-    check_rows(X, part.start + sl.start, Path(part.path), what=what, work=work)
-    return X
-
-
 def read_range(parts: Sequence[Part], start: int, stop: int, *, check: bool = False,
                what: str = "embeddings") -> np.ndarray:
     """Global rows ``[start, stop)`` read from whichever parts hold them, C-ordered (row checks per
