@@ -1,8 +1,12 @@
 """What a report is: its schema id and version, its JSON Schema (draft 2020-12), and the declared
-facts of its figures (:class:`Figure`: headline or not, better direction, interval key), in one
-module. Report classes declare their figures (``Result.figures``) and register them here
-(:data:`REGISTRY`); :func:`figures_of` reads them, and ``comparison`` and :func:`json_schema`
-derive from them.
+facts of its figures (:class:`Figure`: headline or not, better direction, interval key). Each report
+class declares its figures (``Result.figures``) and the JSON Schema of its own keys
+(``Result.report_schema``, built from the blocks below: :func:`obj`, ``NUM``, ``INT`` ...) beside
+the report; defining the class registers both here (:data:`REGISTRY`, :data:`BODIES`).
+:func:`figures_of` reads the figures, and ``comparison``, the gates, the HTML page and
+:func:`json_schema` derive from them; :func:`json_schema` adds the parts every report shares.
+This module imports nothing above its floor: the package top installs the loader
+(:data:`LOADERS`) that imports the report classes on the first lookup.
 
 Every report carries ``"schema": "embedcheck.<command>/<version>"`` (stamped by
 ``cli/common.finish``); ``embedcheck schema COMMAND`` prints the schema below. A schema
@@ -201,7 +205,6 @@ PAIRED_FIGURE = obj({
 #: the ``paired`` section: ``ci_method``, optionally ``against``, one PAIRED_FIGURE per compared figure
 PAIRED = {"type": "object", "properties": {"ci_method": STR, "against": STR}, "required": ["ci_method"],
           "additionalProperties": PAIRED_FIGURE}
-#: ``inputs``: content hashes of the per-row inputs (``labels_sha256`` ...), 64 hex digits each
 #: ``inputs``: content hashes of the inputs that define the rows, and ``rows_matched_by`` (input →
 #: "id" or "position": how its rows were matched to the embeddings' rows)
 INPUTS = {"type": "object", "properties": {"rows_matched_by": {"type": "object", "additionalProperties":
