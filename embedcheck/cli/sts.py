@@ -41,7 +41,7 @@ def sts_cmd(
 
         check_output(mteb_json, [a, b, scores, out.report_file])
     rep = sts(a, b, scores, score_field=score_field, resamples=resamples, seed=seed,
-              against=out.pair, margins=out.margins or None)
+              against=(out.pair[0], out.pair[1]) if out.pair else None, margins=out.margins or None)
     if mteb_json is not None:  # MTEB's keys and scale (0 to 1); main score cosine_spearman
         from ..io.mteb import write_json
 
