@@ -82,8 +82,11 @@ def threshold(a: Any, b: Any, labels: Any = None, *, precision: float = 0.95, ma
     if corpus is not None:
         points = [(k, p) for k, p in (("at_precision", res.at_precision), ("best_f1", res.best_f1),
                                       ("check", res.check)) if p is not None and p.threshold is not None]
-        cnt = count_pairs_above(corpus, [float(p.threshold) for _, p in points if p.threshold is not None],
-                                engine=engine, address=address)
+        from ._common import running
+
+        with running(engine, address) as eng:
+            cnt = count_pairs_above(corpus, [float(p.threshold) for _, p in points if p.threshold is not None],
+                                    engine=eng)
         above = {}
         for (k, p), c in zip(points, cnt["counts"]):
             p.corpus_pairs_above = c

@@ -9,9 +9,13 @@ import typer
 
 from ._app import app
 from .common import (
+    AddressOpt,
+    EngineName,
+    EngineOpt,
     LabelFieldOpt,
     OptLabelsArg,
     SeedOpt,
+    check_engine,
     progress,
 )
 from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
@@ -30,6 +34,8 @@ def neighbors_cmd(
     resamples: Annotated[int, typer.Option("--resamples", min=1, help="Bootstrap resamples (over query rows) of the 95% intervals.")] = 1000,
     block_mb: Annotated[int, typer.Option("--block-mb", min=1, help="Work memory of one block of query rows against a 4,096-row column tile, in MB (plus one float32 copy of a matrix).")] = 128,
     seed: SeedOpt = 0,
+    engine: EngineOpt = EngineName.local,
+    address: AddressOpt = None,
     min_overlap: Annotated[Optional[float], typer.Option("--min-overlap", hidden=True, help="Gate (old spelling of --fail-below overlap=X): exit 1 when the mean overlap@k is below this (0 to 1).", show_default=False)] = None,
     against: AgainstOpt = None,
     margin: MarginOpt = None,
@@ -53,13 +59,14 @@ def neighbors_cmd(
     from ..gates import add_gates
 
     out.gate("overlap", min_overlap, option="--min-overlap")
+    check_engine(engine, address)
     out.start()
     margins = parse_margins(margin)
     pair = check_paired_options(against, 2, margins, fail_on, "A and B")
     with progress() as bar:
         task = bar.add_task("neighbours", total=None, info="")
         rep = neighbors(a, b, k=k, queries=queries, labels=labels, label_field=label_field, resamples=resamples,
-                        block_mb=block_mb, seed=seed, against=pair, margins=margins or None,
+                        block_mb=block_mb, seed=seed, against=pair, margins=margins or None, engine=engine, address=address,
                         progress=lambda done, total: bar.update(task, completed=done, total=total))
     report = rep.to_dict()
     add_gates(report, paired_gates(rep.results.get("paired"), fail_on))

@@ -447,10 +447,10 @@ def _sums(eng: Any, src: Any, codes: np.ndarray, k: int, *, weights: np.ndarray 
 
 def _opened(X: Any, engine: Any) -> tuple[Any, Any]:
     """(Source, engine): the input opened once, the engine (this process when None)."""
-    from ..engine import LocalEngine
+    from ..engine import or_local
     from ..io.source import open_source
 
-    return open_source(X), (engine if engine is not None else LocalEngine())
+    return open_source(X), or_local(engine)
 
 
 def aag_and_variance_share(X: Any, labels: np.ndarray, *, resamples: int = 0, seed: int = 0,

@@ -82,9 +82,10 @@ def sts_paired(A1: Any, A2: Any, B1: Any, B2: Any, gold: np.ndarray, *, resample
 def aag_paired(XA: Any, XB: Any, labels: np.ndarray, *, resamples: int = P.RESAMPLES,
                permutations: int = P.RESAMPLES, seed: int = 0, margins: Optional[dict[str, float]] = None,
                ap_a: Optional[np.ndarray] = None, ap_b: Optional[np.ndarray] = None,
-               groups: int = aag_mod.BOOT_GROUPS, against: Optional[str] = None) -> P.Paired:
-    """AAG of A and of B on the same row groups and group weights (``aag_ci95``'s bootstrap), and,
-    given the per-query average precisions of both (same queries), ``label_map.map`` ×100."""
+               groups: int = aag_mod.BOOT_GROUPS, against: Optional[str] = None, engine: Any = None) -> P.Paired:
+    """AAG of A and of B on the same row groups and group weights (``aag_ci95``'s bootstrap; both
+    passes on ``engine``, this process when None: the same bytes on any engine), and, given the
+    per-query average precisions of both (same queries), ``label_map.map`` ×100."""
     check_margins(margins, ["aag", "label_map.map"])
     if XA.shape[0] != XB.shape[0]:
         raise InputError(f"A has {XA.shape[0]} rows but B has {XB.shape[0]}; a paired comparison needs the same rows")
@@ -93,8 +94,8 @@ def aag_paired(XA: Any, XB: Any, labels: np.ndarray, *, resamples: int = P.RESAM
     n = XA.shape[0]
     k = len(np.unique(np.asarray(labels)))
     G = min(aag_mod._group_count(n, k, XA.shape[1], groups), aag_mod._group_count(n, k, XB.shape[1], groups))
-    ra = aag_mod.aag(XA, labels, resamples=resamples, seed=seed, groups=G)
-    rb = aag_mod.aag(XB, labels, resamples=resamples, seed=seed, groups=G)
+    ra = aag_mod.aag(XA, labels, resamples=resamples, seed=seed, groups=G, engine=engine)
+    rb = aag_mod.aag(XB, labels, resamples=resamples, seed=seed, groups=G, engine=engine)
     ba, bb = ra.boot, rb.boot
     assert ba is not None and bb is not None
     assert np.array_equal(ba.group_of, bb.group_of) and np.array_equal(ba.W, bb.W)

@@ -271,27 +271,23 @@ def count_pairs_range(parts: Any, n: int, i0: int, i1: int, thresholds: np.ndarr
     return counts
 
 
-def count_pairs_above(corpus: Any, thresholds: Sequence[float], *, engine: Any = "local",
-                      address: Optional[str] = None) -> dict[str, Any]:
+def count_pairs_above(corpus: Any, thresholds: Sequence[float], *, engine: Any = None) -> dict[str, Any]:
     """Exact number of unordered corpus pairs ``i < j`` whose cosine is ``>= t``, for each ``t``;
-    row ranges run as engine tasks (``"local"`` in this process, ``"ray"`` on a cluster) and their
-    integer counts are summed."""
-    from ..engine import Engine, make_engine
+    row ranges run as :func:`count_pairs_range` tasks on ``engine`` (an
+    :class:`~embedcheck.engine.Engine` from :func:`~embedcheck.engine.running`; this process when
+    None) and their integer counts are summed: the same counts on any engine."""
+    from ..engine import or_local
     from ..io.source import Source, open_source, ranges
 
     src = corpus if isinstance(corpus, Source) else open_source(corpus, what="corpus", min_rows=2)
     n = src.n
     t = np.asarray(list(thresholds), dtype=np.float64)
-    eng = engine if isinstance(engine, Engine) else make_engine(getattr(engine, "value", engine), address)
-    try:
-        parts = eng.put(src.parts)
-        tasks = [(parts, n, a, b, t, CORPUS_BLOCK) for a, b in ranges(n, CORPUS_TASK_ROWS)]
-        total = np.zeros(len(t), dtype=np.int64)
-        for c in eng.imap(count_pairs_range, tasks):
-            total += c
-    finally:
-        if not isinstance(engine, Engine):
-            eng.close()
+    eng = or_local(engine)
+    parts = eng.put(src.parts)
+    tasks = [(parts, n, a, b, t, CORPUS_BLOCK) for a, b in ranges(n, CORPUS_TASK_ROWS)]
+    total = np.zeros(len(t), dtype=np.int64)
+    for c in eng.imap(count_pairs_range, tasks):
+        total += c
     return {"rows": int(n), "pairs": int(n * (n - 1) // 2), "counts": [int(x) for x in total]}
 
 
