@@ -417,21 +417,37 @@ def test_compress_sweep_on_ray_is_the_local_table(ray_local, tmp_path, monkeypat
     assert table("local") == local
 
 
-def test_threshold_corpus_count_on_ray_is_the_local_count(cli, ray_local):
+def test_threshold_floor_and_corpus_counts_on_ray_are_the_local_counts(cli, ray_local, monkeypatch):
+    """Matched pairs: the n(n-1) unrelated pairs counted in tasks of 1,024 rows of A (3 tasks) on Ray =
+    the one-task local report; --corpus: the pair count on Ray = local = a float64 brute force."""
+    import embedcheck
+    from embedcheck.geometry import threshold as T
+
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(2500, 16))
+    B = A + 1.5 * rng.normal(size=A.shape)
+    local = embedcheck.threshold(A, B, resamples=0).to_dict()
+    monkeypatch.setattr(T, "FLOOR_TASK_ROWS", 1024)
+    assert embedcheck.threshold(A, B, resamples=0, engine="ray").to_dict() == local
+    UA = A / np.linalg.norm(A, axis=1, keepdims=True)
+    UB = B / np.linalg.norm(B, axis=1, keepdims=True)
+    S = UA @ UB.T
+    np.fill_diagonal(S, -np.inf)
+    t = local["best_f1"]["threshold"]
+    assert local["best_f1"]["unrelated_flagged"] == int((S >= t).sum())
+
     args = ["threshold", FIXTURES / "pairs_a.npy", FIXTURES / "pairs_b.npy", "--resamples", "20",
             "--corpus", FIXTURES / "topics.npy", "--json"]
-    local = cli(args)
+    local_cli = cli(args)
     ray = cli([*args, "--engine", "ray"])
-    assert local.exit_code == 0 and ray.exit_code == 0, ray
-    assert ray.stdout == local.stdout
-    corpus = local.json()["corpus"]
-    # brute force: float64 cosines of every pair i < j of the corpus
+    assert local_cli.exit_code == 0 and ray.exit_code == 0, ray
+    assert ray.stdout == local_cli.stdout
+    rep = local_cli.json()
     X = np.load(FIXTURES / "topics.npy").astype(np.float64)
     U = X / np.linalg.norm(X, axis=1, keepdims=True)
-    S = (U @ U.T)[np.triu_indices(len(U), 1)]
-    for key, c in corpus["pairs_above"].items():
-        t = local.json()[key]["threshold"]
-        assert c == int((S >= t).sum()), key
+    pairs = (U @ U.T)[np.triu_indices(len(U), 1)]
+    for key, c in rep["corpus"]["pairs_above"].items():
+        assert c == int((pairs >= rep[key]["threshold"]).sum()), key
 
 
 def test_recall_exact_sides_on_ray_are_the_local_figures(ray_local, tmp_path):
