@@ -267,9 +267,9 @@ def _conformance_cases():
 
 def _app_for(case, request):
     """The CLI app, with the docs' plugin registered for this test when ``case`` is the plugin."""
-    from embedcheck.cli import app
-
     from test_conformance import PLUGIN
+
+    from embedcheck.cli import app
 
     if case.name == PLUGIN:
         m = request.getfixturevalue("with_doc_plugin")
@@ -289,12 +289,13 @@ def _app_for(case, request):
 def _local_and_ray(app, case, args):
     """The JSON reports of ``args`` in this process and on the session's Ray (skips a command
     without --engine: it runs in-process only, its docs say why)."""
+    import typer.main
     from typer.testing import CliRunner
 
     runner = CliRunner()
-    helped = runner.invoke(app, [case.name, "--help"])
-    if "--engine" not in helped.stdout:
-        pytest.skip(f"{case.name} runs in-process only (no --engine)")
+    command = typer.main.get_command(app).commands[case.name]  # type: ignore[attr-defined]
+    if not any("--engine" in p.opts for p in command.params):
+        pytest.skip(f"{case.name} runs in-process only (no --engine; its --help says why)")
     local = runner.invoke(app, args)
     ray = runner.invoke(app, [*args, "--engine", "ray"])
     assert local.exit_code == 0 and ray.exit_code == 0, ray.stdout + ray.stderr
