@@ -272,3 +272,30 @@ def test_a_plugin_that_fails_to_load_is_one_warning_line_and_the_other_commands_
     assert json.loads(p.stdout)["aag"] > 0
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert lines == ["warning: plugin 'broken' (broken_plugin_mod:MEASUREMENT) not loaded: RuntimeError: boom at import"]
+
+
+def test_every_measuring_command_takes_an_engine_or_the_docs_say_why() -> None:
+    """A measuring command (or one of its verbs) takes --engine, or docs/scaling.md's "What stays
+    in this process, and why" names it: no command is left in-process silently."""
+    import re
+    from pathlib import Path
+
+    import typer.main
+
+    from embedcheck.cli import app
+
+    group = typer.main.get_command(app)
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "scaling.md").read_text()
+    why = re.search(r"\*\*What stays in this process, and why\*\*(.*?)\n- ", docs, re.S)
+    assert why, "docs/scaling.md has no 'What stays in this process, and why'"
+    named = set(re.findall(r"`([a-z][a-z-]*)", why.group(1)))
+
+    def engined(cmd: Any) -> bool:
+        subs = list(getattr(cmd, "commands", {}).values())
+        return any("--engine" in p.opts for p in cmd.params) or any(engined(s) for s in subs)
+
+    silent = [c.name for c in COMMANDS if c.measurement and not engined(group.commands[c.name]) and c.name not in named]
+    assert silent == []
+    for name in ("probe", "sts"):  # in this process, and their --help says why
+        assert not engined(group.commands[name]) and name in named
+        assert "Runs in this process (no --engine)" in (group.commands[name].help or "")

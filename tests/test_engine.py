@@ -392,3 +392,34 @@ def test_embed_into_a_non_empty_folder_without_resume_is_refused(sst60, minilm_p
     res = cli(["embed", sst60, "-o", out, "--shard-rows", "10"])
     assert_one_line_error(res)
     assert "not empty" in res.stderr and "--resume" in res.stderr
+
+
+def test_engines_are_made_in_one_place():
+    """Every API function and driver gets its engine from ``engine.running`` (or a driver's
+    ``or_local`` for a call without one): no module outside ``embedcheck/engine`` constructs one."""
+    import re
+
+    pkg = Path(__file__).resolve().parents[1] / "embedcheck"
+    made = re.compile(r"\b(make_engine|RayEngine|LocalEngine)\(")
+    found = [f"{p.relative_to(pkg)}:{i}" for p in sorted(pkg.rglob("*.py")) if "engine" not in p.relative_to(pkg).parts[:1]
+             for i, line in enumerate(p.read_text().splitlines(), 1) if made.search(line)]
+    assert found == []
+
+
+def test_running_yields_an_engine_made_once_and_keeps_a_given_one_open():
+    from embedcheck.engine import Engine, LocalEngine, running
+    from embedcheck.errors import InputError
+
+    for given in ("local", None):
+        with running(given) as eng:
+            assert isinstance(eng, LocalEngine)
+    mine = LocalEngine()
+    with running(mine) as eng:
+        assert eng is mine
+    with pytest.raises(InputError, match="--address needs --engine ray"):
+        with running("local", "127.0.0.1:1"):
+            pass
+    with pytest.raises(InputError, match="choose one of local, ray"):
+        with running("dask"):
+            pass
+    assert issubclass(LocalEngine, Engine)

@@ -265,14 +265,9 @@ def _conformance_cases():
     return CASES
 
 
-@pytest.mark.parametrize("case", _conformance_cases(), ids=lambda c: c.name)
-def test_every_measurement_with_an_engine_gives_the_local_figures_on_ray(case, ray_local, request):
-    """The conformance cases (test_conformance.py: every built-in measurement with an example, and the
-    docs' plugin) that take --engine: in-process on the session's Ray = local, to 1e-9."""
-    import math
-
-    from test_conformance import PLUGIN, _floats
-    from typer.testing import CliRunner
+def _app_for(case, request):
+    """The CLI app, with the docs' plugin registered for this test when ``case`` is the plugin."""
+    from test_conformance import PLUGIN
 
     from embedcheck.cli import app
 
@@ -288,15 +283,218 @@ def test_every_measurement_with_an_engine_gives_the_local_figures_on_ray(case, r
             add_command(m)
             request.addfinalizer(lambda: app.registered_commands.remove(
                 next(c for c in app.registered_commands if c.name == PLUGIN)))
+    return app
+
+
+def _local_and_ray(app, case, args):
+    """The JSON reports of ``args`` in this process and on the session's Ray (skips a command
+    without --engine: it runs in-process only, its docs say why)."""
+    import typer.main
+    from typer.testing import CliRunner
+
     runner = CliRunner()
-    args = [case.name, *case.paths(), *case.options, "--json"]
-    helped = runner.invoke(app, [case.name, "--help"])
-    if "--engine" not in helped.stdout:
-        pytest.skip(f"{case.name} runs in-process only (no --engine)")
+    command = typer.main.get_command(app).commands[case.name]  # type: ignore[attr-defined]
+    if not any("--engine" in p.opts for p in command.params):
+        pytest.skip(f"{case.name} runs in-process only (no --engine; its --help says why)")
     local = runner.invoke(app, args)
     ray = runner.invoke(app, [*args, "--engine", "ray"])
     assert local.exit_code == 0 and ray.exit_code == 0, ray.stdout + ray.stderr
-    a, b = _floats(json.loads(local.stdout)), _floats(json.loads(ray.stdout))
+    return json.loads(local.stdout), json.loads(ray.stdout)
+
+
+def _close(a: dict, b: dict) -> None:
+    import math
+
     assert a.keys() == b.keys() and a
     for k in a:
-        assert math.isclose(a[k], b[k], rel_tol=1e-9, abs_tol=1e-12), k
+        assert math.isclose(a[k], b[k], rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(a[k]) and math.isnan(b[k])), k
+
+
+@pytest.mark.parametrize("case", _conformance_cases(), ids=lambda c: c.name)
+def test_every_measurement_with_an_engine_gives_the_local_figures_on_ray(case, ray_local, request):
+    """The conformance cases (test_conformance.py: every built-in measurement with an example, and the
+    docs' plugin) that take --engine: in-process on the session's Ray = local, to 1e-9."""
+    from test_conformance import _floats
+
+    app = _app_for(case, request)
+    local, ray = _local_and_ray(app, case, [case.name, *case.paths(), *case.options, "--json"])
+    _close(_floats(local), _floats(ray))
+
+
+@pytest.mark.parametrize("case", _conformance_cases(), ids=lambda c: c.name)
+def test_every_paired_measurement_with_an_engine_gives_the_local_paired_section_on_ray(case, ray_local, request,
+                                                                                       tmp_path):
+    """--against on Ray: B (a perturbed copy of each embeddings input, so the difference is not 0)
+    computed through the same engine gives the local ``paired`` section — every figure to 1e-9,
+    the same verdicts."""
+    from test_conformance import _floats
+
+    if not case.paired:
+        pytest.skip(f"{case.name} takes no --against")
+    app = _app_for(case, request)
+    rng = np.random.default_rng(11)
+    against = []
+    for i in case.embeddings:
+        X = np.load(FIXTURES / case.files[i])
+        np.save(tmp_path / f"b{i}.npy", (X + 0.5 * X.std() * rng.normal(size=X.shape)).astype(X.dtype))
+        against += ["--against", str(tmp_path / f"b{i}.npy")]
+    local, ray = _local_and_ray(app, case, [case.name, *case.paths(), *case.options, *against, "--json"])
+    pa, pr = local["paired"], ray["paired"]
+    figures = [k for k, v in pa.items() if isinstance(v, dict)]
+    assert figures and any(pa[k]["difference"] != 0 for k in figures)
+    assert [pa[k]["verdict"] for k in figures] == [pr[k]["verdict"] for k in figures]
+    _close(_floats(pa), _floats(pr))
+
+
+# ---- the measurements engined last: neighbors, compress sweep, threshold's corpus, recall, aag --map-at --against
+
+def test_neighbors_on_ray_with_many_blocks_and_rechecks_is_the_local_report(cli, ray_local, tmp_path):
+    """Query blocks of one row (--block-mb 1 on a 600 x 32 matrix) and duplicated rows (exact ties at
+    the k-th place: rechecked in float64) on Ray: the local report byte for byte, with --against."""
+    rng = np.random.default_rng(5)
+    X = np.load(FIXTURES / "topics.npy")
+    A = X.copy()
+    A[1::7] = A[::7][: len(A[1::7])]  # exact duplicates: ties in the float32 order
+    A[:40] = A[0]  # a tie group longer than the candidates: the float64 recheck against all rows
+    B = (A + 0.2 * rng.normal(size=A.shape)).astype(A.dtype)
+    for name, M in (("a", A), ("b", B), ("a2", A[:, ::-1].copy()), ("b2", B * 2.0)):
+        np.save(tmp_path / f"{name}.npy", M)
+    args = ["neighbors", tmp_path / "a.npy", tmp_path / "b.npy", FIXTURES / "topics.labels.jsonl", "--k", "4",
+            "--resamples", "60", "--block-mb", "1", "--against", tmp_path / "a2.npy", "--against", tmp_path / "b2.npy",
+            "--json"]
+    local = cli(args)
+    ray = cli([*args, "--engine", "ray"])
+    assert local.exit_code == 0 and ray.exit_code == 0, ray
+    assert ray.stdout == local.stdout
+    rep = local.json()
+    assert rep["rechecked_rows"]["a"] > 0 and "paired" in rep
+    # brute force of A's neighbours (float64, ties by the smaller row index): the report's overlap
+    from embedcheck.geometry.neighbors import knn
+
+    U = A / np.linalg.norm(A, axis=1, keepdims=True)
+    S = U.astype(np.float64) @ U.T.astype(np.float64)
+    np.fill_diagonal(S, -np.inf)
+    brute = np.array([np.lexsort((np.arange(len(S)), -row))[:4] for row in S])
+    from embedcheck.engine import running
+
+    with running("ray") as eng:  # the session's Ray
+        on_ray, _ = knn(A, 4, block=7, engine=eng)
+    assert np.array_equal(on_ray, brute)
+
+
+def test_compress_sweep_on_ray_is_the_local_table(ray_local, tmp_path, monkeypatch):
+    """Retrieval, labelled and STS inputs; searches cut into blocks of 64 queries (several tasks):
+    every figure, interval and overlap of every row on Ray = local (only the timings differ)."""
+    import embedcheck
+    from embedcheck.geometry import compress_sweep as cs
+
+    monkeypatch.setattr(cs, "SEARCH_QUERIES", 64)
+    rng = np.random.default_rng(2)
+    C, Q = np.load(FIXTURES / "topics.npy"), np.load(FIXTURES / "topics_test.npy")
+    yq = [json.loads(line)["label"] for line in (FIXTURES / "topics_test.labels.jsonl").read_text().splitlines()]
+    yc = [json.loads(line)["label"] for line in (FIXTURES / "topics.labels.jsonl").read_text().splitlines()]
+    np.save(tmp_path / "c.npy", C)
+    np.save(tmp_path / "q.npy", Q)
+    for name, n in (("c", len(C)), ("q", len(Q))):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"id": f"{name}{i}"}) + "\n" for i in range(n)))
+    lines = ["query-id\tcorpus-id\tscore"]
+    for i, lab in enumerate(yq):
+        lines += [f"q{i}\tc{j}\t1" for j in rng.choice([j for j, m in enumerate(yc) if m == lab], 3, replace=False)]
+    (tmp_path / "qrels.tsv").write_text("\n".join(lines) + "\n")
+    kw = dict(retrieval=(tmp_path / "q.npy", tmp_path / "c.npy", tmp_path / "qrels.tsv"),
+              labels=(FIXTURES / "topics.npy", FIXTURES / "topics.labels.jsonl"), precisions=["int8", "binary+rescore"],
+              resamples=50, map_queries=150)
+
+    def table(engine):
+        d = embedcheck.compress_sweep(**kw, engine=engine).to_dict()
+        for r in d["rows"]:
+            assert r.pop("search_ms_per_query") > 0
+        return d
+
+    local, ray = table("local"), table("ray")
+    assert local == ray
+    assert {"ndcg_at_10", "label_map", "aag"} <= set(local["metrics"]) and len(local["rows"]) > 10
+    monkeypatch.setattr(cs, "SEARCH_QUERIES", 2048)  # one task: the same table
+    assert table("local") == local
+
+
+def test_threshold_floor_and_corpus_counts_on_ray_are_the_local_counts(cli, ray_local, monkeypatch):
+    """Matched pairs: the n(n-1) unrelated pairs counted in tasks of 1,024 rows of A (3 tasks) on Ray =
+    the one-task local report; --corpus: the pair count on Ray = local = a float64 brute force."""
+    import embedcheck
+    from embedcheck.geometry import threshold as T
+
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(2500, 16))
+    B = A + 1.5 * rng.normal(size=A.shape)
+    local = embedcheck.threshold(A, B, resamples=0).to_dict()
+    monkeypatch.setattr(T, "FLOOR_TASK_ROWS", 1024)
+    assert embedcheck.threshold(A, B, resamples=0, engine="ray").to_dict() == local
+    UA = A / np.linalg.norm(A, axis=1, keepdims=True)
+    UB = B / np.linalg.norm(B, axis=1, keepdims=True)
+    S = UA @ UB.T
+    np.fill_diagonal(S, -np.inf)
+    t = local["best_f1"]["threshold"]
+    assert local["best_f1"]["unrelated_flagged"] == int((S >= t).sum())
+
+    args = ["threshold", FIXTURES / "pairs_a.npy", FIXTURES / "pairs_b.npy", "--resamples", "20",
+            "--corpus", FIXTURES / "topics.npy", "--json"]
+    local_cli = cli(args)
+    ray = cli([*args, "--engine", "ray"])
+    assert local_cli.exit_code == 0 and ray.exit_code == 0, ray
+    assert ray.stdout == local_cli.stdout
+    rep = local_cli.json()
+    X = np.load(FIXTURES / "topics.npy").astype(np.float64)
+    U = X / np.linalg.norm(X, axis=1, keepdims=True)
+    pairs = (U @ U.T)[np.triu_indices(len(U), 1)]
+    for key, c in rep["corpus"]["pairs_above"].items():
+        assert c == int((pairs >= rep[key]["threshold"]).sum()), key
+
+
+def test_recall_exact_sides_on_ray_are_the_local_figures(ray_local, tmp_path):
+    """The ground truth, exact search over a PQ index's decoded vectors (the quantisation diagnostic)
+    and --against's exact side over another index's own vectors, all on Ray: the local figures."""
+    faiss = pytest.importorskip("faiss")
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(800, 16)).astype(np.float32)
+    q = faiss.IndexIVFPQ(faiss.IndexFlatL2(16), 16, 4, 4, 4)
+    q.cp.min_points_per_centroid = 1
+    q.pq.cp.min_points_per_centroid = 1
+    q.train(X)
+    q.add(X)
+    faiss.write_index(q, str(tmp_path / "pq.faiss"))
+    flat = faiss.IndexFlatL2(16)
+    flat.add((X + 0.3 * rng.normal(size=X.shape)).astype(np.float32))
+    faiss.write_index(flat, str(tmp_path / "flat.faiss"))
+    import embedcheck
+
+    def run(engine):
+        r = embedcheck.recall(tmp_path / "pq.faiss", vectors=X, n_queries=120, k=5, settings={"nprobe": 4},
+                              resamples=50, against=tmp_path / "flat.faiss", engine=engine)
+        d = r.to_dict()
+        d.pop("latency")
+        return d, r.results
+
+    (local, res_l), (ray, res_r) = run("local"), run("ray")
+    assert local == ray
+    assert local["diagnostics"]["quantisation"]["available"]
+    assert np.array_equal(res_l["exact"], res_r["exact"])
+    assert local["paired"]["recall.mean"]["difference"] != 0
+
+
+def test_aag_against_with_map_at_on_ray_is_the_local_paired_report(cli, ray_local, topics7, tmp_path):
+    """aag --against with MAP@K (once refused): B's per-query AP@K on the engine, the local bytes;
+    the paired A side is the report's own MAP@K."""
+    rng = np.random.default_rng(4)
+    X = np.load(FIXTURES / "topics.npy")
+    np.save(tmp_path / "b.npy", (X + 0.4 * rng.normal(size=X.shape)).astype(X.dtype))
+    args = [FIXTURES / "topics.labels.jsonl", "--map-at", "5", "--resamples", "50", "--against", tmp_path / "b.npy",
+            "--json"]
+    local = cli(["aag", FIXTURES / "topics.npy", *args])
+    ray = cli(["aag", topics7, *args, "--engine", "ray"])
+    assert local.exit_code == 0 and ray.exit_code == 0, ray
+    a, b = local.json(), ray.json()
+    a.pop("inputs"), b.pop("inputs")
+    assert a == b
+    paired = a["paired"]["label_map.map"]
+    assert paired["a"] == pytest.approx(a["label_map"]["map"], rel=1e-12)

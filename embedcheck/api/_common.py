@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -16,21 +14,12 @@ from ..io.source import Source, open_source
 Hint = Optional[Callable[[str], None]]
 
 
-@contextlib.contextmanager
-def running(engine: Any = "local", address: Optional[str] = None) -> Iterator[Any]:
-    """An engine for the duration of a call: ``"local"`` (this process), ``"ray"`` (a local Ray or
-    the cluster at ``address``), or an :class:`~embedcheck.engine.Engine` already made (kept open)."""
-    from ..engine import Engine, make_engine
+def running(engine: Any = "local", address: Optional[str] = None) -> Any:
+    """An engine for the duration of a call: :func:`embedcheck.engine.running`, the one way every
+    API function gets one (``"local"``, ``"ray"`` with ``address``, or an Engine already made)."""
+    from ..engine import running as run
 
-    if isinstance(engine, Engine):
-        yield engine
-        return
-    name = getattr(engine, "value", engine)
-    eng = make_engine(str(name), address)
-    try:
-        yield eng
-    finally:
-        eng.close()
+    return run(engine, address)
 
 
 def source(x: Any, what: str = "embeddings") -> Source:

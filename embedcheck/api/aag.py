@@ -71,9 +71,9 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
     over any sharding. ``plot``: also draw the within/between cosine figure into this ``.png``.
 
     ``against``: B's embeddings of the same rows (checked by their sidecar ids); the report gains
-    ``paired``: AAG (and label MAP) of A and B on the same resamples, their difference with its
-    95 % interval, a p-value, the minimum detectable effect and a verdict at ``margins``
-    (figure → margin).
+    ``paired``: AAG (and label MAP, or MAP@K with ``map_at``) of A and B on the same resamples,
+    their difference with its 95 % interval, a p-value, the minimum detectable effect and a
+    verdict at ``margins`` (figure → margin). B's passes run on the same engine as A's.
     """
     from ..geometry import aag as geo
     from ..geometry import label_map as emap
@@ -87,8 +87,6 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
         from ..geometry.paired import check_margins
 
         check_margins(margins, ["aag", "label_map.map"] if label_map else ["aag"])
-        if getattr(engine, "value", engine) == "ray" or map_at is not None:
-            raise InputError("against runs in this process: not with engine ray or map_at (yet)")
         if resamples < 2:
             raise InputError("against needs resamples >= 2 (the paired bootstrap)")
     body: dict[str, Any] = {}
@@ -107,6 +105,16 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
             body["permutation"] = geo.aag_permutation_null(src, y, permutations, seed, observed=res.aag, engine=eng)
         if bootstrap:
             body["bootstrap"] = geo.aag_bootstrap(src, y, bootstrap, seed, level=ci_level, engine=eng)
+        if against is not None:  # B on the engine A ran on: its APs, its group sums
+            from ..geometry.aag import aag_paired
+
+            srcb = paired_rows(embeddings, against, src.n, source(against, "--against B"))
+            ap_b = None
+            if label_map:
+                _, ap_b = emap.label_map_with_aps(eng, srcb, y, queries=map_queries, seed=seed, at=map_at, resamples=0)
+            results["paired"] = aag_paired(src, srcb, y, resamples=resamples, permutations=resamples, seed=seed,
+                                           margins=margins, ap_a=results.get("label_map_ap"), ap_b=ap_b,
+                                           against=label_of(against, "array"), engine=eng)
     if res.ci_method:
         body["ci_method"] = res.ci_method + ("; variance_share_ci95: the same resamples" if ci else "")
         if not ci:
@@ -128,15 +136,5 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
     if models:
         body["models"] = models
     if against is not None:
-        from ..geometry.aag import aag_paired
-
-        srcb = paired_rows(embeddings, against, src.n, source(against, "--against B"))
-        ap_b = None
-        if label_map:
-            with running("local") as eng:
-                _, ap_b = emap.label_map_with_aps(eng, srcb, y, queries=map_queries, seed=seed, resamples=0)
-        paired = aag_paired(src, srcb, y, resamples=resamples, permutations=resamples, seed=seed, margins=margins,
-                            ap_a=results.get("label_map_ap"), ap_b=ap_b, against=label_of(against, "array"))
-        body["paired"] = paired.to_dict()
-        results["paired"] = paired
+        body["paired"] = results["paired"].to_dict()
     return AagReport(body=body, results=results)

@@ -115,9 +115,15 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
     names = {"fit_a": str(fit_a) if isinstance(fit_a, (str, Path)) else "",
              "fit_b": str(fit_b) if isinstance(fit_b, (str, Path)) else ""}
     keep: dict[str, Any] = {}
-    with running(engine, address) as eng:
+    keep_b: dict[str, Any] = {}
+    with running(engine, address) as eng:  # one engine for A's check and B's (against)
         res = geo.check_result(A, B, fit_a=FA, fit_b=FB, shared=shared, perms=perms, seed=seed, names=names,
                                map_fit=maps, block=block, keep=keep, engine=eng)  # type: ignore[arg-type]
+        if against is not None:
+            A2 = paired_rows(a, against[0], A.n, source(against[0], "against A2"))
+            B2 = in_order(paired_rows(b, against[1], B.n, source(against[1], "against B2")), pair, "against B2")
+            res_b = geo.check_result(A2, B2, shared=shared, perms=perms, seed=seed, block=block, keep=keep_b,
+                                     engine=eng)
     body = res.to_dict()
     body["inputs"] = {**body.get("inputs", {}), "rows_matched_by": {"B": pair.by}}
     if plot is not None:
@@ -138,12 +144,6 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
     if against is not None:
         from ..geometry.anisotropy import anisotropy_paired
 
-        A2 = paired_rows(a, against[0], A.n, source(against[0], "against A2"))
-        B2 = in_order(paired_rows(b, against[1], B.n, source(against[1], "against B2")), pair, "against B2")
-        keep_b: dict[str, Any] = {}
-        with running(engine, address) as eng:
-            res_b = geo.check_result(A2, B2, shared=shared, perms=perms, seed=seed, block=block, keep=keep_b,
-                                     engine=eng)
         paired = anisotropy_paired(keep, keep_b, resamples=resamples, permutations=resamples, seed=seed,
                                    margins=margins, against=" ".join(label_of(x, "array") for x in against))
         body["paired"] = paired.to_dict()

@@ -196,14 +196,17 @@ def compress_sweep(*, retrieval: Any = None, labels: Any = None, sts: Any = None
                    calibration: Optional[ArrayOrPath] = None, precisions: Optional[list[str]] = None,
                    rescore_multiplier: int = 4, resamples: int = 1000, seed: int = 0,
                    map_queries: Optional[int] = None, id_field: str = "id", label_field: str = "label",
-                   score_field: str = "score", progress: Any = None) -> SweepResult:
+                   score_field: str = "score", progress: Any = None, engine: Any = "local",
+                   address: Optional[str] = None) -> SweepResult:
     """The compression decision table (:func:`embedcheck.geometry.compress_sweep.sweep`) on whatever
     inputs are given: ``retrieval=(queries, corpus, qrels)`` (paths: ids from the sidecars'
     ``id_field``; qrels TSV/JSONL), ``labels=(embeddings, labels)``, ``sts=(a, b, scores)``.
+    ``engine``: where the searches, AAG and label MAP of every row run — ``"local"``, ``"ray"``
+    (``address``) or an engine already made; the same figures on any.
     Returns a :class:`~embedcheck.geometry.compress_sweep.SweepResult` (the report class)."""
     from ..geometry.compress_sweep import PRECISION_ROWS, LabelInput, StsInput, sweep
     from ..io.labels import load_scores
-    from ._common import in_order, labels_for, pair_sides
+    from ._common import in_order, labels_for, pair_sides, running
 
     ret = _retrieval_inputs(retrieval, id_field) if retrieval is not None else None
     lab = None
@@ -227,9 +230,11 @@ def compress_sweep(*, retrieval: Any = None, labels: Any = None, sts: Any = None
             g = labels_for(sts[2], A.shape[0], what="scores", rows=sts[0], loader=lambda p, n: load_scores(p, n, field=score_field))
             st = StsInput(np.asarray(A), np.asarray(B), np.asarray(g, dtype=np.float64))
     C = None if calibration is None else np.asarray(_matrix(calibration, "calibration")[0])
-    return sweep(retrieval=ret, labels=lab, sts=st, calibration=C,
-                 precisions=tuple(precisions) if precisions else PRECISION_ROWS,
-                 rescore_multiplier=rescore_multiplier, resamples=resamples, seed=seed, progress=progress)
+    with running(engine, address) as eng:
+        return sweep(retrieval=ret, labels=lab, sts=st, calibration=C,
+                     precisions=tuple(precisions) if precisions else PRECISION_ROWS,
+                     rescore_multiplier=rescore_multiplier, resamples=resamples, seed=seed, progress=progress,
+                     engine=eng)
 
 
 def retention_gates(result: Any, below: dict[str, float], ship: str) -> list[dict[str, Any]]:

@@ -223,7 +223,8 @@ def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "aut
     mmd_ci = [res.mmd2 - geo.Z95 * se, res.mmd2 + geo.Z95 * se]
     mmd_mde = geo.min_detectable(se)
 
-    # classifier test (in this process)
+    # classifier test, in this process: at most classifier_rows pooled rows (a seeded sample), so its cost
+    # stops growing with the rows; the MMD above is the part that grows and runs on the engine
     rows = geo.stratified_rows(m, n, classifier_rows, seed)
     Zc = Z[rows] if Z is not None else geo.pooled_take(a, b, rows)
     y = (rows >= m).astype(np.int64)

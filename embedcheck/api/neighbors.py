@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..result import Figure, Report
 from ..schemas import BOOL, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
-from ._common import check_same_rows, in_order, label_of, labels_for, matrix, paired_rows, store_models
+from ._common import check_same_rows, in_order, label_of, labels_for, matrix, paired_rows, running, store_models
 
 
 class NeighborsReport(Report):
@@ -33,7 +33,8 @@ class NeighborsReport(Report):
 def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, labels: Any = None,
               label_field: str = "label", resamples: int = 1000, block_mb: int = 128, seed: int = 0,
               progress: Optional[Callable[[int, int], None]] = None, against: Optional[Sequence[Any]] = None,
-              margins: Optional[dict[str, float]] = None) -> NeighborsReport:
+              margins: Optional[dict[str, float]] = None, engine: Any = "local",
+              address: Optional[str] = None) -> NeighborsReport:
     """Overlap@k of each row's ``k`` nearest neighbours (exact, blocked) in ``a`` and in ``b`` (two
     embeddings of the same rows), the share whose top-1 changed, and with ``labels`` the share of
     neighbours with the query's label before and after; 95 % intervals over query rows.
@@ -42,7 +43,11 @@ def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, lab
     reference against another export); the same comparison runs on it (the same query rows) and
     the report gains ``paired``: overlap, top-1 changed and (with labels) the same-label share of
     both on the same resampled query rows, the difference with its 95 % interval, p-value,
-    minimum detectable effect and verdict at ``margins``."""
+    minimum detectable effect and verdict at ``margins``.
+
+    ``engine``: where the neighbour searches run — ``"local"`` (this process), ``"ray"`` (``address``:
+    a running cluster) or an engine already made; one task per block of query rows, merged in
+    block order (``against``'s searches on the same engine): the same neighbours, the same report."""
     from ..errors import InputError
     from ..geometry.neighbors import neighbors as _neighbors
 
@@ -72,8 +77,11 @@ def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, lab
             raise InputError(f"resamples must be >= 2 for a paired comparison, got {resamples}")
         A2 = paired_rows(a, against[0], n, matrix(against[0], "against A2"))
         B2 = in_order(paired_rows(b, against[1], n, matrix(against[1], "against B2")), mb, "against B2")
-    res = _neighbors(A, B, k, queries=queries, seed=seed, labels=y, resamples=resamples,
-                     block_bytes=block_mb * 2**20, progress=progress)
+    with running(engine, address) as eng:
+        res = _neighbors(A, B, k, queries=queries, seed=seed, labels=y, resamples=resamples,
+                         block_bytes=block_mb * 2**20, progress=progress, engine=eng)
+        res_b = None if against is None else _neighbors(A2, B2, k, queries=queries, seed=seed, labels=y,
+                                                        resamples=resamples, block_bytes=block_mb * 2**20, engine=eng)
     body = res.to_dict()
     body["inputs"] = {"rows_matched_by": matched}
     if y is not None:
@@ -88,8 +96,7 @@ def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, lab
         from ..geometry.neighbors import neighbor_items, neighbors_paired
         from ..rows import encode_labels
 
-        res_b = _neighbors(A2, B2, k, queries=queries, seed=seed, labels=y, resamples=resamples,
-                           block_bytes=block_mb * 2**20)
+        assert res_b is not None
         codes = encode_labels(y, n)[1] if y is not None else None
         paired = neighbors_paired(neighbor_items(res, codes), neighbor_items(res_b, codes), resamples=resamples,
                                   permutations=resamples, seed=seed, margins=margins,

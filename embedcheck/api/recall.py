@@ -242,6 +242,10 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
     when the index stores only quantised codes (FAISS PQ / SQ). ``space``/``dim``: an hnswlib
     index's. ``against``: a second index over the same rows (``against_settings``), compared on the
     same queries (``paired``: difference, interval, p-value, verdict at ``margins``).
+    ``engine``: where the exact searches run (the ground truth, exact search over a quantised
+    index's decoded vectors, and ``against``'s over its own vectors) — ``"local"``, ``"ray"``
+    (``address``) or an engine already made; one engine for the call, the same figures on any.
+    The index itself is queried in this process, through its library (its latency is measured).
     """
     from ..geometry import recall as geo
     from ..io.ann import open_index
@@ -262,8 +266,11 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
         raise InputError(f"target {target!r}: this run measures k = {k}")
     if tgt is not None and not sweep:
         raise InputError("target needs a sweep (the settings to choose from)")
+    import contextlib
+
     idx = open_index(index, space=space, dim=dim)
     idx_b = None
+    stack = contextlib.ExitStack()  # one engine for every exact search of the call
     try:
         use = idx.resolve(settings)
         grid = _sweep_grid(sweep, idx)
@@ -294,8 +301,8 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
             raise InputError(f"k = {k} is larger than the corpus ({avail} rows"
                              + (" other than the query's own" if self_rows is not None else "") + ")")
         ask = k + (1 if self_rows is not None else 0)
-        with running(engine, address) as eng:
-            truth = _Truth(Q, X, k, idx.metric, self_rows, eng)
+        eng = stack.enter_context(running(engine, address))
+        truth = _Truth(Q, X, k, idx.metric, self_rows, eng)
         main, secs = _run(idx, truth, ids, use, ask)
         body: dict[str, Any] = {
             "index": idx.locator, "kind": idx.kind, "library": idx.library, "metric": idx.metric,
@@ -310,7 +317,7 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
         body["knn_epsilon"] = geo.KNN_EPSILON
         lat_exact = _exact_latency(Q, X, truth, k, idx.metric)
         body["latency"] = {"index": geo.latency(secs), "exact": lat_exact}
-        warnings, diag = _diagnostics(idx, X, truth, k, self_rows, ids, ask, use, main)
+        warnings, diag = _diagnostics(idx, X, truth, k, self_rows, ids, ask, use, main, eng)
         body["diagnostics"] = diag
         if resamples > 0:
             from ..geometry import intervals
@@ -330,8 +337,7 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
         if against is not None:
             idx_b = open_index(against, space=space, dim=dim)
             results["paired"] = _paired(idx, idx_b, X, ids, truth, main, against_settings, against_vectors,
-                                        resamples, seed, margins, ask, eng_name=engine, address=address,
-                                        results=results)
+                                        resamples, seed, margins, ask, engine=eng, results=results)
             body["paired"] = results["paired"].to_dict()
         if warnings:
             body["warnings"] = warnings
@@ -345,6 +351,7 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
         idx.close()
         if idx_b is not None:
             idx_b.close()
+        stack.close()
 
 
 def _exact_latency(Q: np.ndarray, X: np.ndarray, truth: _Truth, k: int, metric: str) -> dict[str, float]:
@@ -368,7 +375,7 @@ def _exact_latency(Q: np.ndarray, X: np.ndarray, truth: _Truth, k: int, metric: 
 
 
 def _diagnostics(idx: Any, X: np.ndarray, truth: _Truth, k: int, self_rows: Any, ids: np.ndarray, ask: int,
-                 use: dict[str, Any], main: dict[str, np.ndarray]) -> tuple[list[str], dict[str, Any]]:
+                 use: dict[str, Any], main: dict[str, np.ndarray], engine: Any = None) -> tuple[list[str], dict[str, Any]]:
     from ..geometry import recall as geo
 
     warnings: list[str] = []
@@ -394,7 +401,7 @@ def _diagnostics(idx: Any, X: np.ndarray, truth: _Truth, k: int, self_rows: Any,
             diag["quantisation"] = {"available": False,
                                     "reason": f"{idx.library} does not expose the decoded vectors of this index"}
         else:
-            with_r = _Truth(truth.Q, np.ascontiguousarray(rec, dtype=np.float32), k, idx.metric, self_rows, None)
+            with_r = _Truth(truth.Q, np.ascontiguousarray(rec, dtype=np.float32), k, idx.metric, self_rows, engine)
             s = truth.score(with_r.rows[:, :k])
             q_rec, q_knn = float(s["recall"].mean()), float(s["knn_recall"].mean())
             diag["quantisation"] = {
@@ -488,8 +495,7 @@ def _plot(plot: Path, body: dict[str, Any], hint: Hint) -> None:
 
 def _paired(idx: Any, idx_b: Any, X: np.ndarray, ids: np.ndarray, truth: _Truth, main: dict[str, np.ndarray],
             settings_b: Optional[dict[str, Any]], vectors_b: Any, resamples: int, seed: int,
-            margins: Optional[dict[str, float]], ask: int, *, eng_name: Any, address: Optional[str],
-            results: dict[str, Any]) -> Any:
+            margins: Optional[dict[str, float]], ask: int, *, engine: Any, results: dict[str, Any]) -> Any:
     from ..io.ann import rows_of
     from ..stats.paired import Paired, check_margin, method_text, paired_items
 
@@ -506,11 +512,8 @@ def _paired(idx: Any, idx_b: Any, X: np.ndarray, ids: np.ndarray, truth: _Truth,
     Xb_in_a = np.empty_like(Xb)
     Xb_in_a[pos] = Xb
     truth_b = truth
-    if not np.array_equal(Xb_in_a, X):
-        from ._common import running
-
-        with running(eng_name, address) as eng:
-            truth_b = _Truth(truth.Q, Xb_in_a, truth.k, idx_b.metric, truth.self_rows, eng)
+    if not np.array_equal(Xb_in_a, X):  # B's exact side on the engine A's ran on
+        truth_b = _Truth(truth.Q, Xb_in_a, truth.k, idx_b.metric, truth.self_rows, engine)
     use_b = idx_b.resolve(settings_b)
     got, _ = idx_b.search(truth.Q, ask, **use_b)
     sb = truth_b.score(rows_of(ids, got))

@@ -89,7 +89,7 @@ def _qrels(qrels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALUES, resamples: int = 1000,
-             seed: int = 0, engine: str = "local", address: Optional[str] = None,
+             seed: int = 0, engine: Any = "local", address: Optional[str] = None,
              query_ids: Optional[Sequence[Any]] = None, doc_ids: Optional[Sequence[Any]] = None,
              query_id_field: str = "id", doc_id_field: str = "id",
              score: Callable[[np.ndarray, np.ndarray], np.ndarray] = cosine, score_name: str = "cosine",
@@ -104,7 +104,8 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
     documents (exact top ``max(k)``, trec_eval's tie order); the metrics are trec_eval's / MTEB's at
     each cut-off of ``k`` over the queries that appear in the qrels, with percentile bootstrap
     95 % intervals over queries (``resamples``, ``seed``; 0 resamples: none). ``engine``:
-    ``"local"`` or ``"ray"`` (``address``: a running cluster); the report is the same bytes.
+    ``"local"`` or ``"ray"`` (``address``: a running cluster) or an engine already made; the report
+    is the same bytes (``against``'s search runs on the same engine).
     ``score``: a picklable ``f(Q, C) -> float32 (b, t)`` replacing the cosine (``score_name``
     names it in the report).
 
@@ -114,8 +115,8 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
     resampled queries, the difference with its 95 % interval, paired permutation p-value,
     minimum detectable effect and verdict at the margin.
     """
-    from ..engine.runner import make_engine
     from ..geometry.search import search_topk
+    from ._common import running
 
     t0 = time.perf_counter()
     ks = check_k_values([*check_k_values(k), 10])  # nDCG@10, the main score, always
@@ -153,26 +154,23 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
     where = f"qrels {qrels}" if _is_path(qrels) else "qrels"
     judged = build_qrels(qq, dd, gg, qids, dids, what=where)
     ranks = tie_ranks(dids)
-    eng = make_engine(engine, address)
-    try:
+    with running(engine, address) as eng:
         run = search_topk(q_src, c_src, max(ks), ranks, score=score, engine=eng, progress=progress)
-    finally:
-        eng.close()
-    rep = report_from_run(run, judged, k_values=ks, n_queries=m, n_docs=n, dim=dq, resamples=resamples, seed=seed,
-                          query_ids=qids, score=score_name, model=model)
-    from ..rows import content_sha256
+        rep = report_from_run(run, judged, k_values=ks, n_queries=m, n_docs=n, dim=dq, resamples=resamples,
+                              seed=seed, query_ids=qids, score=score_name, model=model)
+        from ..rows import content_sha256
 
-    rep.inputs = {"qrels_sha256": content_sha256(sorted(f"{q!r}\t{d!r}\t{g}" for q, d, g in
-                                                        zip(qq.tolist(), dd.tolist(), gg.tolist())))}
-    if against is not None:
-        from ..geometry.retrieval import retrieval_paired
+        rep.inputs = {"qrels_sha256": content_sha256(sorted(f"{q!r}\t{d!r}\t{g}" for q, d, g in
+                                                            zip(qq.tolist(), dd.tolist(), gg.tolist())))}
+        if against is not None:
+            from ..geometry.retrieval import retrieval_paired
 
-        rep_b = retrieve(against[0], against[1], qrels, k=ks, resamples=0, seed=seed, engine=engine, address=address,
-                         query_ids=query_ids, doc_ids=doc_ids, query_id_field=query_id_field,
-                         doc_id_field=doc_id_field, score=score, score_name=score_name)
-        rep.paired = retrieval_paired(rep.per_query, rep_b.per_query, paired_metrics, resamples=resamples,
-                                      permutations=resamples, seed=seed, margins=margins,
-                                      against=" ".join(_shown(x) if _is_path(x) else "array" for x in against))
+            rep_b = retrieve(against[0], against[1], qrels, k=ks, resamples=0, seed=seed, engine=eng,
+                             query_ids=query_ids, doc_ids=doc_ids, query_id_field=query_id_field,
+                             doc_id_field=doc_id_field, score=score, score_name=score_name)
+            rep.paired = retrieval_paired(rep.per_query, rep_b.per_query, paired_metrics, resamples=resamples,
+                                          permutations=resamples, seed=seed, margins=margins,
+                                          against=" ".join(_shown(x) if _is_path(x) else "array" for x in against))
     rep.seconds = time.perf_counter() - t0
     return rep
 

@@ -46,7 +46,9 @@ def threshold(a: Any, b: Any, labels: Any = None, *, precision: float = 0.95, ma
     Reports the precision–recall curve, the threshold at ``precision`` and at best F1 (with
     bootstrap intervals over pairs, labels mode), their percentile in the unrelated-pair floor,
     ``check`` (a threshold carried over from elsewhere) and, with ``corpus`` (embeddings or a shard
-    set), the exact number of corpus pairs at or above each threshold, counted on ``engine``.
+    set), the exact number of corpus pairs at or above each threshold. ``engine`` (``"local"``,
+    ``"ray"`` with ``address``, or an engine already made) counts what grows as n²: the unrelated
+    pairs of the floor and the corpus pairs; the same report on any engine.
     """
     check_precision(precision)
     if resamples < 0:
@@ -77,13 +79,14 @@ def threshold(a: Any, b: Any, labels: Any = None, *, precision: float = 0.95, ma
             matched["labels"] = "position"
     elif match_at is not None:
         raise InputError("match_at needs labels (the similarity scores to cut)")
-    res = calibrate(A, B, y, precision=precision, check=check, resamples=resamples, seed=seed)
+    from ._common import running
+
+    with running(engine, address) as eng:  # one engine: the floor counts and the corpus count
+        res = calibrate(A, B, y, precision=precision, check=check, resamples=resamples, seed=seed, engine=eng)
+        cnt = None if corpus is None else _corpus_counts(res, corpus, eng)
     res.inputs = {"rows_matched_by": matched}
-    if corpus is not None:
-        points = [(k, p) for k, p in (("at_precision", res.at_precision), ("best_f1", res.best_f1),
-                                      ("check", res.check)) if p is not None and p.threshold is not None]
-        cnt = count_pairs_above(corpus, [float(p.threshold) for _, p in points if p.threshold is not None],
-                                engine=engine, address=address)
+    if corpus is not None and cnt is not None:
+        points = _points(res)
         above = {}
         for (k, p), c in zip(points, cnt["counts"]):
             p.corpus_pairs_above = c
@@ -94,6 +97,16 @@ def threshold(a: Any, b: Any, labels: Any = None, *, precision: float = 0.95, ma
                       "pairs": cnt["pairs"], "pairs_above": above,
                       "share_above": {k: (c / cnt["pairs"] if cnt["pairs"] else None) for k, c in above.items()}}
     return res
+
+
+def _points(res: ThresholdResult) -> list[tuple[str, Any]]:
+    """The chosen thresholds (at precision, best F1, check) that a corpus count is made for."""
+    return [(k, p) for k, p in (("at_precision", res.at_precision), ("best_f1", res.best_f1), ("check", res.check))
+            if p is not None and p.threshold is not None]
+
+
+def _corpus_counts(res: ThresholdResult, corpus: Any, eng: Any) -> dict[str, Any]:
+    return count_pairs_above(corpus, [float(p.threshold) for _, p in _points(res)], engine=eng)
 
 
 __all__ = ["threshold"]

@@ -17,7 +17,7 @@ from typer.core import TyperGroup
 
 from ..errors import InputError
 from ._app import app
-from .common import LABEL_FORMATS, option_errors
+from .common import LABEL_FORMATS, AddressOpt, EngineName, EngineOpt, check_engine, option_errors
 from .reporting import Output, reporting
 
 
@@ -136,6 +136,8 @@ def sweep_cmd(
     fail_below_retention: Annotated[Optional[list[str]], typer.Option("--fail-below-retention", metavar="METRIC=P", hidden=True, help="Old spelling of --fail-below METRIC=P.", show_default=False)] = None,
     ship: Annotated[str, typer.Option("--ship", metavar="FORMAT", help="The row the gates check (e.g. int8, dims:192,int8, binary+rescore).")] = "int8",
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Also draw retention against bytes per vector into this .png (needs matplotlib).", dir_okay=False, show_default=False)] = None,
+    engine: EngineOpt = EngineName.local,
+    address: AddressOpt = None,
     *,
     out: Output,
 ) -> None:
@@ -152,6 +154,7 @@ def sweep_cmd(
     from ..geometry.compress_sweep import PRECISION_ROWS
     from .common import check_plot, hint, stderr_is_terminal, write_plot
 
+    check_engine(engine, address)
     out.start()
     with option_errors({"fail_below_retention": "--fail-below", "ship": "--ship"}):
         below = parse_retention([*(fail_below or []), *(fail_below_retention or [])])
@@ -170,7 +173,7 @@ def sweep_cmd(
         res = compress_sweep(retrieval=retrieval, labels=labels, sts=sts, calibration=calibration, precisions=precs,
                              rescore_multiplier=rescore_multiplier, resamples=resamples, seed=seed,
                              map_queries=map_queries, id_field=id_field, label_field=label_field,
-                             score_field=score_field,
+                             score_field=score_field, engine=engine, address=address,
                              progress=(lambda m: hint(f"sweep: {m}")) if stderr_is_terminal() else None)
     for n in res.notes:
         hint(f"note: {n}")

@@ -18,7 +18,7 @@ from .reporting import Output, reporting
 
 
 @app.command("neighbors")
-@reporting(paired=(2, "A and B"))
+@reporting(paired=(2, "A and B"), engine=True)
 def neighbors_cmd(
     a: Annotated[str, typer.Argument(metavar="A.npy", help="The rows embedded one way (n x d float .npy): original, model v1 ...", show_default=False)],
     b: Annotated[str, typer.Argument(metavar="B.npy", help="The same rows embedded another way (n x d' float .npy): projected, fused, model v2 ...", show_default=False)],
@@ -53,6 +53,7 @@ def neighbors_cmd(
         task = bar.add_task("neighbours", total=None, info="")
         rep = neighbors(a, b, k=k, queries=queries, labels=labels, label_field=label_field, resamples=resamples,
                         block_mb=block_mb, seed=seed, against=out.pair, margins=out.margins or None,
+                        engine=out.engine.value, address=out.address,
                         progress=lambda done, total: bar.update(task, completed=done, total=total))
     from .common import shown_name
 

@@ -44,6 +44,9 @@ def probe_cmd(
     With --against B_TRAIN --against B_TEST (another embedding of the same rows), a probe is
     fitted on B too and 'paired' compares accuracy and macro-F1 on the same resampled test rows.
 
+    Runs in this process (no --engine): one scikit-learn fit on the training rows and one
+    prediction per test row; nothing in it compares every row with every other row.
+
     Example: embedcheck probe train.npy train.jsonl val.npy val.jsonl --shots 2 --repeats 10
     """
     from ..api.probe import probe

@@ -31,6 +31,9 @@ def sts_cmd(
 
     The STS-B cost of a head: run it on the original, compact and fused vectors.
 
+    Runs in this process (no --engine): one cosine per pair, n in all (a few thousand pairs in
+    STS benchmarks); nothing in it compares every row with every other row.
+
     Example: embedcheck sts s1.npy s2.npy stsb/test.jsonl
     """
     from ..api.sts import sts

@@ -32,7 +32,7 @@ numpy commands never import it.
 from __future__ import annotations
 
 from ..io.source import PART_ROWS, Part, Source, open_source
-from .runner import ENGINES, Engine, LocalEngine, RayEngine, make_engine
+from .runner import ENGINES, Engine, LocalEngine, RayEngine, make_engine, or_local, running
 
 __all__ = ["ENGINES", "PART_ROWS", "Engine", "LocalEngine", "Part", "RayEngine", "Source",
-           "make_engine", "open_source"]
+           "make_engine", "open_source", "or_local", "running"]

@@ -32,6 +32,7 @@ numpy commands never import it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections import deque
@@ -335,8 +336,30 @@ def _quiet_ray() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
+@contextlib.contextmanager
+def running(engine: Any = "local", address: str | None = None) -> Iterator[Engine]:
+    """**The one way to get an engine**, for the duration of a call: ``"local"`` or None (this
+    process), ``"ray"`` (a local Ray, or the cluster at ``address``), or an :class:`Engine` already
+    made (yielded as it is and kept open: a driver that runs several passes, or ``--against``'s
+    second run, shares one). An engine made here is closed on exit."""
+    if isinstance(engine, Engine):
+        yield engine
+        return
+    eng = make_engine("local" if engine is None else str(getattr(engine, "value", engine)), address)
+    try:
+        yield eng
+    finally:
+        eng.close()
+
+
+def or_local(engine: Engine | None) -> Engine:
+    """A geometry driver's engine: the one it was given (by :func:`running`), or this process when
+    None (a library call without an engine; nothing to close)."""
+    return engine if engine is not None else LocalEngine()
+
+
 def make_engine(name: str, address: str | None = None) -> Engine:
-    """``local`` or ``ray``; ``--address`` only makes sense with ray."""
+    """``local`` or ``ray``; ``--address`` only makes sense with ray. Callers use :func:`running`."""
     name = getattr(name, "value", name)
     if name not in ENGINES:
         raise InputError(f"--engine {name!r}: choose one of {', '.join(ENGINES)}")

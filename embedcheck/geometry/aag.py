@@ -451,10 +451,10 @@ def _sums(eng: Any, src: Any, codes: np.ndarray, k: int, *, weights: np.ndarray 
 
 def _opened(X: Any, engine: Any) -> tuple[Any, Any]:
     """(Source, engine): the input opened once, the engine (this process when None)."""
-    from ..engine import LocalEngine
+    from ..engine import or_local
     from ..io.source import open_source
 
-    return open_source(X), (engine if engine is not None else LocalEngine())
+    return open_source(X), or_local(engine)
 
 
 def aag_and_variance_share(X: Any, labels: np.ndarray, *, resamples: int = 0, seed: int = 0,
@@ -800,9 +800,9 @@ def sample_pair_cosines(X: np.ndarray, labels: np.ndarray, pairs: int = 2000,
 def aag_paired(XA: Any, XB: Any, labels: np.ndarray, *, resamples: int = P.RESAMPLES,
                permutations: int = P.RESAMPLES, seed: int = 0, margins: Optional[dict[str, float]] = None,
                ap_a: Optional[np.ndarray] = None, ap_b: Optional[np.ndarray] = None,
-               groups: int = BOOT_GROUPS, against: Optional[str] = None) -> P.Paired:
-    """AAG of A and of B on the same row groups and group weights (``aag_ci95``'s bootstrap), and,
-    given the per-query average precisions of both (same queries), ``label_map.map`` ×100."""
+               groups: int = BOOT_GROUPS, against: Optional[str] = None, engine: Any = None) -> P.Paired:
+    """AAG of A and of B on the same row groups and group weights (``aag_ci95``'s bootstrap; both
+    passes on ``engine``, this process when None: the same bytes on any engine), and, given the per-query average precisions of both (same queries), ``label_map.map`` ×100."""
     check_margins(margins, ["aag", "label_map.map"])
     if XA.shape[0] != XB.shape[0]:
         raise InputError(f"A has {XA.shape[0]} rows but B has {XB.shape[0]}; a paired comparison needs the same rows")
@@ -811,8 +811,8 @@ def aag_paired(XA: Any, XB: Any, labels: np.ndarray, *, resamples: int = P.RESAM
     n = XA.shape[0]
     k = len(np.unique(np.asarray(labels)))
     G = min(_group_count(n, k, XA.shape[1], groups), _group_count(n, k, XB.shape[1], groups))
-    ra = aag(XA, labels, resamples=resamples, seed=seed, groups=G)
-    rb = aag(XB, labels, resamples=resamples, seed=seed, groups=G)
+    ra = aag(XA, labels, resamples=resamples, seed=seed, groups=G, engine=engine)
+    rb = aag(XB, labels, resamples=resamples, seed=seed, groups=G, engine=engine)
     ba, bb = ra.boot, rb.boot
     assert ba is not None and bb is not None
     assert np.array_equal(ba.group_of, bb.group_of) and np.array_equal(ba.W, bb.W)

@@ -713,10 +713,10 @@ def check_result(A: Any, B: Any, *, fit_a: Any = None, fit_b: Any = None,
     ``matched_raw`` and ``matched_centred`` (n,), ``unrelated_raw`` and ``unrelated_centred``
     (perms, n), and the partner-ranked-first flags ``first_raw``, ``first_centred`` (n,).
     """
-    from ..engine import LocalEngine
+    from ..engine import or_local
     from ..io.source import open_source
 
-    engine = engine if engine is not None else LocalEngine()
+    engine = or_local(engine)
     A, B = open_source(A, what="A"), open_source(B, what="B")
     fit_a = open_source(fit_a, what="--fit-a") if fit_a is not None else None
     fit_b = open_source(fit_b, what="--fit-b") if fit_b is not None else None
@@ -818,7 +818,7 @@ def partner_ranked_first(A: Any, B: Any, mean_a: Optional[np.ndarray] = None, me
     >>> partner_ranked_first(A, B, block=2)["raw"]
     3
     """
-    from ..engine import LocalEngine
+    from ..engine import or_local
     from ..io.source import open_source
 
     W = A.W if isinstance(A, UnitRows) else None
@@ -830,7 +830,7 @@ def partner_ranked_first(A: Any, B: Any, mean_a: Optional[np.ndarray] = None, me
         raise InputError(f"A has shape ({n}, {d}) but B has ({SB.n}, {SB.dim})")
     if block < 1:
         raise InputError(f"block must be ≥ 1, got {block}")
-    eng = engine if engine is not None else LocalEngine()
+    eng = or_local(engine)
     mu_a = np.asarray(mean_a if mean_a is not None else unit_sum(eng, SA, "A", W)[0] / n, dtype=np.float64)
     mu_b = np.asarray(mean_b if mean_b is not None else unit_sum(eng, SB, "B")[0] / n, dtype=np.float64)
     qnb = eng.map(qnb_range, [(SB.parts, a, b, mu_a, mu_b) for a, b in ranges(n, TASK_ROWS)])

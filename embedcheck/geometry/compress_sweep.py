@@ -190,6 +190,42 @@ def _boot_means(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return values[idx].mean(axis=1)
 
 
+# ---- the searches: one task per block of queries, on any engine ------------------------------------
+
+#: queries per search task (a multiple of :meth:`CompressedIndex.search`'s block of 256, so every
+#: product has the shape of the one-call search: the same rows)
+SEARCH_QUERIES = 2048
+
+
+def search_task(index: Any, queries: np.ndarray, k: int, rescore: int) -> tuple[np.ndarray, float]:
+    """Task: the top-``k`` corpus rows of a block of queries over a compressed corpus, and the
+    seconds the search took. ``index``: a prepared :class:`CompressedIndex` (this process) or
+    ``(stored, record, projection, ranks)``, prepared here (a worker; not timed)."""
+    if not isinstance(index, CompressedIndex):
+        stored, record, projection, ranks = index
+        index = CompressedIndex(stored, record, projection, ranks=ranks)
+    t0 = time.perf_counter()
+    _, rows = index.search(queries, k, rescore_multiplier=rescore)
+    return rows, time.perf_counter() - t0
+
+
+def search_all(engine: Any, comp: Any, ranks: Optional[np.ndarray], Q: np.ndarray, k: int,
+               rescore: int = 0) -> tuple[np.ndarray, float]:
+    """The one search driver of the sweep: :func:`search_task` per block of :data:`SEARCH_QUERIES`
+    queries on ``engine`` (this process when None: the index prepared once), rows concatenated in
+    query order (the same rows on any engine). Returns ``(rows (q, k), ms per query)``: the
+    tasks' search seconds summed (no index preparation), per query."""
+    from ..engine import or_local
+
+    eng = or_local(engine)
+    index = (CompressedIndex(comp.stored, comp.record, comp.projection, ranks=ranks) if eng.name == "local"
+             else eng.put((comp.stored, comp.record, comp.projection, ranks)))
+    res = eng.map(search_task, [(index, Q[s:s + SEARCH_QUERIES], k, rescore) for s in range(0, len(Q), SEARCH_QUERIES)])
+    n = int(comp.stored.shape[0])
+    rows = np.concatenate([r for r, _ in res]) if res else np.empty((0, min(k, n)), dtype=np.int64)
+    return rows, 1000.0 * sum(t for _, t in res) / max(1, len(Q))
+
+
 # ---- the per-input measurements (each returns {metric: (value, per-resample values)}) ----------
 
 
@@ -214,12 +250,8 @@ class _Retrieval:
         self.idx = rng.integers(0, e, size=(resamples, e)) if resamples else np.zeros((0, e), dtype=np.int64)
         self.K = min(max(RETRIEVAL_K), self.n)
 
-    def run(self, comp: Any, rescore: int) -> tuple[np.ndarray, float]:
-        index = CompressedIndex(comp.stored, comp.record, comp.projection, ranks=self.ranks)
-        t0 = time.perf_counter()
-        _, rows = index.search(self.Q, self.K, rescore_multiplier=rescore)
-        ms = 1000.0 * (time.perf_counter() - t0) / max(1, len(self.Q))
-        return rows, ms
+    def run(self, comp: Any, rescore: int, engine: Any) -> tuple[np.ndarray, float]:
+        return search_all(engine, comp, self.ranks, self.Q, self.K, rescore)
 
     def metrics(self, rows: np.ndarray) -> dict[str, tuple[float, np.ndarray, float]]:
         pq = self.B["evaluate_run"](rows, self.qrels, RETRIEVAL_K, n_docs=self.n)
@@ -251,14 +283,19 @@ def _map_chance(y: np.ndarray, map_queries: Optional[int], seed: int) -> np.ndar
 
 def _label_measure(Xd: np.ndarray, y: np.ndarray, resamples: int, seed: int, map_queries: Optional[int],
                    map_idx: Optional[np.ndarray], chance: np.ndarray,
-                   draws: dict[str, Any]) -> dict[str, tuple[float, np.ndarray, float]]:
-    """aag and label MAP; label MAP's retention is measured above its chance level. ``draws``
-    holds the float32 row's AAG bootstrap draws (set by the first call); a row whose draws differ
-    gets no AAG interval rather than an unpaired one."""
+                   draws: dict[str, Any], engine: Any = None) -> dict[str, tuple[float, np.ndarray, float]]:
+    """aag and label MAP, both drivers on ``engine`` (this process when None); label MAP's
+    retention is measured above its chance level. ``draws`` holds the float32 row's AAG bootstrap
+    draws (set by the first call); a row whose draws differ gets no AAG interval rather than an
+    unpaired one."""
+    from ..engine import or_local
+    from ..io.source import open_source
     from . import aag as aag_mod
     from . import label_map as map_mod
 
-    res = aag_mod.aag(Xd, y, resamples=resamples, seed=seed)
+    eng = or_local(engine)
+    src = open_source(Xd, what="labelled embeddings")
+    res = aag_mod.aag(src, y, resamples=resamples, seed=seed, engine=eng)
     boot_vals = np.zeros(0)
     if res.boot is not None:
         # paired only when this row's resamples are float32's: same seeded groups and weights
@@ -266,11 +303,11 @@ def _label_measure(Xd: np.ndarray, y: np.ndarray, resamples: int, seed: int, map
         base = draws.setdefault("aag", (res.boot.group_of, res.boot.W))
         if np.array_equal(base[0], res.boot.group_of) and np.array_equal(base[1], res.boot.W):
             boot_vals = aag_mod.group_boot_aag(res.boot)
-    m = map_mod.label_map(Xd, y, queries=map_queries, seed=seed)
-    gain = 100.0 * np.asarray(m.ap, dtype=np.float64) - chance
+    m, ap = map_mod.label_map_with_aps(eng, src, y, queries=map_queries, seed=seed)
+    gain = 100.0 * np.asarray(ap, dtype=np.float64) - chance
     boot_map = _boot_means(gain, map_idx) if map_idx is not None else np.zeros(0)
     return {"aag": (float(res.aag), boot_vals, 0.0),
-            "label_map": (float(m.map), boot_map, float(chance.mean()))}
+            "label_map": (float(m["map"]), boot_map, float(chance.mean()))}
 
 
 def _sts_measure(Ad: np.ndarray, Bd: np.ndarray, gold: np.ndarray, counts: Optional[np.ndarray],
@@ -296,8 +333,13 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
           sts: Optional[StsInput] = None, calibration: Any = None, precisions: Sequence[str] = PRECISION_ROWS,
           reductions: Optional[Sequence[tuple[Optional[str], int]]] = None, rescore_multiplier: int = 4,
           resamples: int = 1000, seed: int = 0,
-          progress: Optional[Callable[[str], None]] = None) -> SweepResult:
+          progress: Optional[Callable[[str], None]] = None, engine: Any = None) -> SweepResult:
     """Measure every (reduction, precision) row on the inputs given (see the module docstring).
+
+    ``engine`` (an :class:`~embedcheck.engine.Engine`; this process when None) runs what grows
+    with the rows: the searches (:func:`search_all`: retrieval, binary+rescore, overlap@10), AAG
+    and label MAP (their own drivers); compressing the inputs stays here (one linear pass).
+    The same figures on any engine.
 
     ``calibration`` (rows of the same dimension) calibrates int8/uint8 and fits pca for every
     input; by default each input calibrates on itself (the corpus for retrieval, the labelled
@@ -423,28 +465,24 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
             ms = None
             ov = None
             if ret is not None:
-                rws, ms = ret.run(comps["corpus"], rescore_multiplier if rescore else 0)
+                rws, ms = ret.run(comps["corpus"], rescore_multiplier if rescore else 0, engine)
                 figs.update(ret.metrics(rws))
                 if base_rows is None:
                     base_rows = rws
                 ov = _overlap(rws, base_rows)[ret.qrels.query_rows]  # the evaluated queries, as the metrics
             if lab is not None and not rescore:
                 Xd = comps["labels"].decoded()
-                figs.update(_label_measure(Xd, lab[1], resamples, seed, lab[0].map_queries, lab[2], lab[3], aag_draws))
+                figs.update(_label_measure(Xd, lab[1], resamples, seed, lab[0].map_queries, lab[2], lab[3], aag_draws,
+                                           engine))
                 if ov_rows is not None:
-                    index = CompressedIndex(comps["labels"].stored, comps["labels"].record, comps["labels"].projection)
-                    t0 = time.perf_counter()
-                    _, nb = index.search(np.asarray(lab[0].X)[ov_rows], OVERLAP_K + 1)
-                    ms = 1000.0 * (time.perf_counter() - t0) / len(ov_rows)
+                    nb, ms = search_all(engine, comps["labels"], None, np.asarray(lab[0].X)[ov_rows], OVERLAP_K + 1)
                     nb = np.array([[j for j in r if j != q][:OVERLAP_K] for r, q in zip(nb, ov_rows)])
                     if ov_base is None:
                         ov_base = nb
                     ov = _overlap(nb, ov_base)
             elif lab is not None and rescore and ov_rows is not None:
-                index = CompressedIndex(comps["labels"].stored, comps["labels"].record, comps["labels"].projection)
-                t0 = time.perf_counter()
-                _, nb = index.search(np.asarray(lab[0].X)[ov_rows], OVERLAP_K + 1, rescore_multiplier=rescore_multiplier)
-                ms = 1000.0 * (time.perf_counter() - t0) / len(ov_rows)
+                nb, ms = search_all(engine, comps["labels"], None, np.asarray(lab[0].X)[ov_rows], OVERLAP_K + 1,
+                                    rescore_multiplier)
                 nb = np.array([[j for j in r if j != q][:OVERLAP_K] for r, q in zip(nb, ov_rows)])
                 ov = _overlap(nb, ov_base) if ov_base is not None else None
             if st is not None and not rescore:
@@ -566,4 +604,4 @@ def sweep_png(result: SweepResult, metric: Optional[str] = None, title: str = ""
 
 
 __all__ = ["PRECISION_ROWS", "LabelInput", "RetrievalInput", "StsInput", "SweepResult", "SweepRow",
-           "default_formats", "retrieval_backend", "sweep", "sweep_png"]
+           "default_formats", "retrieval_backend", "search_all", "search_task", "sweep", "sweep_png"]

@@ -332,7 +332,8 @@ def topk_part(parts: tuple[Part, ...], q_idx: np.ndarray, q_codes: np.ndarray, c
 def _map_at(engine: Any, parts: tuple[Part, ...], q_idx: np.ndarray, codes: np.ndarray, counts: np.ndarray,
             at: int) -> np.ndarray:
     blocks = [q_idx[s:s + QUERY_BLOCK] for s in range(0, len(q_idx), QUERY_BLOCK)]
-    tasks = [(parts, qb, codes[qb], cp, codes[cp.global_slice], at) for qb in blocks for cp in parts]
+    shared = engine.put(parts)  # stored once (an in-memory array's parts are not copied per task)
+    tasks = [(shared, qb, codes[qb], cp, codes[cp.global_slice], at) for qb in blocks for cp in parts]
     res = engine.map(topk_part, tasks)
     aps = np.empty(len(q_idx))
     pos = 0
@@ -378,7 +379,8 @@ def map_over_parts(engine: Any, src: Source, labels: np.ndarray, *, queries: int
     q_idx, sampled = query_rows(codes, counts, queries, seed)
     order = np.argsort(codes[q_idx], kind="stable")  # class by class, as label_map takes them
     q_sorted = q_idx[order]
-    tasks = [(src.parts, q_sorted[s:s + QUERY_BLOCK], codes) for s in range(0, len(q_idx), QUERY_BLOCK)]
+    parts = engine.put(src.parts)  # stored once (an in-memory array's parts are not copied per task)
+    tasks = [(parts, q_sorted[s:s + QUERY_BLOCK], codes) for s in range(0, len(q_idx), QUERY_BLOCK)]
     aps = np.empty(len(q_idx))
     aps[order] = np.concatenate(engine.map(block_aps, tasks)) if tasks else np.empty(0)
     return _result(aps, q_idx, n, codes, counts, sampled)

@@ -128,12 +128,51 @@ def _top_candidates(U: np.ndarray, q: np.ndarray, kp: int, cols: int) -> tuple[n
     return best_i, best_v
 
 
+def knn_block(X: Any, U: np.ndarray, q: np.ndarray, k: int, kp: int, cols: int,
+              eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """Task: the top ``k`` of query rows ``q`` (one block) from their float32 candidates, re-scored
+    in float64 where the float32 order is unclear. Returns ``(neighbours (b, k), positions in the
+    block of the rows whose candidates may miss a non-candidate)`` (the driver rechecks those)."""
+    n = U.shape[0]
+    cand, s32 = _top_candidates(U, q, kp, cols)
+    by32 = np.argsort(-s32, axis=1, kind="stable")
+    cand = np.take_along_axis(cand, by32, axis=1)
+    s32 = np.take_along_axis(s32, by32, axis=1).astype(np.float64)
+    out = cand[:, :k].copy()
+    bad_rows = np.empty(0, dtype=np.int64)
+    # fast path: float32 values within eps of the float64 ones, so gaps > 2 eps between the
+    # first k + 1 sorted values make the float32 order and set the exact float64 ones
+    if kp > k:
+        unclear = ~(np.diff(s32[:, :k + 1], axis=1) < -2 * eps).all(axis=1)
+    else:  # every other row is a candidate: only the order needs deciding
+        unclear = ~(np.diff(s32, axis=1) < -2 * eps).all(axis=1)
+    if unclear.any():
+        rows = np.flatnonzero(unclear)
+        C = _unit64(X, cand[rows])  # (r, kp, d): re-score the candidates in float64
+        Q = _unit64(X, q[rows])
+        s64 = np.einsum("bkd,bd->bk", C, Q)
+        order = np.lexsort((cand[rows], -s64), axis=1)
+        out[rows] = np.take_along_axis(cand[rows], order[:, :k], axis=1)
+        if kp < n - 1:
+            kth = np.take_along_axis(s64, order[:, k - 1:k], axis=1)[:, 0]
+            bad = ~(kth > s32[rows, -1] + eps)  # a non-candidate could still reach the top k
+            bad_rows = rows[bad]
+    return out, bad_rows
+
+
 def knn(X: Any, k: int, queries: Optional[np.ndarray] = None, *, block: Optional[int] = None,
         extra: Optional[int] = None, block_bytes: int = BLOCK_BYTES, progress: Progress = None,
-        _u32: Optional[np.ndarray] = None) -> tuple[np.ndarray, int]:
+        _u32: Optional[np.ndarray] = None, engine: Any = None) -> tuple[np.ndarray, int]:
     """Exact k nearest neighbours (cosine, self excluded, the tie rule) of ``queries`` (row indices;
     default all rows). Returns ``(neighbours (m, k) int64 ordered best first, rows rechecked in
-    float64)``. Work memory ≈ n·d·4 bytes (float32 unit rows) + ``block_bytes``."""
+    float64)``. Work memory ≈ n·d·4 bytes (float32 unit rows) + ``block_bytes``.
+
+    The one driver: one :func:`knn_block` task per block of query rows on ``engine`` (this process
+    when None; the float32 unit rows and ``X`` are shared through ``engine.put``), results in block
+    order; the rows whose k-th place is not settled by their candidates are recomputed in float64
+    against all rows by one :func:`_exact_rows` task. Exact, so the same neighbours on any engine."""
+    from ..engine import running
+
     n, d = X.shape
     if not 1 <= k <= n - 1:
         raise InputError(f"k must be between 1 and n - 1 = {n - 1}, got {k}")
@@ -148,40 +187,26 @@ def knn(X: Any, k: int, queries: Optional[np.ndarray] = None, *, block: Optional
     out = np.empty((m, k), dtype=np.int64)
     recheck: list[np.ndarray] = []
     done = 0
-    for start in range(0, m, block):
-        q = q_all[start:start + block]
-        b = q.size
-        cand, s32 = _top_candidates(U, q, kp, cols)
-        by32 = np.argsort(-s32, axis=1, kind="stable")
-        cand = np.take_along_axis(cand, by32, axis=1)
-        s32 = np.take_along_axis(s32, by32, axis=1).astype(np.float64)
-        out[start:start + b] = cand[:, :k]
-        # fast path: float32 values within eps of the float64 ones, so gaps > 2 eps between the
-        # first k + 1 sorted values make the float32 order and set the exact float64 ones
-        if kp > k:
-            unclear = ~(np.diff(s32[:, :k + 1], axis=1) < -2 * eps).all(axis=1)
-        else:  # every other row is a candidate: only the order needs deciding
-            unclear = ~(np.diff(s32, axis=1) < -2 * eps).all(axis=1)
-        if unclear.any():
-            rows = np.flatnonzero(unclear)
-            C = _unit64(X, cand[rows])  # (r, kp, d): re-score the candidates in float64
-            Q = _unit64(X, q[rows])
-            s64 = np.einsum("bkd,bd->bk", C, Q)
-            order = np.lexsort((cand[rows], -s64), axis=1)
-            out[start + rows] = np.take_along_axis(cand[rows], order[:, :k], axis=1)
-            if kp < n - 1:
-                kth = np.take_along_axis(s64, order[:, k - 1:k], axis=1)[:, 0]
-                bad = ~(kth > s32[rows, -1] + eps)  # a non-candidate could still reach the top k
-                if bad.any():
-                    recheck.append(start + rows[bad])
-        done += b
-        if progress is not None:
-            progress(done, m)
-    rechecked = 0
-    if recheck:
-        pos = np.concatenate(recheck)
-        out[pos] = _exact_rows(X, q_all[pos], k, block_bytes)
-        rechecked = int(pos.size)
+    with running(engine) as eng:
+        from ..io.source import Source
+
+        x_ref = eng.put(X if eng.name == "local" or isinstance(X, Source) else np.asarray(X))  # no memmap travels
+        u_ref = eng.put(U)
+        starts = list(range(0, m, block))
+        tasks = [(x_ref, u_ref, q_all[s:s + block], k, kp, cols, eps) for s in starts]
+        for start, (nb, bad) in zip(starts, eng.imap(knn_block, tasks)):
+            b = nb.shape[0]
+            out[start:start + b] = nb
+            if bad.size:
+                recheck.append(start + bad)
+            done += b
+            if progress is not None:
+                progress(done, m)
+        rechecked = 0
+        if recheck:
+            pos = np.concatenate(recheck)
+            out[pos] = eng.map(_exact_rows, [(x_ref, q_all[pos], k, block_bytes)])[0]
+            rechecked = int(pos.size)
     return out, rechecked
 
 
@@ -258,8 +283,9 @@ def _label_figures(codes: np.ndarray, q: np.ndarray, NA: np.ndarray, NB: np.ndar
 
 def neighbors(A: Any, B: Any, k: int = 10, *, queries: Optional[int] = None, seed: int = 0,
               labels: Optional[np.ndarray] = None, resamples: int = 1000, block_bytes: int = BLOCK_BYTES,
-              progress: Progress = None) -> NeighborResult:
-    """Overlap@k of each query row's neighbours in ``A`` and ``B`` (same rows; dims may differ).
+              progress: Progress = None, engine: Any = None) -> NeighborResult:
+    """Overlap@k of each query row's neighbours in ``A`` and ``B`` (same rows; dims may differ),
+    the neighbour searches on ``engine`` (:func:`knn`; this process when None).
 
     ``queries``: sample this many query rows without replacement (seeded); neighbours are always
     searched among all n rows. ``labels``: integer codes or any 1-D labels, one per row.
@@ -284,8 +310,8 @@ def neighbors(A: Any, B: Any, k: int = 10, *, queries: Optional[int] = None, see
             return None
         return lambda done, total: progress(side * total + done, 2 * total)
 
-    NA, ra = knn(A, k, q, block_bytes=block_bytes, progress=tick(0))
-    NB, rb = knn(B, k, q, block_bytes=block_bytes, progress=tick(1))
+    NA, ra = knn(A, k, q, block_bytes=block_bytes, progress=tick(0), engine=engine)
+    NB, rb = knn(B, k, q, block_bytes=block_bytes, progress=tick(1), engine=engine)
     inter = _overlap_counts(NA, NB)
     hist = np.bincount(inter, minlength=k + 1).astype(np.float64)
     overlap_ci = _bootstrap_mean_ci(np.arange(k + 1) / k, hist, rng, resamples)
@@ -328,4 +354,4 @@ def neighbors_paired(items_a: dict[str, np.ndarray], items_b: dict[str, np.ndarr
 
 
 
-__all__ = ["neighbor_items", "neighbors_paired", "TIE_RULE", "NeighborResult", "knn", "neighbors"]
+__all__ = ["neighbor_items", "neighbors_paired", "TIE_RULE", "NeighborResult", "knn", "knn_block", "neighbors"]

@@ -27,7 +27,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ..engine.runner import Engine, LocalEngine
+from ..engine.runner import Engine, or_local
 from ..io.source import Source, read_range
 from .retrieval import TopK, cosine, select_topk
 
@@ -114,7 +114,7 @@ def _src(x: Any, engine: Engine) -> tuple[Any, int, int]:
     if isinstance(x, Source):
         return tuple(x.parts), x.n, x.dim
     X = x if hasattr(x, "shape") else np.asarray(x)
-    return (X if isinstance(engine, LocalEngine) else engine.put(np.asarray(X))), int(X.shape[0]), int(X.shape[1])
+    return (X if engine.name == "local" else engine.put(np.asarray(X))), int(X.shape[0]), int(X.shape[1])
 
 
 def search_topk(queries: Any, corpus: Any, k: int, ranks: np.ndarray, *, score: Score = cosine,
@@ -128,7 +128,7 @@ def search_topk(queries: Any, corpus: Any, k: int, ranks: np.ndarray, *, score: 
     document ids); ``engine``: where the tasks run (default: this process). ``check``: refuse
     NaN/inf and zero rows (float inputs), each row checked once. Returns a
     :class:`~embedcheck.geometry.retrieval.TopK` with ``min(k, corpus rows)`` columns."""
-    engine = engine or LocalEngine()
+    engine = or_local(engine)
     query_block = query_block or QUERY_BLOCK  # read at call time (tests shrink the grid)
     corpus_rows = corpus_rows or CORPUS_ROWS
     tile = tile or TILE

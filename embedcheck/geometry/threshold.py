@@ -46,6 +46,8 @@ from ..schemas import COSINE, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, obj
 
 #: rows of A per block of the floor count (block x n float64 products)
 FLOOR_BLOCK = 1024
+#: rows of A per task of the floor count (whole blocks)
+FLOOR_TASK_ROWS = 8192
 #: corpus rows per task and per block inside a task
 CORPUS_TASK_ROWS = 4096
 CORPUS_BLOCK = 1024
@@ -207,22 +209,39 @@ def _boot_matched(UA: np.ndarray, UB: np.ndarray, s: np.ndarray, target: float, 
 # ---- unrelated pairs: the floor -----------------------------------------------------------------
 
 
+def unrelated_range(UA: np.ndarray, UB: np.ndarray, i0: int, i1: int, ts: np.ndarray,
+                    block: int = FLOOR_BLOCK) -> np.ndarray:
+    """Task: for each sorted threshold of ``ts``, the unrelated pairs ``cos(a_i, b_j) >= t``,
+    ``i`` in ``[i0, i1)``, ``j != i`` (float64 products of unit rows, ``block`` rows of A at a time)."""
+    counts = np.zeros(len(ts), dtype=np.int64)
+    for b0 in range(i0, i1, block):
+        b1 = min(i1, b0 + block)
+        S = UA[b0:b1] @ UB.T
+        k = np.arange(b0, b1)
+        S[k - b0, k] = -np.inf  # the matched pair is not unrelated
+        v = np.sort(S, axis=None)
+        counts += v.size - np.searchsorted(v, ts, side="left")
+    return counts
+
+
 def count_unrelated_at_least(UA: np.ndarray, UB: np.ndarray, thresholds: np.ndarray,
-                             block: int = FLOOR_BLOCK) -> np.ndarray:
+                             block: int = FLOOR_BLOCK, engine: Any = None) -> np.ndarray:
     """For each threshold, the number of unrelated pairs ``cos(a_i, b_j) >= t``, ``i != j``
-    (unit rows in, float64 products, blocked: never an n x n matrix)."""
+    (unit rows in, float64 products, blocked: never an n x n matrix): :func:`unrelated_range`
+    tasks of :data:`FLOOR_TASK_ROWS` rows of A on ``engine`` (this process when None; A and B put
+    once), their integer counts summed — the same counts on any engine."""
+    from ..engine import or_local
+
     t = np.asarray(thresholds, dtype=np.float64)
     order = np.argsort(t)
     ts = t[order]
     n = UA.shape[0]
+    eng = or_local(engine)
+    ua, ub = eng.put(UA), eng.put(UB)
+    step = max(block, FLOOR_TASK_ROWS // block * block)  # whole blocks per task: the blocks of one pass
     counts = np.zeros(len(t), dtype=np.int64)
-    for i0 in range(0, n, block):
-        i1 = min(n, i0 + block)
-        S = UA[i0:i1] @ UB.T
-        k = np.arange(i0, i1)
-        S[k - i0, k] = -np.inf  # the matched pair is not unrelated
-        v = np.sort(S, axis=None)
-        counts += v.size - np.searchsorted(v, ts, side="left")
+    for c in eng.imap(unrelated_range, [(ua, ub, i0, min(n, i0 + step), ts, block) for i0 in range(0, n, step)]):
+        counts += c
     out = np.empty_like(counts)
     out[order] = counts
     return out
@@ -271,27 +290,23 @@ def count_pairs_range(parts: Any, n: int, i0: int, i1: int, thresholds: np.ndarr
     return counts
 
 
-def count_pairs_above(corpus: Any, thresholds: Sequence[float], *, engine: Any = "local",
-                      address: Optional[str] = None) -> dict[str, Any]:
+def count_pairs_above(corpus: Any, thresholds: Sequence[float], *, engine: Any = None) -> dict[str, Any]:
     """Exact number of unordered corpus pairs ``i < j`` whose cosine is ``>= t``, for each ``t``;
-    row ranges run as engine tasks (``"local"`` in this process, ``"ray"`` on a cluster) and their
-    integer counts are summed."""
-    from ..engine import Engine, make_engine
+    row ranges run as :func:`count_pairs_range` tasks on ``engine`` (an
+    :class:`~embedcheck.engine.Engine` from :func:`~embedcheck.engine.running`; this process when
+    None) and their integer counts are summed: the same counts on any engine."""
+    from ..engine import or_local
     from ..io.source import Source, open_source, ranges
 
     src = corpus if isinstance(corpus, Source) else open_source(corpus, what="corpus", min_rows=2)
     n = src.n
     t = np.asarray(list(thresholds), dtype=np.float64)
-    eng = engine if isinstance(engine, Engine) else make_engine(getattr(engine, "value", engine), address)
-    try:
-        parts = eng.put(src.parts)
-        tasks = [(parts, n, a, b, t, CORPUS_BLOCK) for a, b in ranges(n, CORPUS_TASK_ROWS)]
-        total = np.zeros(len(t), dtype=np.int64)
-        for c in eng.imap(count_pairs_range, tasks):
-            total += c
-    finally:
-        if not isinstance(engine, Engine):
-            eng.close()
+    eng = or_local(engine)
+    parts = eng.put(src.parts)
+    tasks = [(parts, n, a, b, t, CORPUS_BLOCK) for a, b in ranges(n, CORPUS_TASK_ROWS)]
+    total = np.zeros(len(t), dtype=np.int64)
+    for c in eng.imap(count_pairs_range, tasks):
+        total += c
     return {"rows": int(n), "pairs": int(n * (n - 1) // 2), "counts": [int(x) for x in total]}
 
 
@@ -401,10 +416,12 @@ def check_precision(precision: float) -> float:
 
 
 def calibrate(A: np.ndarray, B: np.ndarray, labels: Optional[np.ndarray] = None, *, precision: float = 0.95,
-              check: Optional[float] = None, resamples: int = 1000, seed: int = 0) -> ThresholdResult:
+              check: Optional[float] = None, resamples: int = 1000, seed: int = 0, engine: Any = None) -> ThresholdResult:
     """The threshold report of pairs ``(a_i, b_i)`` (without corpus counts; see
     :func:`count_pairs_above`). ``labels``: 0/1 per pair (None: matched pairs against the
-    unrelated pairs)."""
+    unrelated pairs). ``engine``: where the counts of the ``n(n−1)`` unrelated pairs run
+    (:func:`count_unrelated_at_least`; this process when None); the rest is O(n log n), or bounded
+    (the matched-pairs intervals, up to :data:`MATCHED_BOOT_MAX` pairs), and stays here."""
     target = check_precision(precision)
     if A.shape != B.shape:
         raise InputError(f"A has shape {A.shape} but B has {B.shape}; row i of A is paired with row i of B")
@@ -423,12 +440,12 @@ def calibrate(A: np.ndarray, B: np.ndarray, labels: Optional[np.ndarray] = None,
         mode, pos, neg = "labels", int(y.sum()), int(n - y.sum())
     else:
         y = None
-        p, r, t, pos, neg = _matched_curve(UA, UB, s)
+        p, r, t, pos, neg = _matched_curve(UA, UB, s, engine)
         mode = "matched pairs"
     ip, ifl = at_precision(p, r, t, target), best_f1(p, r)
     chosen = [t[ip] if ip is not None else None, t[ifl] if ifl is not None else None, check]
     thr_list = [x for x in chosen if x is not None]
-    unrelated = count_unrelated_at_least(UA, UB, np.array(thr_list)) if thr_list else np.array([])
+    unrelated = count_unrelated_at_least(UA, UB, np.array(thr_list), engine=engine) if thr_list else np.array([])
     pairs = n * (n - 1)
     flagged = dict(zip(range(len(thr_list)), unrelated.tolist()))
 
@@ -495,13 +512,14 @@ def _at_threshold(s: np.ndarray, y: Optional[np.ndarray], t: float, UA: np.ndarr
     return (tpm / nfm if nfm else None), tpm / len(s)
 
 
-def _matched_curve(UA: np.ndarray, UB: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+def _matched_curve(UA: np.ndarray, UB: np.ndarray, s: np.ndarray,
+                   engine: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
     """The curve of matched pairs (positives) against all unrelated pairs (negatives): thresholds
     are the distinct matched scores (an unrelated score between two of them changes precision
     only at the next matched one below, where the curve is evaluated)."""
     n = len(s)
     t = np.unique(s)
-    fp = count_unrelated_at_least(UA, UB, t).astype(np.float64)
+    fp = count_unrelated_at_least(UA, UB, t, engine=engine).astype(np.float64)
     tp = (n - np.searchsorted(np.sort(s), t, side="left")).astype(np.float64)
     prec = tp / (tp + fp)
     rec = tp / n
@@ -517,4 +535,4 @@ def _curve_points(p: np.ndarray, r: np.ndarray, t: np.ndarray, points: int = CUR
 
 __all__ = ["ThresholdPoint", "ThresholdResult", "at_precision", "average_precision", "best_f1", "binary_labels",
            "calibrate", "check_precision", "count_pairs_above", "count_pairs_range", "count_unrelated_at_least",
-           "floor_moments", "pr_curve"]
+           "floor_moments", "pr_curve", "unrelated_range"]
