@@ -291,6 +291,46 @@ def option_errors(options: dict[str, str]) -> Iterator[None]:
         raise
 
 
+def as_options(msg: str, spelling: Optional[dict[str, str]] = None) -> str:
+    """A library message in the running command's option names: each exact token of ``spelling``
+    first (``{"out=": "-o "}``), then ``name=True`` → ``--name``, ``name='v'`` → ``--name 'v'`` and
+    ``name=`` → ``--name`` for every parameter ``name`` of the command (others are left alone).
+
+    >>> as_options("pass prompt= or prompt_name=, not both", {"prompt=": "--prompt", "prompt_name=": "--prompt-name"})
+    'pass --prompt or --prompt-name, not both'
+    """
+    import re
+
+    for token, option in (spelling or {}).items():
+        msg = re.sub(rf"(?<![\w-]){re.escape(token)}", option, msg)
+    ctx = _current_context()
+    labels = {prm.name: _option_label(prm) for prm in ctx.command.params} if ctx is not None else {}
+
+    def sub(m: Any) -> str:
+        name, value, after = m.group(1), m.group(2), m.group(3)
+        label = labels.get(name)
+        if label is None or not label.startswith("-"):
+            return str(m.group(0))
+        if value == "True":
+            return label
+        if value.startswith("'"):
+            return f"{label} {value}"
+        return label + (" " if after and after not in " ,;:.)" else "")
+
+    return re.sub(r"(?<![\w-])([a-z][a-z0-9_]*)=(True\b|'[^']*'|)(?=(.?))", sub, msg)
+
+
+@contextlib.contextmanager
+def library_names(spelling: Optional[dict[str, str]] = None) -> Iterator[Callable[[str], None]]:
+    """Around a library call whose messages name its parameters as ``name=``: an
+    :class:`InputError` is re-raised in option names (:func:`as_options`), and the ``hint`` it
+    yields prints hints and warnings the same way."""
+    try:
+        yield lambda msg: hint(as_options(msg, spelling))
+    except InputError as exc:
+        raise InputError(as_options(str(exc), spelling)) from None
+
+
 def _path_values(value: Any) -> list[Path]:
     """Path-typed values, and plain strings that name an existing file (inputs typed ``str``)."""
     if isinstance(value, Path) and str(value) not in ("", "-"):
