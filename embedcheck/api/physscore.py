@@ -1,6 +1,7 @@
 """``embedcheck.physscore``: the PhysScore benchmark (paper Tables 1, 3 and 4) — the reports of
 ``embedcheck physscore score`` (:func:`physscore`, embeddings you made) and ``physscore run``
-(:func:`physscore_run`, a model loaded here)."""
+(:func:`physscore_run`, a model loaded here), and the phrases file of ``physscore phrases``
+(:func:`physscore_phrases`, which writes it)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,37 @@ class PhysScoreRunReport(Report):
 
     command = "physscore-run"
     figures = _FIGURES
+
+
+class PhysScorePhrasesReport(Report):
+    """What ``physscore phrases`` wrote: the file, its rows, unique texts and rows per set."""
+
+    command = "physscore-phrases"
+
+
+def physscore_phrases(output: Any, *, sets: Any = "all", paper_conversions: bool = False) -> PhysScorePhrasesReport:
+    """Write every phrase the PhysScore protocol embeds to ``output`` (a ``.jsonl``), one JSON row
+    each (id, set, unit, range, value, text, plus kind / pair / side / panel where they apply), and
+    its ``.meta.json``, atomically. ``sets``: a comma list (or list) of benchmark (Tables 1, 3),
+    lexical (Table 4), digits_words and conversion (figures only), or ``"all"``;
+    ``paper_conversions``: the paper's litre→gallon factor."""
+    from ..io.provenance import provenance
+    from ..physscore_protocol import phrases
+
+    output = Path(output)
+    if output.suffix.lower() not in (".jsonl", ".ndjson"):
+        raise InputError(f"output {output} must be a .jsonl file")
+    chosen = phrases.parse_sets(sets)
+    rows = phrases.phrase_rows(chosen, paper_conversions=paper_conversions)
+    counts = {s: sum(r["set"] == s for r in rows) for s in chosen}
+    unique = len({r["text"] for r in rows})
+    meta = provenance("physscore phrases", {}, {"sets": list(chosen), "paper_conversions": paper_conversions},
+                      rows=len(rows), unique_texts=unique, sets=counts)
+    with AtomicBatch() as batch:
+        batch.save_jsonl(output, rows)
+        batch.save_json(meta_path(output), meta)
+    return PhysScorePhrasesReport(body={"output": str(output), "rows": len(rows), "unique_texts": unique,
+                                        "sets": counts, "paper_conversions": paper_conversions})
 
 
 def _model_short(name: str) -> str:
