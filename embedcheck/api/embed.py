@@ -104,7 +104,7 @@ def sharded_input(spec: Any) -> bool:
     if not isinstance(spec, (str, os.PathLike)):
         return False
     s = os.fspath(spec)
-    return not s.startswith("hf:") and s != "-" and (Path(s).is_dir() or any(c in s for c in "*?["))
+    return bool(s) and not s.startswith("hf:") and s != "-" and (Path(s).is_dir() or any(c in s for c in "*?["))
 
 
 def output_paths(out: Path, halves: bool) -> dict[str, Path]:
