@@ -7,16 +7,11 @@ interrupted."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, embed_killed_after_one_shard
 
 import embedcheck
 from embedcheck.errors import InputError
@@ -71,6 +66,9 @@ def test_embed_out_writes_the_bytes_the_cli_writes(cli, minilm_path, labelled, t
     for name in ("x.npy", "x.jsonl"):
         assert (tmp_path / "py" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name
     assert np.array_equal(np.load(tmp_path / "py" / "x.npy"), r.vectors)
+    mem = embedcheck.embed(labelled, sample=6, **SAME_KW)  # the same rows, no out: in memory only
+    assert np.array_equal(mem.vectors, r.vectors) and sorted(p.name for p in (tmp_path / "py").iterdir()) == \
+        ["x.jsonl", "x.meta.json", "x.npy"]
     side = [json.loads(line) for line in (tmp_path / "py" / "x.jsonl").read_text().splitlines()]
     assert [s["index"] for s in side] == list(range(6)) and {"id", "label", "score", "text"} <= set(side[0])
     want, got = meta_of(tmp_path / "cli" / "x.meta.json"), meta_of(tmp_path / "py" / "x.meta.json")
@@ -145,19 +143,8 @@ def test_a_killed_cli_shard_embed_resumes_from_python_to_the_uninterrupted_bytes
     src.write_text("".join(json.dumps({"text": t, "label": i % 2}) + "\n" for i, t in enumerate(TEXTS)))
     out = tmp_path / "killed"
     opts = ["--shard-rows", "10", "--backend", "torch", "--threads", "1", "--batch-size", "1", "-q"]
-    proc = subprocess.Popen([sys.executable, "-m", "embedcheck", "embed", str(src), "-o", str(out), *opts],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
-    prog = out / "progress.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if prog.is_file() and len(prog.read_text().splitlines()) >= 2:  # the plan + one finished shard
-            proc.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.005)
-    proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
-    kept = len(prog.read_text().splitlines()) - 1
-    assert 1 <= kept < 6 and not (out / "manifest.json").exists()
+    kept = embed_killed_after_one_shard(src, out, opts, timeout=120)
+    assert 1 <= kept < 6
 
     heard: list[str] = []
     kw = {"shard_rows": 10, "backend": "torch", "threads": 1, "batch_size": 1}

@@ -126,19 +126,9 @@ def _token_ids(tokenizer: Any) -> Callable[[str], list[int]]:
 
 def _model_from_meta(emb: Path) -> Optional[str]:
     """The model named in the embeddings' ``.meta.json`` sidecar (written by ``embed``), if any."""
-    m = meta_path(emb)
-    if not m.is_file():
-        return None
-    try:
-        import json
+    from ..io.provenance import recorded_model
 
-        meta = json.loads(m.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    cand = meta.get("model") if isinstance(meta, dict) else None
-    if isinstance(cand, dict):
-        cand = cand.get("id") or cand.get("name")
-    return cand if isinstance(cand, str) and cand.strip() else None
+    return recorded_model(emb)
 
 
 def _write_plots(plot_dir: Path, lookup: Callable[[Sequence[str]], np.ndarray], model: str,

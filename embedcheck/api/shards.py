@@ -13,7 +13,6 @@ the files and reports of ``embedcheck shards split|merge|verify``. The format is
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -50,22 +49,6 @@ class ShardsVerifyReport(Report):
     command: ClassVar[str] = "shards-verify"
 
 
-def _model_from_meta(npy: Path) -> Optional[str]:
-    """The model id an ``embed`` run recorded in ``X.meta.json`` beside ``X.npy`` (None when absent)."""
-    from ..io.provenance import meta_path
-
-    m = meta_path(npy)
-    if not m.is_file():
-        return None
-    try:
-        meta = json.loads(m.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # unreadable or not JSON: no model named
-        return None
-    model = meta.get("model") if isinstance(meta, dict) else None
-    model_id = model.get("id") if isinstance(model, dict) else model
-    return model_id if isinstance(model_id, str) else None
-
-
 def shards_split(input: PathLike, rows: int, output: PathLike, *, labels: Optional[PathLike] = None,
                  label_field: str = "label", model: Optional[str] = None) -> ShardsSplitReport:
     """Cut ``input`` (a 2-D float ``.npy``, or a shard set to re-shard) into shards of ``rows`` rows
@@ -77,7 +60,7 @@ def shards_split(input: PathLike, rows: int, output: PathLike, *, labels: Option
     from ..io.jsonio import read_jsonl
     from ..io.labels import load_labels
     from ..io.npyfile import check_matrix_shape, open_npy
-    from ..io.provenance import provenance
+    from ..io.provenance import provenance, recorded_model
     from ..io.source import open_source
 
     t0 = time.perf_counter()
@@ -105,7 +88,7 @@ def shards_split(input: PathLike, rows: int, output: PathLike, *, labels: Option
         else:
             records = [{"index": i} for i in range(X.shape[0])]
             sidecar = None
-        default_model = _model_from_meta(input)
+        default_model = recorded_model(input)
         source = {"input": input}
     n, d = X.shape
     if n == 0:
