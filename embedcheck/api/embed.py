@@ -192,7 +192,7 @@ def _check_common(prompt: Optional[str], prompt_name: Optional[str], backend: st
     if backend not in enc.BACKENDS:
         raise InputError(f"backend='{backend}' is not available here; choose one of {', '.join(enc.BACKENDS)}")
     if backend in ("onnx", "onnx-int8") and device not in (None, "cpu"):
-        raise InputError(f"backend='{backend}' runs on the CPU only; drop device='{device}' or use backend='torch'")
+        raise InputError(f"backend={backend} runs on the CPU only; drop device={device} or use backend=torch")
 
 
 # ---- the function --------------------------------------------------------------------------------
@@ -543,7 +543,7 @@ def _sharded(spec: str, out: Path, *, name: str, eng: str, address: Optional[str
         raise InputError("sharded embed reads .jsonl/.parquet files: a folder, a glob or one file with shard_rows=")
     E.input_files(spec)  # an empty folder or a glob matching nothing is named before the output is judged
     if out.suffix.lower() == ".npy":
-        raise InputError(f"out={out}: sharded embed writes a shard-set folder; pass a folder (not a .npy)")
+        raise InputError(f"out={out}: sharded embed writes a shard-set folder; pass out=DIR (not a .npy)")
     if prompt is not None and prompt_name is not None:
         raise InputError("pass prompt= or prompt_name=, not both")
     if backend not in enc.BACKENDS:

@@ -44,7 +44,7 @@ _EPILOG = (
 
 #: library spellings that are not ``name=`` of an option of this command
 _SPELLING = {"normalize=False": "--no-normalize", "out=": "-o ", "keep_fields=": "--keep-field ",
-             "engine='ray'": "--engine ray", "backend='torch'": "--backend torch"}
+             "engine='ray'": "--engine ray"}
 
 
 @app.command("embed", epilog=_EPILOG)
