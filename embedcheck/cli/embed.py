@@ -25,7 +25,6 @@ from .common import (
     EngineOpt,
     QuietOpt,
     check_engine,
-    force_threads,
     hint,
     library_names,
     progress,
@@ -91,7 +90,6 @@ def embed_cmd(
     """
     start_command(quiet)
     check_engine(engine, address)
-    force_threads(threads)  # one-file and sharded runs alike
     t_start = time.perf_counter()
     from ..api.embed import embed
 
