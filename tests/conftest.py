@@ -150,6 +150,28 @@ def cli_subprocess():
     return run
 
 
+def embed_killed_after_one_shard(src: Path, out: Path, opts: list[str], timeout: float = 240) -> int:
+    """Run ``embedcheck embed SRC -o OUT *opts`` (a shard-set embed) as a subprocess and SIGKILL it as
+    soon as its ``progress.jsonl`` records a finished shard (a driver killed mid-run); returns how many
+    shards it recorded. Fails when the run ended before it could be killed."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "embedcheck", "embed", str(src), "-o", str(out), *opts],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
+    prog = out / "progress.jsonl"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if prog.is_file() and len(prog.read_text().splitlines()) >= 2:  # the plan + one finished shard
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.005)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, "the run finished before the first shard could be killed"
+    assert not (out / "manifest.json").exists()
+    return len([x for x in prog.read_text().splitlines()[1:] if x.strip()])
+
+
 def assert_one_line_error(res: CliResult) -> None:
     """Exit 2, exactly one ``error: ...`` line on stderr, no traceback, nothing on stdout."""
     assert res.exit_code == 2, res

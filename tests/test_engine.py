@@ -6,16 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, ROOT, assert_one_line_error
+from conftest import FIXTURES, ROOT, assert_one_line_error, embed_killed_after_one_shard
 
 from embedcheck.io.atomic import AtomicBatch
 from embedcheck.io.shards import write_manifest, write_shard
@@ -348,18 +346,8 @@ def test_resume_after_the_driver_is_killed_gives_identical_output(sst60, minilm_
     opts = ["--shard-rows", "10", "--batch-size", "2", "--quiet"]
     env = dict(os.environ)
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "embedcheck", "embed", str(sst60), "-o", str(out), *opts],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    embed_killed_after_one_shard(sst60, out, opts)
     prog = out / "progress.jsonl"
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and proc.poll() is None:
-        if prog.is_file() and len(prog.read_text().splitlines()) >= 2:  # the plan + one finished shard
-            proc.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.01)
-    proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL, "the run finished before the first shard could be killed"
-    assert not (out / "manifest.json").exists()
     recorded = [json.loads(x) for x in prog.read_text().splitlines()[1:] if x.strip()]
     assert 1 <= len(recorded) < 6
     r = subprocess.run([sys.executable, "-m", "embedcheck", "embed", str(sst60), "-o", str(out), *opts[:-1], "--resume"],

@@ -1,6 +1,7 @@
 """``embedcheck.physscore``: the PhysScore benchmark (paper Tables 1, 3 and 4) — the reports of
 ``embedcheck physscore score`` (:func:`physscore`, embeddings you made) and ``physscore run``
-(:func:`physscore_run`, a model loaded here)."""
+(:func:`physscore_run`, a model loaded here), and the phrases file of ``physscore phrases``
+(:func:`physscore_phrases`, which writes it)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ _PHYSSCORE["allOf"] = [
 
 
 class PhysScorePhrasesReport(Report):
-    """The ``physscore phrases`` report (what the phrase set written for embedding holds)."""
+    """What ``physscore phrases`` wrote: the file, its rows, unique texts and rows per set."""
 
     command = "physscore-phrases"
     report_schema = obj({"output": STR, "rows": INT, "unique_texts": INT, "sets": COUNTS})
@@ -68,6 +69,31 @@ class PhysScoreRunReport(Report):
     command = "physscore-run"
     report_schema = _PHYSSCORE
     figures = _FIGURES
+
+
+def physscore_phrases(output: Any, *, sets: Any = "all", paper_conversions: bool = False) -> PhysScorePhrasesReport:
+    """Write every phrase the PhysScore protocol embeds to ``output`` (a ``.jsonl``), one JSON row
+    each (id, set, unit, range, value, text, plus kind / pair / side / panel where they apply), and
+    its ``.meta.json``, atomically. ``sets``: a comma list (or list) of benchmark (Tables 1, 3),
+    lexical (Table 4), digits_words and conversion (figures only), or ``"all"``;
+    ``paper_conversions``: the paper's litre→gallon factor."""
+    from ..io.provenance import provenance
+    from ..physscore_protocol import phrases
+
+    output = Path(output)
+    if output.suffix.lower() not in (".jsonl", ".ndjson"):
+        raise InputError(f"output {output} must be a .jsonl file")
+    chosen = phrases.parse_sets(sets)
+    rows = phrases.phrase_rows(chosen, paper_conversions=paper_conversions)
+    counts = {s: sum(r["set"] == s for r in rows) for s in chosen}
+    unique = len({r["text"] for r in rows})
+    meta = provenance("physscore phrases", {}, {"sets": list(chosen), "paper_conversions": paper_conversions},
+                      rows=len(rows), unique_texts=unique, sets=counts)
+    with AtomicBatch() as batch:
+        batch.save_jsonl(output, rows)
+        batch.save_json(meta_path(output), meta)
+    return PhysScorePhrasesReport(body={"output": str(output), "rows": len(rows), "unique_texts": unique,
+                                        "sets": counts, "paper_conversions": paper_conversions})
 
 
 def _model_short(name: str) -> str:
@@ -121,19 +147,9 @@ def _token_ids(tokenizer: Any) -> Callable[[str], list[int]]:
 
 def _model_from_meta(emb: Path) -> Optional[str]:
     """The model named in the embeddings' ``.meta.json`` sidecar (written by ``embed``), if any."""
-    m = meta_path(emb)
-    if not m.is_file():
-        return None
-    try:
-        import json
+    from ..io.provenance import recorded_model
 
-        meta = json.loads(m.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    cand = meta.get("model") if isinstance(meta, dict) else None
-    if isinstance(cand, dict):
-        cand = cand.get("id") or cand.get("name")
-    return cand if isinstance(cand, str) and cand.strip() else None
+    return recorded_model(emb)
 
 
 def _write_plots(plot_dir: Path, lookup: Callable[[Sequence[str]], np.ndarray], model: str,

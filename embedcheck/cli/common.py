@@ -64,6 +64,18 @@ class EngineName(str, Enum):
 
 
 EngineOpt = Annotated[EngineName, typer.Option("--engine", help="local: in this process (default). ray: per-shard tasks on a Ray cluster (a local one on this machine's cores unless --address); needs pip install 'embedcheck[ray]'. Both merge per-shard results in manifest order: the same bytes.", case_sensitive=False)]
+
+
+def sub_app(name: str, help: str, cls: Any = None) -> typer.Typer:
+    """A command group (``shards``, ``physscore``, ``compress``): one noun, several verbs, added to the app."""
+    from ._app import app
+
+    group = typer.Typer(name=name, help=help, no_args_is_help=True, add_completion=False,
+                        context_settings={"help_option_names": ["-h", "--help"]}, **({"cls": cls} if cls else {}))
+    app.add_typer(group, name=name)
+    return group
+
+
 def _check_address(value: Optional[str]) -> Optional[str]:
     """``--address`` given but empty (an unset CI variable) is refused, not read as "no address"."""
     if value is not None and not value.strip():
@@ -304,6 +316,46 @@ def option_errors(options: dict[str, str]) -> Iterator[None]:
             if msg.startswith(name + " "):
                 raise InputError(opt + msg[len(name):]) from None
         raise
+
+
+def as_options(msg: str, spelling: Optional[dict[str, str]] = None) -> str:
+    """A library message in the running command's option names: each exact token of ``spelling``
+    first (``{"out=": "-o "}``), then ``name=True`` → ``--name``, ``name='v'`` → ``--name 'v'`` and
+    ``name=`` → ``--name`` for every parameter ``name`` of the command (others are left alone).
+
+    >>> as_options("pass prompt= or prompt_name=, not both", {"prompt=": "--prompt", "prompt_name=": "--prompt-name"})
+    'pass --prompt or --prompt-name, not both'
+    """
+    import re
+
+    for token, option in (spelling or {}).items():
+        msg = re.sub(rf"(?<![\w-]){re.escape(token)}", option, msg)
+    ctx = _current_context()
+    labels = {prm.name: _option_label(prm) for prm in ctx.command.params} if ctx is not None else {}
+
+    def sub(m: Any) -> str:
+        name, value, after = m.group(1), m.group(2), m.group(3)
+        label = labels.get(name)
+        if label is None or not label.startswith("-"):
+            return str(m.group(0))
+        if value == "True":
+            return label
+        if value.startswith("'"):
+            return f"{label} {value}"
+        return label + (" " if after and after not in " ,;:.)" else "")
+
+    return re.sub(r"(?<![\w-])([a-z][a-z0-9_]*)=(True\b|'[^']*'|)(?=(.?))", sub, msg)
+
+
+@contextlib.contextmanager
+def library_names(spelling: Optional[dict[str, str]] = None) -> Iterator[Callable[[str], None]]:
+    """Around a library call whose messages name its parameters as ``name=``: an
+    :class:`InputError` is re-raised in option names (:func:`as_options`), and the ``hint`` it
+    yields prints hints and warnings the same way."""
+    try:
+        yield lambda msg: hint(as_options(msg, spelling))
+    except InputError as exc:
+        raise InputError(as_options(str(exc), spelling)) from None
 
 
 def _path_values(value: Any) -> list[Path]:

@@ -16,8 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from ..errors import InputError
-from ._app import app
-from .common import LABEL_FORMATS, AddressOpt, EngineName, EngineOpt, check_engine, option_errors
+from .common import LABEL_FORMATS, AddressOpt, EngineName, EngineOpt, check_engine, option_errors, sub_app
 from .reporting import Output, reporting
 
 
@@ -30,18 +29,14 @@ class _DefaultWrite(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-compress_app = typer.Typer(
-    name="compress",
-    cls=_DefaultWrite,
-    help="Compressed embeddings: a smaller copy every command reads, and what each format costs. "
+compress_app = sub_app(
+    "compress",
+    "Compressed embeddings: a smaller copy every command reads, and what each format costs. "
     "`compress EMB --to int8 -o OUT.npy` writes a copy every measuring "
     "command reads (float16, int8, uint8, binary, ubinary, dims:K, pca:K, or e.g. pca:96,int8); "
     "`compress sweep` measures what each format costs (retention with paired 95% intervals).",
-    no_args_is_help=True,
-    add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    cls=_DefaultWrite,
 )
-app.add_typer(compress_app, name="compress")
 
 
 @compress_app.command("write")

@@ -1,9 +1,10 @@
 """``embedcheck physscore``: the PhysScore benchmark (paper Tables 1, 3, 4 and its figures).
 
 Subcommands: ``phrases`` (write every phrase the protocol embeds), ``score`` (tables from
-embeddings of those phrases), ``run`` (embed with a model and score in one go). The maths is in
-:mod:`embedcheck.physscore`, the terminal view in :mod:`embedcheck.physscore_protocol.view`; this module only
-validates, loads, writes and reports.
+embeddings of those phrases), ``run`` (embed with a model and score in one go). Each calls its
+function in :mod:`embedcheck.api.physscore` (``physscore_phrases`` writes the phrases file); the
+protocol and its tables are in :mod:`embedcheck.physscore_protocol`, the terminal view in
+:mod:`embedcheck.physscore_protocol.view`; this module only parses options and reports.
 """
 
 from __future__ import annotations
@@ -15,36 +16,19 @@ import typer
 
 from ..api.physscore import DEFAULT_MODEL_NAME
 from ..errors import InputError
-from ..io.atomic import AtomicBatch
-from ..io.provenance import meta_path, provenance
-from ..physscore_protocol import phrases
 from ..physscore_protocol import tables as ps_tables
-from ._app import app
-from .common import (  # --baseline: compared in finish()
-    FormatOpt,
-    JsonOpt,
-    QuietOpt,
-    ReportOpt,
-    finish,
-    hint,
-    progress,
-    start_command,
-)
+from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, hint, progress, start_command, sub_app
 from .output import add_gates, print_gates
 from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
-physscore_app = typer.Typer(
-    name="physscore",
-    help="PhysScore: does cosine similarity follow physical measurement distances? "
+physscore_app = sub_app(
+    "physscore",
+    "PhysScore: does cosine similarity follow physical measurement distances? "
     "Paper Tables 1 (benchmark), 3 (recalibration probe) and 4 (lexical vs numeric), plus figures. "
     "One go: `embedcheck physscore run`. Step by step: `physscore phrases -o p.jsonl`, "
     "`embed p.jsonl -o p_emb.npy`, `physscore score p_emb.npy p.jsonl`.",
-    no_args_is_help=True,
-    add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.add_typer(physscore_app, name="physscore")
 
 
 TablesOpt = Annotated[Optional[str], typer.Option(
@@ -104,23 +88,13 @@ def phrases_cmd(
 
     Example: embedcheck physscore phrases -o phrases.jsonl
     """
+    from ..api.physscore import physscore_phrases
+
     start_command(quiet)
-    if output.suffix.lower() not in (".jsonl", ".ndjson"):
-        raise InputError(f"output {output} must be a .jsonl file")
-    chosen = phrases.parse_sets(sets)
-    rows = phrases.phrase_rows(chosen, paper_conversions=paper_conversions)
-    counts = {s: sum(r["set"] == s for r in rows) for s in chosen}
-    unique = len({r["text"] for r in rows})
-    meta = provenance("physscore phrases", {}, {"sets": list(chosen), "paper_conversions": paper_conversions},
-                      rows=len(rows), unique_texts=unique, sets=counts)
-    with AtomicBatch() as batch:
-        batch.save_jsonl(output, rows)
-        batch.save_json(meta_path(output), meta)
-    hint(f"wrote {len(rows)} phrases ({unique} unique) to {output}; next: embedcheck embed {output} -o "
+    rep = physscore_phrases(output, sets=sets, paper_conversions=paper_conversions).to_dict()
+    hint(f"wrote {rep['rows']} phrases ({rep['unique_texts']} unique) to {output}; next: embedcheck embed {output} -o "
          f"{output.with_name(output.stem + '_emb.npy')}")
-    report = {"output": str(output), "rows": len(rows), "unique_texts": unique, "sets": counts,
-              "paper_conversions": paper_conversions}
-    finish(report, title="PhysScore phrases", as_json=as_json, fmt=fmt, report_file=report_file)
+    finish(rep, title="PhysScore phrases", as_json=as_json, fmt=fmt, report_file=report_file)
 
 
 @physscore_app.command("score")
@@ -135,9 +109,7 @@ def score_cmd(
     tables: TablesOpt = None,
     plots: PlotsOpt = None,
     paper_conversions: PaperConvOpt = False,
-    against: AgainstOpt = None,
-    margin: MarginOpt = None,
-    fail_on: FailOnOpt = None,
+    against: AgainstOpt = None, margin: MarginOpt = None, fail_on: FailOnOpt = None,  # cli/paired_opts.py
     *,
     out: Output,
 ) -> None:

@@ -19,6 +19,24 @@ def meta_path(path: str | os.PathLike) -> Path:
     return p.with_name(p.stem + ".meta.json") if p.suffix else p.with_name(p.name + ".meta.json")
 
 
+def recorded_model(path: str | os.PathLike) -> str | None:
+    """The model id an ``embed`` run recorded in the ``.meta.json`` beside ``path`` (its ``model``:
+    a string, or a dict's ``id`` or ``name``); None when there is none or it cannot be read."""
+    import json
+
+    m = meta_path(path)
+    if not m.is_file():
+        return None
+    try:
+        meta = json.loads(m.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):  # unreadable or not JSON: no model named
+        return None
+    cand = meta.get("model") if isinstance(meta, dict) else None
+    if isinstance(cand, dict):
+        cand = cand.get("id") or cand.get("name")
+    return cand if isinstance(cand, str) and cand.strip() else None
+
+
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
