@@ -92,6 +92,57 @@ def _need(module: str, what: str) -> Any:
         raise InputError(f"reading {what} needs {module.split('.')[0]}: pip install '{EXTRA}'") from None
 
 
+# ---- range buffers -----------------------------------------------------------------------------
+
+#: range buffers kept for reuse once their arrays are gone (the last two of a pass: the next pass
+#: starts with them) and the largest one kept, in bytes
+SPARE_BUFFERS = 2
+SPARE_MAX_BYTES = 512 << 20
+#: a read's result smaller than this is a plain new array
+REUSE_MIN_BYTES = 16 << 20
+_SPARE: list[np.ndarray] = []
+_SPARE_LOCK = threading.Lock()
+
+
+class _Lease:
+    """The owner of a reused buffer while any array made from it lives (every view of such an
+    array keeps this object alive through its ``base``); the buffer goes back to the spares when
+    the last of them is gone, never before."""
+
+    __slots__ = ("buf", "__array_interface__")
+
+    def __init__(self, buf: np.ndarray, shape: tuple[int, ...], dtype: np.dtype):
+        self.buf = buf
+        self.__array_interface__ = {"shape": shape, "typestr": dtype.str, "version": 3,
+                                    "data": (buf.__array_interface__["data"][0], False)}
+
+    def __del__(self) -> None:
+        try:
+            if len(_SPARE) < SPARE_BUFFERS:  # list.append/pop are atomic: no lock in a finaliser
+                _SPARE.append(self.buf)
+        except Exception:  # noqa: BLE001 - at interpreter exit  # pragma: no cover
+            pass
+
+
+def range_buffer(shape: tuple[int, int], dtype: np.dtype) -> np.ndarray:
+    """A new, writable C-ordered array for a read's rows. A large one reuses the memory of an
+    earlier read whose arrays are all gone: a store's batches are joined into one block per task
+    range, and on a virtual machine new memory (zeroed pages, faulted in one by one) costs more
+    than the copy itself."""
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    if nbytes < REUSE_MIN_BYTES or nbytes > SPARE_MAX_BYTES:
+        return np.empty(shape, dtype=dtype)
+    buf = None
+    with _SPARE_LOCK:  # a finaliser only appends: the index found stays valid
+        for i, b in enumerate(list(_SPARE)):
+            if b.nbytes == nbytes:
+                buf = _SPARE.pop(i)
+                break
+    if buf is None:
+        buf = np.empty(nbytes, dtype=np.uint8)
+    return np.asarray(_Lease(buf, shape, dtype))
+
+
 # ---- locators ------------------------------------------------------------------------------
 
 
@@ -216,6 +267,11 @@ class Store:
         self.column_name = loc.column or ""
         self.id_column: Optional[str] = None
         self.lock = threading.RLock()
+        #: a compressed store (``compress -o``): the compression record; rows are stored as codes
+        #: of ``cols`` columns of ``raw_dtype`` and decoded as a compressed ``.npy`` is
+        self.codes: Optional[dict[str, Any]] = None
+        self.cols = 0
+        self.raw_dtype = self.dtype
 
     # -- to implement
     def _read(self, start: int, stop: int) -> np.ndarray:
@@ -259,6 +315,8 @@ class Store:
             return np.empty((0, self.dim), dtype=self.dtype)
         with self.lock:
             X = self._read(start, stop)
+        if self.codes is not None:
+            X = self._decode(X, start)
         if X.shape != (stop - start, self.dim):
             raise InputError(f"{self.name}: read {X.shape[0]} rows of dimension {X.shape[1] if X.ndim == 2 else '?'} "
                              f"at row {start}; expected {stop - start} of dimension {self.dim}")
@@ -270,6 +328,45 @@ class Store:
             raise InputError(f"{self.name}: row {start + int(np.flatnonzero(bad)[0])} of column "
                              f"{self.column_name!r} holds NaN or inf")
         return np.ascontiguousarray(X, dtype=self.dtype)
+
+    def _set_codes(self, meta: dict[str, Any]) -> None:
+        """After ``dim`` (the stored columns) and ``dtype`` are known: a compression record in the
+        store's metadata makes the stored integers codes, decoded to float32 rows of its ``dim``."""
+        self.cols, self.raw_dtype = self.dim, self.dtype
+        rec = codes_record(meta)
+        if rec is None:
+            return
+        from .compressed import STORED_DTYPE, parse_format
+
+        try:
+            spec = parse_format(str(rec["format"]), int(rec["original_dim"]))
+            dim = int(rec["dim"])
+            ranges = np.asarray(rec.get("ranges"), dtype=np.float32) if spec.precision in ("int8", "uint8") else None
+        except (KeyError, TypeError, ValueError, InputError) as exc:
+            raise InputError(f"{self.name}: bad compression record in its metadata ({exc})") from None
+        if ranges is not None and ranges.shape != (2, dim):
+            raise InputError(f"{self.name} is {spec.precision} but its metadata has no calibration ranges (2 x {dim})")
+        if self.cols != spec.columns(int(rec["original_dim"])):
+            raise InputError(f"{self.name}: column {self.column_name!r} has {self.cols} values per row but its "
+                             f"compression record says format {rec['format']} ({spec.columns(int(rec['original_dim']))})")
+        self.codes = dict(rec, _ranges=ranges, _stored=STORED_DTYPE[spec.precision])
+        self.dim, self.dtype = dim, np.dtype(np.float32)
+
+    def _decode(self, X: np.ndarray, start: int) -> np.ndarray:
+        from .compressed import dequantize, unpack_bits
+
+        rec = self.codes
+        assert rec is not None
+        prec = rec["precision"]
+        if prec in ("int8", "uint8"):
+            lo, hi = (-128, 127) if prec == "int8" else (0, 255)
+            bad = (X < lo) | (X > hi)
+            if bad.any():
+                i = int(np.flatnonzero(bad.any(axis=1))[0])
+                raise InputError(f"{self.name}: row {start + i} of column {self.column_name!r} holds a code outside "
+                                 f"{lo}..{hi}, not {prec}")
+            return dequantize(X, prec, rec["_ranges"])
+        return unpack_bits(np.asarray(X, dtype=np.uint8), "ubinary", self.dim)  # packed bits, 8 per byte
 
     def batches(self, rows: int = BATCH_ROWS) -> Iterator[tuple[int, np.ndarray]]:
         for s in range(0, self.n, rows):
@@ -288,6 +385,15 @@ def _default_id(names: list[str], loc: Locator, shown: str) -> Optional[str]:
             raise InputError(f"{shown} has no id column {loc.id!r}; its columns are: {', '.join(names)}")
         return loc.id
     return "id" if "id" in names else None
+
+
+def codes_record(meta: Any) -> Optional[dict[str, Any]]:
+    """The compression record of a store's metadata when its rows are stored as integer codes
+    (int8, uint8, packed bits), else None."""
+    rec = meta.get("compression") if isinstance(meta, dict) else None
+    if isinstance(rec, dict) and rec.get("precision") in ("int8", "uint8", "binary", "ubinary"):
+        return rec
+    return None
 
 
 def _meta_of(schema_meta: Optional[dict]) -> dict[str, Any]:
@@ -309,21 +415,25 @@ def _meta_of(schema_meta: Optional[dict]) -> dict[str, Any]:
 # ---- arrow: parquet files and Arrow IPC --------------------------------------------------------
 
 
-def _is_vector_type(pa: Any, t: Any) -> bool:
+def _is_vector_type(pa: Any, t: Any, codes: bool = False) -> bool:
     return (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)) \
-        and pa.types.is_floating(t.value_type)
+        and (pa.types.is_floating(t.value_type) or (codes and pa.types.is_integer(t.value_type)))
 
 
 def _vector_column(pa: Any, schema: Any, loc: Locator, shown: str) -> str:
     names = list(schema.names)
+    meta = _meta_of(schema.metadata)
+    codes = codes_record(meta) is not None  # a compressed store: lists of integer codes
+    if not loc.column and codes and meta.get("column") in names:
+        return str(meta["column"])
     if loc.column:
         if loc.column not in names:
             raise InputError(f"{shown} has no column {loc.column!r}; its columns are: {', '.join(names)}")
-        if not _is_vector_type(pa, schema.field(loc.column).type):
+        if not _is_vector_type(pa, schema.field(loc.column).type, codes):
             raise InputError(f"{shown}: column {loc.column!r} is {schema.field(loc.column).type}, not a vector column "
                              "(a list of floats)")
         return loc.column
-    vec = [f.name for f in schema if _is_vector_type(pa, f.type)]
+    vec = [f.name for f in schema if _is_vector_type(pa, f.type, codes)]
     if len(vec) == 1:
         return vec[0]
     if not vec:
@@ -333,6 +443,8 @@ def _vector_column(pa: Any, schema: Any, loc: Locator, shown: str) -> str:
 
 def _np_dtype(pa: Any, t: Any) -> np.dtype:
     vt = t.value_type
+    if pa.types.is_integer(vt):  # the codes of a compressed store
+        return np.dtype(vt.to_pandas_dtype())
     return np.dtype(np.float64) if pa.types.is_float64(vt) else np.dtype(np.float32)
 
 
@@ -425,6 +537,7 @@ class ArrowStore(Store):
             if first.null_count:
                 raise InputError(f"{self.name}: row 0 of column {self.column_name!r} is NULL")
             self.dim = len(first[0].as_py() if hasattr(first[0], "as_py") else first[0])
+        self._set_codes(self.metadata())
         self._check_opened()
 
     def _unit_table(self, u: int, columns: list[str], rows: Optional[int] = None) -> Any:
@@ -484,8 +597,8 @@ class ArrowStore(Store):
     def _read(self, start: int, stop: int) -> np.ndarray:
         t = self._range_table(start, stop, [self.column_name])
         if t is None:
-            return np.empty((0, self.dim), dtype=self.dtype)
-        return arrow_vectors(t.column(0), self.dim, self.dtype, self.name, self.column_name, start)
+            return np.empty((0, self.cols), dtype=self.raw_dtype)
+        return arrow_vectors(t.column(0), self.cols, self.raw_dtype, self.name, self.column_name, start)
 
     def columns(self) -> list[str]:
         return list(self.schema.names)
@@ -549,38 +662,22 @@ class LanceStore(Store):
             if first.null_count:
                 raise InputError(f"{self.name}: row 0 of column {self.column_name!r} is NULL")
             self.dim = len(first[0].as_py())
-        self._cursor: Optional[tuple[int, Iterator[Any], Any]] = None  # (next row, batches, pending)
+        self._set_codes(self.metadata())
         self._check_opened()
 
     def _read(self, start: int, stop: int) -> np.ndarray:
-        cur = self._cursor
-        if cur is None or cur[0] != start:  # not where the last read stopped: a scan from ``start``
-            # Lance's own batch size (larger batches scan slower); a longer read joins several
-            it = iter(self.ds.to_batches(columns=[self.column_name], offset=start or None, batch_size=BATCH_ROWS))
-            cur = (start, it, None)
-        row, it, pending = cur
-        pieces = []
-        while row < stop:
-            if pending is None or pending.num_rows == 0:
-                try:
-                    pending = next(it)
-                except StopIteration:
-                    break
-                continue
-            take = min(stop - row, pending.num_rows)
-            pieces.append(pending.slice(0, take))
-            pending = pending.slice(take)
-            row += take
-        self._cursor = (row, it, pending)
-        if len(pieces) == 1:  # a read of one batch: no copy
-            return arrow_vectors(pieces[0].column(0), self.dim, self.dtype, self.name, self.column_name, start)
-        out = np.empty((row - start, self.dim), dtype=self.dtype)
+        # Lance's own range scan (its batch size: larger batches scan slower), each batch decoded
+        # straight into its rows of the result
+        out = range_buffer((stop - start, self.cols), self.raw_dtype)
         pos = 0
-        for p in pieces:  # each batch decoded straight into its rows of the result
-            m = p.num_rows
-            out[pos:pos + m] = arrow_vectors(p.column(0), self.dim, self.dtype, self.name, self.column_name, start + pos)
+        for b in self.ds.to_batches(columns=[self.column_name], offset=start, limit=stop - start, batch_size=BATCH_ROWS):
+            m = min(b.num_rows, stop - start - pos)
+            if m <= 0:
+                break
+            out[pos:pos + m] = arrow_vectors(b.column(0).slice(0, m), self.cols, self.raw_dtype, self.name,
+                                             self.column_name, start + pos)
             pos += m
-        return out
+        return out if pos == stop - start else out[:pos]
 
     def columns(self) -> list[str]:
         return list(self.schema.names)
@@ -636,6 +733,7 @@ class FaissStore(Store):
         except Exception as exc:  # noqa: BLE001
             raise InputError(f"{self.name}: a {self.type_name} cannot give back its vectors "
                              f"({' '.join(str(exc).split())[:160]}); use a Flat, HNSW-Flat, IVF-Flat, PQ or SQ index") from None
+        self._set_codes({})
         self._check_opened()
 
     def _read(self, start: int, stop: int) -> np.ndarray:
@@ -668,7 +766,11 @@ class FaissStore(Store):
 
 _PG_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 _PG_TYPES: dict[str, tuple[str, np.dtype]] = {"vector": ("vector", np.dtype(np.float32)), "halfvec": ("halfvec", np.dtype(np.float32)),
-             "real[]": ("float4[]", np.dtype(np.float32)), "double precision[]": ("float8[]", np.dtype(np.float64))}
+             "real[]": ("float4[]", np.dtype(np.float32)), "double precision[]": ("float8[]", np.dtype(np.float64)),
+             # the codes of a compressed store (compress -o): int8 / uint8 codes, packed bits
+             "smallint[]": ("int2[]", np.dtype(np.int16)), "bit": ("bit", np.dtype(np.uint8))}
+#: big-endian element code and size of each array type
+_PG_ARRAY = {"float4[]": (">f4", 4), "float8[]": (">f8", 8), "int2[]": (">i2", 2)}
 
 
 def pg_error(exc: Exception, shown: str, secret: str = "") -> InputError:
@@ -790,6 +892,18 @@ class PgStore(Store):
                 raise InputError(f"{self.name}: row 0 of column {col!r} is NULL")
             self.dim = int(first)
         self._names = names
+        self._bits = 0
+        if self.pg_type == "bit":  # bit(n): n bits stored, 8 to a byte
+            self._bits, self.dim = self.dim, (self.dim + 7) // 8
+        meta = self.metadata()
+        if self.pg_type in ("int2[]", "bit") and codes_record(meta) is None:
+            raise InputError(f"{self.name}: column {col!r} is {types[col]}, not a vector column "
+                             "(pgvector vector or halfvec, real[] or double precision[]; smallint[] and bit(n) "
+                             "only with the compression record embedcheck compress writes)")
+        self._set_codes(meta)
+        if self._bits and self.codes is not None and self._bits != self.dim:
+            raise InputError(f"{self.name}: column {col!r} is {types[col]} but its compression record says "
+                             f"{self.dim} dimensions")
         self._check_opened()
 
     def ids(self) -> Optional[list[Any]]:
@@ -823,7 +937,89 @@ class PgStore(Store):
         else:
             q = sql.SQL("SELECT {} FROM {} ORDER BY {} OFFSET {} LIMIT {}").format(
                 self.col, self.table, self.order, sql.Literal(start), sql.Literal(m))
-        return self._parse(self._copy(q), m, start)
+        X = self._stream(q, m)
+        # a row without row 0's layout (NULL, another dimension) or a row count that differs: the
+        # whole answer parsed again row by row, so that the error names the row
+        return X if X is not None else self._parse(self._copy(q), m, start)
+
+    def _stream(self, query: Any, m: int) -> Optional[np.ndarray]:
+        """The ``m`` rows of ``COPY (query) TO STDOUT (FORMAT BINARY)`` decoded while they arrive:
+        each row message goes into a small scratch buffer (reused: no new memory per row) and every
+        few thousand rows are decoded at once into the result, while the server sends the next;
+        None when a row does not have the layout of a checked row (a NULL, another dimension) or
+        the count differs. libpq's own ``PQgetCopyData`` (psycopg's ``pgconn``) hands out the rows."""
+        import select
+
+        from psycopg import pq
+
+        d = self.cols
+        vec, _ = self._layout(d)
+        dt = np.dtype([("nf", ">i2"), ("len", ">i4")] + vec)
+        rs = dt.itemsize
+        k = max(1, min(m, (4 << 20) // rs))  # rows per decode step: a scratch of about 4 MB
+        scratch = bytearray(k * rs)
+        mv = memoryview(scratch)
+        out = range_buffer((m, d), self.raw_dtype)
+        done, fill, ok, first = 0, 0, True, True
+        wait = timeout_s() + 5.0
+
+        def decode(rows: int) -> bool:
+            a = np.frombuffer(scratch, dtype=dt, count=rows)
+            if not self._fast_ok(a, dt, d):
+                return False
+            out[done:done + rows] = self._values(a)
+            return True
+
+        try:
+            with self.conn.cursor() as cur:
+                with cur.copy(self._sql.SQL("COPY ({}) TO STDOUT (FORMAT BINARY)").format(query)) as cp:
+                    pg = self.conn.pgconn
+                    get = pg.get_copy_data
+                    while True:
+                        nb, data = get(1)
+                        if nb == 0:  # nothing yet: wait for the socket, then take in what came
+                            if not select.select([pg.socket], [], [], wait)[0]:
+                                raise InputError(f"{self.name}: no answer from the server in {wait:g} s")
+                            pg.consume_input()
+                            continue
+                        if nb < 0:  # the end without the trailer: the server's error is the result
+                            while (res := pg.get_result()) is not None:
+                                if res.status != pq.ExecStatus.COMMAND_OK:
+                                    msg = (res.error_message or b"").decode("utf-8", "replace")
+                                    raise InputError(pg_error(RuntimeError(msg), self.name, self._secret).args[0])
+                            return None
+                        if first:
+                            first = False
+                            if bytes(data[:11]) != _PG_SIGNATURE:
+                                ok = False
+                            else:
+                                skip = 19 + int.from_bytes(data[15:19], "big")
+                                data, nb = data[skip:], nb - skip
+                                if nb == 0:
+                                    continue
+                        if nb == 2 and bytes(data) == b"\xff\xff":  # the trailer; psycopg reads the end
+                            cp.read()
+                            break
+                        if not ok:
+                            continue
+                        if nb != rs or done + fill // rs >= m:
+                            ok = False
+                            continue
+                        mv[fill:fill + rs] = data
+                        fill += rs
+                        if fill == len(scratch):
+                            ok = decode(k)
+                            done += k
+                            fill = 0
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self.conn.rollback()
+            raise pg_error(exc, self.name, self._secret) from None
+        if ok and fill:
+            ok = decode(fill // rs)
+            done += fill // rs
+        return out if ok and done == m else None
 
     def _parse(self, data: bytes, m: int, start: int) -> np.ndarray:
         """Rows of COPY BINARY output: one vectorised view when every row has the layout of
@@ -832,22 +1028,26 @@ class PgStore(Store):
             raise InputError(f"{self.name}: unexpected COPY output")
         ext = int.from_bytes(data[15:19], "big")
         body = memoryview(data)[19 + ext:len(data) - 2]
-        d = self.dim
+        d = self.cols
         vec, el = self._layout(d)
         dt = np.dtype([("nf", ">i2"), ("len", ">i4")] + vec)
         if len(body) == m * dt.itemsize:
             a = np.frombuffer(body, dtype=dt, count=m)
             if self._fast_ok(a, dt, d):
-                v = a["v"] if self.pg_type in ("vector", "halfvec") else a["v"]["x"]
-                return v.astype(self.dtype).reshape(m, d)
+                return self._values(a).astype(self.raw_dtype).reshape(m, d)
         return self._slow(body, m, start, el)
+
+    def _values(self, a: np.ndarray) -> np.ndarray:
+        return a["v"] if self.pg_type in ("vector", "halfvec", "bit") else a["v"]["x"]
 
     def _layout(self, d: int) -> tuple[list[tuple], tuple[str, int]]:
         if self.pg_type == "vector":
             return [("dim", ">i2"), ("unused", ">i2"), ("v", ">f4", (d,))], (">f4", 4)
         if self.pg_type == "halfvec":
             return [("dim", ">i2"), ("unused", ">i2"), ("v", ">f2", (d,))], (">f2", 2)
-        code, size = (">f4", 4) if self.pg_type == "float4[]" else (">f8", 8)
+        if self.pg_type == "bit":
+            return [("bits", ">i4"), ("v", "u1", (d,))], ("u1", 1)
+        code, size = _PG_ARRAY[self.pg_type]
         return ([("ndim", ">i4"), ("hasnull", ">i4"), ("oid", ">i4"), ("size", ">i4"), ("lb", ">i4"),
                  ("v", [("l", ">i4"), ("x", code)], (d,))], (code, size))
 
@@ -856,13 +1056,15 @@ class PgStore(Store):
             return False
         if self.pg_type in ("vector", "halfvec"):
             return bool((a["dim"] == d).all())
+        if self.pg_type == "bit":
+            return bool((a["bits"] == self._bits).all())
         return bool((a["ndim"] == 1).all() and (a["hasnull"] == 0).all() and (a["size"] == d).all()
                     and (a["v"]["l"] == np.dtype(self._layout(d)[1][0]).itemsize).all())
 
     def _slow(self, body: memoryview, m: int, start: int, el: tuple[str, int]) -> np.ndarray:
         import struct
 
-        X = np.empty((m, self.dim), dtype=self.dtype)
+        X = np.empty((m, self.cols), dtype=self.raw_dtype)
         pos, i = 0, 0
         code, _ = el
         while pos < len(body) and i < m:
@@ -877,8 +1079,12 @@ class PgStore(Store):
             vals = None
             if self.pg_type in ("vector", "halfvec"):
                 (dim,) = struct.unpack_from(">h", v, 0)
-                if dim == self.dim:
+                if dim == self.cols:
                     vals = np.frombuffer(v, dtype=code, count=dim, offset=4)
+            elif self.pg_type == "bit":
+                (dim,) = struct.unpack_from(">i", v, 0)
+                if dim == self._bits:
+                    vals = np.frombuffer(v, dtype=code, count=self.cols, offset=4)
             else:
                 ndim, hasnull = struct.unpack_from(">ii", v, 0)
                 if hasnull:
@@ -886,11 +1092,12 @@ class PgStore(Store):
                 dim = struct.unpack_from(">i", v, 12)[0] if ndim == 1 else 0
                 if ndim > 1:
                     raise InputError(f"{self.name}: row {row} of column {self.column_name!r} is a {ndim}-D array")
-                if dim == self.dim:
+                if dim == self.cols:
                     vals = np.frombuffer(v, dtype=[("l", ">i4"), ("x", code)], count=dim, offset=20)["x"]
             if vals is None:
+                want = self._bits or self.cols
                 raise InputError(f"{self.name}: row {row} of column {self.column_name!r} has dimension {dim}, "
-                                 f"row 0 has {self.dim}; every vector must have the same dimension")
+                                 f"row 0 has {want}; every vector must have the same dimension")
             X[i] = vals
             i += 1
         if i != m:
