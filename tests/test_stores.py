@@ -584,3 +584,81 @@ def test_pg_halfvec_reads_at_half_precision(pg_uri, tmp_path):
     assert np.array_equal(np.asarray(open_source(f"{pg_uri}&table=a_half&column=emb")), H)
     got = embedcheck.anisotropy(f"{pg_uri}&table=a_half&column=emb", PB, perms=3).to_dict()
     assert_same_figures(strip(got), strip(embedcheck.anisotropy(tmp_path / "h.npy", PB, perms=3).to_dict()))
+
+
+# ---- compress -o STORE -----------------------------------------------------------------------
+
+COMPRESS_OUT = {"parquet": lambda tmp, pg, t: str(tmp / f"{t}.parquet"),
+                "lancedb": lambda tmp, pg, t: f"lancedb://{tmp / 'db'}/{t}",
+                "lance": lambda tmp, pg, t: str(tmp / f"{t}.lance"),
+                "pgvector": lambda tmp, pg, t: f"{pg}&table={t}&column=codes"}
+
+
+@pytest.mark.parametrize("kind, fmt", [(k, f) for k in ("parquet", "lancedb", "pgvector") for f in ("int8", "binary", "float16")]
+                         + [("lance", "uint8"), ("parquet", "ubinary"), ("pgvector", "uint8"), ("pgvector", "dims:16,binary"),
+                            ("lancedb", "pca:12,int8")])
+def test_compress_to_a_store_reads_back_as_the_compressed_npy(store, ref, tmp_path, request, kind, fmt):
+    """compress -o STORE: read back, the rows equal those of compress -o .npy (decoded the same way);
+    the codes are the store's own integer / bit types, the ids and labels are carried over, the
+    compression record (with the int8 ranges) is in the store's metadata."""
+    from embedcheck.api.compress import compress
+    from embedcheck.io.compressed import open_decoded
+    from embedcheck.io.source import open_source
+    from embedcheck.io.stores import open_store
+
+    pg = request.getfixturevalue("pg_uri") if kind == "pgvector" else None
+    table = "c_" + fmt.replace(":", "").replace(",", "_")
+    if pg:
+        _pg(pg, f"DROP TABLE IF EXISTS {table}")
+    src = store("parquet")["topics"]
+    want_res = compress(ref["topics"], fmt, tmp_path / "c.npy")
+    want = np.asarray(open_decoded(tmp_path / "c.npy"))
+    out = COMPRESS_OUT[kind](tmp_path, pg, table)
+    res = compress(src, fmt, out)
+    assert res.output == open_store(out).name and res.n == 600
+    st = open_store(out)
+    got = np.asarray(open_source(out))
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+    assert [int(v) for v in st.ids()] == list(range(600)) and st.column("label") == LABELS
+    rec = st.metadata()["compression"]
+    assert rec["format"] == want_res.record["format"] and rec["dim"] == want_res.dim
+    if fmt.endswith("int8") or fmt.endswith("uint8"):
+        assert np.array_equal(np.asarray(rec["ranges"], dtype=np.float32), np.asarray(want_res.record["ranges"], dtype=np.float32))
+    # the store's own types hold the codes
+    if kind == "pgvector":
+        import psycopg
+
+        with psycopg.connect(pg) as conn:
+            typ = conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = %s::regclass "
+                               "AND attname = 'codes'", [table]).fetchone()[0]
+        d = TOPICS.shape[1]
+        assert typ == {"int8": "smallint[]", "uint8": "smallint[]", "float16": f"vector({d})",
+                       "dims:16,binary": "bit(16)"}.get(fmt, f"bit({d})"), typ
+    else:
+        import lance
+
+        schema = pq.read_schema(out) if kind == "parquet" else lance.dataset(
+            str(tmp_path / "db" / f"{table}.lance") if kind == "lancedb" else out).schema
+        t = schema.field("embedding").type
+        assert str(t.value_type) == {"int8": "int8", "uint8": "uint8", "binary": "uint8", "ubinary": "uint8",
+                                     "float16": "halffloat", "pca:12,int8": "int8"}[fmt]
+        d = TOPICS.shape[1]
+        assert t.list_size == {"binary": d // 8, "ubinary": d // 8, "pca:12,int8": 12}.get(fmt, d)
+
+
+def test_cli_compress_to_pgvector_then_aag_equals_the_compressed_npy(cli_subprocess, store, ref, tmp_path, pg_uri):
+    _pg(pg_uri, "DROP TABLE IF EXISTS cli_int8")
+    out = f"{pg_uri}&table=cli_int8&column=codes"
+    src = store("pgvector")["topics"]
+    assert cli_subprocess(["compress", ref["topics"], "--to", "int8", "-o", tmp_path / "c.npy", "-q"]).exit_code == 0
+    res = cli_subprocess(["compress", src, "--to", "int8", "-o", out, "--json"])
+    assert res.exit_code == 0, res
+    assert res.json()["output"].startswith("postgresql://")
+    want = cli_subprocess(["aag", tmp_path / "c.npy", FIXTURES / "topics.labels.jsonl", "--resamples", "50", "--json"])
+    got = cli_subprocess(["aag", out, FIXTURES / "topics.labels.jsonl", "--resamples", "50", "--json"])
+    assert want.exit_code == 0 and got.exit_code == 0, got
+    assert_same_figures(strip(got.json()), strip(want.json()))
+    again = cli_subprocess(["compress", src, "--to", "int8", "-o", out])
+    assert_one_line_error(again)
+    assert "exists; pass --overwrite" in again.stderr
+    assert cli_subprocess(["compress", src, "--to", "binary", "-o", out, "--overwrite", "-q"]).exit_code == 0

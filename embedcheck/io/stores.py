@@ -1304,25 +1304,39 @@ def _pg_type(values: list[Any]) -> tuple[str, Any]:
     return "text", lambda v: v if isinstance(v, str) else json.dumps(v)
 
 
+#: what a store's vector column holds (``codes`` of :func:`write_store`): float32 vectors, float16,
+#: int8 / uint8 codes, packed bits (uint8, 8 dimensions to a byte)
+CODES = ("float32", "float16", "int8", "uint8", "bits")
+
+
 def write_store(target: Any, batches: Iterator[np.ndarray], *, dim: int, columns: Optional[dict[str, list[Any]]] = None,
-                metadata: Optional[dict[str, Any]] = None, overwrite: bool = False) -> str:
-    """Write float32 vector rows (``batches``, in row order) and ``columns`` (one value per row:
-    the id and whatever else is carried over) to the store ``target``; ``metadata`` (model,
-    dimension, options) goes into the store's own metadata. An existing table or file is refused
-    unless ``overwrite``; the new data is written beside the old and replaces it in one step
-    (a file rename, a Lance version commit, one PostgreSQL transaction), so a failure part-way
+                metadata: Optional[dict[str, Any]] = None, overwrite: bool = False, codes: str = "float32") -> str:
+    """Write vector rows (``batches``, in row order) and ``columns`` (one value per row: the id and
+    whatever else is carried over) to the store ``target``; ``metadata`` (model, dimension,
+    options, a compression record) goes into the store's own metadata. ``codes`` says what the
+    rows are: float32 (``dim`` values), float16, int8 or uint8 codes (``dim`` values), packed bits
+    (``bits``: ``ceil(dim / 8)`` uint8 bytes for ``dim`` dimensions). Arrow and Lance keep the
+    type (a fixed-size list of it); PostgreSQL stores float32 and float16 as ``vector(dim)``, int8 /
+    uint8 codes as ``smallint[]`` and bits as ``bit(dim)``. An existing table or file is refused
+    unless ``overwrite``; the new data is written beside the old and replaces it in one step (a
+    file rename, a Lance version commit, one PostgreSQL transaction), so a failure part-way
     leaves the old one intact. Returns the store's name (password masked)."""
     loc = output_locator(target)
     if loc is None:
         raise InputError(f"{display_name(target)} is not an output store")
+    if codes not in CODES:
+        raise ValueError(f"codes must be one of {CODES}")
     cols = {k: list(v) for k, v in (columns or {}).items()}
     vec = loc.column or "embedding"
     cols.pop(vec, None)
-    record = json.dumps(metadata or {}, sort_keys=True, default=str)
+    meta = dict(metadata or {})
+    if codes in ("int8", "uint8", "bits"):
+        meta["column"] = vec  # a reader finds the codes by name
+    record = json.dumps(meta, sort_keys=True, default=str)
     if loc.kind == "postgres":
-        _write_pg(loc, batches, dim, cols, vec, record, overwrite)
+        _write_pg(loc, batches, dim, cols, vec, record, overwrite, codes)
     else:
-        _write_arrow(loc, batches, dim, cols, vec, record, overwrite)
+        _write_arrow(loc, batches, dim, cols, vec, record, overwrite, codes)
     with _OPEN_LOCK:  # a store opened before it was replaced is stale
         old = _OPEN.pop(loc.raw, None)
     if old is not None:
@@ -1331,11 +1345,13 @@ def write_store(target: Any, batches: Iterator[np.ndarray], *, dim: int, columns
 
 
 def _write_arrow(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: dict[str, list[Any]], vec: str,
-                 record: str, overwrite: bool) -> None:
+                 record: str, overwrite: bool, codes: str = "float32") -> None:
     import pyarrow as pa
 
     arrays = {k: _arrow_column(pa, k, v) for k, v in cols.items()}
-    fields = [pa.field(k, a.type) for k, a in arrays.items()] + [pa.field(vec, pa.list_(pa.float32(), dim))]
+    np_type = np.dtype(np.uint8 if codes == "bits" else codes)
+    width = (dim + 7) // 8 if codes == "bits" else dim
+    fields = [pa.field(k, a.type) for k, a in arrays.items()] + [pa.field(vec, pa.list_(pa.from_numpy_dtype(np_type), width))]
     schema = pa.schema(fields, metadata={META_KEY: record})
 
     failed: list[BaseException] = []
@@ -1343,10 +1359,10 @@ def _write_arrow(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: di
     def record_batches() -> Iterator[Any]:
         row = 0
         for X in _remember(batches, failed):
-            X = np.ascontiguousarray(X, dtype=np.float32)
+            X = np.ascontiguousarray(X, dtype=np_type)
             m = X.shape[0]
             data = [a.slice(row, m) for a in arrays.values()]
-            data.append(pa.FixedSizeListArray.from_arrays(pa.array(X.ravel()), dim))
+            data.append(pa.FixedSizeListArray.from_arrays(pa.array(X.ravel()), width))
             yield pa.RecordBatch.from_arrays(data, schema=schema)
             row += m
 
@@ -1397,8 +1413,49 @@ def _remember(batches: Iterator[np.ndarray], failed: list[BaseException]) -> Ite
         raise
 
 
+def _pg_field(value: Any, kind: str) -> bytes:
+    """One field of a binary COPY row: its length, then its bytes (-1: NULL)."""
+    import struct
+
+    if value is None:
+        return b"\xff\xff\xff\xff"
+    if kind == "boolean":
+        data = b"\x01" if value else b"\x00"
+    elif kind == "bigint":
+        data = struct.pack(">q", int(value))
+    elif kind == "double precision":
+        data = struct.pack(">d", float(value))
+    else:
+        data = (value if isinstance(value, str) else json.dumps(value)).encode("utf-8")
+    return len(data).to_bytes(4, "big") + data
+
+
+def _pg_vectors(X: np.ndarray, dim: int, codes: str) -> tuple[str, np.ndarray]:
+    """The SQL type of the vector column and each row's binary COPY field (length included) as
+    one structured array: ``vector`` (pgvector's binary form), ``smallint[]`` (PostgreSQL's array
+    form, element type int2), ``bit(dim)``."""
+    m = X.shape[0]
+    if codes in ("float32", "float16"):
+        dt = np.dtype([("len", ">i4"), ("dim", ">i2"), ("unused", ">i2"), ("v", ">f4", (dim,))])
+        a = np.zeros(m, dtype=dt)
+        a["len"], a["dim"], a["v"] = dt.itemsize - 4, dim, X
+        return f"vector({int(dim)})", a
+    if codes in ("int8", "uint8"):
+        dt = np.dtype([("len", ">i4"), ("ndim", ">i4"), ("hasnull", ">i4"), ("oid", ">i4"), ("size", ">i4"),
+                       ("lb", ">i4"), ("v", [("l", ">i4"), ("x", ">i2")], (dim,))])
+        a = np.zeros(m, dtype=dt)
+        a["len"], a["ndim"], a["oid"], a["size"], a["lb"] = dt.itemsize - 4, 1, 21, dim, 1  # 21: int2
+        a["v"]["l"], a["v"]["x"] = 2, X
+        return "smallint[]", a
+    width = (dim + 7) // 8
+    dt = np.dtype([("len", ">i4"), ("bits", ">i4"), ("v", "u1", (width,))])
+    a = np.zeros(m, dtype=dt)
+    a["len"], a["bits"], a["v"] = dt.itemsize - 4, dim, X
+    return f"bit({int(dim)})", a
+
+
 def _write_pg(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: dict[str, list[Any]], vec: str,
-              record: str, overwrite: bool) -> None:
+              record: str, overwrite: bool, codes: str = "float32") -> None:
     _need("psycopg", loc.name)
     from psycopg import sql
 
@@ -1408,30 +1465,43 @@ def _write_pg(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: dict[
     schema, _, table = loc.table.rpartition(".")
     ident = (lambda name: sql.Identifier(schema, name)) if schema else (lambda name: sql.Identifier(name))
     new = f"{table}__embedcheck_new"
-    types = {k: _pg_type(v) for k, v in cols.items()}
+    types = {k: _pg_type(v)[0] for k, v in cols.items()}
+    vec_type = _pg_vectors(np.zeros((0, (dim + 7) // 8 if codes == "bits" else dim)), dim, codes)[0]
     conn = pg_connect(loc.path, shown, read_only=False)
     try:
         with conn.transaction():
-            if conn.execute("SELECT to_regtype('vector')").fetchone()[0] is None:
+            if codes in ("float32", "float16") and conn.execute("SELECT to_regtype('vector')").fetchone()[0] is None:
                 raise InputError(f"output {shown}: the database has no pgvector extension (CREATE EXTENSION vector)")
             exists = conn.execute("SELECT to_regclass(%s)", [ident(table).as_string(conn)]).fetchone()[0] is not None
             if exists and not overwrite:
                 raise InputError(f"output {shown}: table {loc.table!r} exists; pass --overwrite to replace it")
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident(new)))
-            defs = [sql.SQL("{} " + t).format(sql.Identifier(k)) for k, (t, _) in types.items()]
-            defs.append(sql.SQL("{} vector({})").format(sql.Identifier(vec), sql.Literal(int(dim))))
+            defs = [sql.SQL("{} " + t).format(sql.Identifier(k)) for k, t in types.items()]
+            defs.append(sql.SQL("{} " + vec_type).format(sql.Identifier(vec)))
             conn.execute(sql.SQL("CREATE TABLE {} ({})").format(ident(new), sql.SQL(", ").join(defs)))
             names = sql.SQL(", ").join([sql.Identifier(k) for k in cols] + [sql.Identifier(vec)])
-            conv = [f for _, f in types.values()]
             values = list(cols.values())
+            kinds = list(types.values())
+            nf = (len(cols) + 1).to_bytes(2, "big")
             row = 0
-            with conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(ident(new), names)) as cp:
+            # binary COPY: the vector fields of a batch encoded at once, the other columns per row
+            with conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(ident(new), names)) as cp:
+                cp.write(_PG_SIGNATURE + b"\x00\x00\x00\x00\x00\x00\x00\x00")
                 for X in batches:
-                    X = np.asarray(X, dtype=np.float32)
-                    for i in range(X.shape[0]):
-                        vals = [None if v[row + i] is None else c(v[row + i]) for v, c in zip(values, conv)]
-                        cp.write_row(vals + ["[" + ",".join(map(repr, X[i].tolist())) + "]"])
-                    row += X.shape[0]
+                    X = np.asarray(X)
+                    m = X.shape[0]
+                    raw = _pg_vectors(X, dim, codes)[1]
+                    if not values:
+                        body = np.zeros(m, dtype=[("nf", ">i2"), ("f", raw.dtype)])
+                        body["nf"], body["f"] = len(cols) + 1, raw
+                        cp.write(body.tobytes())
+                    else:
+                        flat, size = raw.tobytes(), raw.dtype.itemsize
+                        cp.write(b"".join(
+                            nf + b"".join(_pg_field(v[row + i], t) for v, t in zip(values, kinds))
+                            + flat[i * size:(i + 1) * size] for i in range(m)))
+                    row += m
+                cp.write(b"\xff\xff")
             if exists:
                 conn.execute(sql.SQL("DROP TABLE {}").format(ident(table)))
             conn.execute(sql.SQL("ALTER TABLE {} RENAME TO {}").format(ident(new), sql.Identifier(table)))
