@@ -662,3 +662,84 @@ def test_cli_compress_to_pgvector_then_aag_equals_the_compressed_npy(cli_subproc
     assert_one_line_error(again)
     assert "exists; pass --overwrite" in again.stderr
     assert cli_subprocess(["compress", src, "--to", "binary", "-o", out, "--overwrite", "-q"]).exit_code == 0
+
+
+# ---- --against and compare pair stores by id and name their models ------------------------------
+
+
+def _model_store(kind, folder, name, X, ids, model, pg=None):
+    """Vectors in a store written by embedcheck, its metadata naming ``model``."""
+    from embedcheck.io.stores import write_store
+
+    folder.mkdir(parents=True, exist_ok=True)
+    loc = {"parquet": str(folder / f"{name}.parquet"), "lancedb": f"lancedb://{folder / 'db'}/{name}",
+           "pgvector": f"{pg}&table={name}&column=emb"}[kind]
+    write_store(loc, iter([np.asarray(X, dtype=np.float32)]), dim=X.shape[1], columns={"id": [int(i) for i in ids]},
+                metadata={"model": model}, overwrite=True)
+    return loc
+
+
+@pytest.mark.parametrize("kind_b", ["lancedb", "pgvector"])
+def test_retrieve_against_pairs_two_stores_by_id_and_records_their_models(ref, tmp_path, request, kind_b):
+    """B (another store kind) holds other vectors of the same query and document rows in another
+    order: paired by id, the figures equal those of B's .npy in A's order; the report names the
+    four stores' models; a corpus missing rows is refused with the counts."""
+    pg = request.getfixturevalue("pg_uri") if kind_b == "pgvector" else None
+    rng = np.random.default_rng(3)
+    qa = _model_store("parquet", tmp_path, "qa", QUERIES, range(1000, 1060), "model-A")
+    ca = _model_store("parquet", tmp_path, "ca", TOPICS, range(600), "model-A")
+    QB = QUERIES + rng.normal(scale=0.3, size=QUERIES.shape).astype(np.float32)
+    CB = TOPICS + rng.normal(scale=0.3, size=TOPICS.shape).astype(np.float32)
+    pq_, pc = rng.permutation(60), rng.permutation(600)
+    qb = _model_store(kind_b, tmp_path, f"qb_{kind_b}", QB[pq_], 1000 + pq_, "model-B", pg)
+    cb = _model_store(kind_b, tmp_path, f"cb_{kind_b}", CB[pc], pc, "model-B", pg)
+    want_b = (npy_with_ids(tmp_path, "qb_ref", QB, range(1000, 1060)), npy_with_ids(tmp_path, "cb_ref", CB, range(600)))
+    got = embedcheck.retrieve(qa, ca, ref["qrels"], k=(1, 10), resamples=200, against=(qb, cb)).to_dict()
+    want = embedcheck.retrieve(ref["q"], ref["topics"], ref["qrels"], k=(1, 10), resamples=200, against=want_b).to_dict()
+    assert got["paired"]["ndcg_at_10"]["difference"] != 0  # B is another embedding
+    assert_same_figures(got["paired"], want["paired"])
+    assert_same_figures(got["metrics"], want["metrics"])
+    assert got["models"] == {"queries": "model-A", "corpus": "model-A", "against_queries": "model-B",
+                             "against_corpus": "model-B"}
+    short = _model_store(kind_b, tmp_path, f"cs_{kind_b}", CB[pc][:590], pc[:590], "model-B", pg)
+    with pytest.raises(InputError, match=r"600 ids in A's corpus, 590 in against corpus, 590 shared \(10 only in A's"):
+        embedcheck.retrieve(qa, ca, ref["qrels"], k=(1, 10), resamples=50, against=(qb, short))
+
+
+def test_every_paired_command_records_the_models_of_its_stores(tmp_path):
+    pa_ = _model_store("parquet", tmp_path, "pa", PA, range(400), "model-A")
+    pb_ = _model_store("parquet", tmp_path, "pb", PB, range(400), "model-A")
+    pa2 = _model_store("lancedb", tmp_path, "pa2", PA[::-1] * 1.5, range(399, -1, -1), "model-B")
+    pb2 = _model_store("lancedb", tmp_path, "pb2", PB[::-1] * 1.5, range(399, -1, -1), "model-B")
+    both = {"a": "model-A", "b": "model-A", "against_a": "model-B", "against_b": "model-B"}
+    rep = embedcheck.anisotropy(pa_, pb_, perms=3, against=(pa2, pb2)).to_dict()
+    assert rep["models"] == both
+    rep = embedcheck.neighbors(pa_, pb_, k=5, resamples=50, against=(pa2, pb2)).to_dict()
+    assert rep["models"] == both
+    scores = tmp_path / "scores.txt"
+    scores.write_text("".join(f"{s}\n" for s in np.random.default_rng(0).uniform(0, 5, 400)), encoding="utf-8")
+    rep = embedcheck.sts(pa_, pb_, scores, resamples=50, against=(pa2, pb2)).to_dict()
+    assert rep["models"] == both
+    labels = tmp_path / "labels.txt"
+    labels.write_text("".join(f"{i % 3}\n" for i in range(400)), encoding="utf-8")
+    rep = embedcheck.aag(pa_, labels, resamples=50, map_queries=50, against=pa2).to_dict()
+    assert rep["models"] == {"embeddings": "model-A", "against": "model-B"}
+    rep = embedcheck.probe(pa_, labels, pb_, labels, resamples=50, against=(pa2, pb2)).to_dict()
+    assert rep["models"] == {"train": "model-A", "test": "model-A", "against_train": "model-B", "against_test": "model-B"}
+
+
+def test_compare_shows_the_models_of_the_two_runs_side_by_side(cli_subprocess, tmp_path):
+    pa_ = _model_store("parquet", tmp_path, "pa", PA, range(400), "model-A")
+    pb_ = _model_store("parquet", tmp_path, "pb", PB, range(400), "model-A")
+    pa2 = _model_store("lancedb", tmp_path, "pa2", PA * 1.5 + 0.2, range(400), "model-B")
+    pb2 = _model_store("lancedb", tmp_path, "pb2", PB * 1.5 + 0.2, range(400), "model-B")
+    for name, (a, b) in {"base": (pa_, pb_), "cur": (pa2, pb2)}.items():
+        r = cli_subprocess(["anisotropy", a, b, "--perms", "3", "--report", tmp_path / f"{name}.json", "-q"])
+        assert r.exit_code == 0, r
+    res = cli_subprocess(["compare", tmp_path / "base.json", tmp_path / "cur.json", "--json"])
+    assert res.exit_code == 0, res
+    assert res.json()["models"] == {"baseline": {"a": "model-A", "b": "model-A"}, "current": {"a": "model-B", "b": "model-B"}}
+    shown = cli_subprocess(["compare", tmp_path / "base.json", tmp_path / "cur.json", "--format", "table"])
+    assert shown.exit_code == 0, shown
+    line = next(ln for ln in shown.stdout.splitlines() if ln.strip(" │|").startswith("a "))
+    assert line.index("model-A") < line.index("model-B")
