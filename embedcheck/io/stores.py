@@ -807,6 +807,9 @@ def pg_connect(conninfo: str, shown: str, *, read_only: bool = True) -> Any:
                      ["statement_timeout" if read_only else "lock_timeout", f"{int(t * 1000)}"])
         if read_only:  # every statement its own read-only transaction: no lock is held between reads
             conn.execute("SELECT set_config('default_transaction_read_only', 'on', false)")
+            # rows in id order come from the id column's index when there is one: a range read
+            # (keyset, LIMIT) then streams its rows instead of sorting the whole table each time
+            conn.execute("SELECT set_config('enable_sort', 'off', false)")
         conn.commit()
         conn.autocommit = read_only
     except Exception as exc:  # noqa: BLE001
@@ -851,9 +854,10 @@ class PgStore(Store):
         oid = self._q("SELECT to_regclass(%s)::oid", [quoted])[0][0]
         if oid is None:
             raise InputError(f"{self.name}: no table {loc.table!r}")
-        cols = self._q("SELECT attname, format_type(atttypid, atttypmod), atttypmod FROM pg_attribute "
+        cols = self._q("SELECT attname, format_type(atttypid, atttypmod), attnum FROM pg_attribute "
                        "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum", [oid])
         types = {c: t for c, t, _ in cols}
+        attnums = {c: int(a) for c, _, a in cols}
         names = [c for c, _, _ in cols]
         col = loc.column or ""
         if col not in types:
@@ -868,17 +872,19 @@ class PgStore(Store):
         self.id_column = _default_id(names, loc, self.name)
         self.order = sql.Identifier(self.id_column) if self.id_column else sql.SQL("ctid")
         self._ids: Optional[list[Any]] = None
-        if self.id_column:  # the ids in row order (a range is then read by keyset on them); n with them
-            with self.conn.cursor(binary=True) as cur:
-                ids = [r[0] for r in cur.execute(sql.SQL("SELECT {} FROM {} ORDER BY {}").format(
-                    sql.Identifier(self.id_column), self.table, self.order)).fetchall()]
-            if any(v is None for v in ids):
+        self._id_type = types.get(self.id_column or "", "")
+        self._bounds: dict[int, Any] = {}  # row -> its id: where a keyset read starts
+        if self.id_column:  # a range is read by keyset on the ids (an index scan when the column has one)
+            ident = sql.Identifier(self.id_column)
+            n, valid = self._q(sql.SQL("SELECT count(*), count({}) FROM {}").format(ident, self.table))[0]
+            if n != valid:
                 raise InputError(f"{self.name}: the id column {self.id_column!r} holds NULL")
-            if len(set(ids)) != len(ids):
-                raise InputError(f"{self.name}: the id column {self.id_column!r} holds duplicates; "
-                                 "name a unique column with &id=NAME")
-            self._ids = ids
-            self.n = len(ids)
+            self.n = int(n)
+            unique = self._q("SELECT 1 FROM pg_index WHERE indrelid = %s AND indisunique AND indnkeyatts = 1 "
+                             "AND indkey[0] = %s AND indpred IS NULL AND indexprs IS NULL LIMIT 1",
+                             [oid, attnums[self.id_column]])
+            if not unique:  # no unique index vouches for the ids: read them all and check (kept for reads)
+                self._load_ids()
         else:
             self.n = int(self._q(sql.SQL("SELECT count(*) FROM {}").format(self.table))[0][0])
         m = re.search(r"\((\d+)\)$", types[col])
@@ -906,8 +912,60 @@ class PgStore(Store):
                              f"{self.dim} dimensions")
         self._check_opened()
 
+    def _int_ids(self, typ: str) -> Optional[list[int]]:
+        """An integer id column in id order as one bytea of big-endian int8 (``int8send``), decoded
+        by numpy: a million ids in one message, not a million rows; None for another type or a
+        NULL id (the row-by-row read then names it)."""
+        if typ not in ("smallint", "integer", "bigint"):
+            return None
+        sql = self._sql
+        ident = sql.Identifier(self.id_column)
+        with self.conn.cursor(binary=True) as cur:
+            n, valid, blob = cur.execute(sql.SQL("SELECT count(*), count({}), string_agg(int8send({}::bigint), ''::bytea "
+                                                 "ORDER BY {}) FROM {}").format(ident, ident, ident, self.table)).fetchone()
+        if n != valid:
+            return None
+        return np.frombuffer(blob or b"", dtype=">i8").astype(np.int64).tolist()
+
+    def _load_ids(self) -> list[Any]:
+        """Every id in row order (read once, when asked for or when no unique index vouches for
+        them); NULL or duplicate ids are refused (keyset reads need unique ids)."""
+        if self._ids is None:
+            sql = self._sql
+            with self.lock:
+                ids = self._int_ids(self._id_type)
+                if ids is None:
+                    with self.conn.cursor(binary=True) as cur:
+                        ids = [r[0] for r in cur.execute(sql.SQL("SELECT {} FROM {} ORDER BY {}").format(
+                            sql.Identifier(self.id_column), self.table, self.order)).fetchall()]
+            if any(v is None for v in ids):
+                raise InputError(f"{self.name}: the id column {self.id_column!r} holds NULL")
+            if len(set(ids)) != len(ids):
+                raise InputError(f"{self.name}: the id column {self.id_column!r} holds duplicates; "
+                                 "name a unique column with &id=NAME")
+            if len(ids) != self.n:
+                raise InputError(f"{self.name}: read {len(ids)} ids, expected {self.n} (did the table change?)")
+            self._ids = ids
+        return self._ids
+
+    def _id_at(self, row: int) -> Any:
+        """The id of row ``row``: from the ids when read, else one index-only scan to it."""
+        if self._ids is not None:
+            return self._ids[row]
+        if row not in self._bounds:
+            sql = self._sql
+            with self.conn.cursor(binary=True) as cur:
+                got = cur.execute(sql.SQL("SELECT {} FROM {} ORDER BY {} OFFSET {} LIMIT 1").format(
+                    sql.Identifier(self.id_column), self.table, self.order, sql.Literal(row))).fetchone()
+            if got is None:
+                raise InputError(f"{self.name}: no row {row} (did the table change?)")
+            if len(self._bounds) > 1024:
+                self._bounds.clear()
+            self._bounds[row] = got[0]
+        return self._bounds[row]
+
     def ids(self) -> Optional[list[Any]]:
-        return list(self._ids) if self._ids is not None else None
+        return list(self._load_ids()) if self.id_column else None
 
     def close(self) -> None:
         try:
@@ -929,9 +987,9 @@ class PgStore(Store):
     def _read(self, start: int, stop: int) -> np.ndarray:
         sql = self._sql
         m = stop - start
-        if self._ids is not None and start > 0:  # keyset: the rows after the id of row start-1 (an index scan)
+        if self.id_column and start > 0:  # keyset: the rows after the id of row start-1 (an index scan)
             q = sql.SQL("SELECT {} FROM {} WHERE {} > {} ORDER BY {} LIMIT {}").format(
-                self.col, self.table, self.order, sql.Literal(self._ids[start - 1]), self.order, sql.Literal(m))
+                self.col, self.table, self.order, sql.Literal(self._id_at(start - 1)), self.order, sql.Literal(m))
         elif start == 0:
             q = sql.SQL("SELECT {} FROM {} ORDER BY {} LIMIT {}").format(self.col, self.table, self.order, sql.Literal(m))
         else:
