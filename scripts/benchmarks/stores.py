@@ -126,7 +126,7 @@ def pgvector(n: int, d: int, tmp: Path) -> list[dict]:
         ours, default_plan, index_plan = _alternating(lambda: _ours(loc), lambda: copy_bulk(False), lambda: copy_bulk(True),
                                                       clock=wall)
         return [_row(f"pgvector read, {n:,} x {d} vector", [ours, default_plan], mb,
-                     "psycopg COPY BINARY of the ordered column, bytes only, the server's default plan (a sort)", "wall"),
+                     "psycopg COPY BINARY of the ordered column, bytes only, the server's own plan", "wall"),
                 _row(f"pgvector read, {n:,} x {d} vector, index plan", [ours, index_plan], mb,
                      "the same COPY with enable_sort off (an index scan on the primary key, embedcheck's plan)", "wall")]
     finally:
