@@ -154,7 +154,8 @@ def _write_store(output: Any, emb: ArrayOrPath, res: CompressResult, comp: Any, 
     path_in = isinstance(emb, (str, os.PathLike))
     columns = carried_columns(emb, res.n) if path_in else {}
     model = artifact_model(emb) if isinstance(emb, (str, os.PathLike)) else None
-    meta = {"command": "compress", "model": model, "dim": dim, "dtype": res.stored_dtype, "compression": rec,
+    meta = {"command": "compress", "model": model, "dim": dim, "dtype": "uint8 (packed bits)" if codes == "bits" else res.stored_dtype,
+            "compression": rec,
             "options": {"to": res.format, "calibration": res.calibration}}
 
     def blocks() -> Any:
