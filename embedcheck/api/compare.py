@@ -35,6 +35,22 @@ def _report(x: Any, what: str) -> tuple[dict[str, Any], str]:
     return dict(x), what
 
 
+def report_models(report: dict[str, Any]) -> dict[str, str]:
+    """The models a report names, by role: its ``models`` (what the stores it read say they hold,
+    ``--against`` sides included), else its single ``model``.
+
+    >>> report_models({"models": {"a": "m1", "against_a": "m2"}}), report_models({"model": "m3"})
+    ({'a': 'm1', 'against_a': 'm2'}, {'embeddings': 'm3'})
+    """
+    models = report.get("models")
+    if isinstance(models, dict) and models:
+        return {str(k): str(v) for k, v in models.items() if v}
+    model = report.get("model")
+    if isinstance(model, dict):
+        model = model.get("id") or model.get("name")
+    return {"embeddings": str(model)} if isinstance(model, str) and model else {}
+
+
 def compare(baseline: Any, current: Any, *, tolerance: float = 0.0, max_drop: Optional[dict[str, float]] = None,
             fail_on_significant_drop: bool = False, allow_dim_change: bool = False) -> CompareReport:
     """Compare two reports (paths, dicts or API results) of the same command and schema: per figure
@@ -55,5 +71,8 @@ def compare(baseline: Any, current: Any, *, tolerance: float = 0.0, max_drop: Op
     drops = dict(max_drop or {})
     check_figures_exist(cmp, list(drops))
     body: dict[str, Any] = {**cmp.to_dict(), "baseline": bname, "current": cname}
+    models = {"baseline": report_models(base), "current": report_models(cur)}
+    if models["baseline"] or models["current"]:
+        body["models"] = models  # which models the two runs set side by side (the stores' metadata)
     add_gates(body, comparison_gates(cmp, drops, significant=fail_on_significant_drop))
     return CompareReport(body=body, results={"comparison": cmp})

@@ -62,7 +62,10 @@ def _matrix(x: ArrayOrPath, what: str) -> tuple[Any, Optional[Path]]:
             raise InputError(f"{what} must be a 2-D float array, got {x.dtype} {x.shape}")
         return x, None
     from ..io.npy import load_matrix
+    from ..io.stores import is_store
 
+    if is_store(x):  # a store has no file to hash or rows sidecar to copy: its columns travel with a store output
+        return load_matrix(x, what=what), None
     return load_matrix(x, what=what), Path(x)
 
 
@@ -86,16 +89,31 @@ def _check_output(output: Path, inputs: list[Optional[Path]]) -> None:
 
 
 def compress(emb: ArrayOrPath, to: str, output: Optional[Union[str, os.PathLike]] = None, *,
-             calibration: Optional[ArrayOrPath] = None) -> CompressResult:
-    """Compress an embedding artifact (``.npy``, shard set or array) to format ``to``
+             calibration: Optional[ArrayOrPath] = None, overwrite: bool = False) -> CompressResult:
+    """Compress an embedding artifact (``.npy``, shard set, store or array) to format ``to``
     (``float16``, ``int8``, ``uint8``, ``binary``, ``ubinary``, ``dims:K``, ``pca:K`` or
     ``REDUCTION,PRECISION``). int8/uint8 ranges and the pca projection come from ``calibration``
     (default: the data itself). With ``output`` (a ``.npy``), writes it atomically with its
     ``.meta.json`` (provenance + the compression record), the input's ``.jsonl`` rows and, for
     pca, ``<stem>.projection.safetensors``; the result keeps ``stored`` and ``record`` either way.
+
+    ``output`` may be a store (``PATH.parquet``, ``lancedb://DBDIR/TABLE``, a ``.lance`` folder,
+    ``postgresql://...?table=T&column=C``; refused if it exists unless ``overwrite``): the codes
+    are written with the input's id and other columns, and the compression record (ranges
+    included) goes into the store's metadata, so every command reads the store as it reads the
+    compressed ``.npy`` — parquet and Lance hold a fixed-size list of float32, float16, int8 or
+    uint8, or the packed bits as uint8; PostgreSQL a ``vector`` (float32 and float16 values),
+    ``smallint[]`` (int8 / uint8 codes) or ``bit(d)``.
     """
     from ..geometry.compress import compress_matrix
     from ..io.compressed import STORED_DTYPE, parse_format
+    from ..io.stores import check_output, output_locator
+
+    store_out = output is not None and not (isinstance(output, (str, os.PathLike))
+                                            and str(output).lower().endswith(".npy")) \
+        and output_locator(output) is not None
+    if store_out:
+        check_output(output, overwrite)
 
     t0 = time.perf_counter()
     X, src = _matrix(emb, "embeddings")
@@ -104,7 +122,7 @@ def compress(emb: ArrayOrPath, to: str, output: Optional[Union[str, os.PathLike]
     C, cal_src = (None, None) if calibration is None else _matrix(calibration, "calibration")
     if C is not None and C.shape[1] != d:
         raise InputError(f"calibration has dimension {C.shape[1]} but the embeddings have {d}")
-    out = Path(output) if output is not None else None
+    out = Path(output) if output is not None and not store_out else None
     if out is not None:
         _check_output(out, [src, cal_src])
     comp = compress_matrix(X, spec, calibration=C)
@@ -121,8 +139,38 @@ def compress(emb: ArrayOrPath, to: str, output: Optional[Union[str, os.PathLike]
                          seconds=0.0, stored=comp.stored, record=rec, projection_matrix=comp.projection)
     if out is not None:
         _write(out, res, comp, src, cal_src)
+    elif store_out:
+        res.output = _write_store(output, emb, res, comp, overwrite)
     res.seconds = round(time.perf_counter() - t0, 3)
     return res
+
+
+def _write_store(output: Any, emb: ArrayOrPath, res: CompressResult, comp: Any, overwrite: bool) -> str:
+    """The compressed rows into a store: codes in the store's own types, the input's columns carried
+    over, the compression record (format, dimensions, ranges) in its metadata."""
+    from ..io.compressed import packed_u8
+    from ..io.retrieval import artifact_model
+    from ..io.stores import carried_columns, write_store
+    from ..rows import iter_chunks
+
+    rec = dict(res.record or {})
+    prec = rec.get("precision", "float32")
+    stored = comp.stored
+    codes = {"binary": "bits", "ubinary": "bits"}.get(prec, prec)
+    dim = int(res.dim)
+    path_in = isinstance(emb, (str, os.PathLike))
+    columns = carried_columns(emb, res.n) if path_in else {}
+    model = artifact_model(emb) if isinstance(emb, (str, os.PathLike)) else None
+    meta = {"command": "compress", "model": model, "dim": dim, "dtype": "uint8 (packed bits)" if codes == "bits" else res.stored_dtype,
+            "compression": rec,
+            "options": {"to": res.format, "calibration": res.calibration}}
+
+    def blocks() -> Any:
+        for sl in iter_chunks(res.n):
+            block = stored[sl]
+            yield packed_u8(block, prec) if codes == "bits" else block
+
+    return write_store(output, blocks(), dim=dim, columns=columns, metadata=meta, overwrite=overwrite, codes=codes)
 
 
 def _sha(p: Path) -> str:

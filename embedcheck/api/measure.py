@@ -75,6 +75,13 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
         if labels:
             body["inputs"] = {**{f"{k}_sha256": content_sha256(v) for k, v in labels.items()}, "rows_matched_by": matched}
         results: dict[str, Any] = {"items": out.items}
+        from ._common import store_models
+
+        b_in = (against if isinstance(against, (list, tuple)) else (against,)) if against is not None else ()
+        models = store_models(**{i.name: x for i, x in zip(m.embedding_inputs, inputs)},
+                              **{f"against_{i.name}": x for i, x in zip(m.embedding_inputs, b_in)})
+        if models:
+            body["models"] = models
         if against is not None:
             from ..geometry.paired import ItemFigure, items_paired
 

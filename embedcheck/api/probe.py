@@ -85,6 +85,12 @@ def probe(train: Any, train_labels: Any, test: Any, test_labels: Any, *, label_f
                              C=C, max_iter=max_iter, standardize=standardize)
         body["few_shot"] = fs.to_dict()
         results["few_shot"] = fs
+    from ._common import store_models
+
+    models = store_models(train=train, test=test, **({"against_train": against[0], "against_test": against[1]}
+                                                     if against is not None and len(against) == 2 else {}))
+    if models:
+        body["models"] = models
     body["inputs"] = {"train_labels_sha256": content_sha256(ytr), "test_labels_sha256": content_sha256(yte),
                       "rows_matched_by": matched}
     if against is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -28,8 +29,17 @@ from ..geometry.retrieval import (
     report_from_run,
     tie_ranks,
 )
+from ..result import optional
 
 PathLike = str | os.PathLike
+
+
+@dataclass(kw_only=True)
+class StoreRetrievalReport(RetrievalReport):
+    """The ``retrieve`` report when a store names the model it holds: ``models`` (role → model:
+    queries, corpus, against_queries, against_corpus), as every paired command records them."""
+
+    models: Optional[dict[str, str]] = optional()
 
 
 def _is_path(x: Any) -> bool:
@@ -147,8 +157,12 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
                                                    "query_ids", qids),
                                                   (doc_ids, against[1], doc_id_field, "against corpus", "doc_ids",
                                                    dids)):
-            # A's row count: B is opened (and a shard set's hashes checked) once, by its own run below
-            other = _ids(given, x, field, what, param, len(ids))
+            # A's row count: B is opened (and a shard set's hashes checked) once, by its own run below;
+            # a store's count is in its catalog (the store stays open for that run)
+            from ..io.stores import is_store, open_store
+
+            n_b = open_store(x).n if given is None and _is_path(x) and is_store(x) else len(ids)
+            other = _ids(given, x, field, what, param, n_b)
             _same_ids(ids, other, what)
     qq, dd, gg = _qrels(qrels)
     where = f"qrels {qrels}" if _is_path(qrels) else "qrels"
@@ -168,11 +182,32 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
             rep_b = retrieve(against[0], against[1], qrels, k=ks, resamples=0, seed=seed, engine=eng,
                              query_ids=query_ids, doc_ids=doc_ids, query_id_field=query_id_field,
                              doc_id_field=doc_id_field, score=score, score_name=score_name)
-            rep.paired = retrieval_paired(rep.per_query, rep_b.per_query, paired_metrics, resamples=resamples,
-                                          permutations=resamples, seed=seed, margins=margins,
+            rep.paired = retrieval_paired(rep.per_query, _per_query_in_order(rep, rep_b), paired_metrics,
+                                          resamples=resamples, permutations=resamples, seed=seed, margins=margins,
                                           against=" ".join(_shown(x) if _is_path(x) else "array" for x in against))
+    from ._common import store_models
+
+    models = store_models(queries=queries, corpus=corpus, **({"against_queries": against[0], "against_corpus": against[1]}
+                                                             if against is not None else {}))
+    if models:
+        rep = StoreRetrievalReport(**{f.name: getattr(rep, f.name) for f in fields(rep)}, models=models)
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def _per_query_in_order(a: RetrievalReport, b: RetrievalReport) -> dict[str, np.ndarray]:
+    """B's per-query values in the order of A's evaluated queries: each run lists its queries in its
+    own row order, and B may hold the same query rows in another order (paired by id)."""
+    qa, qb = list(np.asarray(a.query_ids).tolist()), list(np.asarray(b.query_ids).tolist())
+    if qa == qb:
+        return dict(b.per_query)
+    pos = {q: i for i, q in enumerate(qb)}
+    missing = [q for q in qa if q not in pos]
+    if missing or len(qa) != len(qb):
+        raise InputError(f"against queries: {len(qa)} queries evaluated for A, {len(qb)} for B "
+                         f"({len(missing)} of A's not among B's); a paired comparison needs the same queries")
+    order = np.array([pos[q] for q in qa], dtype=np.int64)
+    return {k: np.asarray(v)[order] for k, v in b.per_query.items()}
 
 
 def _paired_plan(ks: list[int], margins: Optional[Mapping[str, float]], against: Any,
@@ -201,10 +236,11 @@ def _same_ids(a: np.ndarray, b: np.ndarray, what: str) -> None:
     order is matched by id: :func:`embedcheck.io.rowids.match_rows`)."""
     from ..io.rowids import match_rows
 
+    if len(a) == len(b) and np.array_equal(a, b):
+        return
+    match_rows(a.tolist(), b.tolist(), names=(f"A's {what.split()[-1]}", what))  # other ids: refused with the counts
     if len(a) != len(b):
         raise InputError(f"{what} has {len(b)} rows but A has {len(a)}; a paired comparison needs the same rows")
-    if not np.array_equal(a, b):
-        match_rows(a.tolist(), b.tolist(), names=(f"A's {what.split()[-1]}", what))
 
 
-__all__ = ["retrieve"]
+__all__ = ["StoreRetrievalReport", "retrieve"]

@@ -79,6 +79,11 @@ def sts(a: Any, b: Any, scores: Any, *, score_field: str = "score", resamples: i
     res = sts_correlation(A, B, gold, resamples=resamples, seed=seed)
     body = res.to_dict()
     body["inputs"] = {"scores_sha256": content_sha256(gold), "rows_matched_by": matched}
+    from ._common import store_models
+
+    models = store_models(a=a, b=b, **({"against_a": against[0], "against_b": against[1]} if against else {}))
+    if models:
+        body["models"] = models
     if paired is not None:
         body["paired"] = paired.to_dict()
     return StsReport(body=body, results={"sts": res, "paired": paired})

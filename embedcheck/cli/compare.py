@@ -60,6 +60,17 @@ def compare_cmd(
         from .output import print_gates
 
         console = Console()
+        models = r.get("models") or {}
+        roles = sorted(set(models.get("baseline") or {}) | set(models.get("current") or {}))
+        if roles:  # which models the two runs measured, side by side
+            from rich.table import Table
+
+            t = Table(title="models", header_style="bold")
+            for col in ("input", "baseline", "current"):
+                t.add_column(col, overflow="fold")
+            for role in roles:
+                t.add_row(role, (models.get("baseline") or {}).get(role, "-"), (models.get("current") or {}).get(role, "-"))
+            console.print(t)
         render_comparison(r, console)
         print_gates(console, r)
 

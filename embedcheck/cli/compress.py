@@ -42,10 +42,11 @@ compress_app = sub_app(
 @compress_app.command("write")
 @reporting(gated=False)
 def write_cmd(
-    emb: Annotated[Path, typer.Argument(metavar="EMB", help="Embeddings: a 2-D float .npy or a shard set.", show_default=False)],
+    emb: Annotated[str, typer.Argument(metavar="EMB", help="Embeddings: a 2-D float .npy, a shard set or a store (docs/stores.md).", show_default=False)],
     to: Annotated[str, typer.Option("--to", metavar="FORMAT", help="float16, int8, uint8, binary, ubinary, dims:K, pca:K, or REDUCTION,PRECISION (pca:96,int8).", show_default=False)],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Output .npy (with .meta.json, .jsonl rows, pca projection).", dir_okay=False, show_default=False)],
+    output: Annotated[str, typer.Option("--output", "-o", help="Output .npy (with .meta.json, .jsonl rows, pca projection), or a store: PATH.parquet, lancedb://DBDIR/TABLE, a .lance folder, postgresql://...?table=T&column=C (codes, the input's id and other columns, the compression record in the store's metadata; see docs/stores.md).", show_default=False)],
     calibration: Annotated[Optional[Path], typer.Option("--calibration", metavar="CAL", help="Rows that calibrate int8/uint8 ranges and fit pca (default: EMB itself).", show_default=False)] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="A store output (table, file) that exists is replaced (in one step: a failure leaves it intact).")] = False,
     *,
     out: Output,
 ) -> None:
@@ -61,8 +62,11 @@ def write_cmd(
 
     out.start()
     with option_errors({"to": "--to", "calibration": "--calibration", "output": "--output"}):
-        res = compress(emb, to, output, calibration=calibration)
-    out.finish(res, title=f"compress — {Path(output).name}")
+        from ..io.stores import display_name, output_locator
+
+        store = not output.lower().endswith(".npy") and output_locator(output) is not None
+        res = compress(emb, to, output if store else Path(output), calibration=calibration, overwrite=overwrite)
+    out.finish(res, title=f"compress — {display_name(output) if store else Path(output).name}")
 
 
 _SHORT = {"ndcg_at_10": "nDCG@10", "recall_at_100": "R@100", "label_map": "MAP", "sts_spearman": "STS",

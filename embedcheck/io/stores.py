@@ -92,6 +92,57 @@ def _need(module: str, what: str) -> Any:
         raise InputError(f"reading {what} needs {module.split('.')[0]}: pip install '{EXTRA}'") from None
 
 
+# ---- range buffers -----------------------------------------------------------------------------
+
+#: range buffers kept for reuse once their arrays are gone (the last two of a pass: the next pass
+#: starts with them) and the largest one kept, in bytes
+SPARE_BUFFERS = 2
+SPARE_MAX_BYTES = 512 << 20
+#: a read's result smaller than this is a plain new array
+REUSE_MIN_BYTES = 16 << 20
+_SPARE: list[np.ndarray] = []
+_SPARE_LOCK = threading.Lock()
+
+
+class _Lease:
+    """The owner of a reused buffer while any array made from it lives (every view of such an
+    array keeps this object alive through its ``base``); the buffer goes back to the spares when
+    the last of them is gone, never before."""
+
+    __slots__ = ("buf", "__array_interface__")
+
+    def __init__(self, buf: np.ndarray, shape: tuple[int, ...], dtype: np.dtype):
+        self.buf = buf
+        self.__array_interface__ = {"shape": shape, "typestr": dtype.str, "version": 3,
+                                    "data": (buf.__array_interface__["data"][0], False)}
+
+    def __del__(self) -> None:
+        try:
+            if len(_SPARE) < SPARE_BUFFERS:  # list.append/pop are atomic: no lock in a finaliser
+                _SPARE.append(self.buf)
+        except Exception:  # noqa: BLE001 - at interpreter exit  # pragma: no cover
+            pass
+
+
+def range_buffer(shape: tuple[int, int], dtype: np.dtype) -> np.ndarray:
+    """A new, writable C-ordered array for a read's rows. A large one reuses the memory of an
+    earlier read whose arrays are all gone: a store's batches are joined into one block per task
+    range, and on a virtual machine new memory (zeroed pages, faulted in one by one) costs more
+    than the copy itself."""
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    if nbytes < REUSE_MIN_BYTES or nbytes > SPARE_MAX_BYTES:
+        return np.empty(shape, dtype=dtype)
+    buf = None
+    with _SPARE_LOCK:  # a finaliser only appends: the index found stays valid
+        for i, b in enumerate(list(_SPARE)):
+            if b.nbytes == nbytes:
+                buf = _SPARE.pop(i)
+                break
+    if buf is None:
+        buf = np.empty(nbytes, dtype=np.uint8)
+    return np.asarray(_Lease(buf, shape, dtype))
+
+
 # ---- locators ------------------------------------------------------------------------------
 
 
@@ -216,6 +267,11 @@ class Store:
         self.column_name = loc.column or ""
         self.id_column: Optional[str] = None
         self.lock = threading.RLock()
+        #: a compressed store (``compress -o``): the compression record; rows are stored as codes
+        #: of ``cols`` columns of ``raw_dtype`` and decoded as a compressed ``.npy`` is
+        self.codes: Optional[dict[str, Any]] = None
+        self.cols = 0
+        self.raw_dtype = self.dtype
 
     # -- to implement
     def _read(self, start: int, stop: int) -> np.ndarray:
@@ -259,6 +315,8 @@ class Store:
             return np.empty((0, self.dim), dtype=self.dtype)
         with self.lock:
             X = self._read(start, stop)
+        if self.codes is not None:
+            X = self._decode(X, start)
         if X.shape != (stop - start, self.dim):
             raise InputError(f"{self.name}: read {X.shape[0]} rows of dimension {X.shape[1] if X.ndim == 2 else '?'} "
                              f"at row {start}; expected {stop - start} of dimension {self.dim}")
@@ -270,6 +328,45 @@ class Store:
             raise InputError(f"{self.name}: row {start + int(np.flatnonzero(bad)[0])} of column "
                              f"{self.column_name!r} holds NaN or inf")
         return np.ascontiguousarray(X, dtype=self.dtype)
+
+    def _set_codes(self, meta: dict[str, Any]) -> None:
+        """After ``dim`` (the stored columns) and ``dtype`` are known: a compression record in the
+        store's metadata makes the stored integers codes, decoded to float32 rows of its ``dim``."""
+        self.cols, self.raw_dtype = self.dim, self.dtype
+        rec = codes_record(meta)
+        if rec is None:
+            return
+        from .compressed import STORED_DTYPE, parse_format
+
+        try:
+            spec = parse_format(str(rec["format"]), int(rec["original_dim"]))
+            dim = int(rec["dim"])
+            ranges = np.asarray(rec.get("ranges"), dtype=np.float32) if spec.precision in ("int8", "uint8") else None
+        except (KeyError, TypeError, ValueError, InputError) as exc:
+            raise InputError(f"{self.name}: bad compression record in its metadata ({exc})") from None
+        if ranges is not None and ranges.shape != (2, dim):
+            raise InputError(f"{self.name} is {spec.precision} but its metadata has no calibration ranges (2 x {dim})")
+        if self.cols != spec.columns(int(rec["original_dim"])):
+            raise InputError(f"{self.name}: column {self.column_name!r} has {self.cols} values per row but its "
+                             f"compression record says format {rec['format']} ({spec.columns(int(rec['original_dim']))})")
+        self.codes = dict(rec, _ranges=ranges, _stored=STORED_DTYPE[spec.precision])
+        self.dim, self.dtype = dim, np.dtype(np.float32)
+
+    def _decode(self, X: np.ndarray, start: int) -> np.ndarray:
+        from .compressed import dequantize, unpack_bits
+
+        rec = self.codes
+        assert rec is not None
+        prec = rec["precision"]
+        if prec in ("int8", "uint8"):
+            lo, hi = (-128, 127) if prec == "int8" else (0, 255)
+            bad = (X < lo) | (X > hi)
+            if bad.any():
+                i = int(np.flatnonzero(bad.any(axis=1))[0])
+                raise InputError(f"{self.name}: row {start + i} of column {self.column_name!r} holds a code outside "
+                                 f"{lo}..{hi}, not {prec}")
+            return dequantize(X, prec, rec["_ranges"])
+        return unpack_bits(np.asarray(X, dtype=np.uint8), "ubinary", self.dim)  # packed bits, 8 per byte
 
     def batches(self, rows: int = BATCH_ROWS) -> Iterator[tuple[int, np.ndarray]]:
         for s in range(0, self.n, rows):
@@ -288,6 +385,15 @@ def _default_id(names: list[str], loc: Locator, shown: str) -> Optional[str]:
             raise InputError(f"{shown} has no id column {loc.id!r}; its columns are: {', '.join(names)}")
         return loc.id
     return "id" if "id" in names else None
+
+
+def codes_record(meta: Any) -> Optional[dict[str, Any]]:
+    """The compression record of a store's metadata when its rows are stored as integer codes
+    (int8, uint8, packed bits), else None."""
+    rec = meta.get("compression") if isinstance(meta, dict) else None
+    if isinstance(rec, dict) and rec.get("precision") in ("int8", "uint8", "binary", "ubinary"):
+        return rec
+    return None
 
 
 def _meta_of(schema_meta: Optional[dict]) -> dict[str, Any]:
@@ -309,21 +415,25 @@ def _meta_of(schema_meta: Optional[dict]) -> dict[str, Any]:
 # ---- arrow: parquet files and Arrow IPC --------------------------------------------------------
 
 
-def _is_vector_type(pa: Any, t: Any) -> bool:
+def _is_vector_type(pa: Any, t: Any, codes: bool = False) -> bool:
     return (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)) \
-        and pa.types.is_floating(t.value_type)
+        and (pa.types.is_floating(t.value_type) or (codes and pa.types.is_integer(t.value_type)))
 
 
 def _vector_column(pa: Any, schema: Any, loc: Locator, shown: str) -> str:
     names = list(schema.names)
+    meta = _meta_of(schema.metadata)
+    codes = codes_record(meta) is not None  # a compressed store: lists of integer codes
+    if not loc.column and codes and meta.get("column") in names:
+        return str(meta["column"])
     if loc.column:
         if loc.column not in names:
             raise InputError(f"{shown} has no column {loc.column!r}; its columns are: {', '.join(names)}")
-        if not _is_vector_type(pa, schema.field(loc.column).type):
+        if not _is_vector_type(pa, schema.field(loc.column).type, codes):
             raise InputError(f"{shown}: column {loc.column!r} is {schema.field(loc.column).type}, not a vector column "
                              "(a list of floats)")
         return loc.column
-    vec = [f.name for f in schema if _is_vector_type(pa, f.type)]
+    vec = [f.name for f in schema if _is_vector_type(pa, f.type, codes)]
     if len(vec) == 1:
         return vec[0]
     if not vec:
@@ -333,6 +443,8 @@ def _vector_column(pa: Any, schema: Any, loc: Locator, shown: str) -> str:
 
 def _np_dtype(pa: Any, t: Any) -> np.dtype:
     vt = t.value_type
+    if pa.types.is_integer(vt):  # the codes of a compressed store
+        return np.dtype(vt.to_pandas_dtype())
     return np.dtype(np.float64) if pa.types.is_float64(vt) else np.dtype(np.float32)
 
 
@@ -425,6 +537,7 @@ class ArrowStore(Store):
             if first.null_count:
                 raise InputError(f"{self.name}: row 0 of column {self.column_name!r} is NULL")
             self.dim = len(first[0].as_py() if hasattr(first[0], "as_py") else first[0])
+        self._set_codes(self.metadata())
         self._check_opened()
 
     def _unit_table(self, u: int, columns: list[str], rows: Optional[int] = None) -> Any:
@@ -484,8 +597,8 @@ class ArrowStore(Store):
     def _read(self, start: int, stop: int) -> np.ndarray:
         t = self._range_table(start, stop, [self.column_name])
         if t is None:
-            return np.empty((0, self.dim), dtype=self.dtype)
-        return arrow_vectors(t.column(0), self.dim, self.dtype, self.name, self.column_name, start)
+            return np.empty((0, self.cols), dtype=self.raw_dtype)
+        return arrow_vectors(t.column(0), self.cols, self.raw_dtype, self.name, self.column_name, start)
 
     def columns(self) -> list[str]:
         return list(self.schema.names)
@@ -549,38 +662,22 @@ class LanceStore(Store):
             if first.null_count:
                 raise InputError(f"{self.name}: row 0 of column {self.column_name!r} is NULL")
             self.dim = len(first[0].as_py())
-        self._cursor: Optional[tuple[int, Iterator[Any], Any]] = None  # (next row, batches, pending)
+        self._set_codes(self.metadata())
         self._check_opened()
 
     def _read(self, start: int, stop: int) -> np.ndarray:
-        cur = self._cursor
-        if cur is None or cur[0] != start:  # not where the last read stopped: a scan from ``start``
-            # Lance's own batch size (larger batches scan slower); a longer read joins several
-            it = iter(self.ds.to_batches(columns=[self.column_name], offset=start or None, batch_size=BATCH_ROWS))
-            cur = (start, it, None)
-        row, it, pending = cur
-        pieces = []
-        while row < stop:
-            if pending is None or pending.num_rows == 0:
-                try:
-                    pending = next(it)
-                except StopIteration:
-                    break
-                continue
-            take = min(stop - row, pending.num_rows)
-            pieces.append(pending.slice(0, take))
-            pending = pending.slice(take)
-            row += take
-        self._cursor = (row, it, pending)
-        if len(pieces) == 1:  # a read of one batch: no copy
-            return arrow_vectors(pieces[0].column(0), self.dim, self.dtype, self.name, self.column_name, start)
-        out = np.empty((row - start, self.dim), dtype=self.dtype)
+        # Lance's own range scan (its batch size: larger batches scan slower), each batch decoded
+        # straight into its rows of the result
+        out = range_buffer((stop - start, self.cols), self.raw_dtype)
         pos = 0
-        for p in pieces:  # each batch decoded straight into its rows of the result
-            m = p.num_rows
-            out[pos:pos + m] = arrow_vectors(p.column(0), self.dim, self.dtype, self.name, self.column_name, start + pos)
+        for b in self.ds.to_batches(columns=[self.column_name], offset=start, limit=stop - start, batch_size=BATCH_ROWS):
+            m = min(b.num_rows, stop - start - pos)
+            if m <= 0:
+                break
+            out[pos:pos + m] = arrow_vectors(b.column(0).slice(0, m), self.cols, self.raw_dtype, self.name,
+                                             self.column_name, start + pos)
             pos += m
-        return out
+        return out if pos == stop - start else out[:pos]
 
     def columns(self) -> list[str]:
         return list(self.schema.names)
@@ -636,6 +733,7 @@ class FaissStore(Store):
         except Exception as exc:  # noqa: BLE001
             raise InputError(f"{self.name}: a {self.type_name} cannot give back its vectors "
                              f"({' '.join(str(exc).split())[:160]}); use a Flat, HNSW-Flat, IVF-Flat, PQ or SQ index") from None
+        self._set_codes({})
         self._check_opened()
 
     def _read(self, start: int, stop: int) -> np.ndarray:
@@ -668,7 +766,11 @@ class FaissStore(Store):
 
 _PG_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 _PG_TYPES: dict[str, tuple[str, np.dtype]] = {"vector": ("vector", np.dtype(np.float32)), "halfvec": ("halfvec", np.dtype(np.float32)),
-             "real[]": ("float4[]", np.dtype(np.float32)), "double precision[]": ("float8[]", np.dtype(np.float64))}
+             "real[]": ("float4[]", np.dtype(np.float32)), "double precision[]": ("float8[]", np.dtype(np.float64)),
+             # the codes of a compressed store (compress -o): int8 / uint8 codes, packed bits
+             "smallint[]": ("int2[]", np.dtype(np.int16)), "bit": ("bit", np.dtype(np.uint8))}
+#: big-endian element code and size of each array type
+_PG_ARRAY = {"float4[]": (">f4", 4), "float8[]": (">f8", 8), "int2[]": (">i2", 2)}
 
 
 def pg_error(exc: Exception, shown: str, secret: str = "") -> InputError:
@@ -705,6 +807,9 @@ def pg_connect(conninfo: str, shown: str, *, read_only: bool = True) -> Any:
                      ["statement_timeout" if read_only else "lock_timeout", f"{int(t * 1000)}"])
         if read_only:  # every statement its own read-only transaction: no lock is held between reads
             conn.execute("SELECT set_config('default_transaction_read_only', 'on', false)")
+            # rows in id order come from the id column's index when there is one: a range read
+            # (keyset, LIMIT) then streams its rows instead of sorting the whole table each time
+            conn.execute("SELECT set_config('enable_sort', 'off', false)")
         conn.commit()
         conn.autocommit = read_only
     except Exception as exc:  # noqa: BLE001
@@ -749,9 +854,10 @@ class PgStore(Store):
         oid = self._q("SELECT to_regclass(%s)::oid", [quoted])[0][0]
         if oid is None:
             raise InputError(f"{self.name}: no table {loc.table!r}")
-        cols = self._q("SELECT attname, format_type(atttypid, atttypmod), atttypmod FROM pg_attribute "
+        cols = self._q("SELECT attname, format_type(atttypid, atttypmod), attnum FROM pg_attribute "
                        "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum", [oid])
         types = {c: t for c, t, _ in cols}
+        attnums = {c: int(a) for c, _, a in cols}
         names = [c for c, _, _ in cols]
         col = loc.column or ""
         if col not in types:
@@ -766,17 +872,19 @@ class PgStore(Store):
         self.id_column = _default_id(names, loc, self.name)
         self.order = sql.Identifier(self.id_column) if self.id_column else sql.SQL("ctid")
         self._ids: Optional[list[Any]] = None
-        if self.id_column:  # the ids in row order (a range is then read by keyset on them); n with them
-            with self.conn.cursor(binary=True) as cur:
-                ids = [r[0] for r in cur.execute(sql.SQL("SELECT {} FROM {} ORDER BY {}").format(
-                    sql.Identifier(self.id_column), self.table, self.order)).fetchall()]
-            if any(v is None for v in ids):
+        self._id_type = types.get(self.id_column or "", "")
+        self._bounds: dict[int, Any] = {}  # row -> its id: where a keyset read starts
+        if self.id_column:  # a range is read by keyset on the ids (an index scan when the column has one)
+            ident = sql.Identifier(self.id_column)
+            n, valid = self._q(sql.SQL("SELECT count(*), count({}) FROM {}").format(ident, self.table))[0]
+            if n != valid:
                 raise InputError(f"{self.name}: the id column {self.id_column!r} holds NULL")
-            if len(set(ids)) != len(ids):
-                raise InputError(f"{self.name}: the id column {self.id_column!r} holds duplicates; "
-                                 "name a unique column with &id=NAME")
-            self._ids = ids
-            self.n = len(ids)
+            self.n = int(n)
+            unique = self._q("SELECT 1 FROM pg_index WHERE indrelid = %s AND indisunique AND indnkeyatts = 1 "
+                             "AND indkey[0] = %s AND indpred IS NULL AND indexprs IS NULL LIMIT 1",
+                             [oid, attnums[self.id_column]])
+            if not unique:  # no unique index vouches for the ids: read them all and check (kept for reads)
+                self._load_ids()
         else:
             self.n = int(self._q(sql.SQL("SELECT count(*) FROM {}").format(self.table))[0][0])
         m = re.search(r"\((\d+)\)$", types[col])
@@ -790,10 +898,74 @@ class PgStore(Store):
                 raise InputError(f"{self.name}: row 0 of column {col!r} is NULL")
             self.dim = int(first)
         self._names = names
+        self._bits = 0
+        if self.pg_type == "bit":  # bit(n): n bits stored, 8 to a byte
+            self._bits, self.dim = self.dim, (self.dim + 7) // 8
+        meta = self.metadata()
+        if self.pg_type in ("int2[]", "bit") and codes_record(meta) is None:
+            raise InputError(f"{self.name}: column {col!r} is {types[col]}, not a vector column "
+                             "(pgvector vector or halfvec, real[] or double precision[]; smallint[] and bit(n) "
+                             "only with the compression record embedcheck compress writes)")
+        self._set_codes(meta)
+        if self._bits and self.codes is not None and self._bits != self.dim:
+            raise InputError(f"{self.name}: column {col!r} is {types[col]} but its compression record says "
+                             f"{self.dim} dimensions")
         self._check_opened()
 
+    def _int_ids(self, typ: str) -> Optional[list[int]]:
+        """An integer id column in id order as one bytea of big-endian int8 (``int8send``), decoded
+        by numpy: a million ids in one message, not a million rows; None for another type or a
+        NULL id (the row-by-row read then names it)."""
+        if typ not in ("smallint", "integer", "bigint"):
+            return None
+        sql = self._sql
+        ident = sql.Identifier(self.id_column)
+        with self.conn.cursor(binary=True) as cur:
+            n, valid, blob = cur.execute(sql.SQL("SELECT count(*), count({}), string_agg(int8send({}::bigint), ''::bytea "
+                                                 "ORDER BY {}) FROM {}").format(ident, ident, ident, self.table)).fetchone()
+        if n != valid:
+            return None
+        return np.frombuffer(blob or b"", dtype=">i8").astype(np.int64).tolist()
+
+    def _load_ids(self) -> list[Any]:
+        """Every id in row order (read once, when asked for or when no unique index vouches for
+        them); NULL or duplicate ids are refused (keyset reads need unique ids)."""
+        if self._ids is None:
+            sql = self._sql
+            with self.lock:
+                ids = self._int_ids(self._id_type)
+                if ids is None:
+                    with self.conn.cursor(binary=True) as cur:
+                        ids = [r[0] for r in cur.execute(sql.SQL("SELECT {} FROM {} ORDER BY {}").format(
+                            sql.Identifier(self.id_column), self.table, self.order)).fetchall()]
+            if any(v is None for v in ids):
+                raise InputError(f"{self.name}: the id column {self.id_column!r} holds NULL")
+            if len(set(ids)) != len(ids):
+                raise InputError(f"{self.name}: the id column {self.id_column!r} holds duplicates; "
+                                 "name a unique column with &id=NAME")
+            if len(ids) != self.n:
+                raise InputError(f"{self.name}: read {len(ids)} ids, expected {self.n} (did the table change?)")
+            self._ids = ids
+        return self._ids
+
+    def _id_at(self, row: int) -> Any:
+        """The id of row ``row``: from the ids when read, else one index-only scan to it."""
+        if self._ids is not None:
+            return self._ids[row]
+        if row not in self._bounds:
+            sql = self._sql
+            with self.conn.cursor(binary=True) as cur:
+                got = cur.execute(sql.SQL("SELECT {} FROM {} ORDER BY {} OFFSET {} LIMIT 1").format(
+                    sql.Identifier(self.id_column), self.table, self.order, sql.Literal(row))).fetchone()
+            if got is None:
+                raise InputError(f"{self.name}: no row {row} (did the table change?)")
+            if len(self._bounds) > 1024:
+                self._bounds.clear()
+            self._bounds[row] = got[0]
+        return self._bounds[row]
+
     def ids(self) -> Optional[list[Any]]:
-        return list(self._ids) if self._ids is not None else None
+        return list(self._load_ids()) if self.id_column else None
 
     def close(self) -> None:
         try:
@@ -815,15 +987,97 @@ class PgStore(Store):
     def _read(self, start: int, stop: int) -> np.ndarray:
         sql = self._sql
         m = stop - start
-        if self._ids is not None and start > 0:  # keyset: the rows after the id of row start-1 (an index scan)
+        if self.id_column and start > 0:  # keyset: the rows after the id of row start-1 (an index scan)
             q = sql.SQL("SELECT {} FROM {} WHERE {} > {} ORDER BY {} LIMIT {}").format(
-                self.col, self.table, self.order, sql.Literal(self._ids[start - 1]), self.order, sql.Literal(m))
+                self.col, self.table, self.order, sql.Literal(self._id_at(start - 1)), self.order, sql.Literal(m))
         elif start == 0:
             q = sql.SQL("SELECT {} FROM {} ORDER BY {} LIMIT {}").format(self.col, self.table, self.order, sql.Literal(m))
         else:
             q = sql.SQL("SELECT {} FROM {} ORDER BY {} OFFSET {} LIMIT {}").format(
                 self.col, self.table, self.order, sql.Literal(start), sql.Literal(m))
-        return self._parse(self._copy(q), m, start)
+        X = self._stream(q, m)
+        # a row without row 0's layout (NULL, another dimension) or a row count that differs: the
+        # whole answer parsed again row by row, so that the error names the row
+        return X if X is not None else self._parse(self._copy(q), m, start)
+
+    def _stream(self, query: Any, m: int) -> Optional[np.ndarray]:
+        """The ``m`` rows of ``COPY (query) TO STDOUT (FORMAT BINARY)`` decoded while they arrive:
+        each row message goes into a small scratch buffer (reused: no new memory per row) and every
+        few thousand rows are decoded at once into the result, while the server sends the next;
+        None when a row does not have the layout of a checked row (a NULL, another dimension) or
+        the count differs. libpq's own ``PQgetCopyData`` (psycopg's ``pgconn``) hands out the rows."""
+        import select
+
+        from psycopg import pq
+
+        d = self.cols
+        vec, _ = self._layout(d)
+        dt = np.dtype([("nf", ">i2"), ("len", ">i4")] + vec)
+        rs = dt.itemsize
+        k = max(1, min(m, (4 << 20) // rs))  # rows per decode step: a scratch of about 4 MB
+        scratch = bytearray(k * rs)
+        mv = memoryview(scratch)
+        out = range_buffer((m, d), self.raw_dtype)
+        done, fill, ok, first = 0, 0, True, True
+        wait = timeout_s() + 5.0
+
+        def decode(rows: int) -> bool:
+            a = np.frombuffer(scratch, dtype=dt, count=rows)
+            if not self._fast_ok(a, dt, d):
+                return False
+            out[done:done + rows] = self._values(a)
+            return True
+
+        try:
+            with self.conn.cursor() as cur:
+                with cur.copy(self._sql.SQL("COPY ({}) TO STDOUT (FORMAT BINARY)").format(query)) as cp:
+                    pg = self.conn.pgconn
+                    get = pg.get_copy_data
+                    while True:
+                        nb, data = get(1)
+                        if nb == 0:  # nothing yet: wait for the socket, then take in what came
+                            if not select.select([pg.socket], [], [], wait)[0]:
+                                raise InputError(f"{self.name}: no answer from the server in {wait:g} s")
+                            pg.consume_input()
+                            continue
+                        if nb < 0:  # the end without the trailer: the server's error is the result
+                            while (res := pg.get_result()) is not None:
+                                if res.status != pq.ExecStatus.COMMAND_OK:
+                                    msg = (res.error_message or b"").decode("utf-8", "replace")
+                                    raise InputError(pg_error(RuntimeError(msg), self.name, self._secret).args[0])
+                            return None
+                        if first:
+                            first = False
+                            if bytes(data[:11]) != _PG_SIGNATURE:
+                                ok = False
+                            else:
+                                skip = 19 + int.from_bytes(data[15:19], "big")
+                                data, nb = data[skip:], nb - skip
+                                if nb == 0:
+                                    continue
+                        if nb == 2 and bytes(data) == b"\xff\xff":  # the trailer; psycopg reads the end
+                            cp.read()
+                            break
+                        if not ok:
+                            continue
+                        if nb != rs or done + fill // rs >= m:
+                            ok = False
+                            continue
+                        mv[fill:fill + rs] = data
+                        fill += rs
+                        if fill == len(scratch):
+                            ok = decode(k)
+                            done += k
+                            fill = 0
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self.conn.rollback()
+            raise pg_error(exc, self.name, self._secret) from None
+        if ok and fill:
+            ok = decode(fill // rs)
+            done += fill // rs
+        return out if ok and done == m else None
 
     def _parse(self, data: bytes, m: int, start: int) -> np.ndarray:
         """Rows of COPY BINARY output: one vectorised view when every row has the layout of
@@ -832,22 +1086,26 @@ class PgStore(Store):
             raise InputError(f"{self.name}: unexpected COPY output")
         ext = int.from_bytes(data[15:19], "big")
         body = memoryview(data)[19 + ext:len(data) - 2]
-        d = self.dim
+        d = self.cols
         vec, el = self._layout(d)
         dt = np.dtype([("nf", ">i2"), ("len", ">i4")] + vec)
         if len(body) == m * dt.itemsize:
             a = np.frombuffer(body, dtype=dt, count=m)
             if self._fast_ok(a, dt, d):
-                v = a["v"] if self.pg_type in ("vector", "halfvec") else a["v"]["x"]
-                return v.astype(self.dtype).reshape(m, d)
+                return self._values(a).astype(self.raw_dtype).reshape(m, d)
         return self._slow(body, m, start, el)
+
+    def _values(self, a: np.ndarray) -> np.ndarray:
+        return a["v"] if self.pg_type in ("vector", "halfvec", "bit") else a["v"]["x"]
 
     def _layout(self, d: int) -> tuple[list[tuple], tuple[str, int]]:
         if self.pg_type == "vector":
             return [("dim", ">i2"), ("unused", ">i2"), ("v", ">f4", (d,))], (">f4", 4)
         if self.pg_type == "halfvec":
             return [("dim", ">i2"), ("unused", ">i2"), ("v", ">f2", (d,))], (">f2", 2)
-        code, size = (">f4", 4) if self.pg_type == "float4[]" else (">f8", 8)
+        if self.pg_type == "bit":
+            return [("bits", ">i4"), ("v", "u1", (d,))], ("u1", 1)
+        code, size = _PG_ARRAY[self.pg_type]
         return ([("ndim", ">i4"), ("hasnull", ">i4"), ("oid", ">i4"), ("size", ">i4"), ("lb", ">i4"),
                  ("v", [("l", ">i4"), ("x", code)], (d,))], (code, size))
 
@@ -856,13 +1114,15 @@ class PgStore(Store):
             return False
         if self.pg_type in ("vector", "halfvec"):
             return bool((a["dim"] == d).all())
+        if self.pg_type == "bit":
+            return bool((a["bits"] == self._bits).all())
         return bool((a["ndim"] == 1).all() and (a["hasnull"] == 0).all() and (a["size"] == d).all()
                     and (a["v"]["l"] == np.dtype(self._layout(d)[1][0]).itemsize).all())
 
     def _slow(self, body: memoryview, m: int, start: int, el: tuple[str, int]) -> np.ndarray:
         import struct
 
-        X = np.empty((m, self.dim), dtype=self.dtype)
+        X = np.empty((m, self.cols), dtype=self.raw_dtype)
         pos, i = 0, 0
         code, _ = el
         while pos < len(body) and i < m:
@@ -877,8 +1137,12 @@ class PgStore(Store):
             vals = None
             if self.pg_type in ("vector", "halfvec"):
                 (dim,) = struct.unpack_from(">h", v, 0)
-                if dim == self.dim:
+                if dim == self.cols:
                     vals = np.frombuffer(v, dtype=code, count=dim, offset=4)
+            elif self.pg_type == "bit":
+                (dim,) = struct.unpack_from(">i", v, 0)
+                if dim == self._bits:
+                    vals = np.frombuffer(v, dtype=code, count=self.cols, offset=4)
             else:
                 ndim, hasnull = struct.unpack_from(">ii", v, 0)
                 if hasnull:
@@ -886,11 +1150,12 @@ class PgStore(Store):
                 dim = struct.unpack_from(">i", v, 12)[0] if ndim == 1 else 0
                 if ndim > 1:
                     raise InputError(f"{self.name}: row {row} of column {self.column_name!r} is a {ndim}-D array")
-                if dim == self.dim:
+                if dim == self.cols:
                     vals = np.frombuffer(v, dtype=[("l", ">i4"), ("x", code)], count=dim, offset=20)["x"]
             if vals is None:
+                want = self._bits or self.cols
                 raise InputError(f"{self.name}: row {row} of column {self.column_name!r} has dimension {dim}, "
-                                 f"row 0 has {self.dim}; every vector must have the same dimension")
+                                 f"row 0 has {want}; every vector must have the same dimension")
             X[i] = vals
             i += 1
         if i != m:
@@ -1097,25 +1362,39 @@ def _pg_type(values: list[Any]) -> tuple[str, Any]:
     return "text", lambda v: v if isinstance(v, str) else json.dumps(v)
 
 
+#: what a store's vector column holds (``codes`` of :func:`write_store`): float32 vectors, float16,
+#: int8 / uint8 codes, packed bits (uint8, 8 dimensions to a byte)
+CODES = ("float32", "float16", "int8", "uint8", "bits")
+
+
 def write_store(target: Any, batches: Iterator[np.ndarray], *, dim: int, columns: Optional[dict[str, list[Any]]] = None,
-                metadata: Optional[dict[str, Any]] = None, overwrite: bool = False) -> str:
-    """Write float32 vector rows (``batches``, in row order) and ``columns`` (one value per row:
-    the id and whatever else is carried over) to the store ``target``; ``metadata`` (model,
-    dimension, options) goes into the store's own metadata. An existing table or file is refused
-    unless ``overwrite``; the new data is written beside the old and replaces it in one step
-    (a file rename, a Lance version commit, one PostgreSQL transaction), so a failure part-way
+                metadata: Optional[dict[str, Any]] = None, overwrite: bool = False, codes: str = "float32") -> str:
+    """Write vector rows (``batches``, in row order) and ``columns`` (one value per row: the id and
+    whatever else is carried over) to the store ``target``; ``metadata`` (model, dimension,
+    options, a compression record) goes into the store's own metadata. ``codes`` says what the
+    rows are: float32 (``dim`` values), float16, int8 or uint8 codes (``dim`` values), packed bits
+    (``bits``: ``ceil(dim / 8)`` uint8 bytes for ``dim`` dimensions). Arrow and Lance keep the
+    type (a fixed-size list of it); PostgreSQL stores float32 and float16 as ``vector(dim)``, int8 /
+    uint8 codes as ``smallint[]`` and bits as ``bit(dim)``. An existing table or file is refused
+    unless ``overwrite``; the new data is written beside the old and replaces it in one step (a
+    file rename, a Lance version commit, one PostgreSQL transaction), so a failure part-way
     leaves the old one intact. Returns the store's name (password masked)."""
     loc = output_locator(target)
     if loc is None:
         raise InputError(f"{display_name(target)} is not an output store")
+    if codes not in CODES:
+        raise ValueError(f"codes must be one of {CODES}")
     cols = {k: list(v) for k, v in (columns or {}).items()}
     vec = loc.column or "embedding"
     cols.pop(vec, None)
-    record = json.dumps(metadata or {}, sort_keys=True, default=str)
+    meta = dict(metadata or {})
+    if codes in ("int8", "uint8", "bits"):
+        meta["column"] = vec  # a reader finds the codes by name
+    record = json.dumps(meta, sort_keys=True, default=str)
     if loc.kind == "postgres":
-        _write_pg(loc, batches, dim, cols, vec, record, overwrite)
+        _write_pg(loc, batches, dim, cols, vec, record, overwrite, codes)
     else:
-        _write_arrow(loc, batches, dim, cols, vec, record, overwrite)
+        _write_arrow(loc, batches, dim, cols, vec, record, overwrite, codes)
     with _OPEN_LOCK:  # a store opened before it was replaced is stale
         old = _OPEN.pop(loc.raw, None)
     if old is not None:
@@ -1124,11 +1403,13 @@ def write_store(target: Any, batches: Iterator[np.ndarray], *, dim: int, columns
 
 
 def _write_arrow(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: dict[str, list[Any]], vec: str,
-                 record: str, overwrite: bool) -> None:
+                 record: str, overwrite: bool, codes: str = "float32") -> None:
     import pyarrow as pa
 
     arrays = {k: _arrow_column(pa, k, v) for k, v in cols.items()}
-    fields = [pa.field(k, a.type) for k, a in arrays.items()] + [pa.field(vec, pa.list_(pa.float32(), dim))]
+    np_type = np.dtype(np.uint8 if codes == "bits" else codes)
+    width = (dim + 7) // 8 if codes == "bits" else dim
+    fields = [pa.field(k, a.type) for k, a in arrays.items()] + [pa.field(vec, pa.list_(pa.from_numpy_dtype(np_type), width))]
     schema = pa.schema(fields, metadata={META_KEY: record})
 
     failed: list[BaseException] = []
@@ -1136,10 +1417,10 @@ def _write_arrow(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: di
     def record_batches() -> Iterator[Any]:
         row = 0
         for X in _remember(batches, failed):
-            X = np.ascontiguousarray(X, dtype=np.float32)
+            X = np.ascontiguousarray(X, dtype=np_type)
             m = X.shape[0]
             data = [a.slice(row, m) for a in arrays.values()]
-            data.append(pa.FixedSizeListArray.from_arrays(pa.array(X.ravel()), dim))
+            data.append(pa.FixedSizeListArray.from_arrays(pa.array(X.ravel()), width))
             yield pa.RecordBatch.from_arrays(data, schema=schema)
             row += m
 
@@ -1190,8 +1471,55 @@ def _remember(batches: Iterator[np.ndarray], failed: list[BaseException]) -> Ite
         raise
 
 
+def _pg_field(value: Any, kind: str) -> bytes:
+    """One field of a binary COPY row: its length, then its bytes (-1: NULL)."""
+    import struct
+
+    if value is None:
+        return b"\xff\xff\xff\xff"
+    if kind == "boolean":
+        data = b"\x01" if value else b"\x00"
+    elif kind == "bigint":
+        data = struct.pack(">q", int(value))
+    elif kind == "double precision":
+        data = struct.pack(">d", float(value))
+    else:
+        data = (value if isinstance(value, str) else json.dumps(value)).encode("utf-8")
+    return len(data).to_bytes(4, "big") + data
+
+
+def _pg_vectors(X: np.ndarray, dim: int, codes: str, halfvec: bool = False) -> tuple[str, np.ndarray]:
+    """The SQL type of the vector column and each row's binary COPY field (length included) as
+    one structured array: ``vector`` (pgvector's binary form), ``halfvec`` (float16 rows, when the
+    database's pgvector has it: 0.7 or later), ``smallint[]`` (PostgreSQL's array form, element
+    type int2), ``bit(dim)``."""
+    m = X.shape[0]
+    if codes == "float16" and halfvec:
+        dt = np.dtype([("len", ">i4"), ("dim", ">i2"), ("unused", ">i2"), ("v", ">f2", (dim,))])
+        a = np.zeros(m, dtype=dt)
+        a["len"], a["dim"], a["v"] = dt.itemsize - 4, dim, X
+        return f"halfvec({int(dim)})", a
+    if codes in ("float32", "float16"):
+        dt = np.dtype([("len", ">i4"), ("dim", ">i2"), ("unused", ">i2"), ("v", ">f4", (dim,))])
+        a = np.zeros(m, dtype=dt)
+        a["len"], a["dim"], a["v"] = dt.itemsize - 4, dim, X
+        return f"vector({int(dim)})", a
+    if codes in ("int8", "uint8"):
+        dt = np.dtype([("len", ">i4"), ("ndim", ">i4"), ("hasnull", ">i4"), ("oid", ">i4"), ("size", ">i4"),
+                       ("lb", ">i4"), ("v", [("l", ">i4"), ("x", ">i2")], (dim,))])
+        a = np.zeros(m, dtype=dt)
+        a["len"], a["ndim"], a["oid"], a["size"], a["lb"] = dt.itemsize - 4, 1, 21, dim, 1  # 21: int2
+        a["v"]["l"], a["v"]["x"] = 2, X
+        return "smallint[]", a
+    width = (dim + 7) // 8
+    dt = np.dtype([("len", ">i4"), ("bits", ">i4"), ("v", "u1", (width,))])
+    a = np.zeros(m, dtype=dt)
+    a["len"], a["bits"], a["v"] = dt.itemsize - 4, dim, X
+    return f"bit({int(dim)})", a
+
+
 def _write_pg(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: dict[str, list[Any]], vec: str,
-              record: str, overwrite: bool) -> None:
+              record: str, overwrite: bool, codes: str = "float32") -> None:
     _need("psycopg", loc.name)
     from psycopg import sql
 
@@ -1201,30 +1529,45 @@ def _write_pg(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: dict[
     schema, _, table = loc.table.rpartition(".")
     ident = (lambda name: sql.Identifier(schema, name)) if schema else (lambda name: sql.Identifier(name))
     new = f"{table}__embedcheck_new"
-    types = {k: _pg_type(v) for k, v in cols.items()}
+    types = {k: _pg_type(v)[0] for k, v in cols.items()}
     conn = pg_connect(loc.path, shown, read_only=False)
     try:
         with conn.transaction():
-            if conn.execute("SELECT to_regtype('vector')").fetchone()[0] is None:
+            if codes in ("float32", "float16") and conn.execute("SELECT to_regtype('vector')").fetchone()[0] is None:
                 raise InputError(f"output {shown}: the database has no pgvector extension (CREATE EXTENSION vector)")
+            # float16 rows as halfvec where pgvector has it (0.7+), else as vector (the same values, exact)
+            half = codes == "float16" and conn.execute("SELECT to_regtype('halfvec')").fetchone()[0] is not None
+            vec_type = _pg_vectors(np.zeros((0, (dim + 7) // 8 if codes == "bits" else dim)), dim, codes, half)[0]
             exists = conn.execute("SELECT to_regclass(%s)", [ident(table).as_string(conn)]).fetchone()[0] is not None
             if exists and not overwrite:
                 raise InputError(f"output {shown}: table {loc.table!r} exists; pass --overwrite to replace it")
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident(new)))
-            defs = [sql.SQL("{} " + t).format(sql.Identifier(k)) for k, (t, _) in types.items()]
-            defs.append(sql.SQL("{} vector({})").format(sql.Identifier(vec), sql.Literal(int(dim))))
+            defs = [sql.SQL("{} " + t).format(sql.Identifier(k)) for k, t in types.items()]
+            defs.append(sql.SQL("{} " + vec_type).format(sql.Identifier(vec)))
             conn.execute(sql.SQL("CREATE TABLE {} ({})").format(ident(new), sql.SQL(", ").join(defs)))
             names = sql.SQL(", ").join([sql.Identifier(k) for k in cols] + [sql.Identifier(vec)])
-            conv = [f for _, f in types.values()]
             values = list(cols.values())
+            kinds = list(types.values())
+            nf = (len(cols) + 1).to_bytes(2, "big")
             row = 0
-            with conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(ident(new), names)) as cp:
+            # binary COPY: the vector fields of a batch encoded at once, the other columns per row
+            with conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(ident(new), names)) as cp:
+                cp.write(_PG_SIGNATURE + b"\x00\x00\x00\x00\x00\x00\x00\x00")
                 for X in batches:
-                    X = np.asarray(X, dtype=np.float32)
-                    for i in range(X.shape[0]):
-                        vals = [None if v[row + i] is None else c(v[row + i]) for v, c in zip(values, conv)]
-                        cp.write_row(vals + ["[" + ",".join(map(repr, X[i].tolist())) + "]"])
-                    row += X.shape[0]
+                    X = np.asarray(X)
+                    m = X.shape[0]
+                    raw = _pg_vectors(X, dim, codes, half)[1]
+                    if not values:
+                        body = np.zeros(m, dtype=[("nf", ">i2"), ("f", raw.dtype)])
+                        body["nf"], body["f"] = len(cols) + 1, raw
+                        cp.write(body.tobytes())
+                    else:
+                        flat, size = raw.tobytes(), raw.dtype.itemsize
+                        cp.write(b"".join(
+                            nf + b"".join(_pg_field(v[row + i], t) for v, t in zip(values, kinds))
+                            + flat[i * size:(i + 1) * size] for i in range(m)))
+                    row += m
+                cp.write(b"\xff\xff")
             if exists:
                 conn.execute(sql.SQL("DROP TABLE {}").format(ident(table)))
             conn.execute(sql.SQL("ALTER TABLE {} RENAME TO {}").format(ident(new), sql.Identifier(table)))
