@@ -203,7 +203,7 @@ GATE_OPTS = gate_options()
 def test_every_measuring_command_has_the_one_gate_spelling():
     """--fail-below and --fail-above on every command that declares figures; the old spellings are
     hidden (absent from --help) but still accepted."""
-    # compress sweep and recall gate their own figures (retention of a row; recall@K on --gate-on)
+    # compress sweep and recall gate their own figures (retention of a row; recall@K[.lower], K the run's)
     assert {p for p, o in GATE_OPTS if o == "--fail-below"} == {*GATE_OUT_OF_RANGE, ("compress", "sweep"), ("recall",)}
     assert {p for p, o in GATE_OPTS if o == "--fail-above"} == set(GATE_OUT_OF_RANGE)
     root = typer.main.get_command(app)

@@ -410,8 +410,13 @@ def test_gate_exit_codes_on_mean_and_lower_end(cli, hnsw_file):
     assert cli([*base, "--fail-below", f"recall@10={between}"]).exit_code == 0
     bare = cli([*base, "--fail-below", str(between)])  # a bare number gates the primary figure
     assert bare.exit_code == 0 and bare.json()["gates"][0]["name"] == "recall.mean"
-    low = cli([*base, "--fail-below", f"recall@10={between}", "--gate-on", "lower"])
+    low = cli([*base, "--fail-below", f"recall@10.lower={between}"])
     assert low.exit_code == 1 and low.json()["gates"][0]["name"] == "recall.mean_ci95_low"
+    assert low.json()["gates"][0]["value"] == lo
+    old = cli([*base, "--fail-below", f"recall@10={between}", "--gate-on", "lower"])  # the hidden old spelling
+    assert old.exit_code == 1 and old.json()["gates"] == low.json()["gates"]
+    both = cli([*base, "--fail-below", f"recall@10.lower={between}", "--fail-below", f"recall@10.mean={between}"])
+    assert both.exit_code == 1 and [g["passed"] for g in both.json()["gates"]] == [False, True]
     assert cli([*base, "--fail-below", "knn-recall@10=0.999"]).exit_code == 1
     assert_one_line_error(cli([*base, "--fail-below", "recall@5=0.5"]))
 

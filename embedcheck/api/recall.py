@@ -117,18 +117,30 @@ def _vectors_of(idx: Any, vectors: Any) -> tuple[np.ndarray, np.ndarray, str]:
     return ids, X, f"vectors {vectors}" if isinstance(vectors, (str, Path)) else "vectors (array)"
 
 
+def _split_on(item: str) -> tuple[str, Optional[str]]:
+    """``recall@10.lower=0.95`` → (``recall@10=0.95``, ``"lower"``): a figure may name what is
+    gated — ``.mean`` or ``.lower`` (the lower end of its 95 % interval); None when it does not."""
+    name, sep, val = str(item).partition("=")
+    for on in GATE_ON:
+        if name.strip().lower().endswith("." + on):
+            return name.strip()[: -len(on) - 1] + sep + val, on
+    return str(item), None
+
+
 def _parse_target(target: Optional[str]) -> Optional[tuple[str, int, float]]:
-    """``recall@10=0.95`` / ``knn-recall@10=0.9`` → ``(figure, k, X)``."""
+    """``recall@10=0.95`` / ``knn-recall@10=0.9`` → ``(figure, k, X)`` (a ``.mean``/``.lower``
+    suffix of the figure is taken off first: :func:`_split_on`)."""
     if target is None:
         return None
-    name, sep, val = str(target).partition("=")
+    name, sep, val = _split_on(target)[0].partition("=")
     try:
         x = float(val)
     except ValueError:
         x = float("nan")
     fig, at, kk = name.strip().lower().replace("_", "-").partition("@")
     if not sep or not at or fig not in ("recall", "knn-recall") or not kk.isdigit() or not math.isfinite(x):
-        raise InputError(f"target {target!r}: expected recall@K=X or knn-recall@K=X, e.g. recall@10=0.95")
+        raise InputError(f"target {target!r}: expected recall@K=X or knn-recall@K=X (optionally recall@K.lower=X), "
+                         "e.g. recall@10=0.95")
     return ("recall" if fig == "recall" else "knn_recall"), int(kk), x
 
 
@@ -149,16 +161,21 @@ def parse_gate(item: str, k: int) -> tuple[str, float]:
 
 
 def recall_gates(report: RecallReport, items: list[str], gate_on: str = "mean") -> list[dict[str, Any]]:
-    """Gates ``recall@K=X`` on the report: the mean (``gate_on="mean"``) or the lower end of its
-    95 % interval (``"lower"``) must be ≥ X. Attached to the report and returned."""
+    """Gates ``recall@K=X`` on the report: the mean (``recall@K.mean=X``, or ``gate_on="mean"``)
+    or the lower end of its 95 % interval (``recall@K.lower=X``, or ``gate_on="lower"``) must be
+    ≥ X. Attached to the report and returned."""
     from ..gates import min_gate
 
     if gate_on not in GATE_ON:
         raise InputError(f"gate_on must be mean or lower, got {gate_on!r}")
     gates = []
-    for it in items:
+    ons = set()
+    for item in items:
+        it, on = _split_on(item)
+        on = on or gate_on
+        ons.add(on)
         fig, x = parse_gate(it, report["k"])
-        if gate_on == "mean":
+        if on == "mean":
             gates.append(min_gate(f"{fig}.mean", report[fig]["mean"], x))
         else:
             ci = report[fig].get("mean_ci95")
@@ -166,7 +183,8 @@ def recall_gates(report: RecallReport, items: list[str], gate_on: str = "mean") 
                 raise InputError("gating the interval's lower end needs resamples >= 1")
             gates.append(min_gate(f"{fig}.mean_ci95_low", ci[0], x))
     if gates:
-        report.body["gate_on"] = "mean" if gate_on == "mean" else "lower end of the 95% interval"
+        report.body["gate_on"] = " and ".join("mean" if on == "mean" else "lower end of the 95% interval"
+                                              for on in sorted(ons, reverse=True))
         report.body["gates"] = [*report.body.get("gates", []), *gates]
     return gates
 
@@ -261,6 +279,8 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
         raise InputError(f"below must be in (0, 1], got {below}")
     if gate_on not in GATE_ON:
         raise InputError(f"gate_on must be mean or lower, got {gate_on!r}")
+    if target is not None:
+        gate_on = _split_on(target)[1] or gate_on
     tgt = _parse_target(target)
     if tgt is not None and tgt[1] != k:
         raise InputError(f"target {target!r}: this run measures k = {k}")
