@@ -827,3 +827,44 @@ def test_a_range_block_reuses_memory_only_once_no_view_of_it_is_left(tmp_path, m
     XA2, XB2 = sa.read(0, 400), sb.read(0, 400)
     assert {XA2.__array_interface__["data"][0], XB2.__array_interface__["data"][0]} == {where, where_b}
     assert np.array_equal(XA2, PA) and np.array_equal(XB2, PB)
+
+
+@pytest.mark.parametrize("kind", ["parquet", "lancedb", "pgvector", "faiss"])
+def test_project_and_compress_from_a_store_to_npy_carry_its_ids_and_columns(cli_subprocess, store, ref, head, tmp_path,
+                                                                            kind):
+    """A store read into a .npy (project, compress write): the vectors are those of the same command on
+    the .npy of the same rows, and the .jsonl sidecar holds the store's ids (and its other columns),
+    so the output is matched by id like its input — a labels file in another order gives the same AAG."""
+    src = store(kind)["topics"]
+    for args, stem in ((["project", "--head", head], "p"), (["compress", "write", "--to", "int8"], "c")):
+        cmd, *opts = args
+        verb = [cmd, opts.pop(0)] if cmd == "compress" else [cmd]
+        want = cli_subprocess([*verb, ref["topics"], *opts, "-o", tmp_path / f"{stem}_ref.npy", "-q"])
+        got = cli_subprocess([*verb, src, *opts, "-o", tmp_path / f"{stem}.npy", "-q"])
+        assert want.exit_code == 0 and got.exit_code == 0, (want, got)
+        assert np.array_equal(np.load(tmp_path / f"{stem}.npy"), np.load(tmp_path / f"{stem}_ref.npy"))
+        rows = [json.loads(line) for line in open(tmp_path / f"{stem}.jsonl", encoding="utf-8")]
+        assert [int(r["id"]) for r in rows] == list(range(600))
+        if kind != "faiss":  # a FAISS index holds vectors and ids only
+            assert [r["label"] for r in rows] == LABELS
+        meta = json.loads((tmp_path / f"{stem}.meta.json").read_text())
+        assert "store" in meta["inputs"]["embeddings"] and "sha256" not in meta["inputs"]["embeddings"]
+    perm = np.random.default_rng(0).permutation(600)
+    shuffled = tmp_path / "shuffled.labels.jsonl"
+    shuffled.write_text("".join(json.dumps({"id": int(i), "label": LABELS[i]}) + "\n" for i in perm))
+    a = cli_subprocess(["aag", tmp_path / "p.npy", shuffled, "--resamples", "50", "--json"])
+    b = cli_subprocess(["aag", tmp_path / "p_ref.npy", FIXTURES / "topics.labels.jsonl", "--resamples", "50", "--json"])
+    assert a.exit_code == 0 and b.exit_code == 0, (a, b)
+    assert a.json()["inputs"]["rows_matched_by"] == {"labels": "id"}
+    assert a.json()["aag"] == b.json()["aag"] and a.json()["label_map"] == b.json()["label_map"]
+
+
+def test_project_an_array_to_npy_from_python(tmp_path, head):
+    """embedcheck.project on an in-memory array writes the .npy of the same rows (no sidecar: no ids)."""
+    X = TOPICS[:50]
+    embedcheck.project(X, head, tmp_path / "arr.npy")
+    np.save(tmp_path / "x.npy", X)
+    embedcheck.project(tmp_path / "x.npy", head, tmp_path / "file.npy")
+    assert np.array_equal(np.load(tmp_path / "arr.npy"), np.load(tmp_path / "file.npy"))
+    assert not (tmp_path / "arr.jsonl").exists()
+    assert json.loads((tmp_path / "arr.meta.json").read_text())["inputs"]["embeddings"] == {"array": True}

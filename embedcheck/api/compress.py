@@ -138,7 +138,7 @@ def compress(emb: ArrayOrPath, to: str, output: Optional[Union[str, os.PathLike]
                          ratio=round(d * in_item / spec.bytes_per_vector(d), 4), calibration=cal_desc,
                          seconds=0.0, stored=comp.stored, record=rec, projection_matrix=comp.projection)
     if out is not None:
-        _write(out, res, comp, src, cal_src)
+        _write(out, res, comp, src, cal_src, emb)
     elif store_out:
         res.output = _write_store(output, emb, res, comp, overwrite)
     res.seconds = round(time.perf_counter() - t0, 3)
@@ -180,7 +180,7 @@ def _sha(p: Path) -> str:
     return sha256_file(manifest_path(p) if is_shard_set(p) else p)
 
 
-def _write(out: Path, res: CompressResult, comp: Any, src: Optional[Path], cal_src: Optional[Path]) -> None:
+def _write(out: Path, res: CompressResult, comp: Any, src: Optional[Path], cal_src: Optional[Path], emb: Any = None) -> None:
     from ..io.atomic import AtomicBatch
     from ..io.compressed import projection_bytes
     from ..io.provenance import meta_path, provenance
@@ -192,8 +192,12 @@ def _write(out: Path, res: CompressResult, comp: Any, src: Optional[Path], cal_s
     if cal_src is not None:
         inputs["calibration"] = {"path": str(cal_src), "sha256": _sha(cal_src)}
     from ..io.rowids import row_lines
+    from ..io.stores import display_name, is_store
 
-    lines = row_lines(src) if src is not None else None
+    store_in = src is None and isinstance(emb, (str, os.PathLike)) and is_store(emb)
+    if store_in:  # a store: named (never with its password), its ids and columns carried to the sidecar
+        inputs["embeddings"] = {"store": display_name(emb)}
+    lines = row_lines(src) if src is not None else (row_lines(os.fspath(emb)) if store_in else None)
     with AtomicBatch() as batch:
         if comp.projection is not None:
             proj = out.with_name(out.stem + ".projection.safetensors")

@@ -154,6 +154,19 @@ def _project_to_store(embeddings: Any, head_path: Path, output: Any, *, mode: st
                                "rows_per_second": round(n / seconds, 1) if seconds > 0 else None})
 
 
+def _row_blocks(embeddings: Any, src: Any, chunk: int, sha: Any, from_file: bool) -> Any:
+    """``(slice, rows)`` blocks of ``chunk`` rows: a file streamed with plain reads (and hashed), or
+    any other input read through its opened Source (a store's batches, an array)."""
+    from ..io.npy import stream_rows
+
+    if from_file:
+        yield from stream_rows(Path(embeddings), chunk, sha)
+        return
+    for start in range(0, src.n, chunk):
+        stop = min(start + chunk, src.n)
+        yield slice(start, stop), src.rows(start, stop, check=True)
+
+
 def project(embeddings: Any, head: Any, output: Any, *, mode: str = "compact", alpha: float = 0.5,
             chunk: int = 8192, engine: Any = "local", address: Optional[str] = None,
             on_rows: Optional[Callable[[int, int], None]] = None, hint: Hint = None,
@@ -167,7 +180,6 @@ def project(embeddings: Any, head: Any, output: Any, *, mode: str = "compact", a
     from .. import heads as H
     from ..heads.io import read_head
     from ..io import atomic, provenance
-    from ..io.npy import stream_rows
     from ..io.shards import is_shard_set
     from ..io.source import open_source
 
@@ -204,7 +216,10 @@ def project(embeddings: Any, head: Any, output: Any, *, mode: str = "compact", a
     body: dict[str, Any]
     if to_file:
         from ..io.rowids import row_lines
+        from ..io.stores import display_name, is_store
 
+        # a .npy or shard set streams from its file (hashed as it goes); a store or an array through its Source
+        from_file = isinstance(embeddings, (str, os.PathLike)) and not is_store(embeddings)
         sha = hashlib.sha256()
         sidecar = provenance.meta_path(output)
         lines = row_lines(embeddings) if isinstance(embeddings, (str, os.PathLike)) else None
@@ -218,7 +233,7 @@ def project(embeddings: Any, head: Any, output: Any, *, mode: str = "compact", a
             with batch.open(output, "wb") as f:
                 np.lib.format.write_array_header_1_0(
                     f, {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False, "shape": (n, k)})
-                for sl, block in stream_rows(Path(embeddings), chunk, sha):
+                for sl, block in _row_blocks(embeddings, src, chunk, sha, from_file):
                     Y = H.project_rows(hd, block, mode, alpha)
                     f.write(np.ascontiguousarray(Y, dtype="<f4").data.cast("B"))  # no extra copy
                     if on_rows is not None:
@@ -228,7 +243,9 @@ def project(embeddings: Any, head: Any, output: Any, *, mode: str = "compact", a
                                          kind=hd.kind, dims={"input": d, "head_output": hd.output_dim, "output": k},
                                          rows=n, dtype="float32", normalisation="l2 (unit rows)", cosine=cosine,
                                          head_input=hd.config.get("input"), seconds=round(seconds, 3))
-            meta["inputs"] = {"embeddings": {"path": str(embeddings), "sha256": sha.hexdigest()}, **meta["inputs"]}
+            named = {"path": str(embeddings), "sha256": sha.hexdigest()} if from_file else \
+                {"store": display_name(embeddings)} if isinstance(embeddings, (str, os.PathLike)) else {"array": True}
+            meta["inputs"] = {"embeddings": named, **meta["inputs"]}
             batch.save_json(sidecar, meta)
         body = {"kind": hd.kind, "mode": mode, "alpha": alpha if mode == "fused" else None, "n": n, "input_dim": d,
                 "output_dim": k, "output": str(output), "seconds": round(seconds, 3),

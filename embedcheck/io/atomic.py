@@ -356,8 +356,8 @@ def check_not_input(out: str | os.PathLike, inputs: Sequence[str | os.PathLike] 
     ['overwrite', 'the', 'input']
     """
     target = Path(out)
-    pairs = [(labels[k] if labels else "", Path(i)) for k, i in enumerate(inputs) if i is not None
-             and str(i) not in ("", "-")] + list(_GUARDED)
+    pairs = [(labels[k] if labels else "", Path(i)) for k, i in enumerate(inputs)
+             if isinstance(i, (str, os.PathLike)) and str(i) not in ("", "-")] + list(_GUARDED)  # arrays: no file
     found = []
     for label, inp in pairs:
         try:

@@ -208,10 +208,14 @@ def match_pair_sides(a: Any, b: Any, *, names: tuple[str, str]) -> Matched:
 
 def row_lines(src: str | os.PathLike[str]) -> Optional[list[str]]:
     """The ``.jsonl`` rows of an embedding artifact (single file: its same-stem sidecar; shard set:
-    its shards' sidecars in manifest order), as lines without their newline; None when there are
-    none. What an output of the same rows (``compress``, ``project``) carries over."""
+    its shards' sidecars in manifest order; a store: its id and other columns, :func:`store_lines`),
+    as lines without their newline; None when there are none. What an output of the same rows
+    (``compress``, ``project``) carries over."""
     from .shards import is_shard_set, open_shard_set
+    from .stores import is_store
 
+    if is_store(src):
+        return store_lines(src)
     src = Path(src)
     if is_shard_set(src):
         ss = open_shard_set(src, verify=False)
@@ -223,3 +227,29 @@ def row_lines(src: str | os.PathLike[str]) -> Optional[list[str]]:
     if not side.is_file():
         return None
     return [ln for ln in side.read_text(encoding="utf-8").split("\n") if ln.strip()]
+
+
+def _plain(v: Any) -> Any:
+    """A store cell as JSON: numpy scalars as Python numbers, anything else JSON lacks as text."""
+    if isinstance(v, np.generic):
+        return v.item()
+    if v is None or isinstance(v, (str, int, float, bool, list, dict)):
+        return v
+    return str(v)
+
+
+def store_lines(x: Any) -> Optional[list[str]]:
+    """The rows of a store as ``.jsonl`` lines: its id (as ``id``, whatever the column is called)
+    and its other scalar columns — what a ``.npy`` written from it carries, so the output is
+    matched by id like the store; None when the store has neither ids nor other columns."""
+    from .stores import carried_columns, open_store
+
+    st = open_store(x)
+    cols = carried_columns(x, st.n)
+    ids = st.ids()
+    if ids is not None and st.id_column != "id":
+        cols = {"id": ids, **{k: v for k, v in cols.items() if k != "id"}}
+    if not cols:
+        return None
+    names = list(cols)
+    return [json.dumps({k: _plain(cols[k][i]) for k in names}, ensure_ascii=False) for i in range(st.n)]
