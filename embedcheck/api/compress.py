@@ -197,7 +197,7 @@ def _write(out: Path, res: CompressResult, comp: Any, src: Optional[Path], cal_s
     store_in = src is None and isinstance(emb, (str, os.PathLike)) and is_store(emb)
     if store_in:  # a store: named (never with its password), its ids and columns carried to the sidecar
         inputs["embeddings"] = {"store": display_name(emb)}
-    lines = row_lines(src) if src is not None else (row_lines(os.fspath(emb)) if store_in else None)
+    lines = row_lines(src) if src is not None else (row_lines(str(emb)) if store_in else None)
     with AtomicBatch() as batch:
         if comp.projection is not None:
             proj = out.with_name(out.stem + ".projection.safetensors")
