@@ -785,6 +785,10 @@ def test_every_paired_command_records_the_models_of_its_stores(tmp_path):
     assert rep["models"] == {"embeddings": "model-A", "against": "model-B"}
     rep = embedcheck.probe(pa_, labels, pb_, labels, resamples=50, against=(pa2, pb2)).to_dict()
     assert rep["models"] == {"train": "model-A", "test": "model-A", "against_train": "model-B", "against_test": "model-B"}
+    # and the commands without --against name the models of their store inputs too
+    assert embedcheck.threshold(pa_, pb2, resamples=20).to_dict()["models"] == {"a": "model-A", "b": "model-B"}
+    assert embedcheck.drift(pa_, pa2, permutations=20).to_dict()["models"] == {"ref": "model-A", "cur": "model-B"}
+    assert "models" not in embedcheck.drift(PA, PB, permutations=20).to_dict()
 
 
 def test_compare_shows_the_models_of_the_two_runs_side_by_side(cli_subprocess, tmp_path):

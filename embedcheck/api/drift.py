@@ -294,6 +294,11 @@ def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "aut
     if attribution:
         body.update(_attribution(ref, cur, np.asarray(Zc, dtype=np.float64), rows, y, scores, m, clusters, top, seed))
     body["seed"] = seed
+    from ._common import store_models
+
+    models = store_models(ref=ref, cur=cur)
+    if models:
+        body["models"] = models
     if hint is not None and v_mmd != v_auc:
         hint(f"the two tests disagree: mmd says {v_mmd}, classifier says {v_auc}")
     return DriftReport(body=body, results={"mmd_null": null, "scores": scores, "rows": rows})

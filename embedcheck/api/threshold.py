@@ -85,6 +85,9 @@ def threshold(a: Any, b: Any, labels: Any = None, *, precision: float = 0.95, ma
         res = calibrate(A, B, y, precision=precision, check=check, resamples=resamples, seed=seed, engine=eng)
         cnt = None if corpus is None else _corpus_counts(res, corpus, eng)
     res.inputs = {"rows_matched_by": matched}
+    from ._common import store_models
+
+    res.models = store_models(a=a, b=b, **({"corpus": corpus} if corpus is not None else {}))
     if corpus is not None and cnt is not None:
         points = _points(res)
         above = {}

@@ -368,6 +368,7 @@ class ThresholdResult(Result):
     curve: list[dict[str, float]] = field(default_factory=list)
     ci_method: Optional[str] = optional()
     inputs: Optional[dict[str, Any]] = optional()  #: ``rows_matched_by``: how B and the labels met A's rows
+    models: Optional[dict[str, str]] = optional()  #: the model each store input says it holds
     precision_curve: Optional[np.ndarray] = hidden()
     recall_curve: Optional[np.ndarray] = hidden()
     thresholds: Optional[np.ndarray] = hidden()
