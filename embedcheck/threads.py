@@ -138,6 +138,15 @@ def free_cores() -> int:
     return free
 
 
+def fresh_free_cores() -> int | None:
+    """The last :func:`free_cores` measurement while it is fresh (:data:`FRESH_SECONDS`), else
+    None: never measures (never waits)."""
+    last = _last
+    if last is not None and time.monotonic() - last[0] < FRESH_SECONDS:
+        return last[1]
+    return None
+
+
 def env_threads() -> int | None:
     raw = os.environ.get(THREADS_ENV, "").strip()
     if not raw:
@@ -150,9 +159,11 @@ def env_threads() -> int | None:
 
 
 def choose_threads(cap: int | None = None, *, work: float | None = None,
-                   min_work_per_thread: float | None = None) -> int:
+                   min_work_per_thread: float | None = None, measure: bool = True) -> int:
     """Threads for a job: ``EMBEDCHECK_THREADS`` when set, else the free cores, at most ``cap``, and
     no more than ``work / min_work_per_thread`` (one thread when the work is too small to gain).
+    ``measure=False``: the bound before the free cores are measured (the caller starts on one
+    thread and widens when :func:`free_cores` answers, e.g. through a :class:`Widening` gate).
 
     >>> choose_threads(1)
     1
@@ -167,9 +178,35 @@ def choose_threads(cap: int | None = None, *, work: float | None = None,
         t = min(t, max(1, int(cap)))
     if work is not None and min_work_per_thread:
         t = min(t, max(1, int(work // min_work_per_thread)))
-    if t > 1:  # only then is it worth ~60 ms to see what the other processes use
+    if t > 1 and measure:  # only then is it worth ~60 ms to see what the other processes use
         t = min(t, free_cores())
     return max(1, t)
+
+
+class Widening:
+    """A gate for up to ``cap`` workers that opens to the free cores without waiting for them to be
+    measured: one worker runs at once until :func:`free_cores` answers (a fresh measurement, or one
+    taken on a background thread while the first worker computes), then up to the free cores.
+    ``EMBEDCHECK_THREADS`` opens it to ``cap`` at once. Use as ``with gate: work()``."""
+
+    def __init__(self, cap: int) -> None:
+        import threading
+
+        self.cap = max(1, int(cap))
+        known = self.cap if env_threads() is not None else fresh_free_cores()
+        self._sem = threading.Semaphore(1 if known is None else max(1, min(self.cap, known)))
+        if known is None and self.cap > 1:
+            threading.Thread(target=self._widen, daemon=True, name="embedcheck-free-cores").start()
+
+    def _widen(self) -> None:
+        for _ in range(min(self.cap, free_cores()) - 1):
+            self._sem.release()
+
+    def __enter__(self) -> None:
+        self._sem.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._sem.release()
 
 
 def ort_session_options(threads: int) -> Any:

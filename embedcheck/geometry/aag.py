@@ -167,7 +167,7 @@ def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]
     computed by a few workers (each its own buffer; BLAS on one thread), at most two per worker
     ahead of the caller: the caller adds the partials in row order, the additions of one sequential
     loop, so the bits do not depend on the number of workers."""
-    from ..threads import choose_threads
+    from ..threads import Widening, choose_threads
 
     n, d = X.shape
     slices = list(iter_chunks(n, chunk))
@@ -179,7 +179,8 @@ def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]
             local.buf = np.empty((rows, d))
         return fn(sl, X[sl], local.buf)
 
-    threads = choose_threads(4, work=len(slices), min_work_per_thread=4)
+    # the free cores are measured (~60 ms) while the first worker already computes
+    threads = choose_threads(4, work=len(slices), min_work_per_thread=4, measure=False)
     with one_blas_thread():
         if threads <= 1:
             for sl in slices:
@@ -187,10 +188,16 @@ def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]
             return
         from concurrent.futures import ThreadPoolExecutor  # numpy and BLAS release the GIL
 
+        gate = Widening(threads)
+
+        def gated(sl: slice) -> Any:
+            with gate:
+                return one(sl)
+
         with ThreadPoolExecutor(threads) as pool:
             ahead: deque[Any] = deque()
             for sl in slices:
-                ahead.append(pool.submit(one, sl))
+                ahead.append(pool.submit(gated, sl))
                 if len(ahead) >= 2 * threads:
                     yield ahead.popleft().result()
             while ahead:
