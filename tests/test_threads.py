@@ -175,3 +175,55 @@ def test_threads_option_is_validated(cli, tmp_path):
     res = cli(["train-head", tmp_path / "x.npy", tmp_path / "y.npy", "-o", tmp_path / "h.safetensors",
                "--threads", "0"])
     assert res.exit_code == 2 and "--threads" in res.stderr
+
+
+def _permits(gate) -> int:
+    """How many workers the gate lets in at once now (taken and given back)."""
+    got = 0
+    while gate._sem.acquire(blocking=False):
+        got += 1
+    for _ in range(got):
+        gate._sem.release()
+    return got
+
+
+def test_widening_gate_starts_one_worker_and_opens_to_the_free_cores_once_measured(monkeypatch):
+    """The chunk workers never wait ~60 ms for the free cores: one runs at once while a background
+    thread measures, then the gate opens to min(cap, free cores)."""
+    import threading
+
+    monkeypatch.delenv(thr.THREADS_ENV, raising=False)
+    monkeypatch.setattr(thr, "_last", None)
+    release = threading.Event()
+    monkeypatch.setattr(thr, "available_cores", lambda: 4)
+
+    def slow_busy():
+        release.wait(10)
+        return 1.0  # one of the four cores busy: three free
+
+    monkeypatch.setattr(thr, "busy_cores", slow_busy)
+    gate = thr.Widening(4)
+    assert _permits(gate) == 1  # still measuring: one worker
+    release.set()
+    deadline = time.monotonic() + 10
+    while _permits(gate) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _permits(gate) == 3
+
+
+def test_widening_gate_uses_a_fresh_measurement_or_the_threads_setting_at_once(monkeypatch):
+    monkeypatch.delenv(thr.THREADS_ENV, raising=False)
+    monkeypatch.setattr(thr, "FRESH_SECONDS", 60.0)
+    monkeypatch.setattr(thr, "_last", (time.monotonic(), 2))
+
+    def boom():
+        raise AssertionError("measured")
+
+    monkeypatch.setattr(thr, "busy_cores", boom)
+    assert thr.fresh_free_cores() == 2
+    assert _permits(thr.Widening(4)) == 2
+    assert _permits(thr.Widening(1)) == 1
+    monkeypatch.setenv(thr.THREADS_ENV, "3")
+    monkeypatch.setattr(thr, "_last", None)
+    assert thr.fresh_free_cores() is None
+    assert _permits(thr.Widening(3)) == 3  # EMBEDCHECK_THREADS: no measurement, all at once

@@ -53,8 +53,10 @@ def _check_labels(n: int, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
 _SUB_ROWS = 256
 
 
-#: floating-point warnings off for a chunk's norms (an overflowing or vanishing row is refused from its norm)
-_QUIET = {"over": "ignore", "under": "ignore", "invalid": "ignore"}
+def _quiet() -> Any:
+    """Floating-point warnings off for a chunk's norms (an overflowing or vanishing row is refused
+    from its squared norm afterwards)."""
+    return np.errstate(over="ignore", under="ignore", invalid="ignore")
 
 
 class _BadRows(Exception):
@@ -65,7 +67,7 @@ class _BadRows(Exception):
 def _norms(x: np.ndarray, sq: np.ndarray, inv: np.ndarray) -> None:
     """Squared norms of the rows of ``x`` into ``sq`` and their reciprocal norms into ``inv`` (0 for
     a zero row, which thus adds nothing: the zero-row policy of :func:`~embedcheck.rows.unit_rows`).
-    Callers silence overflow/underflow around whole chunks (:data:`_QUIET`): a refused row is
+    Callers silence overflow/underflow around whole chunks (:func:`_quiet`): a refused row is
     caught from the squared norms afterwards."""
     np.vecdot(x, x, out=sq)  # each row's own dot product: its bits do not depend on the block
     np.sqrt(sq, out=inv)
@@ -142,7 +144,7 @@ def _chunk_stats(Xc: Any, buf: np.ndarray, codes: np.ndarray, k: int, weights: O
     gsums = None if group_codes is None else (np.zeros((gk, d)) if gsums_out is None else gsums_out)
     sq = np.empty(b)
     inv = inv_out if inv_out is not None else np.empty(b)
-    with np.errstate(**_QUIET):
+    with _quiet():
         for s, e, x in _sub_blocks(Xc, buf):
             _norms(x, sq[s:e], inv[s:e])
             scale = inv[s:e] if weights is None else inv[s:e] * weights[s:e]
@@ -465,7 +467,7 @@ def along_range(parts: Any, start: int, stop: int, mu: np.ndarray, Q: np.ndarray
     def part(sl: slice, Xc: Any, buf: np.ndarray) -> float:
         r = np.empty(len(Xc)) if inv is None else inv[sl]
         Z = np.empty((len(Xc), Qt.shape[1]))
-        with np.errstate(**_QUIET):
+        with _quiet():
             for s, e, x in _sub_blocks(Xc, buf):
                 if inv is None:
                     _norms(x, np.empty(e - s), r[s:e])
