@@ -163,7 +163,7 @@ def choose_threads(cap: int | None = None, *, work: float | None = None,
     """Threads for a job: ``EMBEDCHECK_THREADS`` when set, else the free cores, at most ``cap``, and
     no more than ``work / min_work_per_thread`` (one thread when the work is too small to gain).
     ``measure=False``: the bound before the free cores are measured (the caller starts on one
-    thread and widens when :func:`free_cores` answers, e.g. through a :class:`Widening` gate).
+    thread and widens when :func:`free_cores` answers: :class:`FreeCoresSoon`).
 
     >>> choose_threads(1)
     1
@@ -183,30 +183,27 @@ def choose_threads(cap: int | None = None, *, work: float | None = None,
     return max(1, t)
 
 
-class Widening:
-    """A gate for up to ``cap`` workers that opens to the free cores without waiting for them to be
-    measured: one worker runs at once until :func:`free_cores` answers (a fresh measurement, or one
-    taken on a background thread while the first worker computes), then up to the free cores.
-    ``EMBEDCHECK_THREADS`` opens it to ``cap`` at once. Use as ``with gate: work()``."""
+class FreeCoresSoon:
+    """:func:`free_cores` (at most ``cap``) without waiting for it: known at once when
+    ``EMBEDCHECK_THREADS`` is set or a fresh measurement exists, else measured on a background
+    thread while the caller already works on one thread; :meth:`get` is None until then."""
 
     def __init__(self, cap: int) -> None:
         import threading
 
         self.cap = max(1, int(cap))
-        known = self.cap if env_threads() is not None else fresh_free_cores()
-        self._sem = threading.Semaphore(1 if known is None else max(1, min(self.cap, known)))
-        if known is None and self.cap > 1:
-            threading.Thread(target=self._widen, daemon=True, name="embedcheck-free-cores").start()
+        self._value = self.cap if env_threads() is not None else fresh_free_cores()
+        if self._value is None and self.cap > 1:
+            threading.Thread(target=self._measure, daemon=True, name="embedcheck-free-cores").start()
+        elif self._value is None:
+            self._value = 1
 
-    def _widen(self) -> None:
-        for _ in range(min(self.cap, free_cores()) - 1):
-            self._sem.release()
+    def _measure(self) -> None:
+        self._value = free_cores()
 
-    def __enter__(self) -> None:
-        self._sem.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self._sem.release()
+    def get(self) -> int | None:
+        value = self._value
+        return None if value is None else max(1, min(self.cap, value))
 
 
 def ort_session_options(threads: int) -> Any:

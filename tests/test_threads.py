@@ -177,19 +177,9 @@ def test_threads_option_is_validated(cli, tmp_path):
     assert res.exit_code == 2 and "--threads" in res.stderr
 
 
-def _permits(gate) -> int:
-    """How many workers the gate lets in at once now (taken and given back)."""
-    got = 0
-    while gate._sem.acquire(blocking=False):
-        got += 1
-    for _ in range(got):
-        gate._sem.release()
-    return got
-
-
-def test_widening_gate_starts_one_worker_and_opens_to_the_free_cores_once_measured(monkeypatch):
-    """The chunk workers never wait ~60 ms for the free cores: one runs at once while a background
-    thread measures, then the gate opens to min(cap, free cores)."""
+def test_free_cores_soon_answers_later_without_making_the_caller_wait(monkeypatch):
+    """aag's chunks never wait ~60 ms for the free cores: the caller computes on one thread while a
+    background thread measures; the answer is then min(cap, free cores)."""
     import threading
 
     monkeypatch.delenv(thr.THREADS_ENV, raising=False)
@@ -202,16 +192,17 @@ def test_widening_gate_starts_one_worker_and_opens_to_the_free_cores_once_measur
         return 1.0  # one of the four cores busy: three free
 
     monkeypatch.setattr(thr, "busy_cores", slow_busy)
-    gate = thr.Widening(4)
-    assert _permits(gate) == 1  # still measuring: one worker
+    t0 = time.monotonic()
+    soon = thr.FreeCoresSoon(4)
+    assert soon.get() is None and time.monotonic() - t0 < 1.0  # still measuring, and nobody waited
     release.set()
     deadline = time.monotonic() + 10
-    while _permits(gate) < 3 and time.monotonic() < deadline:
+    while soon.get() is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert _permits(gate) == 3
+    assert soon.get() == 3
 
 
-def test_widening_gate_uses_a_fresh_measurement_or_the_threads_setting_at_once(monkeypatch):
+def test_free_cores_soon_uses_a_fresh_measurement_or_the_threads_setting_at_once(monkeypatch):
     monkeypatch.delenv(thr.THREADS_ENV, raising=False)
     monkeypatch.setattr(thr, "FRESH_SECONDS", 60.0)
     monkeypatch.setattr(thr, "_last", (time.monotonic(), 2))
@@ -221,9 +212,9 @@ def test_widening_gate_uses_a_fresh_measurement_or_the_threads_setting_at_once(m
 
     monkeypatch.setattr(thr, "busy_cores", boom)
     assert thr.fresh_free_cores() == 2
-    assert _permits(thr.Widening(4)) == 2
-    assert _permits(thr.Widening(1)) == 1
+    assert thr.FreeCoresSoon(4).get() == 2
+    assert thr.FreeCoresSoon(1).get() == 1  # capped
     monkeypatch.setenv(thr.THREADS_ENV, "3")
     monkeypatch.setattr(thr, "_last", None)
     assert thr.fresh_free_cores() is None
-    assert _permits(thr.Widening(3)) == 3  # EMBEDCHECK_THREADS: no measurement, all at once
+    assert thr.FreeCoresSoon(3).get() == 3  # EMBEDCHECK_THREADS: no measurement, all at once

@@ -169,7 +169,7 @@ def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]
     computed by a few workers (each its own buffer; BLAS on one thread), at most two per worker
     ahead of the caller: the caller adds the partials in row order, the additions of one sequential
     loop, so the bits do not depend on the number of workers."""
-    from ..threads import Widening, choose_threads
+    from ..threads import FreeCoresSoon, choose_threads
 
     n, d = X.shape
     slices = list(iter_chunks(n, chunk))
@@ -181,25 +181,24 @@ def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]
             local.buf = np.empty((rows, d))
         return fn(sl, X[sl], local.buf)
 
-    # the free cores are measured (~60 ms) while the first worker already computes
+    # the free cores are measured (~60 ms) on a background thread while this one computes the first
+    # chunks; the workers start only if a second core is free (a pool on one free core costs more)
     threads = choose_threads(4, work=len(slices), min_work_per_thread=4, measure=False)
     with one_blas_thread():
-        if threads <= 1:
-            for sl in slices:
-                yield one(sl)
+        soon = FreeCoresSoon(threads)
+        i = 0
+        while i < len(slices) and (soon.get() or 1) <= 1:
+            yield one(slices[i])
+            i += 1
+        if i == len(slices):
             return
+        threads = soon.get() or 1
         from concurrent.futures import ThreadPoolExecutor  # numpy and BLAS release the GIL
-
-        gate = Widening(threads)
-
-        def gated(sl: slice) -> Any:
-            with gate:
-                return one(sl)
 
         with ThreadPoolExecutor(threads) as pool:
             ahead: deque[Any] = deque()
-            for sl in slices:
-                ahead.append(pool.submit(gated, sl))
+            for sl in slices[i:]:
+                ahead.append(pool.submit(one, sl))
                 if len(ahead) >= 2 * threads:
                     yield ahead.popleft().result()
             while ahead:
