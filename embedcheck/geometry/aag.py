@@ -165,7 +165,8 @@ def _chunk_stats(Xc: Any, buf: np.ndarray, codes: np.ndarray, k: int, weights: O
 
 def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]) -> Iterator[Any]:
     """``fn(sl, X[sl], buf)`` for every chunk ``sl`` of rows (``buf`` a reused float64 work buffer of
-    :data:`_SUB_ROWS` rows), yielded in row order. With several chunks and free cores the chunks are
+    :data:`_SUB_ROWS` rows), yielded in row order. The first chunks are computed on the calling thread
+    while the free cores are measured in the background; with a second core free the rest are
     computed by a few workers (each its own buffer; BLAS on one thread), at most two per worker
     ahead of the caller: the caller adds the partials in row order, the additions of one sequential
     loop, so the bits do not depend on the number of workers."""
