@@ -138,6 +138,15 @@ def free_cores() -> int:
     return free
 
 
+def fresh_free_cores() -> int | None:
+    """The last :func:`free_cores` measurement while it is fresh (:data:`FRESH_SECONDS`), else
+    None: never measures (never waits)."""
+    last = _last
+    if last is not None and time.monotonic() - last[0] < FRESH_SECONDS:
+        return last[1]
+    return None
+
+
 def env_threads() -> int | None:
     raw = os.environ.get(THREADS_ENV, "").strip()
     if not raw:
@@ -150,9 +159,11 @@ def env_threads() -> int | None:
 
 
 def choose_threads(cap: int | None = None, *, work: float | None = None,
-                   min_work_per_thread: float | None = None) -> int:
+                   min_work_per_thread: float | None = None, measure: bool = True) -> int:
     """Threads for a job: ``EMBEDCHECK_THREADS`` when set, else the free cores, at most ``cap``, and
     no more than ``work / min_work_per_thread`` (one thread when the work is too small to gain).
+    ``measure=False``: the bound before the free cores are measured (the caller starts on one
+    thread and widens when :func:`free_cores` answers: :class:`FreeCoresSoon`).
 
     >>> choose_threads(1)
     1
@@ -167,9 +178,32 @@ def choose_threads(cap: int | None = None, *, work: float | None = None,
         t = min(t, max(1, int(cap)))
     if work is not None and min_work_per_thread:
         t = min(t, max(1, int(work // min_work_per_thread)))
-    if t > 1:  # only then is it worth ~60 ms to see what the other processes use
+    if t > 1 and measure:  # only then is it worth ~60 ms to see what the other processes use
         t = min(t, free_cores())
     return max(1, t)
+
+
+class FreeCoresSoon:
+    """:func:`free_cores` (at most ``cap``) without waiting for it: known at once when
+    ``EMBEDCHECK_THREADS`` is set or a fresh measurement exists, else measured on a background
+    thread while the caller already works on one thread; :meth:`get` is None until then."""
+
+    def __init__(self, cap: int) -> None:
+        import threading
+
+        self.cap = max(1, int(cap))
+        self._value = self.cap if env_threads() is not None else fresh_free_cores()
+        if self._value is None and self.cap > 1:
+            threading.Thread(target=self._measure, daemon=True, name="embedcheck-free-cores").start()
+        elif self._value is None:
+            self._value = 1
+
+    def _measure(self) -> None:
+        self._value = free_cores()
+
+    def get(self) -> int | None:
+        value = self._value
+        return None if value is None else max(1, min(self.cap, value))
 
 
 def ort_session_options(threads: int) -> Any:

@@ -175,3 +175,46 @@ def test_threads_option_is_validated(cli, tmp_path):
     res = cli(["train-head", tmp_path / "x.npy", tmp_path / "y.npy", "-o", tmp_path / "h.safetensors",
                "--threads", "0"])
     assert res.exit_code == 2 and "--threads" in res.stderr
+
+
+def test_free_cores_soon_answers_later_without_making_the_caller_wait(monkeypatch):
+    """aag's chunks never wait ~60 ms for the free cores: the caller computes on one thread while a
+    background thread measures; the answer is then min(cap, free cores)."""
+    import threading
+
+    monkeypatch.delenv(thr.THREADS_ENV, raising=False)
+    monkeypatch.setattr(thr, "_last", None)
+    release = threading.Event()
+    monkeypatch.setattr(thr, "available_cores", lambda: 4)
+
+    def slow_busy():
+        release.wait(10)
+        return 1.0  # one of the four cores busy: three free
+
+    monkeypatch.setattr(thr, "busy_cores", slow_busy)
+    t0 = time.monotonic()
+    soon = thr.FreeCoresSoon(4)
+    assert soon.get() is None and time.monotonic() - t0 < 1.0  # still measuring, and nobody waited
+    release.set()
+    deadline = time.monotonic() + 10
+    while soon.get() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert soon.get() == 3
+
+
+def test_free_cores_soon_uses_a_fresh_measurement_or_the_threads_setting_at_once(monkeypatch):
+    monkeypatch.delenv(thr.THREADS_ENV, raising=False)
+    monkeypatch.setattr(thr, "FRESH_SECONDS", 60.0)
+    monkeypatch.setattr(thr, "_last", (time.monotonic(), 2))
+
+    def boom():
+        raise AssertionError("measured")
+
+    monkeypatch.setattr(thr, "busy_cores", boom)
+    assert thr.fresh_free_cores() == 2
+    assert thr.FreeCoresSoon(4).get() == 2
+    assert thr.FreeCoresSoon(1).get() == 1  # capped
+    monkeypatch.setenv(thr.THREADS_ENV, "3")
+    monkeypatch.setattr(thr, "_last", None)
+    assert thr.fresh_free_cores() is None
+    assert thr.FreeCoresSoon(3).get() == 3  # EMBEDCHECK_THREADS: no measurement, all at once

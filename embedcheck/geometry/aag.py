@@ -57,6 +57,12 @@ def _check_labels(n: int, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
 _SUB_ROWS = 256
 
 
+def _quiet() -> Any:
+    """Floating-point warnings off for a chunk's norms (an overflowing or vanishing row is refused
+    from its squared norm afterwards)."""
+    return np.errstate(over="ignore", under="ignore", invalid="ignore")
+
+
 class _BadRows(Exception):
     """A chunk holds a row the checks refuse (the caller re-reads the range with the full checks,
     whose message names the file and the row)."""
@@ -64,9 +70,10 @@ class _BadRows(Exception):
 
 def _norms(x: np.ndarray, sq: np.ndarray, inv: np.ndarray) -> None:
     """Squared norms of the rows of ``x`` into ``sq`` and their reciprocal norms into ``inv`` (0 for
-    a zero row, which thus adds nothing: the zero-row policy of :func:`~embedcheck.rows.unit_rows`)."""
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        np.vecdot(x, x, out=sq)  # each row's own dot product: its bits do not depend on the block
+    a zero row, which thus adds nothing: the zero-row policy of :func:`~embedcheck.rows.unit_rows`).
+    Callers silence overflow/underflow around whole chunks (:func:`_quiet`): a refused row is
+    caught from the squared norms afterwards."""
+    np.vecdot(x, x, out=sq)  # each row's own dot product: its bits do not depend on the block
     np.sqrt(sq, out=inv)
     np.divide(1.0, inv, out=inv, where=inv > 0)
 
@@ -126,25 +133,28 @@ def _csc_kernel() -> Any:
 
 def _chunk_stats(Xc: Any, buf: np.ndarray, codes: np.ndarray, k: int, weights: Optional[np.ndarray],
                  group_codes: Optional[np.ndarray], gk: int, check: bool,
-                 inv_out: Optional[np.ndarray] = None) -> tuple[Any, ...]:
+                 inv_out: Optional[np.ndarray] = None, gsums_out: Optional[np.ndarray] = None) -> tuple[Any, ...]:
     """One chunk's partials in one read of its rows: (k × d class sums of unit rows, k sums of
     ‖u‖²) and, with ``group_codes`` (group × k + class per row), the (gk × d) per-(group, class)
     sums and gk sums of ‖u‖². Each row ``x`` is added, as ``w/‖x‖ · x``, into its class cell in row order
     (:func:`_scatter_rows`) and, with groups, also into its (group, class) cell — so the class sums
     are the same bits with or without groups (the point AAG does not depend on the resamples or the
     seed); one read of the rows either way. ``check``: refused rows
-    raise :class:`_BadRows`. ``inv_out``: receives the rows' reciprocal norms (for a later pass)."""
+    raise :class:`_BadRows`. ``inv_out``: receives the rows' reciprocal norms (for a later pass);
+    ``gsums_out``: a zeroed (gk × d) array the per-(group, class) sums are added into (a reused one:
+    fresh pages cost a page fault each)."""
     b, d = Xc.shape
     sums = np.zeros((k, d))
-    gsums = None if group_codes is None else np.zeros((gk, d))
+    gsums = None if group_codes is None else (np.zeros((gk, d)) if gsums_out is None else gsums_out)
     sq = np.empty(b)
     inv = inv_out if inv_out is not None else np.empty(b)
-    for s, e, x in _sub_blocks(Xc, buf):
-        _norms(x, sq[s:e], inv[s:e])
-        scale = inv[s:e] if weights is None else inv[s:e] * weights[s:e]
-        _scatter_rows(sums, codes[s:e], scale, x)
-        if gsums is not None:  # the same rows into their (group, class) cells, while they are in cache
-            _scatter_rows(gsums, group_codes[s:e], scale, x)  # type: ignore[index]
+    with _quiet():
+        for s, e, x in _sub_blocks(Xc, buf):
+            _norms(x, sq[s:e], inv[s:e])
+            scale = inv[s:e] if weights is None else inv[s:e] * weights[s:e]
+            _scatter_rows(sums, codes[s:e], scale, x)
+            if gsums is not None:  # the same rows into their (group, class) cells, while they are in cache
+                _scatter_rows(gsums, group_codes[s:e], scale, x)  # type: ignore[index]
     if check:
         _refuse_bad(sq, Xc.dtype.itemsize)
     q = sq * inv * inv  # ‖u‖² of each unit row (1, or 0 for a zero row)
@@ -159,11 +169,12 @@ def _chunk_stats(Xc: Any, buf: np.ndarray, codes: np.ndarray, k: int, weights: O
 
 def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]) -> Iterator[Any]:
     """``fn(sl, X[sl], buf)`` for every chunk ``sl`` of rows (``buf`` a reused float64 work buffer of
-    :data:`_SUB_ROWS` rows), yielded in row order. With several chunks and free cores the chunks are
+    :data:`_SUB_ROWS` rows), yielded in row order. The first chunks are computed on the calling thread
+    while the free cores are measured in the background; with a second core free the rest are
     computed by a few workers (each its own buffer; BLAS on one thread), at most two per worker
     ahead of the caller: the caller adds the partials in row order, the additions of one sequential
     loop, so the bits do not depend on the number of workers."""
-    from ..threads import choose_threads
+    from ..threads import FreeCoresSoon, choose_threads
 
     n, d = X.shape
     slices = list(iter_chunks(n, chunk))
@@ -175,17 +186,23 @@ def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]
             local.buf = np.empty((rows, d))
         return fn(sl, X[sl], local.buf)
 
-    threads = choose_threads(4, work=len(slices), min_work_per_thread=4)
+    # the free cores are measured (~60 ms) on a background thread while this one computes the first
+    # chunks; the workers start only if a second core is free (a pool on one free core costs more)
+    threads = choose_threads(4, work=len(slices), min_work_per_thread=4, measure=False)
     with one_blas_thread():
-        if threads <= 1:
-            for sl in slices:
-                yield one(sl)
+        soon = FreeCoresSoon(threads)
+        i = 0
+        while i < len(slices) and (soon.get() or 1) <= 1:
+            yield one(slices[i])
+            i += 1
+        if i == len(slices):
             return
+        threads = soon.get() or 1
         from concurrent.futures import ThreadPoolExecutor  # numpy and BLAS release the GIL
 
         with ThreadPoolExecutor(threads) as pool:
             ahead: deque[Any] = deque()
-            for sl in slices:
+            for sl in slices[i:]:
                 ahead.append(pool.submit(one, sl))
                 if len(ahead) >= 2 * threads:
                     yield ahead.popleft().result()
@@ -273,21 +290,56 @@ def _group_count(n: int, k: int, d: int, groups: int) -> int:
     return int(max(1, min(n, groups, cap)))
 
 
+class _Zeroed:
+    """A few reused zeroed arrays of one shape: a chunk's per-(group, class) sums are added into
+    one, added to the range's total in row order, and the array is zeroed and handed back (a fresh
+    G × k × d array a chunk cost a page fault per 4 kB, more than the scatter itself)."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+        self.free: list[np.ndarray] = []
+        self.lock = threading.Lock()
+
+    def take(self) -> np.ndarray:
+        with self.lock:
+            if self.free:
+                return self.free.pop()
+        return np.zeros(self.shape)
+
+    def give(self, a: np.ndarray) -> None:
+        a.fill(0.0)
+        with self.lock:
+            self.free.append(a)
+
+
 def _group_sums_chunks(X: Any, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
-                       chunk: int, check: bool = False) -> list[tuple[np.ndarray, ...]]:
-    """Per chunk, in row order: the class sums exactly as :func:`class_sums_chunks` computes them
-    (same bits), plus per-(group, class) sums (G × k × d, a sparse one-hot product) and sums of
-    |u|² (G × k), and the rows' reciprocal norms, from the same read of the rows; chunks computed
-    by the free cores."""
+                       chunk: int, check: bool = False) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray,
+                                                                 np.ndarray, np.ndarray]:
+    """One read of the rows of ``X``: per chunk, in row order, the class sums exactly as
+    :func:`class_sums_chunks` computes them (same bits); and over all of ``X``, the per-(group,
+    class) sums (G × k × d) and sums of |u|² (G × k) — the chunks' partials added in row order,
+    starting from zeros — and the rows' reciprocal norms. Chunks computed by the free cores."""
     d = X.shape[1]
     gc = np.asarray(group_of) * k + np.asarray(codes)
+    pool = _Zeroed((G * k, d))
 
     def part(sl: slice, Xc: Any, buf: np.ndarray) -> tuple[Any, ...]:
         inv = np.empty(len(Xc))
-        s, q, g, gq = _chunk_stats(Xc, buf, codes[sl], k, None, gc[sl], G * k, check, inv_out=inv)
-        return s, q, g.reshape(G, k, d), gq.reshape(G, k), inv
+        g = pool.take()
+        s, q, _, gq = _chunk_stats(Xc, buf, codes[sl], k, None, gc[sl], G * k, check, inv_out=inv, gsums_out=g)
+        return s, q, g, gq, inv
 
-    return list(_over_chunks(X, chunk, part))
+    class_parts = []
+    gsums, gsq = np.zeros((G * k, d)), np.zeros(G * k)
+    invs = []
+    for s, q, g, gq, inv in _over_chunks(X, chunk, part):  # row order
+        class_parts.append((s, q))
+        gsums += g
+        pool.give(g)
+        gsq += gq
+        invs.append(inv)
+    inv_all = np.concatenate(invs) if invs else np.empty(0)
+    return class_parts, gsums.reshape(G, k, d), gsq.reshape(G, k), inv_all
 
 
 def _sums_with_groups(X: np.ndarray, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
@@ -296,12 +348,10 @@ def _sums_with_groups(X: np.ndarray, codes: np.ndarray, k: int, group_of: np.nda
     plus per-(group, class) sums (G × k × d) and sums of |u|² (G × k)."""
     d = X.shape[1]
     sums, sq = np.zeros((k, d)), np.zeros(k)
-    gsums, gsq = np.zeros((G, k, d)), np.zeros((G, k))
-    for s_, b, g, gb, _ in _group_sums_chunks(X, codes, k, group_of, G, chunk):  # row order
+    class_parts, gsums, gsq, _ = _group_sums_chunks(X, codes, k, group_of, G, chunk)
+    for s_, b in class_parts:  # row order
         sums += s_
         sq += b
-        gsums += g
-        gsq += gb
     return sums, sq, gsums, gsq
 
 
@@ -358,9 +408,11 @@ def class_sums_range(parts: Any, start: int, stop: int, codes: np.ndarray, k: in
 
 
 def group_sums_range(parts: Any, start: int, stop: int, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
-                     chunk: int = CHUNK_ROWS) -> list[tuple[np.ndarray, ...]]:
-    """Task: per chunk (rows checked in the same read), class sums, Σ‖u‖² per class, the
-    per-(group, class) sums (G × k × d) and Σ‖u‖² (G × k), and the rows' reciprocal norms."""
+                     chunk: int = CHUNK_ROWS) -> tuple[Any, ...]:
+    """Task: (rows checked in the same read) per chunk the class sums and Σ‖u‖² per class; over
+    the range the per-(group, class) sums (G × k × d) and Σ‖u‖² (G × k), its chunks' partials added
+    in row order from zeros (the task ranges are fixed by ``n`` and the sizes, never by the engine
+    or the sharding), and the rows' reciprocal norms."""
     from ..io.source import read_range
 
     try:
@@ -419,10 +471,11 @@ def along_range(parts: Any, start: int, stop: int, mu: np.ndarray, Q: np.ndarray
     def part(sl: slice, Xc: Any, buf: np.ndarray) -> float:
         r = np.empty(len(Xc)) if inv is None else inv[sl]
         Z = np.empty((len(Xc), Qt.shape[1]))
-        for s, e, x in _sub_blocks(Xc, buf):
-            if inv is None:
-                _norms(x, np.empty(e - s), r[s:e])
-            np.matmul(x, Qt, out=Z[s:e])
+        with _quiet():
+            for s, e, x in _sub_blocks(Xc, buf):
+                if inv is None:
+                    _norms(x, np.empty(e - s), r[s:e])
+                np.matmul(x, Qt, out=Z[s:e])
         Z *= r[:, None]
         Z -= Qmu
         return float(np.einsum("ij,ij->", Z, Z))
@@ -482,13 +535,13 @@ def aag_and_variance_share(X: Any, labels: np.ndarray, *, resamples: int = 0, se
         gsq = np.zeros((G, k), dtype=np.float64)
         tasks = [(src.parts, a, b, codes[a:b], k, group_of[a:b], G, chunk) for a, b in ranges(n, step)]
         invs = []
-        for chunks in eng.imap(group_sums_range, tasks):  # global row order, one task at a time
-            for s_, q_, gs, gq, inv_c in chunks:
-                invs.append(inv_c)
+        for class_parts, gs, gq, inv_c in eng.imap(group_sums_range, tasks):  # global row order, one task at a time
+            for s_, q_ in class_parts:
                 sums += s_
                 sq += q_
-                gsums += gs
-                gsq += gq
+            gsums += gs
+            gsq += gq
+            invs.append(inv_c)
         gcounts = np.bincount(group_of * k + codes, minlength=G * k).reshape(G, k).astype(np.float64)
         draws = rng.integers(0, G, size=(resamples, G)) + (np.arange(resamples) * G)[:, None]
         W = np.bincount(draws.ravel(), minlength=resamples * G).reshape(resamples, G).astype(np.float64)

@@ -34,7 +34,6 @@ from .aag import _check_labels, _maybe_in_memory
 _SELF = np.int32(np.iinfo(np.int32).max)
 #: bytes of int32 keys ranked at once (a few rows: the passes over them stay in the L2 cache)
 _CHUNK_BYTES = 1 << 20
-_LITTLE = np.little_endian
 
 
 @dataclass
@@ -124,8 +123,11 @@ def _rank_chunk(S: np.ndarray, self_col: np.ndarray, xor_row: np.ndarray, rel_ro
     keys.sort(axis=1)
     ranked = keys[:, :-1]  # the query itself, last, dropped
     # a relevant and an irrelevant candidate with the same cosine sit side by side, keys 1 apart
-    mixed = np.flatnonzero(np.bitwise_xor(ranked[:, 1:], ranked[:, :-1], out=tmp[:, :n - 2]) == 1)
-    rows, pos = mixed // (n - 2), mixed % (n - 2)
+    # (work arrays laid out contiguously, r x (n - 2) and r x (n - 1): flatnonzero never copies them)
+    adjacent = tmp.reshape(-1)[:r * (n - 2)].reshape(r, n - 2)
+    np.bitwise_xor(ranked[:, 1:], ranked[:, :-1], out=adjacent)
+    mixed = np.flatnonzero(adjacent == 1)
+    rows, pos = np.divmod(mixed, n - 2)
     if len(mixed):
         per_row = np.bincount(rows, minlength=r)
         for t in np.flatnonzero(per_row > _MAX_TIES).tolist():  # many ties: one stable argsort
@@ -135,34 +137,54 @@ def _rank_chunk(S: np.ndarray, self_col: np.ndarray, xor_row: np.ndarray, rel_ro
         few = per_row[rows] <= _MAX_TIES
         rows, pos = rows[few], pos[few]
         even = ranked[rows, pos]
-    low = keys.view(np.uint8)[:, 0:4 * (n - 1):4] if _LITTLE else keys.view(np.uint8)[:, 3:4 * (n - 1):4]
-    relevant = np.bitwise_and(low, 1, out=tmp.view(np.uint8)[:, :n - 1]).view(bool)  # lowest bit
+    low = tmp.reshape(-1)[:r * (n - 1)].reshape(r, n - 1)
+    np.bitwise_and(ranked, 1, out=low)  # the lowest bit
+    # as booleans (flatnonzero is ~8x faster on them than on int32), over the keys' own memory
+    relevant = np.not_equal(low, 0, out=keys.view(bool).reshape(-1)[:r * (n - 1)].reshape(r, n - 1))
     flat = np.flatnonzero(relevant)
     n_rel = len(flat) // r
     if len(rows):
         before = np.searchsorted(flat, rows * (n - 1) + pos + 1) - rows * n_rel
         ties.add(rows + row0, pos, even, before)
-    pos1 = flat.reshape(r, n_rel) - (np.arange(r) * (n - 1) - 1)[:, None]  # 1-based ranks
-    return np.divide(np.arange(1, n_rel + 1, dtype=np.float64), pos1).sum(axis=1), n_rel
+    pos1 = flat.astype(np.float64).reshape(r, n_rel)  # exact: positions < 2**53
+    pos1 -= (np.arange(r) * (n - 1) - 1.0)[:, None]  # 1-based ranks
+    return np.divide(_ones_to(n_rel), pos1, out=pos1).sum(axis=1), n_rel
+
+
+def _ones_to(m: int, _cache: dict[int, np.ndarray] = {}) -> np.ndarray:  # noqa: B006 - a deliberate cache
+    """``1.0, 2.0, ..., m`` (float64, read-only, cached: every query of a class uses the same)."""
+    a = _cache.get(m)
+    if a is None:
+        if len(_cache) > 64:
+            _cache.clear()
+        a = _cache[m] = np.arange(1, m + 1, dtype=np.float64)
+        a.flags.writeable = False
+    return a
 
 
 def _tie_corrections(S: np.ndarray, qi: np.ndarray, codes: np.ndarray, ties: _Ties) -> np.ndarray:
     """The tie rule, as a correction to each row's AP sum: the run of equal cosines recorded in
     ``ties`` (ranked irrelevant-first) takes the relevance of the columns holding that cosine in
-    row order. Exact, from the run's columns; memory bounded by comparing a few runs at once."""
+    row order. Exact, from the run's columns, found one run at a time (a row compared in place)."""
     b, n = S.shape
     delta = np.zeros(b)
     if not ties.parts:
         return delta
     rows, pos, even, before = ties.arrays()
-    step = max(1, (8 << 20) // n)  # runs compared at once
+    values = _key_cosines(even)
+    hit = np.empty(n, dtype=bool)
+    step = max(1, (8 << 20) // n)  # runs whose corrections are summed at once
     for s in range(0, len(rows), step):
         t, p, c0 = rows[s:s + step], pos[s:s + step], before[s:s + step]
-        hit = S[t] == _key_cosines(even[s:s + step])[:, None]  # (runs, n): the columns of each cosine
-        hit[np.arange(len(t)), qi[t]] = False
-        run, cols = np.divmod(np.flatnonzero(hit), n)  # by run, then row order
+        found = []
+        for row, value in zip(t.tolist(), values[s:s + step]):  # one row's columns at a time: no gathered copy
+            np.equal(S[row], value, out=hit)
+            hit[qi[row]] = False
+            found.append(np.flatnonzero(hit))
+        size = np.array([len(c) for c in found], dtype=np.int64)
+        run = np.repeat(np.arange(len(t)), size)  # by run, then row order
+        cols = np.concatenate(found)
         rel = codes[cols] == codes[qi[t[run]]]
-        size = np.bincount(run, minlength=len(t))
         n_rel = np.bincount(run, weights=rel, minlength=len(t)).astype(np.int64)
         if np.any(n_rel == 0) or np.any(n_rel == size):  # pragma: no cover - broken key invariant
             raise AssertionError("label MAP: a tied run does not match its columns")
