@@ -365,11 +365,10 @@ class FastEncoder:
     device = "cpu"
 
     def __init__(self, spec: FastSpec, onnx_path: Path, input_names: Sequence[str], *, backend: str = "onnx",
-                 threads: int | None = None, max_seq_length: int | None = None) -> None:
-        import onnxruntime as ort
+                 threads: int | None = None, max_seq_length: int | None = None, lazy: bool = False) -> None:
         from tokenizers import Tokenizer, normalizers
 
-        from .threads import choose_threads, ort_session_options
+        from .threads import choose_threads
 
         self.spec = spec
         self.backend = backend
@@ -399,24 +398,43 @@ class FastEncoder:
             self.max_seq_length = max_seq_length
         self.threads = threads or choose_threads()
         self._embedcheck_load_seconds = 0.0  #: set by the loader: seconds to make this encoder
-        self._session = ort.InferenceSession(str(onnx_path), ort_session_options(self.threads),
-                                             providers=["CPUExecutionProvider"])
         self._prompt_lengths: dict[str, int] = {}
-        # the graph's own inputs (an input the model ignores, e.g. DistilBERT's token_type_ids, is pruned)
-        self.input_names = [i.name for i in self._session.get_inputs()]
+        self._session: Any = None
+        if not lazy:  # lazy: ``input_names`` are the verified export's (its manifest); the session on first use
+            self._start_session(self.threads)
 
-    def set_threads(self, threads: int) -> None:
-        """Run on ``threads`` intra-op threads from now on (a new onnxruntime session on the same file;
-        the thread count is fixed per session)."""
+    def _start_session(self, threads: int) -> Any:
+        """The onnxruntime session on ``threads`` intra-op threads (the graph's own inputs: an input the
+        model ignores, e.g. DistilBERT's token_type_ids, is pruned)."""
         import onnxruntime as ort
 
         from .threads import ort_session_options
 
+        self._session = ort.InferenceSession(str(self.onnx_path), ort_session_options(threads),
+                                             providers=["CPUExecutionProvider"])
+        self.input_names = [i.name for i in self._session.get_inputs()]
+        return self._session
+
+    @property
+    def session(self) -> Any:
+        """The session, started on first use when the encoder was made ``lazy`` (the ``auto`` backend
+        loads the fast path before it knows whether torch will run the job)."""
+        if self._session is None:
+            try:
+                self._start_session(self.threads)
+            except Exception as exc:  # noqa: BLE001 - onnxruntime's errors, one line naming the file
+                raise InputError(f"fast-path cache {self.onnx_path.parent}: cannot load {self.onnx_path.name} "
+                                 f"({' '.join(str(exc).split())[:200]}); remove {self.onnx_path.parent} to rebuild it") from None
+        return self._session
+
+    def set_threads(self, threads: int) -> None:
+        """Run on ``threads`` intra-op threads from now on (a new onnxruntime session on the same file;
+        the thread count is fixed per session)."""
         threads = max(1, int(threads))
         if threads == self.threads:
             return
-        self._session = ort.InferenceSession(str(self.onnx_path), ort_session_options(threads),
-                                             providers=["CPUExecutionProvider"])
+        if self._session is not None:
+            self._start_session(threads)
         self.threads = threads
 
     def _find_pad(self) -> tuple[str, int] | None:
@@ -487,7 +505,7 @@ class FastEncoder:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self.input_names:
             feeds["token_type_ids"] = np.array([e.type_ids for e in encs], dtype=np.int64)
-        (H,) = self._session.run(None, {k: feeds[k] for k in self.input_names})
+        (H,) = self.session.run(None, {k: feeds[k] for k in self.input_names})
         H = np.asarray(H, dtype=np.float32)
         pmask = mask
         if prompt_length and not self.spec.include_prompt:

@@ -4,6 +4,7 @@ cores (embedcheck.tuning, embedcheck.encode, embedcheck.threads.CoreWatch), on t
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -195,6 +196,29 @@ def test_a_big_long_text_job_times_torch_too_and_takes_the_least_expected_time(f
     for k, c in cal["candidates"].items():
         assert exp[k] == pytest.approx(c["startup_seconds"] + n * c["seconds_per_row"], abs=1e-3)
     assert cal["chosen"] == min(exp, key=exp.get)
+
+
+def test_a_cached_choice_of_torch_starts_no_onnx_session(fresh):
+    """``auto`` loads the fast path before it knows the choice; when the cache says torch is faster
+    for this job, no onnxruntime session is started (its start-up would be paid for nothing), and
+    when the fast path is chosen its session starts on first use and encodes as the eager one."""
+    first = _auto(LONG * 40, batch_size=4)
+    body, why = tuning.read_entry("calibration", first["key"])
+    assert body is not None and not why
+    body["candidates"]["fast"]["seconds_per_row"] = 10.0  # a sound entry in which torch wins
+    tuning.write_entry("calibration", first["key"], body)
+    code = ("import sys, embedcheck.encode as enc\n"
+            f"texts = {LONG!r} * 40\n"
+            "m, _ = enc.load_model(enc.DEFAULT_MODEL, backend='auto', texts=texts, batch_size=4)\n"
+            "print(m._embedcheck_calibration['chosen'], m._embedcheck_calibration['cached'], 'onnxruntime' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "EMBEDCHECK_CACHE": str(fresh), "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["torch", "True", "False"]
+    lazy, _ = enc.load_model(enc.DEFAULT_MODEL, backend="auto")
+    eager, _ = enc.load_model(enc.DEFAULT_MODEL, backend="onnx")
+    assert lazy._session is None
+    assert np.array_equal(lazy.encode(SHORT, batch_size=4), eager.encode(SHORT, batch_size=4))
 
 
 # ---- threads that follow the run -----------------------------------------------------------------
