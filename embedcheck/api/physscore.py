@@ -79,7 +79,6 @@ def physscore_phrases(output: Any, *, sets: Any = "all", paper_conversions: bool
     ``paper_conversions``: the paper's litre→gallon factor."""
     from ..io.provenance import provenance
     from ..physscore_protocol import phrases
-
     from ._params import bool_arg, path_arg
 
     output = path_arg(output, "output")
