@@ -155,3 +155,113 @@ def test_bad_input_through_real_subprocess(cli_subprocess, corpus):
     res = cli_subprocess(["aag", corpus["object.npy"], GOOD_LABELS])
     assert_one_line_error(res)
     assert "pickle" in res.stderr
+
+
+# ---- an output that is a folder, or a place nothing can be written: one line naming the output -------
+
+
+@pytest.fixture(scope="module")
+def writers(tmp_path_factory) -> dict[str, list[str]]:
+    """Every command writing one output file, as argv with ``{OUT}`` where its output goes."""
+    import embedcheck
+
+    d = tmp_path_factory.mktemp("writers")
+    embedcheck.shards_split(GOOD, 200, d / "parts")
+    head = d / "head.safetensors"
+    embedcheck.train_head(GOOD, GOOD_LABELS, head, kind="lda")
+    cmds = {
+        "compress write": ["compress", "write", str(GOOD), "--to", "int8", "-o", "{OUT}.npy"],
+        "shards merge": ["shards", "merge", str(d / "parts"), "-o", "{OUT}.npy"],
+        "physscore phrases": ["physscore", "phrases", "-o", "{OUT}.jsonl"],
+    }
+    cmds["project"] = ["project", str(GOOD), "--head", str(head), "-o", "{OUT}.npy"]
+    return cmds
+
+
+WRITERS = ["compress write", "shards merge", "physscore phrases", "project"]
+
+
+@pytest.mark.parametrize("where", ["a folder", "an unwritable place"])
+@pytest.mark.parametrize("command", WRITERS)
+def test_output_that_cannot_be_written_is_one_line_naming_it(cli, writers, tmp_path: Path, command: str, where: str):
+    if where == "a folder":
+        base = tmp_path / "out"
+        suffix = writers[command][-1].rsplit("}", 1)[1]
+        Path(f"{base}{suffix}").mkdir()
+    else:
+        base = Path("/proc") / "embedcheck-cannot-write"  # a folder where no file can be created, even as root
+    argv = [a.replace("{OUT}", str(base)) for a in writers[command]]
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    res = cli(argv)
+    assert_one_line_error(res)
+    assert str(base) in res.stderr and ".tmp" not in res.stderr, res.stderr  # the output, never a temporary
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no temporary left beside it
+
+
+# ---- recall: --target and --fail-below read by one parser, refused in the option's own name ----------
+
+
+@pytest.fixture(scope="module")
+def hnsw_index(tmp_path_factory) -> Path:
+    faiss = pytest.importorskip("faiss")
+    X = np.load(GOOD).astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    index = faiss.IndexHNSWFlat(X.shape[1], 8, faiss.METRIC_INNER_PRODUCT)
+    index.add(X)
+    path = tmp_path_factory.mktemp("recall_index") / "items.faiss"
+    faiss.write_index(index, str(path))
+    return path
+
+
+BAD_RECALL_SPECS = {
+    "recall@10.upper=0.9": ".upper is not a gated end",
+    "recall@10.lower.lower=0.9": ".lower.lower is not a gated end",
+    "recall@x=1": "expected recall@K=X",
+    "recall@10=nan": "X must be a number in [0, 1]",
+    "recall@10=inf": "X must be a number in [0, 1]",
+    "=0.9": "expected recall@K=X",
+    "recall@10=0.9=1": "expected recall@K=X",
+    "recall@10=1.5": "a recall lies in [0, 1]",
+    "recall@10=-0.1": "a recall lies in [0, 1]",
+    "recall@0=0.5": "K must be >= 1",
+    "ndcg@10=0.9": "expected recall@K=X",
+    "recall@10.lower=": "X must be a number in [0, 1]",
+}
+
+
+@pytest.mark.parametrize("option", ["--fail-below", "--target"])
+@pytest.mark.parametrize("spec", list(BAD_RECALL_SPECS))
+def test_recall_malformed_gate_or_target_names_its_option(cli, hnsw_index: Path, option: str, spec: str):
+    sweep = ["--sweep", "efSearch=8,16"] if option == "--target" else []
+    res = cli(["recall", hnsw_index, "--n-queries", "20", "--resamples", "50", *sweep, option, spec])
+    assert_one_line_error(res)
+    assert res.stderr.startswith(f"error: {option} '{spec}'"), res.stderr
+    assert BAD_RECALL_SPECS[spec] in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("option", ["--fail-below", "--target"])
+def test_recall_lower_end_spelling_gates_the_interval_in_both_options(cli, hnsw_index: Path, option: str):
+    """recall@10.lower=X gates the lower end of the 95% interval: exit 0 just below it, 1 just above
+    (--fail-below); --target picks no setting when no setting's lower end reaches X."""
+    import json
+
+    res = cli(["recall", hnsw_index, "--n-queries", "50", "--resamples", "200", "--json"])
+    assert res.exit_code == 0, res
+    low = json.loads(res.stdout)["recall"]["mean_ci95"][0]
+    assert 0 < low < 1
+    if option == "--fail-below":
+        ok = cli(["recall", hnsw_index, "--n-queries", "50", "--resamples", "200", "--json", option,
+                  f"recall@10.lower={low - 1e-6:.9f}"])
+        bad = cli(["recall", hnsw_index, "--n-queries", "50", "--resamples", "200", "--json", option,
+                   f"recall@10.lower={min(low + 1e-6, 1):.9f}"])
+        assert (ok.exit_code, bad.exit_code) == (0, 1), (ok, bad)
+        assert "mean_ci95_low" in json.dumps(json.loads(bad.stdout)["gates"][0])
+    else:
+        res = cli(["recall", hnsw_index, "--n-queries", "50", "--resamples", "200", "--json", "--sweep",
+                   "efSearch=8,16", option, "recall@10.lower=0.9"])
+        assert res.exit_code == 0, res
+        target = json.loads(res.stdout)["sweep"]["target"]
+        assert target["on"] == "lower end of the 95% interval"
+        rows = json.loads(res.stdout)["sweep"]["rows"]
+        lows = [r["recall_ci95"][0] if "recall_ci95" in r else r["recall"]["mean_ci95"][0] for r in rows]
+        assert target["met"] == any(lo >= 0.9 for lo in lows), (target, lows)

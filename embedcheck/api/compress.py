@@ -113,7 +113,7 @@ def compress(emb: ArrayOrPath, to: str, output: Optional[Union[str, os.PathLike]
                                             and str(output).lower().endswith(".npy")) \
         and output_locator(output) is not None
     if store_out:
-        check_output(output, overwrite)
+        check_output(output, overwrite, inputs=[emb, calibration])
 
     t0 = time.perf_counter()
     X, src = _matrix(emb, "embeddings")

@@ -297,7 +297,7 @@ def embed(texts: TextsOrPath, *, out: Any = None, model: Optional[str] = None, b
                                  f"not with {refused[0]}")
             from ..io.stores import check_output
 
-            check_output(out, overwrite)
+            check_output(out, overwrite, inputs=[] if is_list else [spec])
         elif eng == "ray" or shard_rows is not None or resume or sharded_input(spec):
             if is_list:
                 raise InputError("a list of texts is embedded in this process into one output; a shard set is "

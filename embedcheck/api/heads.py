@@ -120,7 +120,7 @@ def _project_to_store(embeddings: Any, head_path: Path, output: Any, *, mode: st
     from ..io.stores import carried_columns, check_output, display_name, is_store, open_store, write_store
     from ..rows import iter_chunks
 
-    check_output(output, overwrite)
+    check_output(output, overwrite, inputs=[embeddings, head_path])
     hd = read_head(head_path)
     src = open_source(embeddings)
     n, d = src.n, src.dim
