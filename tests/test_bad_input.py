@@ -265,3 +265,53 @@ def test_recall_lower_end_spelling_gates_the_interval_in_both_options(cli, hnsw_
         rows = json.loads(res.stdout)["sweep"]["rows"]
         lows = [r["recall_ci95"][0] if "recall_ci95" in r else r["recall"]["mean_ci95"][0] for r in rows]
         assert target["met"] == any(lo >= 0.9 for lo in lows), (target, lows)
+
+
+# ---- a store output is never one of the command's inputs, whatever the store kind ------------------
+
+
+def _store(kind: str, tmp_path: Path, request) -> str:
+    if kind == "parquet":
+        return str(tmp_path / "items.parquet")
+    if kind == "lancedb":
+        return f"lancedb://{tmp_path / 'db'}/items"
+    if kind == "lance":
+        return str(tmp_path / "items.lance")
+    pg = request.getfixturevalue("pg_uri")
+    return f"{pg}&table=hostile_{tmp_path.name[-8:].replace('-', '_').lower()}&column=emb"
+
+
+@pytest.mark.parametrize("command", ["compress write", "project"])
+@pytest.mark.parametrize("kind", ["parquet", "lancedb", "lance", "pgvector"])
+def test_store_output_equal_to_its_input_is_refused_even_with_overwrite(cli, writers, tmp_path: Path, request,
+                                                                          kind: str, command: str):
+    from embedcheck.io.source import open_source
+
+    pytest.importorskip("pyarrow")
+    if kind in ("lancedb", "lance"):
+        pytest.importorskip("lancedb")
+    store = _store(kind, tmp_path, request)
+    made = cli(["compress", "write", GOOD, "--to", "float16", "-o", store])
+    assert made.exit_code == 0, made
+    before = open_source(store).rows(0, N)
+    head = [a for a in writers["project"] if a.endswith(".safetensors")][0]
+    argv = (["compress", "write", store, "--to", "int8", "-o", store, "--overwrite"] if command == "compress write"
+            else ["project", store, "--head", head, "-o", store, "--overwrite"])
+    res = cli(argv)
+    assert_one_line_error(res)
+    assert "would overwrite the input" in res.stderr and "--output" in res.stderr, res.stderr
+    np.testing.assert_array_equal(open_source(store).rows(0, N), before)  # the input store is as it was
+
+
+def test_lancedb_output_needs_its_parent_folder_and_a_folder_for_the_database(cli, tmp_path: Path):
+    pytest.importorskip("lancedb")
+    (tmp_path / "afile").write_text("x")
+    missing = cli(["compress", "write", GOOD, "--to", "int8", "-o", f"lancedb://{tmp_path / 'no' / 'such' / 'db'}/t"])
+    assert_one_line_error(missing)
+    assert "does not exist" in missing.stderr
+    assert not (tmp_path / "no").exists()
+    a_file = cli(["compress", "write", GOOD, "--to", "int8", "-o", f"lancedb://{tmp_path / 'afile'}/t"])
+    assert_one_line_error(a_file)
+    assert "is a file, not a LanceDB database folder" in a_file.stderr
+    fresh = cli(["compress", "write", GOOD, "--to", "int8", "-o", f"lancedb://{tmp_path / 'newdb'}/t"])
+    assert fresh.exit_code == 0, fresh  # a new database in an existing folder is fine
