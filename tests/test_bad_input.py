@@ -315,3 +315,55 @@ def test_lancedb_output_needs_its_parent_folder_and_a_folder_for_the_database(cl
     assert "is a file, not a LanceDB database folder" in a_file.stderr
     fresh = cli(["compress", "write", GOOD, "--to", "int8", "-o", f"lancedb://{tmp_path / 'newdb'}/t"])
     assert fresh.exit_code == 0, fresh  # a new database in an existing folder is fine
+
+
+# ---- a symbolic link loop, a dangling link, a huge .npy header, an empty parquet folder: said so ------
+
+
+def _hostile_path(kind: str, d: Path) -> Path:
+    if kind == "link loop":
+        (d / "b.npy").symlink_to("a.npy")
+        (d / "a.npy").symlink_to("b.npy")
+        return d / "a.npy"
+    if kind == "dangling link":
+        (d / "a.npy").symlink_to("nowhere.npy")
+        return d / "a.npy"
+    if kind == "huge header":
+        header = "{'descr': '<f4', 'fortran_order': False, 'shape': (600, 48), " + " " * 300_000 + "}"
+        hb = header.encode("latin1") + b"\n"
+        (d / "a.npy").write_bytes(b"\x93NUMPY\x02\x00" + len(hb).to_bytes(4, "little") + hb
+                                  + np.load(GOOD).astype("<f4").tobytes())
+        return d / "a.npy"
+    (d / "a.parquet").mkdir()  # an empty folder named like a parquet dataset
+    return d / "a.parquet"
+
+
+HOSTILE_PATHS = {"link loop": "is a symbolic link loop", "dangling link": "is a symbolic link to nowhere.npy",
+                 "huge header": "longer than the 10000 bytes", "empty parquet folder": "is a folder without .parquet files"}
+SLOTS = {
+    "aag EMB": ["aag", "{X}", GOOD_LABELS],
+    "aag LABELS": ["aag", GOOD, "{X}"],
+    "drift CUR": ["drift", GOOD, "{X}"],
+    "compress write EMB": ["compress", "write", "{X}", "--to", "int8", "-o", "{out}/c.npy"],
+    "shards split BIG": ["shards", "split", "{X}", "--rows", "100", "-o", "{out}/parts"],
+    "retrieve CORPUS": ["retrieve", GOOD, "{X}", "{out}/../qrels.tsv"],
+}
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE_PATHS))
+@pytest.mark.parametrize("slot", list(SLOTS))
+def test_unreadable_path_is_one_line_saying_why(cli, tmp_path: Path, slot: str, kind: str):
+    if (slot == "aag LABELS" and kind in ("huge header", "empty parquet folder")) or (
+            slot == "shards split BIG" and kind == "empty parquet folder"):
+        pytest.skip("this slot reads no .npy array or no store")
+    if kind == "empty parquet folder":
+        pytest.importorskip("pyarrow")
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n0\t0\t1\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    x = _hostile_path(kind, tmp_path)
+    res = cli([str(a).replace("{X}", str(x)).replace("{out}", str(out)) for a in SLOTS[slot]])
+    assert_one_line_error(res)
+    assert x.name in res.stderr and HOSTILE_PATHS[kind] in res.stderr, res.stderr
+    assert "max_header_size" not in res.stderr
+    assert list(out.iterdir()) == []

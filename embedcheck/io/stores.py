@@ -487,7 +487,9 @@ class ArrowStore(Store):
         self.kind = loc.kind
         p = Path(loc.path)
         if not p.exists():
-            raise InputError(f"{self.name} does not exist")
+            from .paths import missing
+
+            raise InputError(f"{self.name} {missing(p)}")
         self._pa = pa
         self._files: list[Any] = []
         self._ipc: Any = None
@@ -496,6 +498,8 @@ class ArrowStore(Store):
                 import pyarrow.parquet as pq
 
                 paths = sorted(p.glob("*.parquet")) if p.is_dir() else [p]
+                if not paths:
+                    raise InputError(f"{self.name} is a folder without .parquet files")
                 # buffered page reads: a row group is streamed, never held whole (one row group of
                 # a million rows is 1.5 GB of vectors)
                 self._files = [pq.ParquetFile(str(f), buffer_size=1 << 22, pre_buffer=False) for f in paths]
