@@ -45,6 +45,9 @@ def _base(folder: Path) -> None:
     index = faiss.IndexFlatIP(8)
     index.add(X)
     faiss.write_index(index, str(folder / "idx.faiss"))
+    import embedcheck
+
+    embedcheck.train_head(folder / "emb.npy", folder / "labels.jsonl", folder / "head.safetensors", kind="lda")
 
 
 def _hostile(folder: Path) -> dict[str, str]:
@@ -129,6 +132,8 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("train-head", ["train-head", "{E}", "{L}", "-o", "{O:head.safetensors}", "--epochs", "1"]),
     ("shards-split", ["shards", "split", "{E}", "{L}", "--rows", "10", "-o", "{O:parts}"]),
     ("physscore-phrases", ["physscore", "phrases", "-o", "{O:ph.jsonl}"]),
+    ("project", ["project", "{E}", "--head", "head.safetensors", "-o", "{O}"]),
+    ("compress-write-store", ["compress", "write", "{E}", "--to", "int8", "-o", "{O:out.parquet}"]),
 ]
 
 
@@ -197,7 +202,7 @@ def cases() -> list[list[str]]:
             for o in outs:
                 if not o.endswith(".npy") or any(t.startswith("{O:") for t in tpl):
                     o = {"head.safetensors": o.replace(".npy", ".safetensors"), "parts": o.replace(".npy", ""),
-                         "ph.jsonl": o.replace(".npy", ".jsonl")}.get(
+                         "ph.jsonl": o.replace(".npy", ".jsonl"), "out.parquet": o.replace(".npy", ".parquet")}.get(
                         next((t[3:-1] for t in tpl if t.startswith("{O:")), ""), o)
                 res.append((name, fill(tpl, "emb.npy", "labels.jsonl", o)))
     return res  # type: ignore[return-value]

@@ -367,3 +367,17 @@ def test_unreadable_path_is_one_line_saying_why(cli, tmp_path: Path, slot: str, 
     assert x.name in res.stderr and HOSTILE_PATHS[kind] in res.stderr, res.stderr
     assert "max_header_size" not in res.stderr
     assert list(out.iterdir()) == []
+
+
+def test_retrieve_against_side_of_mismatched_dimensions_names_against(cli, tmp_path: Path):
+    import json
+
+    X = np.load(GOOD)
+    for name, M in (("q", X[:5]), ("bq", X[:5, :32]), ("c", X)):
+        np.save(tmp_path / f"{name}.npy", M)
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in range(len(M))))
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{i}\t{i}\t1\n" for i in range(5)))
+    res = cli(["retrieve", tmp_path / "q.npy", tmp_path / "c.npy", tmp_path / "qrels.tsv", "--against",
+               tmp_path / "bq.npy", "--against", tmp_path / "c.npy"])
+    assert_one_line_error(res)
+    assert res.stderr.startswith("error: --against") and "dimension 32" in res.stderr, res.stderr
