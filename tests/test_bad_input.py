@@ -381,3 +381,68 @@ def test_retrieve_against_side_of_mismatched_dimensions_names_against(cli, tmp_p
                tmp_path / "bq.npy", "--against", tmp_path / "c.npy"])
     assert_one_line_error(res)
     assert res.stderr.startswith("error: --against") and "dimension 32" in res.stderr, res.stderr
+
+
+# ---- embed: a bad output or input is refused before the model loads, from Python and the CLI -----------
+
+
+def _embed_case(case: str, d: Path) -> tuple[object, str, str]:
+    """(texts, out, words of the message) of one bad embed call in folder ``d``."""
+    (d / "t.jsonl").write_text('{"id": 1, "text": "hello"}\n{"id": 2, "text": "world"}\n')
+    if case == "out is a folder":
+        (d / "o.npy").mkdir()
+        return ["a"], str(d / "o.npy"), "is a folder"
+    if case == "sidecar is a folder":
+        (d / "o.jsonl").mkdir()
+        return ["a"], str(d / "o.npy"), "is a folder"
+    if case == "out links into the input":
+        (d / "link.npy").symlink_to("t.jsonl")
+        return str(d / "t.jsonl"), str(d / "link.npy"), "would overwrite the input"
+    if case == "sidecar is the input":
+        return str(d / "t.jsonl"), str(d / "t.npy"), "would overwrite the input"
+    if case == "unwritable place":
+        return ["a"], "/proc/embedcheck-cannot-write.npy", "cannot write output"
+    if case == "missing folder":
+        return ["a"], str(d / "no" / "o.npy"), "does not exist"
+    if case == "empty texts file":
+        (d / "e.jsonl").write_text("")
+        return str(d / "e.jsonl"), str(d / "o.npy"), "is empty"
+    if case == "not UTF-8":
+        (d / "l.txt").write_bytes(b"caf\xe9\n")
+        return str(d / "l.txt"), str(d / "o.npy"), "not valid UTF-8"
+    raise AssertionError(case)
+
+
+EMBED_CASES = ["out is a folder", "sidecar is a folder", "out links into the input", "sidecar is the input",
+               "unwritable place", "missing folder", "empty texts file", "not UTF-8"]
+
+
+@pytest.mark.parametrize("case", EMBED_CASES)
+def test_embed_bad_output_or_input_is_refused_before_any_work(tmp_path: Path, case: str, monkeypatch, minilm_path):
+    import embedcheck
+    from embedcheck import encode
+    from embedcheck.errors import InputError
+
+    def no_model(*a, **k):
+        raise AssertionError("the model was loaded before the refusal")
+
+    monkeypatch.setattr(encode, "load_model", no_model)
+    texts, out, words = _embed_case(case, tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    with pytest.raises(InputError) as exc:
+        embedcheck.embed(texts, out=out)  # type: ignore[arg-type]
+    assert words in str(exc.value), str(exc.value)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("case", ["out is a folder", "sidecar is the input", "unwritable place", "not UTF-8"])
+def test_embed_cli_bad_output_or_input_is_one_line(cli, tmp_path: Path, case: str, minilm_path):
+    texts, out, words = _embed_case(case, tmp_path)
+    if isinstance(texts, list):
+        (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
+        texts = str(tmp_path / "in.txt")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    res = cli(["embed", texts, "-o", out])
+    assert_one_line_error(res)
+    assert words in res.stderr, res.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before

@@ -407,6 +407,17 @@ def _one_output(texts: TextsOrPath, out: Any, store_out: Any, *, is_list: bool, 
     folder = folder if str(folder) else Path(".")
     if store_out is None and not folder.is_dir():  # before the model load, not after it
         raise InputError(f"output folder {folder} does not exist")
+    if store_out is None:
+        for o in outs.values():
+            if o.is_dir():
+                raise InputError(f"output {o} is a folder; give a file name")
+        try:  # a folder nothing can be written to fails now, not after the encoding
+            import tempfile
+
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as exc:
+            raise InputError(f"cannot write output {out}: {exc.strerror or exc}") from None
     if store_out is None and not is_list and spec != "-" and not spec.startswith("hf:"):
         for o in outs.values():
             check_not_input(o, [spec])
