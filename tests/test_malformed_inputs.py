@@ -324,3 +324,31 @@ def test_api_argument_of_the_wrong_type_is_an_input_error_naming_it(api_folder: 
     assert f"{param}=" in str(exc.value), (func, str(exc.value))
     assert "\n" not in str(exc.value)
     assert sorted(p.name for p in api_folder.rglob("*")) == before, f"{func} wrote something before refusing"
+
+
+PUBLIC_DATA_FUNCTIONS = ["aag", "anisotropy", "compare", "compress", "compress_sweep", "drift", "html_report", "neighbors",
+                         "open_source", "physscore", "probe", "project", "recall", "retrieve", "sts", "threshold",
+                         "train_head", "shards_split", "shards_merge", "shards_verify", "physscore_phrases"]
+
+
+@pytest.mark.parametrize("bad", [None, 1.5, ["x"], {"a": 1}], ids=["None", "float", "list", "dict"])
+@pytest.mark.parametrize("name", PUBLIC_DATA_FUNCTIONS)
+def test_every_public_function_given_wrong_types_raises_input_error(tmp_path: Path, monkeypatch, name: str, bad):
+    """Every required argument of every public function given a value of the wrong type: one
+    InputError (never TypeError / AttributeError / KeyError from inside), nothing written."""
+    import inspect
+
+    import embedcheck
+
+    monkeypatch.chdir(tmp_path)
+    f = getattr(embedcheck, name)
+    required = [p for p in inspect.signature(f).parameters.values()
+                if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    # a function of keyword inputs only (compress_sweep): its first inputs (defaults None) get the value
+    inputs = [p.name for p in inspect.signature(f).parameters.values()
+              if p.kind == p.KEYWORD_ONLY and p.default is None][:3] if not required else []
+    assert required or inputs, name
+    with pytest.raises(InputError) as exc:
+        f(*([bad] * len(required)), **{k: bad for k in inputs})
+    assert str(exc.value) and "\n" not in str(exc.value)
+    assert list(tmp_path.iterdir()) == []

@@ -182,7 +182,10 @@ def project(embeddings: Any, head: Any, output: Any, *, mode: str = "compact", a
     from ..io import atomic, provenance
     from ..io.shards import is_shard_set
     from ..io.source import open_source
+    from ._params import path_arg
 
+    head = path_arg(head, "head")
+    path_arg(output, "output")  # checked, kept as given: a store locator is no file path
     if mode not in H.MODES:
         raise InputError(f"mode must be compact or fused, got {mode!r}")
     if not 0.0 <= alpha <= 1.0:
