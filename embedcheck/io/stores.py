@@ -487,9 +487,9 @@ class ArrowStore(Store):
         self.kind = loc.kind
         p = Path(loc.path)
         if not p.exists():
-            from .paths import missing
+            from .paths import missing as why_missing
 
-            raise InputError(f"{self.name} {missing(p)}")
+            raise InputError(f"{self.name} {why_missing(p)}")
         self._pa = pa
         self._files: list[Any] = []
         self._ipc: Any = None
