@@ -446,3 +446,11 @@ def test_embed_cli_bad_output_or_input_is_one_line(cli, tmp_path: Path, case: st
     assert_one_line_error(res)
     assert words in res.stderr, res.stderr
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("argv", [["shards", "split", str(GOOD), "--rows", "100", "-o", "{OUT}"]], ids=["shards split"])
+def test_folder_output_in_an_unwritable_place_names_the_output(cli, argv):
+    out = "/proc/embedcheck-cannot-write-parts"
+    res = cli([a.replace("{OUT}", out) for a in argv])
+    assert_one_line_error(res)
+    assert f"cannot write output {out}" in res.stderr and ".tmp" not in res.stderr, res.stderr
