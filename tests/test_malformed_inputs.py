@@ -247,3 +247,108 @@ def test_hf_stance_pooled_equals_the_shared_data(tmp_path: Path, datasets_cache,
         pooled = read_records(spec, split=split)
         assert [(r.text, r.label) for r in pooled.records] == [(r["text"], r["label"]) for r in local[split]]
     assert len(local["train"]) == 2620 and len(local["test"]) == 1249
+
+
+# ---- the Python API: an argument of the wrong type is one InputError naming the parameter ----------
+
+
+def _api_calls(d: Path) -> list[tuple[str, str, object]]:
+    """(call, parameter named in the message, thunk) for every path / count / flag / callback argument
+    of the writing API functions, each given a value of the wrong type."""
+    import embedcheck
+
+    x = d / "x.npy"
+    parts = d / "parts"
+    return [
+        ("shards_split", "rows", lambda: embedcheck.shards_split(x, 2.5, d / "p1")),
+        ("shards_split", "rows", lambda: embedcheck.shards_split(x, None, d / "p1")),
+        ("shards_split", "rows", lambda: embedcheck.shards_split(x, True, d / "p1")),
+        ("shards_split", "input", lambda: embedcheck.shards_split(None, 4, d / "p1")),
+        ("shards_split", "input", lambda: embedcheck.shards_split([str(x)], 4, d / "p1")),
+        ("shards_split", "output", lambda: embedcheck.shards_split(x, 4, None)),
+        ("shards_split", "output", lambda: embedcheck.shards_split(x, 4, [str(d / "p1")])),
+        ("shards_split", "labels", lambda: embedcheck.shards_split(x, 4, d / "p1", labels=[0, 1])),
+        ("shards_split", "label_field", lambda: embedcheck.shards_split(x, 4, d / "p1", label_field=None)),
+        ("shards_split", "model", lambda: embedcheck.shards_split(x, 4, d / "p1", model=3)),
+        ("shards_merge", "shard_set", lambda: embedcheck.shards_merge(None, d / "m.npy")),
+        ("shards_merge", "shard_set", lambda: embedcheck.shards_merge([str(parts)], d / "m.npy")),
+        ("shards_merge", "output", lambda: embedcheck.shards_merge(parts, None)),
+        ("shards_merge", "output", lambda: embedcheck.shards_merge(parts, 1.5)),
+        ("shards_merge", "on_rows", lambda: embedcheck.shards_merge(parts, d / "m.npy", on_rows=3)),
+        ("shards_verify", "shard_set", lambda: embedcheck.shards_verify(None)),
+        ("shards_verify", "shard_set", lambda: embedcheck.shards_verify([str(parts)])),
+        ("shards_verify", "shard_set", lambda: embedcheck.shards_verify(1.5)),
+        ("shards_verify", "on_shard", lambda: embedcheck.shards_verify(parts, on_shard="x")),
+        ("physscore_phrases", "output", lambda: embedcheck.physscore_phrases(None)),
+        ("physscore_phrases", "output", lambda: embedcheck.physscore_phrases([str(d / "a.jsonl")])),
+        ("physscore_phrases", "output", lambda: embedcheck.physscore_phrases(2.0)),
+        ("physscore_phrases", "sets", lambda: embedcheck.physscore_phrases(d / "b.jsonl", sets=3)),
+        ("physscore_phrases", "sets", lambda: embedcheck.physscore_phrases(d / "b.jsonl", sets=[1])),
+        ("physscore_phrases", "sets", lambda: embedcheck.physscore_phrases(d / "b.jsonl", sets="bogus")),
+        ("physscore_phrases", "paper_conversions", lambda: embedcheck.physscore_phrases(d / "b.jsonl", paper_conversions="no")),
+        ("embed", "texts", lambda: embedcheck.embed(None)),
+        ("embed", "texts", lambda: embedcheck.embed(3, out=d / "e.npy")),
+        ("embed", "texts", lambda: embedcheck.embed(b"abc", out=d / "e.npy")),
+        ("embed", "out", lambda: embedcheck.embed(["a"], out=[str(d / "e.npy")])),
+        ("embed", "out", lambda: embedcheck.embed(["a"], out=1.5)),
+        ("embed", "batch_size", lambda: embedcheck.embed(["a"], out=d / "e.npy", batch_size=0)),
+        ("embed", "batch_size", lambda: embedcheck.embed(["a"], batch_size=2.5)),
+        ("embed", "limit", lambda: embedcheck.embed(["a"], out=d / "e.npy", limit=2.5)),
+        ("embed", "threads", lambda: embedcheck.embed(["a"], out=d / "e.npy", threads="x")),
+        ("embed", "shard_rows", lambda: embedcheck.embed(str(x), out=d / "e", shard_rows=2.5)),
+        ("embed", "keep_fields", lambda: embedcheck.embed(["a"], out=d / "e.npy", keep_fields="id")),
+        ("embed", "normalize", lambda: embedcheck.embed(["a"], normalize="no")),
+        ("embed", "on_progress", lambda: embedcheck.embed(["a"], on_progress=3)),
+        ("embed", "model", lambda: embedcheck.embed(["a"], model=3)),
+    ]
+
+
+@pytest.fixture(scope="module")
+def api_folder(tmp_path_factory) -> Path:
+    import embedcheck
+
+    d = tmp_path_factory.mktemp("api_types")
+    np.save(d / "x.npy", np.arange(24, dtype=np.float32).reshape(12, 2))
+    embedcheck.shards_split(d / "x.npy", 4, d / "parts")
+    return d
+
+
+@pytest.mark.parametrize("k", range(len(_api_calls(Path(".")))))
+def test_api_argument_of_the_wrong_type_is_an_input_error_naming_it(api_folder: Path, k: int):
+    from embedcheck.errors import InputError
+
+    before = sorted(p.name for p in api_folder.rglob("*"))
+    func, param, call = _api_calls(api_folder)[k]
+    with pytest.raises(InputError) as exc:
+        call()  # type: ignore[operator]
+    assert f"{param}=" in str(exc.value), (func, str(exc.value))
+    assert "\n" not in str(exc.value)
+    assert sorted(p.name for p in api_folder.rglob("*")) == before, f"{func} wrote something before refusing"
+
+
+PUBLIC_DATA_FUNCTIONS = ["aag", "anisotropy", "compare", "compress", "compress_sweep", "drift", "html_report", "neighbors",
+                         "open_source", "physscore", "probe", "project", "recall", "retrieve", "sts", "threshold",
+                         "train_head", "shards_split", "shards_merge", "shards_verify", "physscore_phrases"]
+
+
+@pytest.mark.parametrize("bad", [None, 1.5, ["x"], {"a": 1}], ids=["None", "float", "list", "dict"])
+@pytest.mark.parametrize("name", PUBLIC_DATA_FUNCTIONS)
+def test_every_public_function_given_wrong_types_raises_input_error(tmp_path: Path, monkeypatch, name: str, bad):
+    """Every required argument of every public function given a value of the wrong type: one
+    InputError (never TypeError / AttributeError / KeyError from inside), nothing written."""
+    import inspect
+
+    import embedcheck
+
+    monkeypatch.chdir(tmp_path)
+    f = getattr(embedcheck, name)
+    required = [p for p in inspect.signature(f).parameters.values()
+                if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    # a function of keyword inputs only (compress_sweep): its first inputs (defaults None) get the value
+    inputs = [p.name for p in inspect.signature(f).parameters.values()
+              if p.kind == p.KEYWORD_ONLY and p.default is None][:3] if not required else []
+    assert required or inputs, name
+    with pytest.raises(InputError) as exc:
+        f(*([bad] * len(required)), **{k: bad for k in inputs})
+    assert str(exc.value) and "\n" not in str(exc.value)
+    assert list(tmp_path.iterdir()) == []

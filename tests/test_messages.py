@@ -105,3 +105,48 @@ def test_embeddings_and_labels_swapped_says_so(cli, topics, args):
     assert not (topics / "h.safetensors").exists()
     # the right order still runs
     assert cli(["aag", topics / "t.npy", topics / "y.npy", "--no-map", "--json"]).exit_code == 0
+
+
+# ---- text from an input reaches the terminal as text: no markup, no escape sequence, no password -------
+
+HOSTILE_TEXTS = {"markup": "[/x]", "escape": "b\x1b[2J", "password": "postgresql://u:s3cretPW@h/db"}
+
+
+def _labels_with(tmp_path, text: str):
+    lab = tmp_path / "lab.jsonl"
+    n = np.load(FIXTURES / "topics.npy").shape[0]
+    lab.write_text("".join(json.dumps({"label": text if i % 2 else "plain"}) + "\n" for i in range(n)))
+    return lab
+
+
+def _assert_shown_safely(out: str, text: str) -> None:
+    assert "\x1b" not in out and "s3cretPW" not in out, out
+    if text == "[/x]":
+        assert "[/x]" in out  # shown as the text it is
+    if text.startswith("b\x1b"):
+        assert "b\\x1b[2J" in out or "b\\u001b[2J" in out  # the table's \xNN, JSON's own escape
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE_TEXTS))
+def test_table_view_shows_input_text_as_text(cli_subprocess, tmp_path, kind):
+    """A label (aag's table) and a model name (compare's models table) holding rich markup, a terminal
+    escape or a database password: exit 0, shown as plain text, the password masked."""
+    text = HOSTILE_TEXTS[kind]
+    lab = _labels_with(tmp_path, text)
+    res = cli_subprocess(["aag", FIXTURES / "topics.npy", lab, "--permutations", "5", "--format", "table",
+                          "--report", tmp_path / "r.json"])
+    assert res.exit_code == 0, res
+    _assert_shown_safely(res.stdout + res.stderr, text)
+    base = json.loads((tmp_path / "r.json").read_text())
+    (tmp_path / "b.json").write_text(json.dumps({**base, "models": {"emb": "m1"}}))
+    (tmp_path / "c.json").write_text(json.dumps({**base, "models": {"emb": text}}))
+    for fmt in ("table", "json"):
+        res = cli_subprocess(["compare", tmp_path / "b.json", tmp_path / "c.json", "--format", fmt])
+        assert res.exit_code == 0, res
+        _assert_shown_safely(res.stdout + res.stderr, text)
+
+
+def test_error_line_shows_a_terminal_escape_as_text(cli_subprocess, tmp_path):
+    res = cli_subprocess(["aag", tmp_path / "x\x1b[2J.npy", FIXTURES / "topics.labels.jsonl"])
+    assert_one_line_error(res)
+    assert "\x1b" not in res.stderr and "x\\x1b[2J.npy" in res.stderr, res.stderr

@@ -11,9 +11,12 @@ whether it is beyond noise — the report of ``embedcheck compare``.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
 
+from ..errors import InputError
 from ..result import Report
 from ..schemas import COMPARISON, STR, obj
 
@@ -28,10 +31,12 @@ class CompareReport(Report):
 def _report(x: Any, what: str) -> tuple[dict[str, Any], str]:
     from ..io.jsonio import load_report
 
-    if isinstance(x, (str, Path)):
+    if isinstance(x, (str, os.PathLike)):
         return load_report(Path(x), what), str(x)
     if hasattr(x, "to_dict"):
         return x.to_dict(), what
+    if not isinstance(x, Mapping):
+        raise InputError(f"{what} must be a report: a path, a dict or an API result, got {type(x).__name__}")
     return dict(x), what
 
 

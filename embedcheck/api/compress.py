@@ -57,6 +57,8 @@ class CompressResult(Result):
 
 
 def _matrix(x: ArrayOrPath, what: str) -> tuple[Any, Optional[Path]]:
+    if not isinstance(x, (np.ndarray, str, os.PathLike)):
+        raise InputError(f"{what} must be an array, a .npy path, a shard set or a store, got {type(x).__name__}")
     if isinstance(x, np.ndarray):
         if x.ndim != 2 or x.dtype.kind != "f":
             raise InputError(f"{what} must be a 2-D float array, got {x.dtype} {x.shape}")
@@ -108,12 +110,16 @@ def compress(emb: ArrayOrPath, to: str, output: Optional[Union[str, os.PathLike]
     from ..geometry.compress import compress_matrix
     from ..io.compressed import STORED_DTYPE, parse_format
     from ..io.stores import check_output, output_locator
+    from ._params import path_arg, str_arg
 
+    str_arg(to, "to")
+    if output is not None:
+        path_arg(output, "output")
     store_out = output is not None and not (isinstance(output, (str, os.PathLike))
                                             and str(output).lower().endswith(".npy")) \
         and output_locator(output) is not None
     if store_out:
-        check_output(output, overwrite)
+        check_output(output, overwrite, inputs=[emb, calibration])
 
     t0 = time.perf_counter()
     X, src = _matrix(emb, "embeddings")

@@ -195,6 +195,36 @@ def _check_common(prompt: Optional[str], prompt_name: Optional[str], backend: st
         raise InputError(f"backend={backend} runs on the CPU only; drop device={device} or use backend=torch")
 
 
+def _check_args(a: dict[str, Any]) -> None:
+    """Every argument of :func:`embed` of the wrong type is one :class:`InputError` naming it."""
+    from ._params import bool_arg, callable_arg, int_arg, path_arg, str_arg, str_list_arg
+
+    texts = a["texts"]
+    if isinstance(texts, (str, os.PathLike)):
+        path_arg(texts, "texts")
+    elif isinstance(texts, (bytes, dict, set)) or not isinstance(texts, Sequence):
+        raise InputError(f"texts= must be a list of strings or an input (a file path, '-', hf:NAME), "
+                         f"got {type(texts).__name__}")
+    if a["out"] is not None:
+        path_arg(a["out"], "out")
+    int_arg(a["batch_size"], "batch_size", minimum=1)
+    int_arg(a["seed"], "seed")
+    int_arg(a["gpus_per_worker"], "gpus_per_worker", minimum=0)
+    for k in ("limit", "sample", "complement_sample", "max_seq_length", "shard_rows", "workers", "threads"):
+        int_arg(a[k], k, minimum=1, optional=True)
+    for k in ("normalize", "follow_threads", "complement", "skip_empty", "no_text", "halves", "resume", "overwrite"):
+        bool_arg(a[k], k)
+    for k in ("on_progress", "on_rows", "hint"):
+        callable_arg(a[k], k)
+    str_arg(a["backend"], "backend")
+    str_arg(a["precision"], "precision")
+    for k in ("model", "prompt_name", "device", "text_field", "label_field", "id_field", "split", "address"):
+        str_arg(a[k], k, optional=True)
+    if a["prompt"] is not None and not isinstance(a["prompt"], str):
+        raise InputError(f"prompt= must be a string, got {a['prompt']!r}")
+    str_list_arg(a["keep_fields"], "keep_fields")
+
+
 # ---- the function --------------------------------------------------------------------------------
 
 
@@ -234,6 +264,7 @@ def embed(texts: TextsOrPath, *, out: Any = None, model: Optional[str] = None, b
     ``workers``, ``gpus_per_worker``, or ``resume=True`` to keep the verified shards of a killed
     run of the same plan), exactly as the command does; returns :class:`EmbedOutput`.
     """
+    _check_args(locals())
     name = model or _default_model()
     eng = str(getattr(engine, "value", engine))
     if eng not in ("local", "ray"):
@@ -266,7 +297,7 @@ def embed(texts: TextsOrPath, *, out: Any = None, model: Optional[str] = None, b
                                  f"not with {refused[0]}")
             from ..io.stores import check_output
 
-            check_output(out, overwrite)
+            check_output(out, overwrite, inputs=[] if is_list else [spec])
         elif eng == "ray" or shard_rows is not None or resume or sharded_input(spec):
             if is_list:
                 raise InputError("a list of texts is embedded in this process into one output; a shard set is "
@@ -376,6 +407,17 @@ def _one_output(texts: TextsOrPath, out: Any, store_out: Any, *, is_list: bool, 
     folder = folder if str(folder) else Path(".")
     if store_out is None and not folder.is_dir():  # before the model load, not after it
         raise InputError(f"output folder {folder} does not exist")
+    if store_out is None:
+        for o in outs.values():
+            if o.is_dir():
+                raise InputError(f"output {o} is a folder; give a file name")
+        try:  # a folder nothing can be written to fails now, not after the encoding
+            import tempfile
+
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as exc:
+            raise InputError(f"cannot write output {out}: {exc.strerror or exc}") from None
     if store_out is None and not is_list and spec != "-" and not spec.startswith("hf:"):
         for o in outs.values():
             check_not_input(o, [spec])

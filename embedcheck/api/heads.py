@@ -120,7 +120,7 @@ def _project_to_store(embeddings: Any, head_path: Path, output: Any, *, mode: st
     from ..io.stores import carried_columns, check_output, display_name, is_store, open_store, write_store
     from ..rows import iter_chunks
 
-    check_output(output, overwrite)
+    check_output(output, overwrite, inputs=[embeddings, head_path])
     hd = read_head(head_path)
     src = open_source(embeddings)
     n, d = src.n, src.dim
@@ -182,7 +182,10 @@ def project(embeddings: Any, head: Any, output: Any, *, mode: str = "compact", a
     from ..io import atomic, provenance
     from ..io.shards import is_shard_set
     from ..io.source import open_source
+    from ._params import path_arg
 
+    head = path_arg(head, "head")
+    path_arg(output, "output")  # checked, kept as given: a store locator is no file path
     if mode not in H.MODES:
         raise InputError(f"mode must be compact or fused, got {mode!r}")
     if not 0.0 <= alpha <= 1.0:

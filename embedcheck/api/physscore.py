@@ -79,11 +79,19 @@ def physscore_phrases(output: Any, *, sets: Any = "all", paper_conversions: bool
     ``paper_conversions``: the paper's litre→gallon factor."""
     from ..io.provenance import provenance
     from ..physscore_protocol import phrases
+    from ._params import bool_arg, path_arg
 
-    output = Path(output)
+    output = path_arg(output, "output")
     if output.suffix.lower() not in (".jsonl", ".ndjson"):
         raise InputError(f"output {output} must be a .jsonl file")
-    chosen = phrases.parse_sets(sets)
+    paper_conversions = bool_arg(paper_conversions, "paper_conversions")
+    if sets is not None and not isinstance(sets, str) and (
+            not isinstance(sets, (list, tuple)) or not all(isinstance(s, str) for s in sets)):
+        raise InputError(f"sets= must be a comma list or a list of set names, got {sets!r}")
+    try:
+        chosen = phrases.parse_sets(sets)
+    except ValueError as exc:
+        raise InputError(f"sets=: {exc}") from None
     rows = phrases.phrase_rows(chosen, paper_conversions=paper_conversions)
     counts = {s: sum(r["set"] == s for r in rows) for s in chosen}
     unique = len({r["text"] for r in rows})

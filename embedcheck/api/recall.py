@@ -117,46 +117,74 @@ def _vectors_of(idx: Any, vectors: Any) -> tuple[np.ndarray, np.ndarray, str]:
     return ids, X, f"vectors {vectors}" if isinstance(vectors, (str, Path)) else "vectors (array)"
 
 
-def _split_on(item: str) -> tuple[str, Optional[str]]:
-    """``recall@10.lower=0.95`` → (``recall@10=0.95``, ``"lower"``): a figure may name what is
-    gated — ``.mean`` or ``.lower`` (the lower end of its 95 % interval); None when it does not."""
-    name, sep, val = str(item).partition("=")
-    for on in GATE_ON:
-        if name.strip().lower().endswith("." + on):
-            return name.strip()[: -len(on) - 1] + sep + val, on
-    return str(item), None
+_SPEC_FORM = "expected recall@K=X or knn-recall@K=X (optionally recall@K.lower=X), e.g. recall@10=0.95"
 
 
-def _parse_target(target: Optional[str]) -> Optional[tuple[str, int, float]]:
-    """``recall@10=0.95`` / ``knn-recall@10=0.9`` → ``(figure, k, X)`` (a ``.mean``/``.lower``
-    suffix of the figure is taken off first: :func:`_split_on`)."""
-    if target is None:
-        return None
-    name, sep, val = _split_on(target)[0].partition("=")
+def parse_spec(item: Any, *, what: str = "target", bare: bool = False) -> tuple[str, int, float, Optional[str]]:
+    """The one reading of a recall target or gate: ``recall@10.lower=0.95`` → ``("recall", 10, 0.95,
+    "lower")`` (figure ``recall`` or ``knn_recall``; K >= 1; X a number in [0, 1]; what is gated:
+    ``"mean"``, ``"lower"`` or None when the figure does not say). ``bare``: a lone X means
+    ``recall@K=X`` (K = 0 returned: the run's). Every malformed spec is one :class:`InputError`
+    starting with ``what`` (the parameter, or the option once the CLI spells it).
+
+    >>> parse_spec("knn-recall@5.lower=0.9")
+    ('knn_recall', 5, 0.9, 'lower')
+    >>> parse_spec("recall@10.upper=0.9")
+    Traceback (most recent call last):
+    ...
+    embedcheck.errors.InputError: target 'recall@10.upper=0.9': .upper is not a gated end; use recall@K=X (the mean) or recall@K.lower=X (the lower end of its 95% interval)
+    """
+    text = str(item)
+    name, sep, val = text.partition("=")
+    lone = bare and not sep
+    if lone:
+        try:
+            x = float(text)
+        except ValueError:
+            x = float("nan")
+        if not math.isfinite(x):
+            raise InputError(f"{what} {text!r}: {_SPEC_FORM}, or a bare X")
+        name, val = "recall@0", text
+    elif not sep or "=" in val:
+        raise InputError(f"{what} {text!r}: {_SPEC_FORM}")
+    base, dot, end = name.strip().partition(".")
+    on: Optional[str] = None
+    if dot:
+        on = end.strip().lower()
+        if on not in GATE_ON:
+            raise InputError(f"{what} {text!r}: .{end.strip()} is not a gated end; use recall@K=X (the mean) or "
+                             "recall@K.lower=X (the lower end of its 95% interval)")
+    fig, at, kk = base.strip().lower().replace("_", "-").partition("@")
+    if not at or fig not in ("recall", "knn-recall") or not kk.isdigit():
+        raise InputError(f"{what} {text!r}: {_SPEC_FORM}")
+    k = int(kk)
+    if k < 1 and not lone:
+        raise InputError(f"{what} {text!r}: K must be >= 1")
     try:
         x = float(val)
     except ValueError:
         x = float("nan")
-    fig, at, kk = name.strip().lower().replace("_", "-").partition("@")
-    if not sep or not at or fig not in ("recall", "knn-recall") or not kk.isdigit() or not math.isfinite(x):
-        raise InputError(f"target {target!r}: expected recall@K=X or knn-recall@K=X (optionally recall@K.lower=X), "
-                         "e.g. recall@10=0.95")
-    return ("recall" if fig == "recall" else "knn_recall"), int(kk), x
-
-
-def parse_gate(item: str, k: int) -> tuple[str, float]:
-    """``recall@10=0.95`` → ``("recall", 0.95)``; the k must be the run's. A bare number gates
-    the primary figure, id-overlap recall@k."""
-    try:
-        fig, kk, x = "recall", k, float(item)
-        if not math.isfinite(x):
-            raise ValueError
-    except ValueError:
-        fig, kk, x = _parse_target(item)  # type: ignore[misc]
-    if kk != k:
-        raise InputError(f"{item!r}: this run measures k = {k}; measure k = {kk} with k={kk} (--k {kk})")
+    if not math.isfinite(x):
+        raise InputError(f"{what} {text!r}: X must be a number in [0, 1], got {val.strip()!r}")
     if not 0.0 <= x <= 1.0:
-        raise InputError(f"{item!r}: a recall lies in [0, 1]")
+        raise InputError(f"{what} {text!r}: a recall lies in [0, 1]")
+    return ("recall" if fig == "recall" else "knn_recall"), k, x, on
+
+
+def _parse_target(target: Optional[str]) -> Optional[tuple[str, int, float]]:
+    """``recall@10=0.95`` / ``knn-recall@10=0.9`` → ``(figure, k, X)`` (:func:`parse_spec`)."""
+    if target is None:
+        return None
+    fig, k, x, _ = parse_spec(target, what="target")
+    return fig, k, x
+
+
+def parse_gate(item: str, k: int, *, what: str = "gate") -> tuple[str, float]:
+    """``recall@10=0.95`` → ``("recall", 0.95)``; the k must be the run's. A bare number gates
+    the primary figure, id-overlap recall@k (:func:`parse_spec`)."""
+    fig, kk, x, _ = parse_spec(item, what=what, bare=True)
+    if kk and kk != k:
+        raise InputError(f"{what} {item!r}: this run measures k = {k}; measure k = {kk} with k={kk} (--k {kk})")
     return fig, x
 
 
@@ -171,10 +199,9 @@ def recall_gates(report: RecallReport, items: list[str], gate_on: str = "mean") 
     gates = []
     ons = set()
     for item in items:
-        it, on = _split_on(item)
-        on = on or gate_on
+        on = parse_spec(item, what="gate", bare=True)[3] or gate_on
         ons.add(on)
-        fig, x = parse_gate(it, report["k"])
+        fig, x = parse_gate(item, report["k"])
         if on == "mean":
             gates.append(min_gate(f"{fig}.mean", report[fig]["mean"], x))
         else:
@@ -280,7 +307,7 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
     if gate_on not in GATE_ON:
         raise InputError(f"gate_on must be mean or lower, got {gate_on!r}")
     if target is not None:
-        gate_on = _split_on(target)[1] or gate_on
+        gate_on = parse_spec(target, what="target")[3] or gate_on
     tgt = _parse_target(target)
     if tgt is not None and tgt[1] != k:
         raise InputError(f"target {target!r}: this run measures k = {k}")

@@ -36,9 +36,11 @@ def html_report(folder: Any, output: Optional[Any] = None, *, title: Optional[st
     sidecar (``*.meta.json``) under ``folder`` into one HTML page with no external reference;
     write it atomically to ``output`` when given."""
     from ..htmlreport import build_report
+    from ._params import path_arg
 
+    folder = path_arg(folder, "folder")
     if output is not None:
-        out = Path(output)
+        out = path_arg(output, "output")
         if out.is_dir():
             raise InputError(f"output {out} is a folder; give the .html file to write")
         parent = out.parent if str(out.parent) else Path(".")

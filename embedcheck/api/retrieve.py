@@ -179,9 +179,12 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
         if against is not None:
             from ..geometry.retrieval import retrieval_paired
 
-            rep_b = retrieve(against[0], against[1], qrels, k=ks, resamples=0, seed=seed, engine=eng,
-                             query_ids=query_ids, doc_ids=doc_ids, query_id_field=query_id_field,
-                             doc_id_field=doc_id_field, score=score, score_name=score_name)
+            try:
+                rep_b = retrieve(against[0], against[1], qrels, k=ks, resamples=0, seed=seed, engine=eng,
+                                 query_ids=query_ids, doc_ids=doc_ids, query_id_field=query_id_field,
+                                 doc_id_field=doc_id_field, score=score, score_name=score_name)
+            except InputError as exc:  # the second embedding's own fault: said to be the against side's
+                raise InputError(f"against (B_QUERIES, B_CORPUS): {exc}") from None
             rep.paired = retrieval_paired(rep.per_query, _per_query_in_order(rep, rep_b), paired_metrics,
                                           resamples=resamples, permutations=resamples, seed=seed, margins=margins,
                                           against=" ".join(_shown(x) if _is_path(x) else "array" for x in against))

@@ -25,6 +25,7 @@ from ..errors import InputError
 from ..result import Report
 from ..schemas import BOOL, INT, STR, obj
 from ._common import Hint
+from ._params import callable_arg, int_arg, optional_path_arg, path_arg, str_arg
 
 PathLike = Union[str, os.PathLike]
 
@@ -75,9 +76,11 @@ def shards_split(input: PathLike, rows: int, output: PathLike, *, labels: Option
     from ..io.source import open_source
 
     t0 = time.perf_counter()
-    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
-        raise InputError(f"rows must be an integer >= 1, got {rows!r}")
-    input, output = Path(input), Path(output)
+    input, output = path_arg(input, "input"), path_arg(output, "output")
+    rows = int_arg(rows, "rows", minimum=1)  # type: ignore[assignment]
+    labels = optional_path_arg(labels, "labels")
+    label_field = str_arg(label_field, "label_field")  # type: ignore[assignment]
+    model = str_arg(model, "model", optional=True)
     source: dict[str, Any]
     X: Any
     if S.is_shard_set(input) or input.is_dir():
@@ -137,7 +140,8 @@ def shards_merge(shard_set: PathLike, output: PathLike, *,
     from ..rows import iter_chunks
 
     t0 = time.perf_counter()
-    output = Path(output)
+    shard_set, output = path_arg(shard_set, "shard_set"), path_arg(output, "output")
+    callable_arg(on_rows, "on_rows")
     if output.suffix.lower() != ".npy":
         raise InputError(f"output {output} must end in .npy")
     ss = S.open_shard_set(shard_set)
@@ -183,6 +187,9 @@ def shards_verify(shard_set: PathLike, *, on_shard: Optional[Callable[[int, int]
     from ..io.provenance import sha256_file
 
     t0 = time.perf_counter()
+    shard_set = path_arg(shard_set, "shard_set")
+    callable_arg(on_shard, "on_shard")
+    callable_arg(hint, "hint")
     ss = S.open_shard_set(shard_set, verify=False)
     mismatches: list[dict[str, Any]] = []
     for i, e in enumerate(ss.shards):

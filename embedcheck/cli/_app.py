@@ -41,9 +41,9 @@ def _one_line(msg: str, limit: int = MAX_LINE) -> str:
     >>> len(_one_line("x" * 10_000)) <= MAX_LINE
     True
     """
-    from ..io.stores import mask_secrets
+    from .output import printable
 
-    text = mask_secrets(" ".join(str(msg).split())) or "failed"  # a database password never reaches a line
+    text = printable(" ".join(str(msg).split())) or "failed"  # no database password, no terminal escape
     if len(text) <= limit:
         return text
     tail = limit // 4

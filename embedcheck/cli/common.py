@@ -473,7 +473,9 @@ def shown_name(x: Any) -> str:
 def hint(msg: str) -> None:
     """A line for humans on stderr (never on stdout), unless ``--quiet``."""
     if not _state["quiet"]:
-        sys.stderr.write(msg.rstrip("\n") + "\n")
+        from .output import printable
+
+        sys.stderr.write("\n".join(printable(line) for line in msg.rstrip("\n").split("\n")) + "\n")
         sys.stderr.flush()
 
 

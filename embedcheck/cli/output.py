@@ -20,6 +20,48 @@ from ..io.atomic import save_json
 from ..io.jsonio import dumps
 
 
+def printable(text: str) -> str:
+    """Text from an input (a label, a model name, a file name) as it may reach a terminal: a database
+    password masked, control characters (escape sequences, carriage returns) shown as ``\\xNN``.
+
+    >>> printable("a\\x1b[2Jb postgresql://u:pw@h/db")
+    'a\\\\x1b[2Jb postgresql://u:***@h/db'
+    """
+    from ..io.stores import mask_secrets
+
+    text = mask_secrets(text)
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text):
+        text = "".join(c if not (ord(c) < 32 or 127 <= ord(c) < 160) else f"\\x{ord(c):02x}" for c in text)
+    return text
+
+
+def displayable(obj: Any) -> Any:
+    """A report as the table view shows it: every string and key :func:`printable` and escaped for
+    rich's markup (a label ``[/x]`` is text, never a tag that breaks the table)."""
+    from rich.markup import escape
+
+    if isinstance(obj, str):
+        return escape(printable(obj))
+    if isinstance(obj, dict):
+        return {(escape(printable(k)) if isinstance(k, str) else k): displayable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)) and any(isinstance(v, (str, dict, list, tuple)) for v in obj):
+        return [displayable(v) for v in obj]
+    return obj
+
+
+def _masked(obj: Any) -> Any:
+    """``obj`` with every database password masked (strings only; numbers untouched)."""
+    from ..io.stores import mask_secrets
+
+    if isinstance(obj, str):
+        return mask_secrets(obj)
+    if isinstance(obj, dict):
+        return {(mask_secrets(k) if isinstance(k, str) else k): _masked(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)) and any(isinstance(v, (str, dict, list, tuple)) for v in obj):
+        return [_masked(v) for v in obj]
+    return obj
+
+
 def _fmt(v: Any) -> str:
     if v is None:
         return "—"
@@ -186,6 +228,8 @@ def emit(
     renderer: Optional[Callable[[dict[str, Any]], None]] = None,
 ) -> int:
     """Print ``report`` (JSON on a pipe, table on a terminal), save ``--report``; return exit code."""
+    code = exit_code(report)
+    report = _masked(report)  # a password read from an input (a store's metadata, a report) is never shown
     if report_file:
         save_json(report_file, report)
     use_json = as_json or fmt == "json" or (fmt is None and not sys.stdout.isatty())
@@ -193,7 +237,7 @@ def emit(
         sys.stdout.write(dumps(report) + "\n")
         sys.stdout.flush()
     elif renderer is not None:
-        renderer(report)
+        renderer(displayable(report))
     else:
-        render_table(report, title)
-    return exit_code(report)
+        render_table(displayable(report), printable(title))
+    return code

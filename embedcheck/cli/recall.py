@@ -104,9 +104,9 @@ def recall_cmd(
     settings = parse_settings(set_, "--set")
     grid = parse_sweep(sweep)
     for item in fail_below or []:
-        from ..api.recall import _split_on, parse_gate
+        from ..api.recall import parse_gate
 
-        parse_gate(_split_on(item)[0], k)
+        parse_gate(item, k, what="fail_below")
     rep = recall(index, queries=queries, n_queries=n_queries, k=k, settings=settings, sweep=grid or None,
                  target=target, gate_on=gate_on.value, vectors=vectors, space=space.value if space else None,
                  dim=dim, resamples=resamples, seed=seed, below=below, plot=plot, against=against,

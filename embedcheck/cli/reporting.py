@@ -179,4 +179,6 @@ def name_options(msg: str) -> str:
             continue
         if msg.startswith(prm.name + " "):
             return longs[0] + msg[len(prm.name):]
+        if msg.startswith("output ") and "--output" in longs:  # the library's output= under another name
+            return "--output" + msg[len("output"):]
     return msg

@@ -18,7 +18,9 @@ def read_head(path: str | os.PathLike) -> Head:
     """Read and validate a head file (size-capped, never unpickled)."""
     p = Path(path)
     if not p.exists():
-        raise InputError(f"head {p} does not exist")
+        from ..io.paths import missing as why_missing
+
+        raise InputError(f"head {p} {why_missing(p)}")
     if p.is_dir():
         raise InputError(f"head {p} is a folder, not a file")
     size = p.stat().st_size

@@ -83,11 +83,21 @@ def _link_unnamed(fd: int, target: Path, *, replace: bool) -> Path | None:
         tmp = _temp_name(target)
         os.link(src, tmp.name, dst_dir_fd=dfd)
         if replace:
-            os.replace(tmp.name, target.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            try:
+                os.replace(tmp.name, target.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:  # e.g. the target became a folder: no temporary name is left behind
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp.name, dir_fd=dfd)
+                raise
             return None
         return tmp
     finally:
         os.close(dfd)
+
+
+def _cannot_write(target: Path, exc: OSError) -> InputError:
+    """An output that cannot be written, named as given (never by its temporary name)."""
+    return InputError(f"cannot write output {target}: {exc.strerror or exc}")
 
 
 class AtomicBatch:
@@ -123,10 +133,15 @@ class AtomicBatch:
         folder = target.parent if str(target.parent) else Path(".")
         if not folder.is_dir():
             raise InputError(f"output folder {folder} does not exist")
+        if target.is_dir():
+            raise InputError(f"output {target} is a folder; give a file name")
         check_not_input(target)  # the running command's inputs (guard_inputs)
         remove_stale_temps(target)
         encoding = None if "b" in mode else "utf-8"
-        fd = _open_unnamed(folder)
+        try:
+            fd = _open_unnamed(folder)
+        except OSError as exc:
+            raise _cannot_write(target, exc) from None
         if fd is not None:
             entry_fd: int | None = fd
             try:
@@ -146,7 +161,10 @@ class AtomicBatch:
                 entry_fd = None
             self._staged.append((tmp, entry_fd, target))
             return
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=folder)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=folder)
+        except OSError as exc:
+            raise _cannot_write(target, exc) from None
         self._staged.append((tmp, None, target))
         with os.fdopen(fd, mode, encoding=encoding) as f:
             yield f
@@ -176,6 +194,12 @@ class AtomicBatch:
                     assert tmp is not None
                     os.chmod(tmp, 0o644)
                     os.replace(tmp, target)
+        except OSError as exc:
+            self.abort()  # the temporaries not yet renamed are removed
+            raise _cannot_write(target, exc) from None
+        except BaseException:
+            self.abort()
+            raise
         finally:
             self._close()
 

@@ -21,6 +21,10 @@ from .paths import check_file
 _MAX_NPY_BYTES = int(np.iinfo(np.intp).max)
 
 
+#: numpy's own limit on a .npy header's length (``max_header_size``): longer ones are refused
+MAX_HEADER = 10_000
+
+
 def _npy_header(path: Path) -> tuple[tuple[int, ...], bool, np.dtype, int]:
     """Parse a ``.npy`` header without loading data: (shape, fortran, dtype, data offset)."""
     try:
@@ -40,6 +44,9 @@ def _npy_header(path: Path) -> tuple[tuple[int, ...], bool, np.dtype, int]:
                 else:  # pragma: no cover - numpy only writes 1.0-3.0
                     raise InputError(f"{path}: unsupported .npy version {version}")
             except (ValueError, SyntaxError, OverflowError, TypeError) as exc:
+                if "max_header_size" in str(exc):  # numpy's guard; its advice (lift the limit) is not ours to give
+                    raise InputError(f"{path}: corrupt .npy header (longer than the {MAX_HEADER} bytes a .npy "
+                                     "header may have)") from None
                 raise InputError(f"{path}: corrupt .npy header ({' '.join(str(exc).split())[:120]})") from None
             offset = f.tell()
     except OSError as exc:

@@ -458,11 +458,17 @@ def new_shard_folder(out: str | os.PathLike) -> Iterator[Path]:
     check_not_input(out)  # never inside an input shard set
     check_output_folder(out)
     remove_stale_temps(out)  # staging folders of killed writers of the same output
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{os.getpid()}.", suffix=".tmp", dir=parent))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{os.getpid()}.", suffix=".tmp", dir=parent))
+    except OSError as exc:  # named as given, never by the staging folder's name
+        raise InputError(f"cannot write output {out}: {exc.strerror or exc}") from None
     try:
         yield tmp
         os.chmod(tmp, 0o755)
-        os.replace(tmp, out)
+        try:
+            os.replace(tmp, out)
+        except OSError as exc:
+            raise InputError(f"cannot write output {out}: {exc.strerror or exc}") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

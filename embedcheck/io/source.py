@@ -201,8 +201,16 @@ def open_source(x: Any, *, what: str = "embeddings", part_rows: int = PART_ROWS,
     by whoever reads them with ``check=True``."""
     if isinstance(x, Source):
         return x
-    from .stores import is_store
+    from .stores import Locator, is_store
 
+    if isinstance(x, Locator):
+        return open_store_source(x, what=what, part_rows=part_rows, min_rows=min_rows)
+    if not isinstance(x, (str, os.PathLike, np.ndarray)):
+        if not hasattr(x, "__array__"):  # None, a number, a list of paths ...: said in one line, naming the input
+            raise InputError(f"{what} must be an array, a .npy path, a shard set or a store, got {type(x).__name__}")
+        x = np.asarray(x)
+    elif isinstance(x, (str, os.PathLike)) and not str(os.fspath(x)).strip():
+        raise InputError(f"{what} must be an array, a .npy path, a shard set or a store, got an empty path")
     if isinstance(x, (str, os.PathLike)) and is_store(x):
         return open_store_source(x, what=what, part_rows=part_rows, min_rows=min_rows)
     if isinstance(x, np.ndarray):

@@ -487,7 +487,9 @@ class ArrowStore(Store):
         self.kind = loc.kind
         p = Path(loc.path)
         if not p.exists():
-            raise InputError(f"{self.name} does not exist")
+            from .paths import missing as why_missing
+
+            raise InputError(f"{self.name} {why_missing(p)}")
         self._pa = pa
         self._files: list[Any] = []
         self._ipc: Any = None
@@ -496,6 +498,8 @@ class ArrowStore(Store):
                 import pyarrow.parquet as pq
 
                 paths = sorted(p.glob("*.parquet")) if p.is_dir() else [p]
+                if not paths:
+                    raise InputError(f"{self.name} is a folder without .parquet files")
                 # buffered page reads: a row group is streamed, never held whole (one row group of
                 # a million rows is 1.5 GB of vectors)
                 self._files = [pq.ParquetFile(str(f), buffer_size=1 << 22, pre_buffer=False) for f in paths]
@@ -1313,12 +1317,32 @@ def output_locator(x: Any) -> Optional[Locator]:
     return loc
 
 
-def check_output(target: Any, overwrite: bool = False) -> Locator:
-    """Before any work: ``target`` is a store embedcheck writes, its folder exists (or its database
-    answers), and it does not exist yet unless ``overwrite``."""
+def _place(loc: Locator) -> tuple[str, str, str]:
+    """Where a store's rows live, for comparing an output with the inputs (never shown: a
+    postgres place holds the connection string)."""
+    if loc.kind == "postgres":
+        return ("postgres", loc.path, str(loc.table))
+    if loc.kind == "lancedb":
+        return ("lance", os.path.realpath(Path(loc.path) / f"{loc.table}.lance"), "")
+    return (loc.kind if loc.kind == "lance" else "file", os.path.realpath(loc.path), "")
+
+
+def check_output(target: Any, overwrite: bool = False, inputs: Any = ()) -> Locator:
+    """Before any work: ``target`` is a store embedcheck writes, it is none of ``inputs`` (stores or
+    files; ``overwrite`` does not allow that), its folder exists (or its database answers), and it
+    does not exist yet unless ``overwrite``."""
     loc = output_locator(target)
     if loc is None:
         raise InputError(f"{display_name(target)} is not an output store")
+    for inp in inputs or ():
+        try:
+            other = parse_locator(inp)
+        except InputError:
+            continue  # a malformed input fails where it is read
+        if other is None and isinstance(inp, (str, os.PathLike)) and os.fspath(inp) not in ("", "-"):
+            other = Locator("file", os.fspath(inp), os.fspath(inp))
+        if other is not None and _place(other) == _place(loc):
+            raise InputError(f"output {loc.name} would overwrite the input {display_name(inp)}; choose another output")
     if loc.kind == "postgres":
         _need("psycopg", loc.name)
         from psycopg import sql
@@ -1336,7 +1360,13 @@ def check_output(target: Any, overwrite: bool = False) -> Locator:
     else:
         path = Path(loc.path) / f"{loc.table}.lance" if loc.kind == "lancedb" else Path(loc.path)
         folder = Path(loc.path) if loc.kind == "lancedb" else path.parent
-        if loc.kind != "lancedb" and not folder.is_dir():
+        if loc.kind == "lancedb":  # the database folder may be new, its parent folder must exist
+            if folder.exists() and not folder.is_dir():
+                raise InputError(f"output {loc.name}: {folder} is a file, not a LanceDB database folder")
+            parent = folder.parent if str(folder.parent) else Path(".")
+            if not folder.exists() and not parent.is_dir():
+                raise InputError(f"output {loc.name}: folder {parent} does not exist")
+        elif not folder.is_dir():
             raise InputError(f"output {loc.name}: folder {folder} does not exist")
         exists = path.exists()
     if exists and not overwrite:

@@ -212,7 +212,9 @@ def read_records(source: str, *, text_field: str | None = None, label_field: str
         else:
             p = Path(source)
             if not p.exists():
-                raise InputError(f"input {source} does not exist")
+                from .paths import missing as why_missing
+
+                raise InputError(f"input {source} {why_missing(p)}")
             if p.is_dir():
                 raise InputError(f"input {source} is a folder, not a file")
             suffix = p.suffix.lower()
