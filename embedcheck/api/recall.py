@@ -65,8 +65,8 @@ class RecallReport(Report):
         "ci_method": STR, "seed": INT, "gate_on": STR,
     }, optional=("sweep", "warnings", "ci_method", "gate_on"))
     figures = {
-        "recall.mean": Figure("higher", interval="recall.mean_ci95"),
-        "knn_recall.mean": Figure("higher", interval="knn_recall.mean_ci95"),
+        "recall.mean": Figure("higher", interval="recall.mean_ci95", unit=FRACTION, range=(0, 1)),
+        "knn_recall.mean": Figure("higher", interval="knn_recall.mean_ci95", unit=FRACTION, range=(0, 1)),
         # context, compared by embedcheck compare: misses, ties, losses and latencies (lower is better)
         "recall.share_below": Figure("lower", headline=False, unit=FRACTION, range=(0, 1)),
         "knn_recall.share_below": Figure("lower", headline=False, unit=FRACTION, range=(0, 1)),
@@ -146,13 +146,21 @@ def _parse_target(target: Optional[str]) -> Optional[tuple[str, int, float]]:
 
 def parse_gate(item: str, k: int) -> tuple[str, float]:
     """``recall@10=0.95`` → ``("recall", 0.95)``; the k must be the run's. A bare number gates
-    the primary figure, id-overlap recall@k."""
+    the primary figure, id-overlap recall@k; a figure without ``@K`` is the run's k (``recall=X``,
+    the report's ``recall.mean=X`` once :func:`_split_on` took ``.mean`` off)."""
     try:
         fig, kk, x = "recall", k, float(item)
         if not math.isfinite(x):
             raise ValueError
     except ValueError:
-        fig, kk, x = _parse_target(item)  # type: ignore[misc]
+        name, sep, val = str(item).partition("=")
+        if sep and "@" not in name:
+            name = f"{name.strip()}@{k}"
+        try:
+            fig, kk, x = _parse_target(name + sep + val)  # type: ignore[misc]
+        except InputError:
+            raise InputError(f"fail_below {item!r}: expected recall@K=X or knn-recall@K=X (K the run's k; "
+                             "recall.mean=X, recall@K.lower=X) or a bare X") from None
     if kk != k:
         raise InputError(f"{item!r}: this run measures k = {k}; measure k = {kk} with k={kk} (--k {kk})")
     if not 0.0 <= x <= 1.0:
