@@ -178,7 +178,7 @@ def test_report_validates_against_its_schema(case: Case) -> None:
 
 def test_against_an_exact_copy_is_never_worse_nor_better(case: Case, tmp_path) -> None:
     if not case.paired:
-        pytest.skip(f"{case.name} takes no --against")
+        pytest.skip(f"{case.id} takes no --against")
     copies = []
     for i in case.vectors:
         dst = tmp_path / f"copy{i}_{case.files[i]}"
@@ -228,6 +228,11 @@ def test_missing_or_malformed_embeddings_give_one_line_and_exit_2(case: Case, tm
     res = case.run(replace={i: flat})
     assert_one_line_error(res)
     assert list(tmp_path.iterdir()) == [flat]  # nothing written
+    for i in case.vectors[:1]:  # an index (recall) is an input of its own
+        if i not in case.embeddings:
+            res = case.run(replace={i: tmp_path / f"missing{FIXTURES.joinpath(case.files[i]).suffix}"})
+            assert_one_line_error(res)
+            assert "missing" in res.stderr and list(tmp_path.iterdir()) == [flat]
 
 
 def _floats(report: Any, path: str = "") -> dict[str, float]:
@@ -311,7 +316,7 @@ def test_labels_with_ids_are_matched_to_the_rows_by_id(case: Case, tmp_path) -> 
     file in row order (``inputs.rows_matched_by``: "id"); another set of ids is one line, exit 2."""
     labelled = [i for i, f in case.files.items() if f.endswith(LABELLED)]
     if not labelled:
-        pytest.skip(f"{case.name} takes no labels or scores")
+        pytest.skip(f"{case.id} takes no labels or scores file (rows matched by id; qrels and phrases carry their own keys)")
     plain = case.run()
     shuffled = case.run(replace=_with_ids(case, tmp_path, "shuffled"))
     assert plain.exit_code == 0 and shuffled.exit_code == 0, (plain, shuffled)

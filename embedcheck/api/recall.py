@@ -144,10 +144,12 @@ def _parse_target(target: Optional[str]) -> Optional[tuple[str, int, float]]:
     return ("recall" if fig == "recall" else "knn_recall"), int(kk), x
 
 
-def parse_gate(item: str, k: int) -> tuple[str, float]:
+def parse_gate(item: str, k: int, shown: Optional[str] = None) -> tuple[str, float]:
     """``recall@10=0.95`` → ``("recall", 0.95)``; the k must be the run's. A bare number gates
     the primary figure, id-overlap recall@k; a figure without ``@K`` is the run's k (``recall=X``,
-    the report's ``recall.mean=X`` once :func:`_split_on` took ``.mean`` off)."""
+    the report's ``recall.mean=X`` once :func:`_split_on` took ``.mean`` off). Messages quote
+    ``shown``: the gate as typed (default ``item``)."""
+    shown = item if shown is None else shown
     try:
         fig, kk, x = "recall", k, float(item)
         if not math.isfinite(x):
@@ -159,10 +161,10 @@ def parse_gate(item: str, k: int) -> tuple[str, float]:
         try:
             fig, kk, x = _parse_target(name + sep + val)  # type: ignore[misc]
         except InputError:
-            raise InputError(f"fail_below {item!r}: expected recall@K=X or knn-recall@K=X (K the run's k; "
+            raise InputError(f"fail_below {shown!r}: expected recall@K=X or knn-recall@K=X (K the run's k; "
                              "recall.mean=X, recall@K.lower=X) or a bare X") from None
     if kk != k:
-        raise InputError(f"{item!r}: this run measures k = {k}; measure k = {kk} with k={kk} (--k {kk})")
+        raise InputError(f"{shown!r}: this run measures k = {k}; measure k = {kk} with k={kk} (--k {kk})")
     if not 0.0 <= x <= 1.0:
         raise InputError(f"{item!r}: a recall lies in [0, 1]")
     return fig, x
@@ -182,7 +184,7 @@ def recall_gates(report: RecallReport, items: list[str], gate_on: str = "mean") 
         it, on = _split_on(item)
         on = on or gate_on
         ons.add(on)
-        fig, x = parse_gate(it, report["k"])
+        fig, x = parse_gate(it, report["k"], shown=item)
         if on == "mean":
             gates.append(min_gate(f"{fig}.mean", report[fig]["mean"], x))
         else:

@@ -62,7 +62,7 @@ def recall_cmd(
     set_: Annotated[Optional[list[str]], typer.Option("--set", metavar="NAME=V", help="A search setting of the index (efSearch, nprobe, ef, hnsw.ef_search, ivfflat.probes, nprobes, refine_factor). Repeatable.", show_default=False)] = None,
     sweep: Annotated[Optional[list[str]], typer.Option("--sweep", metavar="NAME=V1,V2,...", help="One row per setting value with recall (interval) and latency, the Pareto frontier. Repeatable (all combinations).", show_default=False)] = None,
     target: Annotated[Optional[str], typer.Option("--target", metavar="FIGURE@K=X", help="With --sweep: the cheapest setting meeting recall@K=X (or knn-recall@K=X); recall@K.lower=X: its interval's lower end.", show_default=False)] = None,
-    fail_below: Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="FIGURE@K=X", help="Gate: exit 1 when recall@K (or knn-recall@K) is below X; recall@K.lower=X: the lower end of its 95% interval; a bare X gates recall@K. Repeatable.", show_default=False)] = None,
+    fail_below: Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="FIGURE@K=X", help="Gate: exit 1 when recall@K (or knn-recall@K) is below X; recall@K.lower=X: the lower end of its 95% interval; a bare X (or recall.mean=X, the report's name) gates recall@K. Repeatable.", show_default=False)] = None,
     gate_on: Annotated[GateOn, typer.Option("--gate-on", hidden=True, help="Old spelling: what --fail-below and --target gate when the figure does not say (recall@K.lower=X: the lower end of its 95% interval).", case_sensitive=False)] = GateOn.mean,
     below: Annotated[float, typer.Option("--below", callback=in_range(0, 1, lo_open=True), help="Report the share of queries whose recall is below this.")] = 0.9,
     vectors: Annotated[Optional[str], typer.Option("--vectors", metavar="SOURCE", help="The original vectors (.npy, index row order) when the index stores only quantised codes (FAISS PQ/SQ).", show_default=False)] = None,
@@ -106,7 +106,7 @@ def recall_cmd(
     for item in fail_below or []:
         from ..api.recall import _split_on, parse_gate
 
-        parse_gate(_split_on(item)[0], k)
+        parse_gate(_split_on(item)[0], k, shown=item)
     rep = recall(index, queries=queries, n_queries=n_queries, k=k, settings=settings, sweep=grid or None,
                  target=target, gate_on=gate_on.value, vectors=vectors, space=space.value if space else None,
                  dim=dim, resamples=resamples, seed=seed, below=below, plot=plot, against=against,
