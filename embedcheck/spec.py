@@ -58,8 +58,9 @@ class Command:
     paired: bool = False                        #: takes ``--against``
     measurement: bool = False                   #: computes figures of embeddings
     role: str = ""                              #: for ``--help``'s intro: encode, measure, repair, manage
-    #: a run on the project's fixtures (file names in ``fixtures/``, then options), which the
-    #: conformance suite drives through every surface
+    #: a run on the project's fixtures (its verb first for a command with verbs, e.g. ``"sweep"``;
+    #: then arguments and options, files named as in ``fixtures/``), which the conformance suite
+    #: drives through every surface
     example: tuple[str, ...] = ()
 
 
@@ -194,17 +195,22 @@ COMMANDS: tuple[Command, ...] = (
     Command("physscore", "does similarity follow physical quantities? The PhysScore protocol", "physscore",
             {"physscore": "physscore", "physscore_run": "physscore", "physscore_phrases": "physscore"},
             {"physscore-phrases": 1, "physscore-score": 1, "physscore-run": 1}, primary="table1.avg", paired=True,
-            measurement=True, role="measure"),
+            measurement=True, role="measure",
+            example=("score", "physscore_emb.npy", "physscore_phrases.jsonl", "--tables", "1")),
     Command("retrieve", "exact search quality against relevance judgements: nDCG@10, MAP, recall", "retrieve",
-            {"retrieve": "retrieve"}, {"retrieve": 1}, primary="metrics.ndcg_at_10", paired=True, measurement=True, role="measure"),
+            {"retrieve": "retrieve"}, {"retrieve": 1}, primary="metrics.ndcg_at_10", paired=True, measurement=True, role="measure",
+            example=("retrieve_queries.npy", "retrieve_corpus.npy", "retrieve_qrels.tsv", "--resamples", "100")),
     Command("recall", "does the ANN index serve what exact search would? recall@k on your own vectors", "recall",
-            {"recall": "recall"}, {"recall": 1}, primary="recall.mean", paired=True, measurement=True, role="measure"),
+            {"recall": "recall"}, {"recall": 1}, primary="recall.mean", paired=True, measurement=True, role="measure",
+            example=("recall_hnsw.faiss", "--queries", "recall_queries.npy", "--k", "5", "--resamples", "100")),
     Command("drift", "has a population of embeddings drifted? MMD² and a cross-fitted classifier, calibrated", "drift",
             {"drift": "drift"}, {"drift": 1}, primary="classifier.auc", measurement=True, role="measure",
             example=("topics.npy", "topics_test.npy", "--permutations", "100")),
     Command("compress", "quantise or reduce vectors and measure what search keeps", "compress",
             {"compress": "compress", "compress_sweep": "compress"}, {"compress-write": 1, "compress-sweep": 1},
-            measurement=True, role="measure"),
+            measurement=True, role="measure",
+            example=("sweep", "--retrieval", "retrieve_queries.npy", "retrieve_corpus.npy", "retrieve_qrels.tsv",
+                     "--resamples", "100")),
     Command("threshold", "calibrate a cosine threshold for a target precision", "threshold",
             {"threshold": "threshold"}, {"threshold": 1}, primary="average_precision", measurement=True, role="measure",
             example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100")),

@@ -12,6 +12,14 @@ What they are (all float32 unless stated):
   mean direction, for ``anisotropy``; ``pairs_fit_a.npy``/``pairs_fit_b.npy``: 1,200 train rows each.
 - ``sts_a.npy``, ``sts_b.npy`` (200 x 32) + ``sts_scores.jsonl``: pairs whose gold score falls with
   the noise added to the partner (Spearman well above 0).
+- ``retrieve_queries.npy`` (40 x 16), ``retrieve_corpus.npy`` (200 x 16), each with a ``.jsonl``
+  sidecar of ids, and ``retrieve_qrels.tsv``: every query judges 3 documents relevant (grades 1-2),
+  near it but not closest (nDCG@10 well inside (0, 1)); for ``retrieve`` and ``compress sweep``.
+- ``recall_hnsw.faiss``: a FAISS HNSW index (M=4, efSearch=8, built in one thread) over 300 rows
+  of 16 dims, and ``recall_queries.npy`` (50 x 16): recall@5 inside (0, 1).
+- ``physscore_phrases.jsonl`` (the 452 benchmark phrases, ``physscore phrases --sets benchmark``)
+  and ``physscore_emb.npy`` (452 x 16): one vector per distinct text whose angle follows the
+  log of the value, plus noise (Table 1 well above 0, not 1); phrases are matched by text.
 """
 
 from __future__ import annotations
@@ -71,7 +79,61 @@ def main() -> None:
     with open(OUT / "sts_scores.jsonl", "w") as f:
         for i, g in enumerate(gold):
             f.write(json.dumps({"index": i, "score": round(float(g), 3)}) + "\n")
+    _retrieval(np.random.default_rng(20261201))
+    _recall(np.random.default_rng(20261202))
+    _physscore(np.random.default_rng(20261203))
     print(f"wrote fixtures to {OUT}")
+
+
+def _ids(name: str, prefix: str, n: int) -> None:
+    with open(OUT / f"{name}.jsonl", "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"id": f"{prefix}{i}"}) + "\n")
+
+
+def _retrieval(rng: np.random.Generator, nq: int = 40, nc: int = 200, d: int = 16) -> None:
+    C = rng.normal(0, 1, (nc, d))
+    rel = [rng.choice(nc, 3, replace=False) for _ in range(nq)]
+    Q = np.stack([C[r].mean(axis=0) + rng.normal(0, 0.8, d) for r in rel])
+    np.save(OUT / "retrieve_queries.npy", Q.astype(np.float32))
+    np.save(OUT / "retrieve_corpus.npy", C.astype(np.float32))
+    _ids("retrieve_queries", "q", nq)
+    _ids("retrieve_corpus", "d", nc)
+    with open(OUT / "retrieve_qrels.tsv", "w") as f:
+        f.write("query-id\tcorpus-id\tscore\n")
+        for i, r in enumerate(rel):
+            for j, doc in enumerate(r):
+                f.write(f"q{i}\td{doc}\t{2 if j == 0 else 1}\n")
+
+
+def _recall(rng: np.random.Generator, n: int = 300, nq: int = 50, d: int = 16) -> None:
+    import faiss
+
+    faiss.omp_set_num_threads(1)  # HNSW insertion order fixed: the same graph on every run
+    X = rng.normal(0, 1, (n, d)).astype(np.float32)
+    index = faiss.IndexHNSWFlat(d, 4)
+    index.hnsw.efConstruction = 16
+    index.add(X)
+    index.hnsw.efSearch = 8
+    faiss.write_index(index, str(OUT / "recall_hnsw.faiss"))
+    np.save(OUT / "recall_queries.npy", rng.normal(0, 1, (nq, d)).astype(np.float32))
+
+
+def _physscore(rng: np.random.Generator, d: int = 16) -> None:
+    from embedcheck.physscore_protocol.phrases import phrase_rows
+
+    rows = phrase_rows(["benchmark"])
+    with open(OUT / "physscore_phrases.jsonl", "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    vec: dict[str, np.ndarray] = {}
+    for r in rows:
+        if r["text"] not in vec:
+            a = 0.35 * np.log1p(abs(float(r["value"])))
+            v = np.zeros(d)
+            v[0], v[1] = np.cos(a), np.sin(a)
+            vec[r["text"]] = v + rng.normal(0, 0.35, d)
+    np.save(OUT / "physscore_emb.npy", np.stack([vec[r["text"]] for r in rows]).astype(np.float32))
 
 
 if __name__ == "__main__":

@@ -27,47 +27,87 @@ from embedcheck.spec import COMMANDS
 PLUGIN = "centroid-cosine"  # the measurement of docs/plugins.md
 #: fixtures a plugin's declared inputs are given, by kind
 BY_KIND = {"embeddings": "topics.npy", "labels": "topics.labels.jsonl"}
+#: fixtures holding one label or score per row of an embeddings file (what rows are matched to by id)
+LABELLED = (".labels.jsonl", "scores.jsonl")
+
+
+#: where a command's example writes the ids of an embeddings file: its ``.jsonl`` sidecar
+VECTOR_SUFFIXES = (".npy", ".faiss")
 
 
 @dataclass
 class Case:
-    name: str
-    files: list[str]                      # fixture names, in argument order
-    options: list[str] = field(default_factory=list)
+    name: str                            # the command
+    args: list[str]                      # its example: a verb (if any), arguments, options; fixture files by name
     primary: str | None = None
     paired: bool = False
     env: dict[str, str] = field(default_factory=dict)
 
-    def paths(self, replace: dict[int, Any] | None = None) -> list[str]:
-        return [str((replace or {}).get(i, FIXTURES / f)) for i, f in enumerate(self.files)]
+    @property
+    def files(self) -> dict[int, str]:
+        """Position in ``args`` → fixture file name, of every argument that names a fixture."""
+        return {i: a for i, a in enumerate(self.args) if (FIXTURES / a).is_file()}
+
+    @property
+    def verb(self) -> str | None:
+        first = self.args[0] if self.args else ""
+        return first if first and not first.startswith("-") and 0 not in self.files else None
+
+    @property
+    def id(self) -> str:
+        return f"{self.name} {self.verb}" if self.verb else self.name
+
+    @property
+    def report(self) -> str:
+        """The report's name (``schema`` takes it): ``compress-sweep`` for ``compress sweep``."""
+        return f"{self.name}-{self.verb}" if self.verb else self.name
+
+    @property
+    def inputs(self) -> list[int]:
+        """The positional file arguments (before the first option)."""
+        flag = next((i for i, a in enumerate(self.args) if a.startswith("--")), len(self.args))
+        return [i for i in self.files if i < flag]
 
     @property
     def embeddings(self) -> list[int]:
-        return [i for i, f in enumerate(self.files) if f.endswith(".npy")]
+        """Every ``.npy`` argument, positional or an option's value (``--queries q.npy``)."""
+        return [i for i, f in self.files.items() if f.endswith(".npy")]
+
+    @property
+    def vectors(self) -> list[int]:
+        """The positional inputs ``--against`` pairs with, one ``--against`` each: embeddings or an index."""
+        return [i for i in self.inputs if self.files[i].endswith(VECTOR_SUFFIXES)]
+
+    def argv(self, replace: dict[int, Any] | None = None) -> list[str]:
+        return [str((replace or {}).get(i, FIXTURES / a)) if i in self.files else a for i, a in enumerate(self.args)]
 
     def run(self, *extra: Any, replace: dict[int, Any] | None = None, json_out: bool = True) -> CliResult:
         env = {**os.environ, **self.env, "HF_HUB_OFFLINE": "1", "COLUMNS": "80"}
-        args = [self.name, *self.paths(replace), *self.options, *[str(a) for a in extra]]
+        args = [self.name, *self.argv(replace), *[str(a) for a in extra]]
         p = subprocess.run([sys.executable, "-m", "embedcheck", *args, *(["--json"] if json_out else [])],
                            capture_output=True, text=True, env=env, timeout=300)
         return CliResult(p.returncode, p.stdout, p.stderr)
 
 
+def copy_with_sidecar(src: Any, dst: Any) -> None:
+    """Copy a fixture and, for an embeddings file, its ``.jsonl`` sidecar of ids (when it has one)."""
+    from pathlib import Path
+
+    src, dst = Path(src), Path(dst)
+    shutil.copyfile(src, dst)
+    if src.suffix == ".npy" and src.with_suffix(".jsonl").is_file():
+        shutil.copyfile(src.with_suffix(".jsonl"), dst.with_suffix(".jsonl"))
+
+
 def _builtin_cases() -> list[Case]:
-    out = []
-    for c in COMMANDS:
-        if c.example:
-            files = [a for a in c.example if not a.startswith("--") and "." in a]
-            options = list(c.example[len(files):])
-            out.append(Case(c.name, files, options, c.primary, c.paired))
-    return out
+    return [Case(c.name, list(c.example), c.primary, c.paired) for c in COMMANDS if c.example]
 
 
-CASES = [*_builtin_cases(), Case(PLUGIN, [BY_KIND["embeddings"], BY_KIND["labels"]], ["--resamples", "100"],
+CASES = [*_builtin_cases(), Case(PLUGIN, [BY_KIND["embeddings"], BY_KIND["labels"], "--resamples", "100"],
                                  "centroid_cosine", True)]
 
 
-@pytest.fixture(params=CASES, ids=[c.name for c in CASES])
+@pytest.fixture(params=CASES, ids=[c.id for c in CASES])
 def case(request) -> Case:
     c: Case = request.param
     if c.name == PLUGIN:
@@ -82,30 +122,44 @@ def _get(report: dict[str, Any], dotted: str) -> Any:
     return cur
 
 
+def _timing(key: str) -> bool:
+    """A key holding a time (differs run to run): seconds, rates, milliseconds, latency."""
+    return key in ("seconds", "latency") or key.endswith(("_per_second", "_ms_per_query"))
+
+
 def _masked(v: Any) -> Any:
     if isinstance(v, dict):
-        return {k: _masked(x) for k, x in v.items() if k != "seconds" and not k.endswith("_per_second")}
+        return {k: _masked(x) for k, x in v.items() if not _timing(k)}
     if isinstance(v, list):
         return [_masked(x) for x in v]
     return v
 
 
-def _api_kwargs(options: list[str]) -> dict[str, Any]:
+def _api_call(case: Case) -> tuple[Any, list[str], dict[str, Any]]:
+    """The API function of ``case`` (``embedcheck.<command>_<verb>``, else ``embedcheck.<command>``)
+    and its arguments: the positional files, then each ``--option`` as a keyword (a number, a
+    path, or a tuple when the option takes several values, as ``--retrieval Q C QRELS``)."""
+    import embedcheck
+
+    api = case.name.replace("-", "_")
+    fn = getattr(embedcheck, f"{api}_{case.verb}", None) if case.verb else None
+    fn = fn or getattr(embedcheck, api)
+    argv = case.argv()
+    flags = [i for i, a in enumerate(argv) if a.startswith("--")] + [len(argv)]
     kw: dict[str, Any] = {}
-    for flag, value in zip(options[::2], options[1::2]):
-        kw[flag.lstrip("-").replace("-", "_")] = int(value) if value.isdigit() else float(value)
-    return kw
+    for i, j in zip(flags, flags[1:]):
+        values: list[Any] = [int(v) if v.isdigit() else v for v in argv[i + 1:j]]
+        kw[argv[i].lstrip("-").replace("-", "_")] = values[0] if len(values) == 1 else tuple(values)
+    return fn, [argv[i] for i in case.inputs], kw
 
 
 def test_cli_json_is_the_api_report(case: Case, request) -> None:
-    import embedcheck
-
     res = case.run()
     assert res.exit_code == 0, res
     if case.name == PLUGIN:
         request.getfixturevalue("with_doc_plugin")
-    fn = getattr(embedcheck, case.name.replace("-", "_"))
-    api = fn(*case.paths(), **_api_kwargs(case.options)).to_dict()
+    fn, args, kw = _api_call(case)
+    api = fn(*args, **kw).to_dict()
     assert _masked(res.json()) == _masked(json.loads(json.dumps(api)))
 
 
@@ -114,7 +168,7 @@ def test_report_validates_against_its_schema(case: Case) -> None:
     res = case.run()
     assert res.exit_code == 0, res
     report = res.json()
-    p = subprocess.run([sys.executable, "-m", "embedcheck", "schema", case.name], capture_output=True, text=True,
+    p = subprocess.run([sys.executable, "-m", "embedcheck", "schema", case.report], capture_output=True, text=True,
                        env={**os.environ, **case.env})
     assert p.returncode == 0, p.stderr
     jsonschema.validate(report, json.loads(p.stdout))
@@ -124,11 +178,11 @@ def test_report_validates_against_its_schema(case: Case) -> None:
 
 def test_against_an_exact_copy_is_never_worse_nor_better(case: Case, tmp_path) -> None:
     if not case.paired:
-        pytest.skip(f"{case.name} takes no --against")
+        pytest.skip(f"{case.id} takes no --against")
     copies = []
-    for i in case.embeddings:
+    for i in case.vectors:
         dst = tmp_path / f"copy{i}_{case.files[i]}"
-        shutil.copyfile(FIXTURES / case.files[i], dst)
+        copy_with_sidecar(FIXTURES / case.files[i], dst)
         copies.append(dst)
     res = case.run(*[a for c in copies for a in ("--against", c)])
     assert res.exit_code == 0, res
@@ -140,17 +194,28 @@ def test_against_an_exact_copy_is_never_worse_nor_better(case: Case, tmp_path) -
         assert f["difference"] == 0 or f["difference"] is None, (k, f)
 
 
-def test_gates_exit_0_when_met_1_when_not_2_when_malformed(case: Case) -> None:
+def test_gates_exit_0_when_met_1_when_not_2_when_malformed(case: Case, request) -> None:
+    """A bare ``--fail-below X`` gates the primary figure and ``--fail-below FIGURE=X`` names it:
+    exit 0 when met, 1 when not; an unknown figure and a bound outside the primary figure's declared
+    range are bad usage, exit 2 (one line)."""
+    from embedcheck.schemas import figures_of
+
+    assert_one_line_error(case.run("--fail-below", "no_such_figure=1"))
     if case.primary is None:
-        pytest.skip(f"{case.name} declares no primary figure")
+        pytest.skip(f"{case.id} declares no primary figure (it gates a row's retention: METRIC=P with --ship)")
     value = float(_get(case.run().json(), case.primary))
     step = max(abs(value) * 1e-3, 1e-6)
-    ok = case.run("--fail-below", f"{case.primary}={value - step}")
-    assert ok.exit_code == 0, ok
-    bad = case.run("--fail-below", f"{case.primary}={value + step}")
-    assert bad.exit_code == 1, bad
-    assert f"FAIL {case.primary}" in bad.stderr or case.primary in bad.stderr, bad
-    assert_one_line_error(case.run("--fail-below", "no_such_figure=1"))
+    for x, code in ((value - step, 0), (value + step, 1)):  # bare, and FIGURE=X: both met, or neither
+        res = case.run("--fail-below", x, "--fail-below", f"{case.primary}={x}")
+        assert res.exit_code == code, res
+        gates = res.json()["gates"]
+        assert [(g["passed"], case.primary in json.dumps(g)) for g in gates] == [(code == 0, True)] * 2, gates
+    assert f"FAIL {case.primary}" in res.stderr, res
+    if case.name == PLUGIN:
+        request.getfixturevalue("with_doc_plugin")
+    rng = figures_of(case.report)[case.primary].range
+    if rng is not None:  # a bound beyond the range is refused before any work
+        assert_one_line_error(case.run("--fail-below", f"{case.primary}={rng[1] + max(1.0, rng[1] - rng[0])}"))
 
 
 def test_missing_or_malformed_embeddings_give_one_line_and_exit_2(case: Case, tmp_path) -> None:
@@ -163,13 +228,18 @@ def test_missing_or_malformed_embeddings_give_one_line_and_exit_2(case: Case, tm
     res = case.run(replace={i: flat})
     assert_one_line_error(res)
     assert list(tmp_path.iterdir()) == [flat]  # nothing written
+    for i in case.vectors[:1]:  # an index (recall) is an input of its own
+        if i not in case.embeddings:
+            res = case.run(replace={i: tmp_path / f"missing{FIXTURES.joinpath(case.files[i]).suffix}"})
+            assert_one_line_error(res)
+            assert "missing" in res.stderr and list(tmp_path.iterdir()) == [flat]
 
 
 def _floats(report: Any, path: str = "") -> dict[str, float]:
     out: dict[str, float] = {}
     if isinstance(report, dict):
         for k, v in report.items():
-            if k not in ("seconds", "inputs", "paired") and not k.endswith("_per_second"):
+            if k not in ("inputs", "paired") and not _timing(k):
                 out.update(_floats(v, f"{path}.{k}" if path else k))
     elif isinstance(report, list):
         for j, v in enumerate(report):
@@ -201,11 +271,14 @@ def test_help_fits_80_columns(case: Case) -> None:
 
 
 def test_every_measuring_command_is_checked_here_or_says_why() -> None:
-    """A measuring command without an example is one this suite cannot drive on the fixtures: the
-    model-backed PhysScore, retrieval (qrels), compression (writes files), recall (an index file); name them, so a new
-    measurement is not silently left out."""
+    """Every measuring command declares an example on the fixtures (a command with verbs, its
+    measuring verb: ``compress sweep``, ``physscore score``), so no measurement is silently left out.
+    Not driven: ``compress write`` (writes a compressed copy, no figures, gates or --against; its
+    round trip is in test_compress.py) and ``physscore run`` (embeds with the model first: it is
+    ``physscore score`` on what ``embed`` writes; test_physscore_model.py)."""
     unchecked = {c.name for c in COMMANDS if c.measurement and not c.example}
-    assert unchecked == {"physscore", "retrieve", "compress", "recall"}
+    assert unchecked == set()
+    assert {c.id for c in CASES} >= {"compress sweep", "physscore score", "retrieve", "recall"}
 
 
 def _with_ids(case: Case, tmp, order: str) -> dict[int, Any]:
@@ -215,7 +288,7 @@ def _with_ids(case: Case, tmp, order: str) -> dict[int, Any]:
     replace: dict[int, Any] = {}
     ids: list[str] = []  # the rows of a labels file: those of the first embeddings before it (A of pairs)
     fresh = True
-    for i, f in enumerate(case.files):
+    for i, f in case.files.items():
         src = FIXTURES / f
         if f.endswith(".npy"):
             n = np.load(src, mmap_mode="r").shape[0]
@@ -241,9 +314,9 @@ def _with_ids(case: Case, tmp, order: str) -> dict[int, Any]:
 def test_labels_with_ids_are_matched_to_the_rows_by_id(case: Case, tmp_path) -> None:
     """A labels (or scores) file carrying the embeddings' ids in another order gives the report of the
     file in row order (``inputs.rows_matched_by``: "id"); another set of ids is one line, exit 2."""
-    labelled = [i for i, f in enumerate(case.files) if not f.endswith(".npy")]
+    labelled = [i for i, f in case.files.items() if f.endswith(LABELLED)]
     if not labelled:
-        pytest.skip(f"{case.name} takes no labels or scores")
+        pytest.skip(f"{case.id} takes no labels or scores file (rows matched by id; qrels and phrases carry their own keys)")
     plain = case.run()
     shuffled = case.run(replace=_with_ids(case, tmp_path, "shuffled"))
     assert plain.exit_code == 0 and shuffled.exit_code == 0, (plain, shuffled)

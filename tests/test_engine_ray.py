@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -294,8 +295,10 @@ def _local_and_ray(app, case, args):
 
     runner = CliRunner()
     command = typer.main.get_command(app).commands[case.name]  # type: ignore[attr-defined]
+    if case.verb:
+        command = command.commands[case.verb]
     if not any("--engine" in p.opts for p in command.params):
-        pytest.skip(f"{case.name} runs in-process only (no --engine; its --help says why)")
+        pytest.skip(f"{case.id} runs in-process only (no --engine; its --help says why)")
     local = runner.invoke(app, args)
     ray = runner.invoke(app, [*args, "--engine", "ray"])
     assert local.exit_code == 0 and ray.exit_code == 0, ray.stdout + ray.stderr
@@ -310,18 +313,18 @@ def _close(a: dict, b: dict) -> None:
         assert math.isclose(a[k], b[k], rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(a[k]) and math.isnan(b[k])), k
 
 
-@pytest.mark.parametrize("case", _conformance_cases(), ids=lambda c: c.name)
+@pytest.mark.parametrize("case", _conformance_cases(), ids=lambda c: c.id)
 def test_every_measurement_with_an_engine_gives_the_local_figures_on_ray(case, ray_local, request):
     """The conformance cases (test_conformance.py: every built-in measurement with an example, and the
     docs' plugin) that take --engine: in-process on the session's Ray = local, to 1e-9."""
     from test_conformance import _floats
 
     app = _app_for(case, request)
-    local, ray = _local_and_ray(app, case, [case.name, *case.paths(), *case.options, "--json"])
+    local, ray = _local_and_ray(app, case, [case.name, *case.argv(), "--json"])
     _close(_floats(local), _floats(ray))
 
 
-@pytest.mark.parametrize("case", _conformance_cases(), ids=lambda c: c.name)
+@pytest.mark.parametrize("case", _conformance_cases(), ids=lambda c: c.id)
 def test_every_paired_measurement_with_an_engine_gives_the_local_paired_section_on_ray(case, ray_local, request,
                                                                                        tmp_path):
     """--against on Ray: B (a perturbed copy of each embeddings input, so the difference is not 0)
@@ -330,15 +333,20 @@ def test_every_paired_measurement_with_an_engine_gives_the_local_paired_section_
     from test_conformance import _floats
 
     if not case.paired:
-        pytest.skip(f"{case.name} takes no --against")
+        pytest.skip(f"{case.id} takes no --against")
+    if not all(case.files[i].endswith(".npy") for i in case.vectors):
+        pytest.skip(f"{case.id}: --against is another index (test_recall_exact_sides_on_ray_are_the_local_figures)")
     app = _app_for(case, request)
     rng = np.random.default_rng(11)
     against = []
-    for i in case.embeddings:
-        X = np.load(FIXTURES / case.files[i])
+    for i in case.vectors:
+        src = FIXTURES / case.files[i]
+        X = np.load(src)
         np.save(tmp_path / f"b{i}.npy", (X + 0.5 * X.std() * rng.normal(size=X.shape)).astype(X.dtype))
+        if src.with_suffix(".jsonl").is_file():  # the same rows: the same ids
+            shutil.copyfile(src.with_suffix(".jsonl"), tmp_path / f"b{i}.jsonl")
         against += ["--against", str(tmp_path / f"b{i}.npy")]
-    local, ray = _local_and_ray(app, case, [case.name, *case.paths(), *case.options, *against, "--json"])
+    local, ray = _local_and_ray(app, case, [case.name, *case.argv(), *against, "--json"])
     pa, pr = local["paired"], ray["paired"]
     figures = [k for k, v in pa.items() if isinstance(v, dict)]
     assert figures and any(pa[k]["difference"] != 0 for k in figures)

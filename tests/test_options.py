@@ -8,7 +8,6 @@ added later without a declared out-of-range value fails ``test_every_float_optio
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -95,10 +94,10 @@ def test_every_float_option_is_listed():
 
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
-    """A folder holding copies of the small fixtures, a head, and the physscore phrases."""
-    for name in ("topics.npy", "topics.labels.jsonl", "topics_test.npy", "topics_test.labels.jsonl",
-                 "pairs_a.npy", "pairs_b.npy", "sts_a.npy", "sts_b.npy", "sts_scores.jsonl"):
-        shutil.copy(FIXTURES / name, tmp_path / name)
+    """A folder holding copies of every fixture (those the commands' examples name), a head, and a report."""
+    for f in FIXTURES.iterdir():
+        if f.is_file():
+            shutil.copy(f, tmp_path / f.name)
     # a tiny linear head for `project`, written by the library (no training needed)
     from embedcheck.heads.base import Head
     from embedcheck.heads.format import head_to_bytes
@@ -107,40 +106,36 @@ def work(tmp_path: Path) -> Path:
     head = Head("lda", {"weight": np.eye(d, dtype=np.float32), "bias": np.zeros(d, np.float32)},
                 {"kind": "lda", "input_dim": d, "output_dim": d, "hyperparameters": {}})
     (tmp_path / "head.safetensors").write_bytes(head_to_bytes(head))
-    (tmp_path / "phrases.jsonl").write_text('{"text": "1 meter"}\n')
-    # a tiny retrieval triplet: queries and corpus with id sidecars, and a qrels file
-    for name, n in (("q", 3), ("c", 5)):
-        np.save(tmp_path / f"{name}.npy", np.eye(n, 4, dtype=np.float32) + 0.1)
-        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"id": f"{name}{i}"}) + "\n" for i in range(n)))
-    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq0\tc0\t1\nq1\tc1\t1\n")
-    np.save(tmp_path / "phrases_emb.npy", np.ones((1, 4), np.float32))
     (tmp_path / "report.json").write_text('{"schema": "embedcheck.sts/1", "n": 3, "spearman": 50.0}\n')
-    faiss = pytest.importorskip("faiss")  # a tiny Flat index for `recall`
-    flat = faiss.IndexFlatL2(4)
-    flat.add(np.eye(20, 4, dtype=np.float32) + np.arange(20, dtype=np.float32)[:, None])
-    faiss.write_index(flat, str(tmp_path / "flat.faiss"))
     return tmp_path
 
 
+def _example(path: tuple[str, ...], w: Path) -> list[Any] | None:
+    """The declared example of the command at ``path`` (embedcheck.spec COMMANDS: a verb first for a
+    command with verbs), its fixture files taken from ``w``; None when it declares none."""
+    from embedcheck.spec import COMMANDS
+
+    for c in COMMANDS:
+        if not c.example:
+            continue
+        verb = c.example[0] if not c.example[0].startswith("-") and not (FIXTURES / c.example[0]).is_file() else None
+        if path == (c.name, *([verb] if verb else [])):
+            return [c.name, *[w / a if (FIXTURES / a).is_file() else a for a in c.example]]
+    return None
+
+
 def _base(path: tuple[str, ...], w: Path) -> list[Any]:
-    """A valid invocation of each command (its outputs land in ``w``)."""
+    """A valid invocation of each command (its outputs land in ``w``): a measuring command's declared
+    example, so a new measurement needs no entry here; the other commands by hand."""
+    example = _example(path, w)
+    if example is not None:
+        return example
     return {
-        ("aag",): ["aag", w / "topics.npy", w / "topics.labels.jsonl", "--no-map"],
-        ("anisotropy",): ["anisotropy", w / "pairs_a.npy", w / "pairs_b.npy"],
         ("train-head",): ["train-head", w / "topics.npy", w / "topics.labels.jsonl", "-o", w / "h.safetensors",
                           "--epochs", "1"],
         ("project",): ["project", w / "topics_test.npy", "--head", w / "head.safetensors", "-o", w / "p.npy"],
-        ("probe",): ["probe", w / "topics.npy", w / "topics.labels.jsonl", w / "topics_test.npy",
-                     w / "topics_test.labels.jsonl"],
-        ("sts",): ["sts", w / "sts_a.npy", w / "sts_b.npy", w / "sts_scores.jsonl"],
-        ("physscore", "score"): ["physscore", "score", w / "phrases_emb.npy", w / "phrases.jsonl", "--tables", "1"],
         ("physscore", "run"): ["physscore", "run", "--tables", "1", "--model", w / "no-such-model"],
-        ("neighbors",): ["neighbors", w / "topics_test.npy", w / "topics_test.npy", "--k", "3"],
         ("compare",): ["compare", w / "report.json", w / "report.json"],
-        ("threshold",): ["threshold", w / "sts_a.npy", w / "sts_b.npy", "--check", "0.5"],
-        ("retrieve",): ["retrieve", w / "q.npy", w / "c.npy", w / "qrels.tsv", "--resamples", "0"],
-        ("recall",): ["recall", w / "flat.faiss", "--k", "3", "--resamples", "0"],
-        ("drift",): ["drift", w / "topics.npy", w / "topics_test.npy", "--permutations", "10"],
     }[path]
 
 

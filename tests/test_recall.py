@@ -421,6 +421,23 @@ def test_gate_exit_codes_on_mean_and_lower_end(cli, hnsw_file):
     assert_one_line_error(cli([*base, "--fail-below", "recall@5=0.5"]))
 
 
+def test_a_gate_may_name_the_declared_figure_without_k(cli, hnsw_file):
+    """``--fail-below recall.mean=X`` (the report's key, as every command's FIGURE=X) gates recall@k
+    of the run's k, as recall@10=X does; knn_recall.mean and recall.lower likewise; an unknown
+    figure is one line naming --fail-below."""
+    base = ["recall", hnsw_file, "--n-queries", "100", "--resamples", "200", "--set", "efSearch=8", "--json"]
+    r = cli(base).json()
+    mean, knn, lo = r["recall"]["mean"], r["knn_recall"]["mean"], r["recall"]["mean_ci95"][0]
+    res = cli([*base, "--fail-below", f"recall.mean={mean}", "--fail-below", f"knn_recall.mean={knn + 1e-6}",
+               "--fail-below", f"recall.lower={lo}"])
+    assert res.exit_code == 1, res
+    assert [(g["name"], g["value"], g["passed"]) for g in res.json()["gates"]] == [
+        ("recall.mean", mean, True), ("knn_recall.mean", knn, False), ("recall.mean_ci95_low", lo, True)]
+    bad = cli([*base, "--fail-below", "precision.mean=0.5"])
+    assert_one_line_error(bad)
+    assert "--fail-below 'precision.mean=0.5'" in bad.stderr, bad.stderr
+
+
 def test_bad_input_is_one_line_exit_2(cli, cli_subprocess, hnsw_file, tmp_path):
     d = hnsw_file.parent
     np.save(d / "q7.npy", np.ones((3, 7), np.float32))

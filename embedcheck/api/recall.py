@@ -65,8 +65,8 @@ class RecallReport(Report):
         "ci_method": STR, "seed": INT, "gate_on": STR,
     }, optional=("sweep", "warnings", "ci_method", "gate_on"))
     figures = {
-        "recall.mean": Figure("higher", interval="recall.mean_ci95"),
-        "knn_recall.mean": Figure("higher", interval="knn_recall.mean_ci95"),
+        "recall.mean": Figure("higher", interval="recall.mean_ci95", unit=FRACTION, range=(0, 1)),
+        "knn_recall.mean": Figure("higher", interval="knn_recall.mean_ci95", unit=FRACTION, range=(0, 1)),
         # context, compared by embedcheck compare: misses, ties, losses and latencies (lower is better)
         "recall.share_below": Figure("lower", headline=False, unit=FRACTION, range=(0, 1)),
         "knn_recall.share_below": Figure("lower", headline=False, unit=FRACTION, range=(0, 1)),
@@ -124,7 +124,8 @@ def parse_spec(item: Any, *, what: str = "target", bare: bool = False) -> tuple[
     """The one reading of a recall target or gate: ``recall@10.lower=0.95`` → ``("recall", 10, 0.95,
     "lower")`` (figure ``recall`` or ``knn_recall``; K >= 1; X a number in [0, 1]; what is gated:
     ``"mean"``, ``"lower"`` or None when the figure does not say). ``bare``: a lone X means
-    ``recall@K=X`` (K = 0 returned: the run's). Every malformed spec is one :class:`InputError`
+    ``recall@K=X``; a figure without ``@K`` (the report's ``recall.mean=X``) is at the run's K
+    (K = 0 returned for both: the run's). Every malformed spec is one :class:`InputError`
     starting with ``what`` (the parameter, or the option once the CLI spells it).
 
     >>> parse_spec("knn-recall@5.lower=0.9")
@@ -155,10 +156,12 @@ def parse_spec(item: Any, *, what: str = "target", bare: bool = False) -> tuple[
             raise InputError(f"{what} {text!r}: .{end.strip()} is not a gated end; use recall@K=X (the mean) or "
                              "recall@K.lower=X (the lower end of its 95% interval)")
     fig, at, kk = base.strip().lower().replace("_", "-").partition("@")
+    if not at and not lone:  # the report's own name (recall.mean=X, knn_recall.lower=X): K is the run's
+        at, kk = "@", "0"
     if not at or fig not in ("recall", "knn-recall") or not kk.isdigit():
         raise InputError(f"{what} {text!r}: {_SPEC_FORM}")
     k = int(kk)
-    if k < 1 and not lone:
+    if k < 1 and "@" in base:
         raise InputError(f"{what} {text!r}: K must be >= 1")
     try:
         x = float(val)
@@ -309,6 +312,8 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
     if target is not None:
         gate_on = parse_spec(target, what="target")[3] or gate_on
     tgt = _parse_target(target)
+    if tgt is not None and tgt[1] == 0:  # recall.lower=X: at the run's k
+        tgt = (tgt[0], k, tgt[2])
     if tgt is not None and tgt[1] != k:
         raise InputError(f"target {target!r}: this run measures k = {k}")
     if tgt is not None and not sweep:

@@ -102,6 +102,12 @@ class SweepResult(Result):
     ci_method: str = ""
     notes: list[str] = field(default_factory=list)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The report ``embedcheck compress sweep`` prints: ``schema`` first, as every command's report."""
+        from ..schemas import schema_id
+
+        return {"schema": schema_id(self.command), **super().to_dict()}
+
     def row(self, fmt: str) -> SweepRow:
         for r in self.rows:
             if r.format == fmt:
