@@ -161,7 +161,7 @@ def parse_spec(item: Any, *, what: str = "target", bare: bool = False) -> tuple[
     if not at or fig not in ("recall", "knn-recall") or not kk.isdigit():
         raise InputError(f"{what} {text!r}: {_SPEC_FORM}")
     k = int(kk)
-    if k < 1 and "@" in base:
+    if k < 1 and "@" in base and not lone:
         raise InputError(f"{what} {text!r}: K must be >= 1")
     try:
         x = float(val)
