@@ -334,16 +334,28 @@ def _versions() -> dict[str, str | None]:
     from importlib.metadata import PackageNotFoundError, version
 
     out: dict[str, str | None] = {}
-    for pkg in ("torch", "onnxruntime", "sentence-transformers", "tokenizers"):
+    for pkg in ("torch", "onnxruntime", "sentence-transformers", "transformers", "tokenizers"):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
             out[pkg] = None
+    out["torch_candidate"] = "fastpath.TorchEncoder"  # what the torch candidate is (re-measured when it changes)
     return out
 
 
-#: start-up assumed for torch (import sentence-transformers + load) before it was ever measured here
+#: start-up assumed for torch (import torch and transformers + load) before it was ever measured here
 TORCH_STARTUP_GUESS = 3.0
+
+
+def _torch_candidate(fast: Any, max_seq_length: int | None) -> Any:
+    """``auto``'s torch: the model's own transformer on torch behind the fast path's tokenizer and
+    pooling (:class:`embedcheck.fastpath.TorchEncoder`; the vectors of sentence-transformers on
+    torch, without its import)."""
+    from .fastpath import TorchEncoder
+
+    model = TorchEncoder(fast.spec, threads=int(fast.threads), max_seq_length=max_seq_length)
+    model._embedcheck_backend = "torch"
+    return model
 
 
 def _calibrated(fast: Any, fast_startup: float, resolved: ResolvedModel, texts: list[str], batch_size: int,
@@ -386,11 +398,10 @@ def _calibrated(fast: Any, fast_startup: float, resolved: ResolvedModel, texts: 
         note = (f"torch not tried: the fast path's estimate for {n} rows ({fast_total:.2f}s) is below torch's "
                 f"start-up ({torch_startup:.1f}s)")
     elif "torch" not in cands:
-        warm = "sentence_transformers" in sys.modules
+        warm = "transformers" in sys.modules
         t0 = time.perf_counter()
-        torch_model = _load_sentence_transformer(resolved, "cpu", max_seq_length)
+        torch_model = _torch_candidate(fast, max_seq_length)
         startup = time.perf_counter() - t0
-        torch_model._embedcheck_backend = "torch"
 
         def enc_torch(p: list[str]) -> Any:
             return torch_model.encode(p, batch_size=batch_size, convert_to_numpy=True)
@@ -413,8 +424,7 @@ def _calibrated(fast: Any, fast_startup: float, resolved: ResolvedModel, texts: 
     expected = tuning.expected_seconds(entry, n)
     chosen = min(expected, key=lambda k: expected[k])
     if chosen == "torch" and torch_model is None:
-        torch_model = _load_sentence_transformer(resolved, "cpu", max_seq_length)
-        torch_model._embedcheck_backend = "torch"
+        torch_model = _torch_candidate(fast, max_seq_length)
     model: Any = torch_model if chosen == "torch" else fast
     model._embedcheck_calibration = {
         "chosen": chosen, "band": band, "threads": threads, "rows": n, "cached": cached, "key": key,

@@ -188,6 +188,33 @@ def test_a_corrupted_calibration_entry_is_rebuilt_not_trusted(fresh):
     assert _auto(SHORT)["cached"]  # rebuilt sound
 
 
+def test_autos_torch_gives_the_vectors_of_sentence_transformers_without_importing_it(fresh, minilm):
+    """``auto``'s torch candidate runs the model's own transformer on torch behind the fast path's
+    tokenizer and pooling: sentence-transformers' vectors (short, long, empty, truncated texts), and a
+    fresh process that chose torch never imports sentence-transformers."""
+    from embedcheck.fastpath import TorchEncoder, read_spec
+
+    spec, why = read_spec(enc.resolve_model(enc.DEFAULT_MODEL).folder)
+    assert spec is not None, why
+    texts = [*SHORT, *LONG, "", "x " * 600]
+    got = TorchEncoder(spec, threads=1).encode(texts, batch_size=4)
+    want = minilm.encode(texts, batch_size=4, convert_to_numpy=True)
+    assert np.abs(got - want).max() < 1e-5 and float((got * want).sum(1).min()) > 0.999999
+    first = _auto(LONG * 40, batch_size=4)
+    body, _ = tuning.read_entry("calibration", first["key"])
+    body["candidates"]["fast"]["seconds_per_row"] = 10.0  # a sound entry in which torch wins
+    tuning.write_entry("calibration", first["key"], body)
+    code = ("import sys, embedcheck.encode as enc\n"
+            f"texts = {LONG!r} * 40\n"
+            "m, _ = enc.load_model(enc.DEFAULT_MODEL, backend='auto', texts=texts, batch_size=4)\n"
+            "v = m.encode(texts[:3], batch_size=4)\n"
+            "print(m._embedcheck_backend, 'sentence_transformers' in sys.modules, v.shape)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "EMBEDCHECK_CACHE": str(fresh), "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["torch", "False", "(3,", "384)"]
+
+
 def test_a_big_long_text_job_times_torch_too_and_takes_the_least_expected_time(fresh):
     cal = _auto(LONG * 40, batch_size=4)  # 240 long rows: the fast path's estimate exceeds torch's start-up
     assert set(cal["candidates"]) == {"fast", "torch"} and cal["note"] is None
@@ -198,7 +225,7 @@ def test_a_big_long_text_job_times_torch_too_and_takes_the_least_expected_time(f
     assert cal["chosen"] == min(exp, key=exp.get)
 
 
-def test_a_cached_choice_of_torch_starts_no_onnx_session(fresh):
+def test_a_cached_choice_of_torch_starts_no_onnx_session(fresh, monkeypatch):
     """``auto`` loads the fast path before it knows the choice; when the cache says torch is faster
     for this job, no onnxruntime session is started (its start-up would be paid for nothing), and
     when the fast path is chosen its session starts on first use and encodes as the eager one."""
@@ -215,6 +242,7 @@ def test_a_cached_choice_of_torch_starts_no_onnx_session(fresh):
                          env={**os.environ, "EMBEDCHECK_CACHE": str(fresh), "HF_HUB_OFFLINE": "1"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["torch", "True", "False"]
+    monkeypatch.setenv("EMBEDCHECK_THREADS", "1")  # one thread count for both: the same bytes
     lazy, _ = enc.load_model(enc.DEFAULT_MODEL, backend="auto")
     eager, _ = enc.load_model(enc.DEFAULT_MODEL, backend="onnx")
     assert lazy._session is None
