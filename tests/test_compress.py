@@ -267,3 +267,17 @@ def test_binary_index_with_faiss_equals_the_full_hamming_ranking_ties_included(d
     index.faiss = None  # the numpy words: the same bytes
     S2, idx2 = index.search(Q, k)
     assert np.array_equal(idx2, idx) and np.array_equal(S2, S)
+
+
+def test_compress_write_api_report_is_the_cli_json(cli, tmp_path):
+    """``embedcheck.compress(...).to_dict()`` is what ``compress write --json`` prints, ``schema`` first."""
+    from conftest import FIXTURES
+
+    res = cli(["compress", "write", FIXTURES / "topics.npy", "--to", "int8", "-o", tmp_path / "c.npy", "--json"])
+    assert res.exit_code == 0, res
+    api = embedcheck.compress(FIXTURES / "topics.npy", "int8", tmp_path / "d.npy", overwrite=True).to_dict()
+    cli_json = res.json()
+    assert list(api)[0] == list(cli_json)[0] == "schema"
+    for d in (api, cli_json):
+        d.pop("seconds"), d.pop("output"), d.pop("rows_sidecar", None)
+    assert api == cli_json

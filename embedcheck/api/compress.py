@@ -55,6 +55,12 @@ class CompressResult(Result):
     record: Optional[dict[str, Any]] = hidden()
     projection_matrix: Optional[np.ndarray] = hidden()
 
+    def to_dict(self) -> dict[str, Any]:
+        """The report ``embedcheck compress write`` prints: ``schema`` first, as every command's report."""
+        from ..schemas import schema_id
+
+        return {"schema": schema_id(self.command), **super().to_dict()}
+
 
 def _matrix(x: ArrayOrPath, what: str) -> tuple[Any, Optional[Path]]:
     if not isinstance(x, (np.ndarray, str, os.PathLike)):
