@@ -188,10 +188,11 @@ def test_a_corrupted_calibration_entry_is_rebuilt_not_trusted(fresh):
     assert _auto(SHORT)["cached"]  # rebuilt sound
 
 
-def test_autos_torch_gives_the_vectors_of_sentence_transformers_without_importing_it(fresh, minilm):
+def test_autos_torch_gives_the_vectors_of_sentence_transformers_without_importing_it(fresh, minilm, monkeypatch):
     """``auto``'s torch candidate runs the model's own transformer on torch behind the fast path's
     tokenizer and pooling: sentence-transformers' vectors (short, long, empty, truncated texts), and a
     fresh process that chose torch never imports sentence-transformers."""
+    monkeypatch.setenv("EMBEDCHECK_THREADS", "1")  # one thread count (part of the cache key) here and in the child
     from embedcheck.fastpath import TorchEncoder, read_spec
 
     spec, why = read_spec(enc.resolve_model(enc.DEFAULT_MODEL).folder)
@@ -229,6 +230,7 @@ def test_a_cached_choice_of_torch_starts_no_onnx_session(fresh, monkeypatch):
     """``auto`` loads the fast path before it knows the choice; when the cache says torch is faster
     for this job, no onnxruntime session is started (its start-up would be paid for nothing), and
     when the fast path is chosen its session starts on first use and encodes as the eager one."""
+    monkeypatch.setenv("EMBEDCHECK_THREADS", "1")  # one thread count (part of the cache key) here and in the child
     first = _auto(LONG * 40, batch_size=4)
     body, why = tuning.read_entry("calibration", first["key"])
     assert body is not None and not why
@@ -242,8 +244,7 @@ def test_a_cached_choice_of_torch_starts_no_onnx_session(fresh, monkeypatch):
                          env={**os.environ, "EMBEDCHECK_CACHE": str(fresh), "HF_HUB_OFFLINE": "1"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["torch", "True", "False"]
-    monkeypatch.setenv("EMBEDCHECK_THREADS", "1")  # one thread count for both: the same bytes
-    lazy, _ = enc.load_model(enc.DEFAULT_MODEL, backend="auto")
+    lazy, _ = enc.load_model(enc.DEFAULT_MODEL, backend="auto")  # one thread count for both: the same bytes
     eager, _ = enc.load_model(enc.DEFAULT_MODEL, backend="onnx")
     assert lazy._session is None
     assert np.array_equal(lazy.encode(SHORT, batch_size=4), eager.encode(SHORT, batch_size=4))
