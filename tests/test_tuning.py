@@ -134,7 +134,11 @@ def test_cpu_info_reads_the_units_of_the_cpuinfo_file(tmp_path, monkeypatch):
 
 
 def _auto(texts, batch_size=8):
-    model, _ = enc.load_model(enc.DEFAULT_MODEL, backend="auto", texts=texts, batch_size=batch_size)
+    """The calibration of an ``auto`` load, at one thread: the thread count is part of the cache key,
+    and the free cores (what it follows otherwise) change while the suite's other worker runs."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EMBEDCHECK_THREADS", "1")
+        model, _ = enc.load_model(enc.DEFAULT_MODEL, backend="auto", texts=texts, batch_size=batch_size)
     return model._embedcheck_calibration
 
 
