@@ -120,6 +120,14 @@ def _vectors_of(idx: Any, vectors: Any) -> tuple[np.ndarray, np.ndarray, str]:
 _SPEC_FORM = "expected recall@K=X or knn-recall@K=X (optionally recall@K.lower=X), e.g. recall@10=0.95"
 
 
+def _number(text: str) -> float:
+    """``text`` as a float; NaN when it is not a number."""
+    try:
+        return float(text)
+    except ValueError:
+        return float("nan")
+
+
 def parse_spec(item: Any, *, what: str = "target", bare: bool = False) -> tuple[str, int, float, Optional[str]]:
     """The one reading of a recall target or gate: ``recall@10.lower=0.95`` → ``("recall", 10, 0.95,
     "lower")`` (figure ``recall`` or ``knn_recall``; K >= 1; X a number in [0, 1]; what is gated:
@@ -139,11 +147,7 @@ def parse_spec(item: Any, *, what: str = "target", bare: bool = False) -> tuple[
     name, sep, val = text.partition("=")
     lone = bare and not sep
     if lone:
-        try:
-            x = float(text)
-        except ValueError:
-            x = float("nan")
-        if not math.isfinite(x):
+        if not math.isfinite(_number(text)):
             raise InputError(f"{what} {text!r}: {_SPEC_FORM}, or a bare X")
         name, val = "recall@0", text
     elif not sep or "=" in val:
@@ -163,10 +167,7 @@ def parse_spec(item: Any, *, what: str = "target", bare: bool = False) -> tuple[
     k = int(kk)
     if k < 1 and "@" in base and not lone:
         raise InputError(f"{what} {text!r}: K must be >= 1")
-    try:
-        x = float(val)
-    except ValueError:
-        x = float("nan")
+    x = _number(val)
     if not math.isfinite(x):
         raise InputError(f"{what} {text!r}: X must be a number in [0, 1], got {val.strip()!r}")
     if not 0.0 <= x <= 1.0:

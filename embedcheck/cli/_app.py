@@ -175,3 +175,11 @@ def _root(
                                  callback=_print_version, expose_value=True),
 ) -> None:
     """embedcheck: cosine geometry checks and repairs for text embeddings."""
+
+
+def sub_app(name: str, help: str, cls: Any = None) -> typer.Typer:
+    """A command group (``shards``, ``physscore``, ``compress``): one noun, several verbs, added to the app."""
+    group = typer.Typer(name=name, help=help, no_args_is_help=True, add_completion=False,
+                        context_settings={"help_option_names": ["-h", "--help"]}, **({"cls": cls} if cls else {}))
+    app.add_typer(group, name=name)
+    return group

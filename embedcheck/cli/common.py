@@ -66,16 +66,6 @@ class EngineName(str, Enum):
 EngineOpt = Annotated[EngineName, typer.Option("--engine", help="local: in this process (default). ray: per-shard tasks on a Ray cluster (a local one on this machine's cores unless --address); needs pip install 'embedcheck[ray]'. Both merge per-shard results in manifest order: the same bytes.", case_sensitive=False)]
 
 
-def sub_app(name: str, help: str, cls: Any = None) -> typer.Typer:
-    """A command group (``shards``, ``physscore``, ``compress``): one noun, several verbs, added to the app."""
-    from ._app import app
-
-    group = typer.Typer(name=name, help=help, no_args_is_help=True, add_completion=False,
-                        context_settings={"help_option_names": ["-h", "--help"]}, **({"cls": cls} if cls else {}))
-    app.add_typer(group, name=name)
-    return group
-
-
 def _check_address(value: Optional[str]) -> Optional[str]:
     """``--address`` given but empty (an unset CI variable) is refused, not read as "no address"."""
     if value is not None and not value.strip():

@@ -16,7 +16,8 @@ import typer
 from typer.core import TyperGroup
 
 from ..errors import InputError
-from .common import LABEL_FORMATS, AddressOpt, EngineName, EngineOpt, check_engine, option_errors, sub_app
+from ._app import sub_app
+from .common import LABEL_FORMATS, AddressOpt, EngineName, EngineOpt, check_engine, option_errors
 from .reporting import Output, reporting
 
 

@@ -17,7 +17,8 @@ import typer
 from ..api.physscore import DEFAULT_MODEL_NAME
 from ..errors import InputError
 from ..physscore_protocol import tables as ps_tables
-from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, hint, progress, start_command, sub_app
+from ._app import sub_app
+from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, hint, progress, start_command
 from .output import add_gates, print_gates
 from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting

@@ -10,7 +10,8 @@ from typing import Annotated
 
 import typer
 
-from .common import FormatOpt, JsonOpt, LabelFieldOpt, QuietOpt, ReportOpt, finish, hint, progress, start_command, sub_app
+from ._app import sub_app
+from .common import FormatOpt, JsonOpt, LabelFieldOpt, QuietOpt, ReportOpt, finish, hint, progress, start_command
 from .output import add_gates, max_gate
 
 shards_app = sub_app(
