@@ -90,7 +90,10 @@ def content_sha256(values: Any) -> str:
         for i, w in enumerate(words):
             table[i, :len(w)] = np.frombuffer(w, dtype=np.uint8)
         rows = table[codes.ravel()]
-        data = rows[rows != 0].tobytes()[:-1]  # the padding dropped, no newline after the last value
+        if all(len(w) == width for w in words):  # no padding to drop
+            data = rows.tobytes()[:-1]  # no newline after the last value
+        else:
+            data = rows[rows != 0].tobytes()[:-1]  # the padding dropped, no newline after the last value
         return hashlib.sha256(data).hexdigest()
     if flat.dtype.kind in "biuf":  # tolist() gives the Python scalars label_key's .item() would: one C call
         text = "\n".join(map(str, flat.tolist()))

@@ -24,7 +24,7 @@ def class_sums(X, codes, k, *, weights=None):
     return sums, sq
 
 
-def plain_class_sums(X, codes, k, weights=None, chunk=8192):
+def plain_class_sums(X, codes, k, weights=None, chunk=geo.AAG_CHUNK_ROWS):
     """The plain formulation: per chunk, each row in float64 scaled by w/‖x‖ (its norm from the
     row's dot product) and added into its class in row order (``np.add.at``), the squared unit norms
     summed per class by bincount; the chunks' partials added in row order."""

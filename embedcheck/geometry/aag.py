@@ -52,9 +52,13 @@ def _check_labels(n: int, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return classes, codes, counts
 
 
-#: rows handled at a time inside a chunk: their float64 copy (256 x 384 x 8 B = 786 kB) stays in the
+#: rows per chunk of AAG's passes: the unit of work of a chunk worker and of the partial sums the
+#: driver adds in row order (fewer, larger chunks: fewer hand-offs and merges of the per-group sums)
+AAG_CHUNK_ROWS = 4 * CHUNK_ROWS
+
+#: rows handled at a time inside a chunk: their float64 copy (512 x 384 x 8 B = 1.5 MB) stays in the
 #: core's L2 cache while it is measured, checked and multiplied
-_SUB_ROWS = 256
+_SUB_ROWS = 512
 
 
 def _quiet() -> Any:
@@ -99,23 +103,28 @@ def _refuse_bad(sq: np.ndarray, itemsize: int) -> None:
 
 
 def _scatter_rows(out: np.ndarray, cell: np.ndarray, a: np.ndarray, x: np.ndarray) -> None:
-    """``out[cell[i]] += a[i] * x[i]`` for every row ``i``, in row order, in place: the sparse one-hot
-    product ``onehot(cell) @ x`` added straight into ``out`` by scipy's CSC kernel (one column per
-    row of ``x``, visited in order), so no ``out``-sized temporary per block of rows."""
+    """``out[cell[i, j]] += a[i] * x[i]`` for every row ``i`` and each of its ``cell.shape[1]`` cells
+    in turn (``cell`` 1-D: one cell per row), in row order, in place: the sparse product
+    ``onehot(cell) @ x`` added straight into ``out`` by scipy's CSC kernel (one column per row of
+    ``x``, visited in order), so no ``out``-sized temporary per block of rows and one call for all
+    of a row's cells while the row is in cache."""
     m, d = out.shape
     b = len(cell)
-    ptr = _ARANGE[:b + 1] if b < len(_ARANGE) else np.arange(b + 1, dtype=np.int64)
-    a = np.ascontiguousarray(a, dtype=np.float64)
+    per = 1 if cell.ndim == 1 else int(cell.shape[1])
+    ptr = _PTRS[per - 1][:b + 1] if per <= len(_PTRS) and b < len(_PTRS[0]) else np.arange(0, per * b + 1, per, dtype=np.int64)
+    data = np.ascontiguousarray(a, dtype=np.float64) if per == 1 else np.repeat(np.asarray(a, dtype=np.float64), per)
+    idx = cell.ravel()  # int64, C-ordered (the callers' arrays)
     kernel = _csc_kernel()
     if kernel is None:  # pragma: no cover - scipy without the kernel: the public product
         from scipy.sparse import csc_matrix
 
-        out += csc_matrix((a, cell, ptr), shape=(m, b)) @ x
+        out += csc_matrix((data, idx, ptr), shape=(m, b)) @ x
         return
-    kernel(m, b, d, ptr, np.ascontiguousarray(cell, dtype=np.int64), a, x.ravel(), out.ravel())
+    kernel(m, b, d, ptr, idx, data, x.ravel(), out.ravel())
 
 
-_ARANGE = np.arange(4097, dtype=np.int64)
+#: column pointers of one and of two cells per row, for up to 8,192 rows
+_PTRS = (np.arange(8193, dtype=np.int64), np.arange(0, 2 * 8193, 2, dtype=np.int64))
 _KERNEL: list[Any] = []
 
 
@@ -133,38 +142,41 @@ def _csc_kernel() -> Any:
 
 def _chunk_stats(Xc: Any, buf: np.ndarray, codes: np.ndarray, k: int, weights: Optional[np.ndarray],
                  group_codes: Optional[np.ndarray], gk: int, check: bool,
-                 inv_out: Optional[np.ndarray] = None, gsums_out: Optional[np.ndarray] = None) -> tuple[Any, ...]:
+                 inv_out: Optional[np.ndarray] = None, acc_out: Optional[np.ndarray] = None) -> tuple[Any, ...]:
     """One chunk's partials in one read of its rows: (k × d class sums of unit rows, k sums of
     ‖u‖²) and, with ``group_codes`` (group × k + class per row), the (gk × d) per-(group, class)
-    sums and gk sums of ‖u‖². Each row ``x`` is added, as ``w/‖x‖ · x``, into its class cell in row order
-    (:func:`_scatter_rows`) and, with groups, also into its (group, class) cell — so the class sums
-    are the same bits with or without groups (the point AAG does not depend on the resamples or the
-    seed); one read of the rows either way. ``check``: refused rows
-    raise :class:`_BadRows`. ``inv_out``: receives the rows' reciprocal norms (for a later pass);
-    ``gsums_out``: a zeroed (gk × d) array the per-(group, class) sums are added into (a reused one:
-    fresh pages cost a page fault each)."""
+    sums and gk sums of ‖u‖². Each row ``x`` is added, as ``w/‖x‖ · x``, into its class cell and,
+    with groups, then into its (group, class) cell, in row order, both in one call while the row is
+    in cache (:func:`_scatter_rows`) — so the class sums are the same bits with or without groups
+    (the point AAG does not depend on the resamples or the seed). ``check``: refused rows raise
+    :class:`_BadRows`. ``inv_out``: receives the rows' reciprocal norms (for a later pass);
+    ``acc_out``: a zeroed ((k + gk) × d) array the class sums (its first k rows) and the
+    per-(group, class) sums (the rest) are added into (a reused one: fresh pages cost a page fault
+    each); the per-(group, class) sums returned are then a view of it."""
     b, d = Xc.shape
-    sums = np.zeros((k, d))
-    gsums = None if group_codes is None else (np.zeros((gk, d)) if gsums_out is None else gsums_out)
+    m = k if group_codes is None else k + gk
+    acc = np.zeros((m, d)) if acc_out is None else acc_out
+    if group_codes is None:
+        cells = np.ascontiguousarray(codes, dtype=np.int64)
+    else:
+        cells = np.empty((b, 2), dtype=np.int64)
+        cells[:, 0] = codes
+        np.add(group_codes, k, out=cells[:, 1])
     sq = np.empty(b)
     inv = inv_out if inv_out is not None else np.empty(b)
     with _quiet():
         for s, e, x in _sub_blocks(Xc, buf):
             _norms(x, sq[s:e], inv[s:e])
-            scale = inv[s:e] if weights is None else inv[s:e] * weights[s:e]
-            _scatter_rows(sums, codes[s:e], scale, x)
-            if gsums is not None:  # the same rows into their (group, class) cells, while they are in cache
-                _scatter_rows(gsums, group_codes[s:e], scale, x)  # type: ignore[index]
+            _scatter_rows(acc, cells[s:e], inv[s:e] if weights is None else inv[s:e] * weights[s:e], x)
     if check:
         _refuse_bad(sq, Xc.dtype.itemsize)
     q = sq * inv * inv  # ‖u‖² of each unit row (1, or 0 for a zero row)
     if weights is not None:
         q *= weights * weights
     sq_c = np.bincount(codes, weights=q, minlength=k)
-    if gsums is None:
-        return sums, sq_c
-    assert group_codes is not None
-    return sums, sq_c, gsums, np.bincount(group_codes, weights=q, minlength=gk)
+    if group_codes is None:
+        return acc, sq_c
+    return acc[:k].copy(), sq_c, acc[k:], np.bincount(group_codes, weights=q, minlength=gk)
 
 
 def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]) -> Iterator[Any]:
@@ -188,7 +200,7 @@ def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]
 
     # the free cores are measured (~60 ms) on a background thread while this one computes the first
     # chunks; the workers start only if a second core is free (a pool on one free core costs more)
-    threads = choose_threads(4, work=len(slices), min_work_per_thread=4, measure=False)
+    threads = choose_threads(4, work=len(slices), min_work_per_thread=2, measure=False)
     with one_blas_thread():
         soon = FreeCoresSoon(threads)
         i = 0
@@ -198,20 +210,42 @@ def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]
         if i == len(slices):
             return
         threads = soon.get() or 1
-        from concurrent.futures import ThreadPoolExecutor  # numpy and BLAS release the GIL
-
-        with ThreadPoolExecutor(threads) as pool:
-            ahead: deque[Any] = deque()
+        pool = _workers(threads)
+        ahead: deque[Any] = deque()
+        try:
             for sl in slices[i:]:
                 ahead.append(pool.submit(one, sl))
                 if len(ahead) >= 2 * threads:
                     yield ahead.popleft().result()
             while ahead:
                 yield ahead.popleft().result()
+        finally:  # a consumer that stops early (an error) leaves no chunk running
+            for f in ahead:
+                f.cancel()
+            for f in ahead:
+                if not f.cancelled():
+                    f.exception()
+
+
+_POOLS: dict[int, Any] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _workers(threads: int) -> Any:
+    """The process's chunk workers for ``threads`` threads, made once and kept (numpy and BLAS
+    release the GIL): a pass of a few chunks then pays no thread start-up, and the several passes
+    of one command share the same threads."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(threads)
+        if pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="embedcheck-chunks")
+        return pool
 
 
 def class_sums_chunks(X: Any, codes: np.ndarray, k: int, *, weights: Optional[np.ndarray] = None,
-                      chunk: int = CHUNK_ROWS, check: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
+                      chunk: int = AAG_CHUNK_ROWS, check: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per chunk of ``chunk`` rows, in row order: (k × d class sums of unit rows, k sums of squared
     unit norms) — partials whose sum in row order is the class sums; chunks computed by the free cores. With
     ``check``, a refused row raises :class:`_BadRows`."""
@@ -291,9 +325,10 @@ def _group_count(n: int, k: int, d: int, groups: int) -> int:
 
 
 class _Zeroed:
-    """A few reused zeroed arrays of one shape: a chunk's per-(group, class) sums are added into
-    one, added to the range's total in row order, and the array is zeroed and handed back (a fresh
-    G × k × d array a chunk cost a page fault per 4 kB, more than the scatter itself)."""
+    """A few reused arrays of one shape, zeroed when taken: a chunk's per-(group, class) sums are
+    added into one on a worker, added to the range's total in row order by the caller, and the array
+    is handed back (a fresh G × k × d array a chunk cost a page fault per 4 kB, more than the
+    scatter itself; zeroing it on the worker keeps the caller's share of the work small)."""
 
     def __init__(self, shape: tuple[int, ...]) -> None:
         self.shape = shape
@@ -302,44 +337,56 @@ class _Zeroed:
 
     def take(self) -> np.ndarray:
         with self.lock:
-            if self.free:
-                return self.free.pop()
-        return np.zeros(self.shape)
+            a = self.free.pop() if self.free else None
+        if a is None:
+            return np.zeros(self.shape)
+        a.fill(0.0)
+        return a
 
     def give(self, a: np.ndarray) -> None:
-        a.fill(0.0)
         with self.lock:
             self.free.append(a)
 
 
-def _group_sums_chunks(X: Any, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
-                       chunk: int, check: bool = False) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray,
-                                                                 np.ndarray, np.ndarray]:
-    """One read of the rows of ``X``: per chunk, in row order, the class sums exactly as
-    :func:`class_sums_chunks` computes them (same bits); and over all of ``X``, the per-(group,
-    class) sums (G × k × d) and sums of |u|² (G × k) — the chunks' partials added in row order,
-    starting from zeros — and the rows' reciprocal norms. Chunks computed by the free cores."""
+def _group_sums_steps(X: Any, codes: np.ndarray, k: int, group_of: np.ndarray, G: int, chunk: int,
+                      step: int, check: bool = False, refuse: Optional[Callable[[slice], Exception]] = None
+                      ) -> Iterator[tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray, np.ndarray]]:
+    """One read of the rows of ``X``, per ``step`` rows (a multiple of ``chunk``): per chunk, in row
+    order, the class sums exactly as :func:`class_sums_chunks` computes them (same bits); over the
+    step's rows, the per-(group, class) sums (G × k × d) and sums of |u|² (G × k) — its chunks'
+    partials added in row order, starting from zeros — and the rows' reciprocal norms. Chunks
+    computed by the free cores, in one stream over every step. ``refuse``: the error for a chunk
+    (a slice of ``X``'s rows) holding a refused row."""
     d = X.shape[1]
     gc = np.asarray(group_of) * k + np.asarray(codes)
-    pool = _Zeroed((G * k, d))
+    pool = _Zeroed(((G + 1) * k, d))
 
     def part(sl: slice, Xc: Any, buf: np.ndarray) -> tuple[Any, ...]:
         inv = np.empty(len(Xc))
-        g = pool.take()
-        s, q, _, gq = _chunk_stats(Xc, buf, codes[sl], k, None, gc[sl], G * k, check, inv_out=inv, gsums_out=g)
-        return s, q, g, gq, inv
+        acc = pool.take()
+        try:
+            s, q, _, gq = _chunk_stats(Xc, buf, codes[sl], k, None, gc[sl], G * k, check, inv_out=inv, acc_out=acc)
+        except _BadRows:
+            if refuse is None:
+                raise
+            raise refuse(sl) from None
+        return s, q, acc, gq, inv
 
-    class_parts = []
-    gsums, gsq = np.zeros((G * k, d)), np.zeros(G * k)
-    invs = []
-    for s, q, g, gq, inv in _over_chunks(X, chunk, part):  # row order
+    per = max(1, step // chunk)
+    done = 0
+    for s, q, acc, gq, inv in _over_chunks(X, chunk, part):  # row order
+        if done % per == 0:
+            class_parts: list[tuple[np.ndarray, np.ndarray]] = []
+            gsums, gsq = np.zeros((G * k, d)), np.zeros(G * k)
+            invs = []
         class_parts.append((s, q))
-        gsums += g
-        pool.give(g)
+        gsums += acc[k:]
+        pool.give(acc)
         gsq += gq
         invs.append(inv)
-    inv_all = np.concatenate(invs) if invs else np.empty(0)
-    return class_parts, gsums.reshape(G, k, d), gsq.reshape(G, k), inv_all
+        done += 1
+        if done % per == 0 or done * chunk >= X.shape[0]:
+            yield class_parts, gsums.reshape(G, k, d), gsq.reshape(G, k), np.concatenate(invs)
 
 
 def _sums_with_groups(X: np.ndarray, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
@@ -348,7 +395,7 @@ def _sums_with_groups(X: np.ndarray, codes: np.ndarray, k: int, group_of: np.nda
     plus per-(group, class) sums (G × k × d) and sums of |u|² (G × k)."""
     d = X.shape[1]
     sums, sq = np.zeros((k, d)), np.zeros(k)
-    class_parts, gsums, gsq, _ = _group_sums_chunks(X, codes, k, group_of, G, chunk)
+    class_parts, gsums, gsq, _ = next(_group_sums_steps(X, codes, k, group_of, G, chunk, max(chunk, len(X))))
     for s_, b in class_parts:  # row order
         sums += s_
         sq += b
@@ -364,8 +411,8 @@ def _sums_with_groups(X: np.ndarray, codes: np.ndarray, k: int, group_of: np.nda
 # engine (this process or Ray), the sharding or the scheduling. Random draws (row groups, group
 # weights, label permutations, bootstrap weights) are made on the driver over the global row index.
 
-#: rows per task, in chunks
-TASK_CHUNKS = 16
+#: rows per task, in chunks (131,072 rows: a part of a file, so a task's rows are one view)
+TASK_CHUNKS = 4
 #: at most this many bytes of per-chunk partials per task (the per-group class sums are G × k × d)
 TASK_PARTIAL_BYTES = 64 << 20
 #: resamples per pass of the variance-share interval
@@ -391,34 +438,74 @@ def _refused(parts: Any, start: int, stop: int) -> Exception:
     return InputError(f"embeddings: rows {start}-{stop - 1} hold a row without a direction")  # pragma: no cover
 
 
-def class_sums_range(parts: Any, start: int, stop: int, codes: np.ndarray, k: int,
+class _RangeRows:
+    """Global rows ``[start, stop)`` of a source's parts as a row-sliceable array: each part opened
+    once, a chunk read from the part holding it (a view of a file or array; a chunk across two
+    parts is joined) — a task's range is never copied whole."""
+
+    def __init__(self, parts: Any, start: int, stop: int) -> None:
+        self.start = start
+        self.opened = [(p, p.open()) for p in parts if p.offset < stop and p.offset + p.rows > start]
+        if not self.opened:
+            raise IndexError(f"rows {start}-{stop} are outside the matrix")
+        self.shape = (stop - start, int(self.opened[0][1].shape[1]))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, sl: slice) -> np.ndarray:
+        a, b = self.start + sl.start, self.start + min(sl.stop, self.shape[0])
+        pieces = []
+        for p, X in self.opened:
+            lo, hi = max(a, p.offset), min(b, p.offset + p.rows)
+            if hi > lo:
+                pieces.append(np.ascontiguousarray(X[p.start + lo - p.offset:p.start + hi - p.offset]))
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def _refuser(parts: Any, start: int) -> Callable[[slice], Exception]:
+    """The error for a chunk (rows ``sl`` after ``start``) holding a refused row: the checks of the
+    whole parts holding it, whose message is the one checking the input before the pass gives."""
+
+    def refuse(sl: slice) -> Exception:
+        a, b = start + sl.start, start + sl.stop
+        held = [p for p in parts if p.offset < b and p.offset + p.rows > a]
+        return _refused(parts, min(p.offset for p in held), max(p.offset + p.rows for p in held))
+
+    return refuse
+
+
+def class_sums_steps(parts: Any, start: int, stop: int, codes: np.ndarray, k: int,
                      weights: np.ndarray | None = None, check: bool = False,
-                     unit32: bool = False, chunk: int = CHUNK_ROWS) -> list[tuple[np.ndarray, np.ndarray]]:
+                     unit32: bool = False, chunk: int = AAG_CHUNK_ROWS, step: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Task: per chunk of rows ``[start, stop)``, (k × d class sums of unit rows, k sums of ‖u‖²).
     ``codes``/``weights`` are the range's slices; ``unit32``: rows first rounded to float32 unit
     rows (the label-shuffle null and the row bootstrap). ``check``: rows checked in the same read."""
     from ..io.source import read_range
 
     if unit32:
-        return class_sums_chunks(_unit32(read_range(parts, start, stop, check=check)), codes, k, weights=weights, chunk=chunk)
-    try:
-        return class_sums_chunks(read_range(parts, start, stop), codes, k, weights=weights, chunk=chunk, check=check)
-    except _BadRows:
-        raise _refused(parts, start, stop) from None
+        yield from class_sums_chunks(_unit32(read_range(parts, start, stop, check=check)), codes, k, weights=weights, chunk=chunk)
+        return
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    refuse = _refuser(parts, start)
+
+    def part(sl: slice, Xc: Any, buf: np.ndarray) -> Any:
+        try:
+            return _chunk_stats(Xc, buf, codes[sl], k, None if w is None else w[sl], None, 0, check)
+        except _BadRows:
+            raise refuse(sl) from None
+
+    yield from _over_chunks(_RangeRows(parts, start, stop), chunk, part)
 
 
-def group_sums_range(parts: Any, start: int, stop: int, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
-                     chunk: int = CHUNK_ROWS) -> tuple[Any, ...]:
-    """Task: (rows checked in the same read) per chunk the class sums and Σ‖u‖² per class; over
-    the range the per-(group, class) sums (G × k × d) and Σ‖u‖² (G × k), its chunks' partials added
-    in row order from zeros (the task ranges are fixed by ``n`` and the sizes, never by the engine
-    or the sharding), and the rows' reciprocal norms."""
-    from ..io.source import read_range
-
-    try:
-        return _group_sums_chunks(read_range(parts, start, stop), codes, k, group_of, G, chunk, check=True)
-    except _BadRows:
-        raise _refused(parts, start, stop) from None
+def group_sums_steps(parts: Any, start: int, stop: int, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
+                     chunk: int = AAG_CHUNK_ROWS, step: int = 0) -> Iterator[tuple[Any, ...]]:
+    """Task: (rows checked in the same read) per ``step`` rows of ``[start, stop)``: per chunk the
+    class sums and Σ‖u‖² per class; over the step the per-(group, class) sums (G × k × d) and
+    Σ‖u‖² (G × k), its chunks' partials added in row order from zeros (the steps are fixed by ``n``
+    and the sizes, never by the engine or the sharding), and the rows' reciprocal norms."""
+    yield from _group_sums_steps(_RangeRows(parts, start, stop), codes, k, group_of, G, chunk, step or stop - start,
+                                 check=True, refuse=_refuser(parts, start))
 
 
 def _maybe_in_memory(X: np.ndarray, limit_bytes: int = 2 << 30) -> np.ndarray:
@@ -440,7 +527,7 @@ def _unit32_fits(n: int, d: int) -> bool:
 
 
 def boot_z2_range(parts: Any, start: int, stop: int, group_of: np.ndarray, G: int, Qs: np.ndarray,
-                  unit32: bool, chunk: int = CHUNK_ROWS) -> list[np.ndarray]:
+                  unit32: bool, chunk: int = AAG_CHUNK_ROWS) -> list[np.ndarray]:
     """Task: per chunk, Σ over each group's rows of (u · q)² for every basis row q of ``Qs`` (G × r)."""
     from scipy.sparse import csr_matrix
 
@@ -458,29 +545,61 @@ def boot_z2_range(parts: Any, start: int, stop: int, group_of: np.ndarray, G: in
     return out
 
 
-def along_range(parts: Any, start: int, stop: int, mu: np.ndarray, Q: np.ndarray,
-                chunk: int = CHUNK_ROWS, inv: Optional[np.ndarray] = None) -> list[float]:
+#: up to this many class-mean directions, the variance share's second pass takes one product per
+#: direction straight off the stored rows; beyond, a float64 copy of each block and one matrix product
+_EINSUM_DIRECTIONS = 4
+
+
+def along_steps(parts: Any, start: int, stop: int, mu: np.ndarray, Q: np.ndarray,
+                chunk: int = AAG_CHUNK_ROWS, inv: Optional[np.ndarray] = None, step: int = 0) -> Iterator[float]:
     """Task: per chunk, Σ over its unit rows of ‖Q(u − μ)‖², as ``‖(x @ Qᵀ) / ‖x‖ − Qμ‖²`` per
     block of rows (the unit rows are never materialised). ``inv``: the range's reciprocal norms
     from the first pass (the same values this pass would compute)."""
-    from ..io.source import read_range
-
     Qmu = Q @ mu
     Qt = np.ascontiguousarray(Q.T)
 
     def part(sl: slice, Xc: Any, buf: np.ndarray) -> float:
         r = np.empty(len(Xc)) if inv is None else inv[sl]
         Z = np.empty((len(Xc), Qt.shape[1]))
-        with _quiet():
-            for s, e, x in _sub_blocks(Xc, buf):
-                if inv is None:
-                    _norms(x, np.empty(e - s), r[s:e])
-                np.matmul(x, Qt, out=Z[s:e])
+        if inv is not None and Qt.shape[1] <= _EINSUM_DIRECTIONS:
+            # a few directions: one product per direction straight off the stored rows, each
+            # element widened to float64 as it is read (no float64 copy of the rows to write)
+            for t in range(Qt.shape[1]):
+                np.einsum("ij,j->i", Xc, Q[t], out=Z[:, t])
+        else:
+            with _quiet():
+                for s, e, x in _sub_blocks(Xc, buf):
+                    if inv is None:
+                        _norms(x, np.empty(e - s), r[s:e])
+                    np.matmul(x, Qt, out=Z[s:e])
         Z *= r[:, None]
         Z -= Qmu
         return float(np.einsum("ij,ij->", Z, Z))
 
-    return list(_over_chunks(read_range(parts, start, stop), chunk, part))
+    yield from _over_chunks(_RangeRows(parts, start, stop), chunk, part)
+
+
+def _listed(fn: Callable[..., Iterator[Any]], *args: Any) -> list[Any]:
+    """A task on an engine: the results of one of the ``*_steps`` kernels, as a list."""
+    return list(fn(*args))
+
+
+def _stream(eng: Any, src: Any, fn: Callable[..., Iterator[Any]], step: int,
+            args_of: Callable[[int, int], tuple[Any, ...]], *, whole: bool = True) -> Iterator[Any]:
+    """The results of kernel ``fn`` over every row, in row order: ``fn(parts, a, b, *args_of(a, b),
+    step)`` per task of ``step`` rows on the engine; in this process over files and arrays
+    (``whole``), one call over all rows, whose chunks stream through the workers without a pause at
+    a task's end — the same results, since a kernel's partials are fixed by ``step`` and the chunk
+    size, never by the range it is given."""
+    from ..io.source import ranges
+
+    n = src.n
+    if whole and eng.name == "local" and not any(p.store for p in src.parts):
+        yield from fn(src.parts, 0, n, *args_of(0, n), step)
+        return
+    tasks = [(fn, src.parts, a, b, *args_of(a, b), b - a) for a, b in ranges(n, step)]
+    for results in eng.imap(_listed, tasks):  # global row order, one task at a time
+        yield from results
 
 
 def _task_rows(per_chunk_bytes: int, chunk: int) -> int:
@@ -488,17 +607,14 @@ def _task_rows(per_chunk_bytes: int, chunk: int) -> int:
 
 
 def _sums(eng: Any, src: Any, codes: np.ndarray, k: int, *, weights: np.ndarray | None = None,
-          check: bool = False, unit32: bool = False, chunk: int = CHUNK_ROWS) -> tuple[np.ndarray, np.ndarray]:
-    from ..io.source import ranges
-
-    tasks = [(src.parts, a, b, codes[a:b], k, None if weights is None else weights[a:b], check, unit32, chunk)
-             for a, b in ranges(src.n, TASK_CHUNKS * chunk)]
+          check: bool = False, unit32: bool = False, chunk: int = AAG_CHUNK_ROWS) -> tuple[np.ndarray, np.ndarray]:
     sums = np.zeros((k, src.dim), dtype=np.float64)
     sq = np.zeros(k, dtype=np.float64)
-    for chunks in eng.map(class_sums_range, tasks):  # global row order
-        for s, q in chunks:
-            sums += s
-            sq += q
+    for s, q in _stream(eng, src, class_sums_steps, TASK_CHUNKS * chunk,
+                        lambda a, b: (codes[a:b], k, None if weights is None else weights[a:b], check, unit32, chunk),
+                        whole=not unit32):  # global row order
+        sums += s
+        sq += q
     return sums, sq
 
 
@@ -513,11 +629,10 @@ def _opened(X: Any, engine: Any) -> tuple[Any, Any]:
 def aag_and_variance_share(X: Any, labels: np.ndarray, *, resamples: int = 0, seed: int = 0,
                            groups: int = BOOT_GROUPS, ci: bool = False, level: float = 0.95,
                            share: bool = True, engine: Any = None,
-                           chunk: int = CHUNK_ROWS) -> tuple[AAGResult, Optional[VarianceShare]]:
+                           chunk: int = AAG_CHUNK_ROWS) -> tuple[AAGResult, Optional[VarianceShare]]:
     """AAG (with ``aag_ci95`` when ``resamples`` > 0) and, with ``share``, the variance share (with
     ``variance_share_ci95`` when ``ci``) from one first pass over the rows of ``X`` (an array, a
     memmap, a ``.npy``, a shard set or a Source) on ``engine`` (this process when None)."""
-    from ..io.source import ranges
 
     src, eng = _opened(X, engine)
     n, d = src.n, src.dim
@@ -533,9 +648,9 @@ def aag_and_variance_share(X: Any, labels: np.ndarray, *, resamples: int = 0, se
         sq = np.zeros(k, dtype=np.float64)
         gsums = np.zeros((G, k, d), dtype=np.float64)
         gsq = np.zeros((G, k), dtype=np.float64)
-        tasks = [(src.parts, a, b, codes[a:b], k, group_of[a:b], G, chunk) for a, b in ranges(n, step)]
         invs = []
-        for class_parts, gs, gq, inv_c in eng.imap(group_sums_range, tasks):  # global row order, one task at a time
+        for class_parts, gs, gq, inv_c in _stream(eng, src, group_sums_steps, step,
+                                                  lambda a, b: (codes[a:b], k, group_of[a:b], G, chunk)):  # row order
             for s_, q_ in class_parts:
                 sums += s_
                 sq += q_
@@ -573,15 +688,13 @@ def _variance_share_from(eng: Any, src: Any, sums: np.ndarray, sq: np.ndarray, c
                          inv: Optional[np.ndarray] = None) -> VarianceShare:
     """The variance share from the class sums of a first pass: one more pass for the variance along
     the class-mean span (per-chunk sums added in row order), and with ``boot`` its interval."""
-    from ..io.source import ranges
 
     n = src.n
     mu, total, Q, rank = _share(sums, counts.astype(np.float64), float(sq.sum()))
     along = 0.0
-    tasks = [(src.parts, a0, b0, mu, Q, chunk, None if inv is None else inv[a0:b0]) for a0, b0 in ranges(n, TASK_CHUNKS * chunk)]
-    for chunks in eng.map(along_range, tasks):
-        for x in chunks:
-            along += x
+    for x in _stream(eng, src, along_steps, TASK_CHUNKS * chunk,
+                     lambda a, b: (mu, Q, chunk, None if inv is None else inv[a:b])):  # row order
+        along += x
     along /= n
     out = VarianceShare(variance_share=along / total if total > 0 else None, variance_share_dims=rank,
                         total_variance=total, along_variance=along)
@@ -591,7 +704,7 @@ def _variance_share_from(eng: Any, src: Any, sums: np.ndarray, sq: np.ndarray, c
 
 
 def aag(X: Any, labels: np.ndarray, *, resamples: int = 0, seed: int = 0, groups: int = BOOT_GROUPS,
-        level: float = 0.95, engine: Any = None, chunk: int = CHUNK_ROWS) -> AAGResult:
+        level: float = 0.95, engine: Any = None, chunk: int = AAG_CHUNK_ROWS) -> AAGResult:
     """Exact Attribute Alignment Gap with mean_same, mean_diff, pair counts and per-class means.
 
     Pair counts are unordered pairs. ``within[c]`` is the mean cosine between different rows
@@ -606,7 +719,7 @@ def aag(X: Any, labels: np.ndarray, *, resamples: int = 0, seed: int = 0, groups
 
 
 def variance_share(X: Any, labels: np.ndarray, *, boot: Optional[GroupBoot] = None,
-                   level: float = 0.95, engine: Any = None, chunk: int = CHUNK_ROWS) -> VarianceShare:
+                   level: float = 0.95, engine: Any = None, chunk: int = AAG_CHUNK_ROWS) -> VarianceShare:
     """Share of total variance of the unit rows lying in the span of the centred class means.
 
     For two classes this is the direction between the class means (the SISE paper's
@@ -623,7 +736,7 @@ def variance_share(X: Any, labels: np.ndarray, *, boot: Optional[GroupBoot] = No
     return _variance_share_from(eng, src, sums, sq, counts, boot, level, chunk)
 
 
-def boot_variance_share_values(X: Any, boot: GroupBoot, *, engine: Any = None, chunk: int = CHUNK_ROWS,
+def boot_variance_share_values(X: Any, boot: GroupBoot, *, engine: Any = None, chunk: int = AAG_CHUNK_ROWS,
                                batch: int = VS_BATCH) -> np.ndarray:
     """The resampled variance shares of ``boot``, one pass over the rows per batch of resamples."""
     from ..io.source import ranges
@@ -646,7 +759,7 @@ def boot_variance_share_values(X: Any, boot: GroupBoot, *, engine: Any = None, c
 
 def aag_permutation_null(X: Any, labels: np.ndarray, permutations: int, seed: int = 0, *,
                          observed: Optional[float] = None, engine: Any = None,
-                         chunk: int = CHUNK_ROWS) -> dict[str, Any]:
+                         chunk: int = AAG_CHUNK_ROWS) -> dict[str, Any]:
     """Label-shuffle null for AAG: one-sided p-value ``(1 + #{null >= observed}) / (1 + P)``; one
     pass over the rows per draw (``codes[rng.permutation(n)]`` over the global row index)."""
     src, eng = _opened(X, engine)
@@ -673,7 +786,7 @@ def aag_permutation_null(X: Any, labels: np.ndarray, permutations: int, seed: in
 
 
 def aag_bootstrap(X: Any, labels: np.ndarray, resamples: int, seed: int = 0, *,
-                  level: float = 0.95, engine: Any = None, chunk: int = CHUNK_ROWS) -> dict[str, Any]:
+                  level: float = 0.95, engine: Any = None, chunk: int = AAG_CHUNK_ROWS) -> dict[str, Any]:
     """Percentile bootstrap CI for AAG, resampling rows with replacement (weights
     ``bincount(rng.integers(0, n, n))`` over the global row index; one pass per resample).
 
@@ -710,12 +823,25 @@ def aag_interval(theta: float, boot: GroupBoot, level: float = 0.95) -> Optional
 
     G = boot.groups
     with one_blas_thread():  # small products: a second BLAS thread only spins (and may split the sums)
-        jack = group_boot_aag(dataclasses.replace(boot, W=np.ones((G, G)) - np.eye(G)))
-        values = group_boot_aag(boot)
+        forms = _aag_forms(boot)  # once for both: the jackknife and the resamples
+        jack = group_boot_aag(dataclasses.replace(boot, W=np.ones((G, G)) - np.eye(G)), forms=forms)
+        values = group_boot_aag(boot, forms=forms)
     return bca_ci(theta, values, jack, level)
 
 
-def group_boot_aag(boot: GroupBoot, batch: int = 256) -> np.ndarray:
+def _aag_forms(boot: GroupBoot) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """``(M_same, M_all)`` of :func:`group_boot_aag` (G × G), or None where the resampled sums are
+    formed directly (``k·d <= G``)."""
+    G, k, d = boot.sums.shape
+    if k * d <= G:
+        return None
+    flat = boot.sums.reshape(G, k * d)
+    T = boot.sums.sum(axis=1)
+    return flat @ flat.T, T @ T.T
+
+
+def group_boot_aag(boot: GroupBoot, batch: int = 256,
+                   forms: Optional[tuple[np.ndarray, np.ndarray]] = None) -> np.ndarray:
     """AAG of every resample of ``boot`` (NaN where a resample has no same or no different pair).
 
     With ``T_g = Σ_c S_gc``, ``M_same = Σ_c S_·c S_·cᵀ`` and ``M_all = T Tᵀ`` (G x G, once), a
@@ -727,9 +853,7 @@ def group_boot_aag(boot: GroupBoot, batch: int = 256) -> np.ndarray:
     flat = boot.sums.reshape(G, k * d)
     direct = k * d <= G  # then resampled sums W @ S (O(G·k·d) each) beat the quadratic forms (O(G²))
     if not direct:
-        M_same = flat @ flat.T
-        T = boot.sums.sum(axis=1)
-        M_all = T @ T.T
+        M_same, M_all = forms if forms is not None else _aag_forms(boot)  # type: ignore[misc]
     q = boot.sq.sum(axis=1)
     ng = boot.counts.sum(axis=1)
     out = np.empty(boot.resamples)
