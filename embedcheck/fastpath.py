@@ -558,13 +558,21 @@ class TorchEncoder(FastEncoder):
     def __init__(self, spec: FastSpec, *, threads: int | None = None, max_seq_length: int | None = None) -> None:
         super().__init__(spec, spec.folder / "config.json", ("input_ids", "attention_mask", "token_type_ids"),
                          backend="torch", threads=threads, max_seq_length=max_seq_length, lazy=True)
+        import torch
+
+        from . import torch_bert
+
+        torch.set_num_threads(self.threads)
+        self._embedcheck_onnx_path = None
+        self._bert = torch_bert.load(spec.folder)  # a plain BERT encoder: no transformers import
+        if self._bert is not None:
+            self.input_names = ["input_ids", "attention_mask", "token_type_ids"]
+            return
         import inspect
 
-        import torch
         from transformers import AutoModel
         from transformers.utils import logging as hf_logging
 
-        torch.set_num_threads(self.threads)
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
         try:
@@ -573,13 +581,15 @@ class TorchEncoder(FastEncoder):
             raise InputError(f"cannot load model {spec.folder}: {' '.join(str(exc).split())[:300]}") from None
         accepted = inspect.signature(self._model.forward).parameters
         self.input_names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in accepted]
-        self._embedcheck_onnx_path = None
 
     def _forward(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         import torch
 
         with torch.inference_mode():
-            out = self._model(**{k: torch.from_numpy(feeds[k]) for k in self.input_names})
+            inputs = {k: torch.from_numpy(feeds[k]) for k in self.input_names}
+            if self._bert is not None:
+                return self._bert(**inputs).numpy().astype(np.float32, copy=False)
+            out = self._model(**inputs)
         return out.last_hidden_state.numpy().astype(np.float32, copy=False)
 
     def set_threads(self, threads: int) -> None:

@@ -195,7 +195,8 @@ def test_a_corrupted_calibration_entry_is_rebuilt_not_trusted(fresh):
 def test_autos_torch_gives_the_vectors_of_sentence_transformers_without_importing_it(fresh, minilm, monkeypatch):
     """``auto``'s torch candidate runs the model's own transformer on torch behind the fast path's
     tokenizer and pooling: sentence-transformers' vectors (short, long, empty, truncated texts), and a
-    fresh process that chose torch never imports sentence-transformers."""
+    fresh process that chose torch never imports sentence-transformers (nor, for a BERT encoder
+    such as the default model, transformers)."""
     monkeypatch.setenv("EMBEDCHECK_THREADS", "1")  # one thread count (part of the cache key) here and in the child
     from embedcheck.fastpath import TorchEncoder, read_spec
 
@@ -213,11 +214,11 @@ def test_autos_torch_gives_the_vectors_of_sentence_transformers_without_importin
             f"texts = {LONG!r} * 40\n"
             "m, _ = enc.load_model(enc.DEFAULT_MODEL, backend='auto', texts=texts, batch_size=4)\n"
             "v = m.encode(texts[:3], batch_size=4)\n"
-            "print(m._embedcheck_backend, 'sentence_transformers' in sys.modules, v.shape)\n")
+            "print(m._embedcheck_backend, 'sentence_transformers' in sys.modules, 'transformers' in sys.modules, v.shape)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "EMBEDCHECK_CACHE": str(fresh), "HF_HUB_OFFLINE": "1"})
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["torch", "False", "(3,", "384)"]
+    assert out.stdout.split() == ["torch", "False", "False", "(3,", "384)"]  # a BERT: not even transformers
 
 
 def test_a_big_long_text_job_times_torch_too_and_takes_the_least_expected_time(fresh):
