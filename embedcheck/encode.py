@@ -248,7 +248,8 @@ def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, 
     ``texts`` (the job's texts) with ``backend="auto"`` on the CPU: the fast path and torch are timed on
     a probe of them and the one with the least expected time for the job is returned
     (:mod:`embedcheck.tuning`, cached per CPU, model and sequence-length band); the measurement is
-    ``model._embedcheck_calibration``. ``precision="bf16"``: sentence-transformers on torch under
+    ``model._embedcheck_calibration``. ``precision="bf16"``: the model on torch (behind the fast
+    path's tokenizer and pooling where the fast path implements it, else sentence-transformers) under
     bf16 autocast, after the fidelity check (:func:`embedcheck.tuning.check_bf16`; its figures are
     ``model._embedcheck_bf16_check``). Returns ``(model, resolved)``.
     """
@@ -317,17 +318,37 @@ def _load_sentence_transformer(resolved: ResolvedModel, device: str | None, max_
 
 
 def _load_bf16(resolved: ResolvedModel, device: str | None, max_seq_length: int | None) -> Any:
-    """sentence-transformers on torch, run under bf16 autocast once the fidelity check passed."""
+    """The model on torch (:func:`_torch_encoder`, else sentence-transformers), run under bf16
+    autocast once the fidelity check passed."""
     from . import cpu, tuning
 
     if device in (None, "cpu") and not _gpu_present() and not cpu.has_bf16_units():
         _warn("--precision bf16 on a CPU without bf16 units (no avx512_bf16 or amx_bf16 in /proc/cpuinfo): "
               "torch emulates bf16 there, so it will be slower than fp32")
-    model = _load_sentence_transformer(resolved, device, max_seq_length)
+    model = _torch_encoder(resolved, device, max_seq_length) or _load_sentence_transformer(resolved, device,
+                                                                                           max_seq_length)
     model._embedcheck_backend = "torch"
     model._embedcheck_bf16_check = tuning.check_bf16(model, resolved, warn=_warn)
     model._embedcheck_precision = "bf16"
     return model
+
+
+def _torch_encoder(resolved: ResolvedModel, device: str | None, max_seq_length: int | None) -> Any:
+    """The model's transformer on torch behind the fast path's tokenizer and pooling
+    (:class:`embedcheck.fastpath.TorchEncoder`: sentence-transformers' vectors without its import)
+    when the fast path implements the model and it runs on the CPU; else None."""
+    if resolved.folder is None or device not in (None, "cpu") or (device is None and _gpu_present()) \
+            or not _has("tokenizers"):
+        return None
+    from . import fastpath
+    from .threads import choose_threads
+
+    spec, _why = fastpath.read_spec(resolved.folder)
+    if spec is None:
+        return None
+    if max_seq_length is not None and spec.max_positions is not None and max_seq_length > spec.max_positions:
+        raise InputError(f"--max-seq-length {max_seq_length} exceeds the model's {spec.max_positions} positions")
+    return fastpath.TorchEncoder(spec, threads=choose_threads(), max_seq_length=max_seq_length)
 
 
 def _versions() -> dict[str, str | None]:

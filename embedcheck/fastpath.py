@@ -564,6 +564,7 @@ class TorchEncoder(FastEncoder):
 
         torch.set_num_threads(self.threads)
         self._embedcheck_onnx_path = None
+        self.device = "cpu"  # where autocast (``--precision bf16``) runs it
         self._bert = torch_bert.load(spec.folder)  # a plain BERT encoder: no transformers import
         if self._bert is not None:
             self.input_names = ["input_ids", "attention_mask", "token_type_ids"]
@@ -588,9 +589,9 @@ class TorchEncoder(FastEncoder):
         with torch.inference_mode():
             inputs = {k: torch.from_numpy(feeds[k]) for k in self.input_names}
             if self._bert is not None:
-                return self._bert(**inputs).numpy().astype(np.float32, copy=False)
+                return self._bert(**inputs).float().numpy()
             out = self._model(**inputs)
-        return out.last_hidden_state.numpy().astype(np.float32, copy=False)
+        return out.last_hidden_state.float().numpy()
 
     def set_threads(self, threads: int) -> None:
         import torch

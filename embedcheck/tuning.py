@@ -37,8 +37,9 @@ from .errors import InputError
 
 #: bf16 vectors must have at least this cosine to fp32 on every probe text
 BF16_MIN_COSINE = 0.9999
-#: bump when the probe batch or the check changes (a new key: measured again)
-PROBE_VERSION = 1
+#: bump when the probe batch or the check changes (a new key: measured again; version 2: the probe
+#: runs on the encoder bf16 runs on, the fast path's torch encoder where it implements the model)
+PROBE_VERSION = 2
 #: bump when a candidate changes how fast it starts or runs (version 2: the torch candidate runs a
 #: BERT encoder without importing transformers)
 CALIBRATION_VERSION = 2

@@ -91,10 +91,11 @@ def test_aag_plot_on_ray_is_the_one_file_figure(cli, ray_local, topics7, tmp_pat
 
 
 def test_aag_ray_intervals_over_many_chunks(cli, ray_local, tmp_path):
-    """n = 20,000 in 7 uneven shards (chunk borders inside shards): Ray's aag_ci95 and --ci interval
-    equal the one-file run's bytes."""
+    """n = 300,000 in 7 uneven shards (chunk and task borders inside shards; three tasks of
+    131,072 rows on Ray, one stream of chunks in process): Ray's aag_ci95 and --ci interval equal
+    the one-file run's bytes."""
     rng = np.random.default_rng(3)
-    n, d = 20_000, 8
+    n, d = 300_000, 8
     y = rng.integers(0, 3, n)
     X = (rng.normal(size=(n, d)) + 0.5 * np.eye(d)[y]).astype(np.float32)
     np.save(tmp_path / "x.npy", X)

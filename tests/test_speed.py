@@ -213,3 +213,27 @@ def test_aag_with_intervals_and_variance_share_is_the_same_bytes_for_any_blas_or
         seen.add(repr((res.to_dict(), vs.to_dict())))
     assert len(seen) == 1
     assert res.aag_ci95 is not None and vs.variance_share_ci95 is not None
+
+
+def test_the_in_process_stream_gives_the_bytes_of_task_by_task_runs(monkeypatch):
+    """In process, AAG's passes run as one stream of chunks over every task's rows (no worker waits
+    at a task's end); an engine runs one task per range. Small chunks (20 tasks of 4 chunks, ranges
+    across the parts of a multi-part source): the report is the same bytes both ways, for 1 and 2
+    chunk workers."""
+    from embedcheck.engine.runner import LocalEngine
+    from embedcheck.io.source import open_source
+
+    class TaskByTask(LocalEngine):
+        name = "tasks"  # not "local": the task path Ray takes, run here
+
+    rng = np.random.default_rng(17)
+    X = (rng.normal(size=(20_000, 24)) + 0.3).astype(np.float32)
+    y = rng.integers(0, 3, 20_000)
+    src = open_source(X, part_rows=3_000)  # parts that do not line up with the tasks
+    seen = set()
+    for engine in (None, TaskByTask()):
+        for workers in ("1", "2"):
+            monkeypatch.setenv("EMBEDCHECK_THREADS", workers)
+            res, vs = geo.aag_and_variance_share(src, y, resamples=50, ci=True, engine=engine, chunk=256)
+            seen.add(repr((res.to_dict(), vs.to_dict())))
+    assert len(seen) == 1

@@ -51,10 +51,11 @@ def _fake_cpuinfo(path: Path, flags: str) -> Path:
 # ---- bf16 -------------------------------------------------------------------------------------
 
 
-def test_bf16_check_on_the_packaged_model_is_the_brute_force_cosine_and_is_cached(fresh):
+def test_bf16_check_on_the_packaged_model_is_the_brute_force_cosine_and_is_cached(fresh, minilm):
     model, resolved = enc.load_model(enc.DEFAULT_MODEL, precision="bf16")
     check = model._embedcheck_bf16_check
     assert model._embedcheck_precision == "bf16" and not check["cached"]
+    assert type(model).__name__ == "TorchEncoder"  # the fast path's torch encoder: no sentence-transformers
     assert check["min_cosine"] >= tuning.BF16_MIN_COSINE and check["min_cosine"] < 1.0
     # brute force: fp32 and bf16-autocast vectors of the probe batch on a plain torch load
     import torch
@@ -69,6 +70,8 @@ def test_bf16_check_on_the_packaged_model_is_the_brute_force_cosine_and_is_cache
     X = enc.encode_texts(model, texts, batch_size=len(texts))
     c = (X * (ref / np.linalg.norm(ref, axis=1, keepdims=True))).sum(1)
     assert c.min() >= tuning.BF16_MIN_COSINE and not np.allclose(c, 1.0, atol=1e-7)
+    st = minilm.encode(texts, batch_size=len(texts), convert_to_numpy=True, normalize_embeddings=True)
+    assert float((X * st).sum(1).min()) >= tuning.BF16_MIN_COSINE  # against sentence-transformers' fp32
     again, _ = enc.load_model(enc.DEFAULT_MODEL, precision="bf16")
     assert again._embedcheck_bf16_check["cached"] and again._embedcheck_bf16_check["min_cosine"] == check["min_cosine"]
 

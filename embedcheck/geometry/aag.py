@@ -597,7 +597,7 @@ def _stream(eng: Any, src: Any, fn: Callable[..., Iterator[Any]], step: int,
     if whole and eng.name == "local" and not any(p.store for p in src.parts):
         yield from fn(src.parts, 0, n, *args_of(0, n), step)
         return
-    tasks = [(fn, src.parts, a, b, *args_of(a, b), b - a) for a, b in ranges(n, step)]
+    tasks = [(fn, src.parts, a, b, *args_of(a, b), step) for a, b in ranges(n, step)]
     for results in eng.imap(_listed, tasks):  # global row order, one task at a time
         yield from results
 

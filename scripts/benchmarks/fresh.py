@@ -15,6 +15,13 @@ One untimed run of each embedcheck command first: the per-machine caches (onnx e
 calibration, bf16 check) are made once per machine and model, not per job.
 ``EMBEDCHECK_BENCH_PAIRS`` (default 5; quick 1) sets the pairs; ``EMBEDCHECK_BENCH_FRESH`` picks
 rows (comma-separated: docs_auto, docs_bf16, sst2_auto).
+
+``EMBEDCHECK_BENCH_EMULATE=avx2`` runs both sides as on a CPU without AVX-512 and bf16 units, as far
+as the libraries allow: torch's kernels (``ATEN_CPU_CAPABILITY=avx2``), oneDNN
+(``ONEDNN_MAX_CPU_ISA=AVX2``) and MKL (``MKL_ENABLE_INSTRUCTIONS=AVX2``) capped at AVX2, and
+embedcheck shown a ``/proc/cpuinfo`` without the avx512 and amx flags (``EMBEDCHECK_CPUINFO``: its
+calibration is measured anew and bf16 is known to be slow). onnxruntime picks its kernels from the
+CPU itself and has no cap: the fast path keeps AVX-512 — an emulation, stated beside each row.
 """
 
 from __future__ import annotations
@@ -59,9 +66,26 @@ def run(quick: bool = False) -> list[dict]:
     if not corpus.is_file() or not sst2.is_file():
         return [{"name": "fresh", "measure": "skipped", "notes": f"{DATA} has no scifact/sst2"}]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    emulate = os.environ.get("EMBEDCHECK_BENCH_EMULATE", "")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
+        where = cpu.describe()
+        if emulate == "avx2":
+            info = t / "cpuinfo"
+            lines = []
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                key, colon, value = line.partition(":")
+                if key.strip() == "flags":
+                    line = key + colon + " " + " ".join(w for w in value.split() if not w.startswith(("avx512", "amx")))
+                lines.append(line + "\n")
+            info.write_text("".join(lines))
+            env.update(ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2", MKL_ENABLE_INSTRUCTIONS="AVX2",
+                       EMBEDCHECK_CPUINFO=str(info))
+            where += ("; EMULATED without AVX-512 and bf16 units: torch, oneDNN and MKL capped at AVX2, "
+                      "embedcheck shown no avx512/amx flags (onnxruntime cannot be capped: AVX-512 kept)")
+        elif emulate:
+            raise SystemExit(f"EMBEDCHECK_BENCH_EMULATE={emulate!r}: only 'avx2'")
         docs = [json.loads(line) for line in corpus.open(encoding="utf-8")][:n_docs]
         (t / "docs.jsonl").write_text("".join(json.dumps({"text": (d["title"] + " " + d["text"]).strip()}) + "\n"
                                               for d in docs), encoding="utf-8")
@@ -96,5 +120,5 @@ def run(quick: bool = False) -> list[dict]:
                 "notes": (f"{pairs} pairs, ratio = median of per-pair ratios; backend {meta['model']['backend_used']}"
                           f" (auto chose {cal.get('chosen', '-')}, band {cal.get('band', '-')}), threads "
                           f"{meta['model'].get('threads_log')}; min cosine to the plain script {cos:.6f}; "
-                          f"1-min load during pairs {min(loads):.1f}-{max(loads):.1f}; {cpu.describe()}")})
+                          f"1-min load during pairs {min(loads):.1f}-{max(loads):.1f}; {where}")})
     return rows
