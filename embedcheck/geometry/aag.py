@@ -166,7 +166,12 @@ def _chunk_stats(Xc: Any, buf: np.ndarray, codes: np.ndarray, k: int, weights: O
     inv = inv_out if inv_out is not None else np.empty(b)
     with _quiet():
         for s, e, x in _sub_blocks(Xc, buf):
-            _norms(x, sq[s:e], inv[s:e])
+            if check:  # a zero or non-finite row is refused below: no guard for a zero norm needed here
+                np.vecdot(x, x, out=sq[s:e])
+                np.sqrt(sq[s:e], out=inv[s:e])
+                np.divide(1.0, inv[s:e], out=inv[s:e])
+            else:
+                _norms(x, sq[s:e], inv[s:e])
             _scatter_rows(acc, cells[s:e], inv[s:e] if weights is None else inv[s:e] * weights[s:e], x)
     if check:
         _refuse_bad(sq, Xc.dtype.itemsize)
