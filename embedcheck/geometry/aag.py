@@ -64,7 +64,7 @@ _SUB_ROWS = 512
 def _quiet() -> Any:
     """Floating-point warnings off for a chunk's norms (an overflowing or vanishing row is refused
     from its squared norm afterwards)."""
-    return np.errstate(over="ignore", under="ignore", invalid="ignore")
+    return np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore")
 
 
 class _BadRows(Exception):
