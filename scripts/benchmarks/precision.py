@@ -6,6 +6,8 @@ with the packaged all-MiniLM-L6-v2 in fp32 (torch) and in bf16 (torch autocast),
   when quoting), cosine ranking, binary gains, trec_eval's ``ndcg_cut`` formula;
 * STS-B test Spearman (1,379 pairs; cosine of the two sentences against the gold score), the
   figure ``embedcheck sts`` reports;
+* PhysScore: Table 1 (Kendall τ, PACC, AVG, as reported: ×100) and the largest difference over every number of
+  Tables 3 and 4, the phrases embedded in each precision and scored by ``embedcheck.physscore``;
 * the vectors' minimum and mean cosine between fp32 and bf16, and the bf16/fp32 encode-time ratio
   (in-process, interleaved; ``EMBEDCHECK_BENCH_PAIRS`` pairs, default 1).
 
@@ -94,8 +96,55 @@ def run(quick: bool = False) -> list[dict]:
         rows.append({"name": f"bf16 vs fp32: {label}", "measure": f"fp32 {a:.2f}, bf16 {b:.2f}, diff {b - a:+.2f}",
                      "baseline": f"fp32 {a:.2f}", "ratio": None, "goal": "|diff| < 0.1", "met": abs(b - a) < 0.1,
                      "notes": where})
+    rows += _physscore_rows(enc, fp32, bf16, where)
     rows.append({"name": "bf16 vs fp32: document vectors", "measure":
                  f"min cosine {cos.min():.6f}, mean {cos.mean():.6f}; encode time bf16/fp32 {ratio:.3f}",
                  "baseline": "fp32", "ratio": round(ratio, 3), "goal": "cosine >= 0.9999", "met": bool(cos.min() >= 0.9999),
                  "notes": f"{len(ds)} abstracts, {len(times['fp32'])} interleaved pair(s) in one process; {where}"})
+    return rows
+
+
+def _leaves(x: object, path: str = "") -> dict[str, float]:
+    """Every number in a nested report section, by its path."""
+    if isinstance(x, bool) or x is None:
+        return {}
+    if isinstance(x, (int, float)):
+        return {path: float(x)}
+    if isinstance(x, dict):
+        return {k: v for key, val in x.items() for k, v in _leaves(val, f"{path}.{key}").items()}
+    if isinstance(x, list):
+        return {k: v for i, val in enumerate(x) for k, v in _leaves(val, f"{path}[{i}]").items()}
+    return {}
+
+
+def _physscore_rows(enc: object, fp32: object, bf16: object, where: str) -> list[dict]:
+    """PhysScore's tables from the phrases embedded in fp32 and in bf16 (the same scoring code)."""
+    import tempfile
+
+    import embedcheck
+    from embedcheck.physscore_protocol import tables as ps_tables
+
+    texts = ps_tables.needed_texts((1, 3, 4))
+    bodies = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        phrases = Path(tmp) / "phrases.jsonl"
+        phrases.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+        for name, model in (("fp32", fp32), ("bf16", bf16)):
+            np.save(Path(tmp) / f"{name}.npy", enc.encode_texts(model, texts))  # type: ignore[attr-defined]
+            bodies[name] = embedcheck.physscore(Path(tmp) / f"{name}.npy", phrases).body
+    t1 = {name: b["table1"] for name, b in bodies.items()}
+    rows = []
+    for fig in ("kendall_tau", "pacc", "avg"):
+        a, b = float(t1["fp32"][fig]), float(t1["bf16"][fig])  # reported x100 already
+        rows.append({"name": f"bf16 vs fp32: PhysScore Table 1 {fig} (x100)", "measure": f"fp32 {a:.2f}, bf16 {b:.2f}, "
+                     f"diff {b - a:+.2f}", "baseline": f"fp32 {a:.2f}", "ratio": None, "goal": "|diff| < 0.5",
+                     "met": abs(b - a) < 0.5, "notes": f"{len(texts)} phrases; {where}"})
+    for table in ("table3", "table4"):
+        a, b = _leaves(bodies["fp32"].get(table)), _leaves(bodies["bf16"].get(table))
+        common = sorted(set(a) & set(b))
+        worst = max(common, key=lambda k: abs(b[k] - a[k])) if common else None
+        measure = (f"largest difference over {len(common)} numbers: {worst} fp32 {a[worst]:.4f}, bf16 {b[worst]:.4f}"
+                   if worst else "no numbers")
+        rows.append({"name": f"bf16 vs fp32: PhysScore {table}", "measure": measure, "baseline": "fp32",
+                     "ratio": None, "goal": "-", "met": None, "notes": where})
     return rows
