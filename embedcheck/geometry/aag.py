@@ -446,26 +446,37 @@ def _refused(parts: Any, start: int, stop: int) -> Exception:
 class _RangeRows:
     """Global rows ``[start, stop)`` of a source's parts as a row-sliceable array: each part opened
     once, a chunk read from the part holding it (a view of a file or array; a chunk across two
-    parts is joined) — a task's range is never copied whole."""
+    parts is joined) — a task's range is never copied whole. A store's part is read once for the
+    whole range (one query per task, as the stores are fastest read)."""
 
     def __init__(self, parts: Any, start: int, stop: int) -> None:
         self.start = start
-        self.opened = [(p, p.open()) for p in parts if p.offset < stop and p.offset + p.rows > start]
-        if not self.opened:
+        #: (first global row, last global row + 1, rows, the global row of rows[0])
+        self.pieces: list[tuple[int, int, Any, int]] = []
+        for p in parts:
+            lo, hi = max(start, p.offset), min(stop, p.offset + p.rows)
+            if hi <= lo:
+                continue
+            X = p.open()
+            if p.store:
+                self.pieces.append((lo, hi, np.ascontiguousarray(X[p.start + lo - p.offset:p.start + hi - p.offset]), lo))
+            else:
+                self.pieces.append((lo, hi, X, p.offset - p.start))
+        if not self.pieces:
             raise IndexError(f"rows {start}-{stop} are outside the matrix")
-        self.shape = (stop - start, int(self.opened[0][1].shape[1]))
+        self.shape = (stop - start, int(self.pieces[0][2].shape[1]))
 
     def __len__(self) -> int:
         return self.shape[0]
 
     def __getitem__(self, sl: slice) -> np.ndarray:
         a, b = self.start + sl.start, self.start + min(sl.stop, self.shape[0])
-        pieces = []
-        for p, X in self.opened:
-            lo, hi = max(a, p.offset), min(b, p.offset + p.rows)
+        out = []
+        for lo, hi, X, base in self.pieces:
+            lo, hi = max(a, lo), min(b, hi)
             if hi > lo:
-                pieces.append(np.ascontiguousarray(X[p.start + lo - p.offset:p.start + hi - p.offset]))
-        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+                out.append(np.ascontiguousarray(X[lo - base:hi - base]))
+        return out[0] if len(out) == 1 else np.concatenate(out)
 
 
 def _refuser(parts: Any, start: int) -> Callable[[slice], Exception]:
