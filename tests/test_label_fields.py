@@ -139,3 +139,28 @@ def test_cli_prints_the_input_warning_as_one_plain_line(monkeypatch):
     _app._show_warning("x.csv has no 'label' field", InputWarning, "f.py", 1)
     _app._show_warning("overflow", RuntimeWarning, "f.py", 1)
     assert lines == ["x.csv has no 'label' field", "RuntimeWarning: overflow"]
+
+
+def test_repeated_ids_warn_naming_the_first_repeat_and_unique_ids_do_not(tmp_path):
+    """An id field whose ids repeat is read (the rows are written) with one warning naming the
+    count and the first repeated id at both of its rows: matching those rows by id later would be
+    refused."""
+    rep = tmp_path / "rep.jsonl"
+    rep.write_text('{"id": "a", "text": "x", "label": 1}\n{"id": "b", "text": "y", "label": 0}\n'
+                   '{"id": "a", "text": "z", "label": 1}\n{"id": "b", "text": "w", "label": 0}\n')
+    with pytest.warns(InputWarning) as rec:
+        data = texts.read_records(str(rep))
+    assert [r.id for r in data.records] == ["a", "b", "a", "b"]
+    msgs = [str(w.message) for w in rec if "repeats ids" in str(w.message)]
+    assert len(msgs) == 1
+    assert "field 'id' repeats ids (2 repeated; 'a' at" in msgs[0] and "will be refused" in msgs[0]
+    uniq = tmp_path / "uniq.jsonl"
+    uniq.write_text('{"id": "a", "text": "x", "label": 1}\n{"id": "b", "text": "y", "label": 0}\n')
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        texts.read_records(str(uniq))  # no id repeats, a label field: no warning at all
+    rows = tmp_path / "rows.jsonl"  # no id field: ids are the row numbers, never repeated
+    rows.write_text('{"text": "x", "label": 1}\n{"text": "x", "label": 1}\n')
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        texts.read_records(str(rows))

@@ -320,6 +320,8 @@ def read_records(source: str, *, text_field: str | None = None, label_field: str
                           lambda k: row_where(rows, records[k].row))
     elif not lines_only:
         _warn_no_label_field(where, fields, used={tf, idf, *keep_fields})
+    if idf is not None:
+        _warn_repeated_ids(where, idf, records, rows)
     return InputData(records=records, source=info, text_field=None if lines_only else tf, label_field=lf,
                      id_field=idf, rows_read=len(rows), skipped_empty=skipped, fields=[str(f) for f in fields])
 
@@ -335,6 +337,30 @@ def _warn_no_label_field(where: str, fields: Sequence[Any], used: set[Any]) -> N
     warnings.warn(f"{where} has no {' or '.join(repr(f) for f in LABEL_FIELD_AUTO)} field, so no labels are "
                   f"written; if one of its other fields ({', '.join(others)}) is the label, pass --label-field NAME",
                   InputWarning, stacklevel=3)
+
+
+def _warn_repeated_ids(where: str, idf: Any, records: Sequence[TextRecord], rows: Any) -> None:
+    """An id field whose ids repeat: say so (an InputWarning) naming the first repeat, since rows
+    matched by id later (a labels file in another order, ``--against``, a store) cannot be."""
+    import warnings
+
+    first: dict[Any, int] = {}
+    repeats = 0
+    example = None
+    for k, rec in enumerate(records):
+        if rec.id in first:
+            repeats += 1
+            if example is None:
+                example = (rec.id, first[rec.id], k)
+        else:
+            first[rec.id] = k
+    if example is None:
+        return
+    rid, a, b = example
+    warnings.warn(f"{where} field {idf!r} repeats ids ({repeats} repeated; {rid!r:.40} at "
+                  f"{row_where(rows, records[a].row)} and {row_where(rows, records[b].row)}): the rows are written, "
+                  "but matching them by id later (a labels file in another order, --against, a store) will be "
+                  "refused; give unique ids", InputWarning, stacklevel=3)
 
 
 def _check_label(v: Any, loc: str, lf: str) -> Any:
