@@ -643,7 +643,7 @@ COMPRESS_OUT = {"parquet": lambda tmp, pg, t: str(tmp / f"{t}.parquet"),
 
 @pytest.mark.parametrize("kind, fmt", [(k, f) for k in ("parquet", "lancedb", "pgvector") for f in ("int8", "binary", "float16")]
                          + [("lance", "uint8"), ("parquet", "ubinary"), ("pgvector", "uint8"), ("pgvector", "dims:16,binary"),
-                            ("lancedb", "pca:12,int8")])
+                            ("lancedb", "pca:12,int8"), ("pgvector", "pca:12"), ("parquet", "pca:12")])
 def test_compress_to_a_store_reads_back_as_the_compressed_npy(store, ref, tmp_path, request, kind, fmt):
     """compress -o STORE: read back, the rows equal those of compress -o .npy (decoded the same way);
     the codes are the store's own integer / bit types, the ids and labels are carried over, the
@@ -671,6 +671,15 @@ def test_compress_to_a_store_reads_back_as_the_compressed_npy(store, ref, tmp_pa
     assert rec["format"] == want_res.record["format"] and rec["dim"] == want_res.dim
     if fmt.endswith("int8") or fmt.endswith("uint8"):
         assert np.array_equal(np.asarray(rec["ranges"], dtype=np.float32), np.asarray(want_res.record["ranges"], dtype=np.float32))
+    if fmt.startswith("pca"):  # the projection rides in the metadata: the .npy's projection file, byte for byte
+        from embedcheck.io.compressed import load_projection
+
+        W = load_projection(out, rec)
+        assert np.array_equal(W, load_projection(tmp_path / "c.npy", want_res.record))
+        assert res.projection == "in the store's metadata (compression.projection)"
+        bad = {**rec, "projection": {**rec["projection"], "sha256": "0" * 64}}
+        with pytest.raises(InputError, match="does not match its recorded sha256"):
+            load_projection(out, bad)
     # the store's own types hold the codes
     if kind == "pgvector":
         import psycopg
@@ -680,7 +689,7 @@ def test_compress_to_a_store_reads_back_as_the_compressed_npy(store, ref, tmp_pa
                                "AND attname = 'codes'", [table]).fetchone()[0]
         d = TOPICS.shape[1]
         assert typ == {"int8": "smallint[]", "uint8": "smallint[]", "float16": f"vector({d})",
-                       "dims:16,binary": "bit(16)"}.get(fmt, f"bit({d})"), typ
+                       "dims:16,binary": "bit(16)", "pca:12": "vector(12)"}.get(fmt, f"bit({d})"), typ
     else:
         import lance
 
@@ -688,9 +697,9 @@ def test_compress_to_a_store_reads_back_as_the_compressed_npy(store, ref, tmp_pa
             str(tmp_path / "db" / f"{table}.lance") if kind == "lancedb" else out).schema
         t = schema.field("embedding").type
         assert str(t.value_type) == {"int8": "int8", "uint8": "uint8", "binary": "uint8", "ubinary": "uint8",
-                                     "float16": "halffloat", "pca:12,int8": "int8"}[fmt]
+                                     "float16": "halffloat", "pca:12,int8": "int8", "pca:12": "float"}[fmt]
         d = TOPICS.shape[1]
-        assert t.list_size == {"binary": d // 8, "ubinary": d // 8, "pca:12,int8": 12}.get(fmt, d)
+        assert t.list_size == {"binary": d // 8, "ubinary": d // 8, "pca:12,int8": 12, "pca:12": 12}.get(fmt, d)
 
 
 def test_cli_compress_to_pgvector_then_aag_equals_the_compressed_npy(cli_subprocess, store, ref, tmp_path, pg_uri):

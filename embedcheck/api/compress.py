@@ -168,6 +168,11 @@ def _write_store(output: Any, emb: ArrayOrPath, res: CompressResult, comp: Any, 
     rec = dict(res.record or {})
     prec = rec.get("precision", "float32")
     stored = comp.stored
+    if comp.projection is not None:  # a store has no folder beside it: the projection rides in its metadata
+        from ..io.compressed import embedded_projection
+
+        rec["projection"] = embedded_projection(comp.projection, rec)
+        res.projection = "in the store's metadata (compression.projection)"
     codes = {"binary": "bits", "ubinary": "bits"}.get(prec, prec)
     dim = int(res.dim)
     path_in = isinstance(emb, (str, os.PathLike))

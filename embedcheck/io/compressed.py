@@ -277,20 +277,51 @@ def projection_bytes(W: np.ndarray, meta: dict[str, str]) -> bytes:
     return len(hb).to_bytes(8, "little") + hb + raw
 
 
+def embedded_projection(W: np.ndarray, rec: dict[str, Any]) -> dict[str, Any]:
+    """The ``pca`` projection for a store's compression record (a store has no folder for a file
+    beside it): the same safetensors bytes a ``.npy`` artifact's projection file holds, base64
+    encoded, with their sha256."""
+    import base64
+    import hashlib
+
+    data = projection_bytes(W, {"kind": "pca", "k": rec["dim"], "dim": rec["original_dim"]})
+    return {"safetensors_base64": base64.b64encode(data).decode("ascii"), "sha256": hashlib.sha256(data).hexdigest()}
+
+
 def load_projection(path: str | os.PathLike, rec: dict[str, Any]) -> np.ndarray:
     """The ``(k, d)`` projection of a ``pca`` artifact (checked: exists, sha256, shape; never
-    unpickled)."""
+    unpickled): a ``.npy``'s projection file, or — ``rec`` a store's compression record — the
+    projection embedded in it (:func:`embedded_projection`)."""
     from safetensors import SafetensorError
     from safetensors.numpy import load
 
-    check_record(path, open_npy(path, "embeddings"), rec, verify=True)
-    p = projection_path(path, rec)
+    proj = rec.get("projection") if isinstance(rec, dict) else None
+    where: Any
+    if isinstance(proj, dict) and "safetensors_base64" in proj:
+        import base64
+        import binascii
+        import hashlib
+
+        where = f"{path}'s embedded projection"
+        try:
+            data = base64.b64decode(proj["safetensors_base64"], validate=True)
+        except (binascii.Error, TypeError, ValueError):
+            raise InputError(f"{where} is not base64") from None
+        if hashlib.sha256(data).hexdigest() != proj.get("sha256"):
+            raise InputError(f"{where} does not match its recorded sha256")
+    else:
+        check_record(path, open_npy(path, "embeddings"), rec, verify=True)
+        where = projection_path(path, rec)
+        try:
+            data = where.read_bytes()
+        except OSError as exc:
+            raise InputError(f"projection {where} cannot be read ({exc})") from None
     try:
-        W = load(p.read_bytes())["projection"]
-    except (SafetensorError, KeyError, OSError) as exc:
-        raise InputError(f"projection {p} is not a readable projection file ({exc})") from None
+        W = load(data)["projection"]
+    except (SafetensorError, KeyError) as exc:
+        raise InputError(f"projection {where} is not a readable projection file ({exc})") from None
     if W.shape != (int(rec["dim"]), int(rec["original_dim"])):
-        raise InputError(f"projection {p} has shape {W.shape}, expected ({rec['dim']}, {rec['original_dim']})")
+        raise InputError(f"projection {where} has shape {W.shape}, expected ({rec['dim']}, {rec['original_dim']})")
     return W.astype(np.float32, copy=False)
 
 
