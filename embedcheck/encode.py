@@ -343,12 +343,21 @@ def _torch_encoder(resolved: ResolvedModel, device: str | None, max_seq_length: 
     from . import fastpath
     from .threads import choose_threads
 
+    spec = _fast_spec(resolved, max_seq_length)
+    return None if spec is None else fastpath.TorchEncoder(spec, threads=choose_threads(), max_seq_length=max_seq_length)
+
+
+def _fast_spec(resolved: ResolvedModel, max_seq_length: int | None) -> Any:
+    """The fast path's reading of the model folder (None when it does not implement the model);
+    a ``max_seq_length`` beyond the model's positions is refused."""
+    from . import fastpath
+
+    assert resolved.folder is not None
     spec, _why = fastpath.read_spec(resolved.folder)
-    if spec is None:
-        return None
-    if max_seq_length is not None and spec.max_positions is not None and max_seq_length > spec.max_positions:
+    if spec is not None and max_seq_length is not None and spec.max_positions is not None \
+            and max_seq_length > spec.max_positions:
         raise InputError(f"--max-seq-length {max_seq_length} exceeds the model's {spec.max_positions} positions")
-    return fastpath.TorchEncoder(spec, threads=choose_threads(), max_seq_length=max_seq_length)
+    return spec
 
 
 def _versions() -> dict[str, str | None]:
@@ -463,11 +472,9 @@ def _fast_model(resolved: ResolvedModel, device: str | None, backend: str, max_s
     if backend == "auto" and (device not in (None, "cpu") or (device is None and _gpu_present())
                               or not (_has("onnxruntime") and _has("tokenizers"))):
         return None
-    spec, _why = fastpath.read_spec(resolved.folder)
+    spec = _fast_spec(resolved, max_seq_length)
     if spec is None:
         return None
-    if max_seq_length is not None and spec.max_positions is not None and max_seq_length > spec.max_positions:
-        raise InputError(f"--max-seq-length {max_seq_length} exceeds the model's {spec.max_positions} positions")
     cdir = fastpath.cache_dir(resolved.folder, ONNX_OPSET)
     manifest, broken = fastpath.check_cache(cdir, resolved.folder)
     if broken:  # verified on every load: what is broken is rebuilt
