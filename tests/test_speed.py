@@ -237,3 +237,30 @@ def test_the_in_process_stream_gives_the_bytes_of_task_by_task_runs(monkeypatch)
             res, vs = geo.aag_and_variance_share(src, y, resamples=50, ci=True, engine=engine, chunk=256)
             seen.add(repr((res.to_dict(), vs.to_dict())))
     assert len(seen) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_runs_aag_on_its_own_chunk_workers(monkeypatch):
+    """The chunk workers are kept per process; a child forked after a run (multiprocessing's fork)
+    makes its own and gets the parent's figures instead of waiting on threads it does not have."""
+    import signal
+
+    monkeypatch.setenv("EMBEDCHECK_THREADS", "2")
+    rng = np.random.default_rng(19)
+    X = (rng.normal(size=(80_000, 16)) + 0.2).astype(np.float32)
+    y = rng.integers(0, 2, 80_000)
+    want = geo.aag(X, y, resamples=20, chunk=4096).aag  # the parent's workers now exist
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its AAG through the pipe, exit without pytest's teardown
+        try:
+            signal.alarm(60)
+            got = geo.aag(X, y, resamples=20, chunk=4096).aag
+            os.write(w, repr(got).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        got = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and got == repr(want)

@@ -18,6 +18,7 @@ different-label pairs (unordered pairs ``i != j``, unit rows). It is exact in O(
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -232,20 +233,34 @@ def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]
                     f.exception()
 
 
-_POOLS: dict[int, Any] = {}
+_POOLS: dict[tuple[int, int], Any] = {}
 _POOLS_LOCK = threading.Lock()
+
+
+def _forget_pools() -> None:
+    """In a forked child: the parent's chunk workers do not exist there, and the lock may have been
+    held by one of its threads at the fork."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools)
 
 
 def _workers(threads: int) -> Any:
     """The process's chunk workers for ``threads`` threads, made once and kept (numpy and BLAS
     release the GIL): a pass of a few chunks then pays no thread start-up, and the several passes
-    of one command share the same threads."""
+    of one command share the same threads. A forked child makes its own (the parent's threads do
+    not exist in it)."""
+    key = (os.getpid(), threads)
     with _POOLS_LOCK:
-        pool = _POOLS.get(threads)
+        pool = _POOLS.get(key)
         if pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            pool = _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="embedcheck-chunks")
+            pool = _POOLS[key] = ThreadPoolExecutor(threads, thread_name_prefix="embedcheck-chunks")
         return pool
 
 
