@@ -16,6 +16,10 @@ calibration, bf16 check) are made once per machine and model, not per job.
 ``EMBEDCHECK_BENCH_PAIRS`` (default 5; quick 1) sets the pairs; ``EMBEDCHECK_BENCH_FRESH`` picks
 rows (comma-separated: docs_auto, docs_bf16, sst2_auto).
 
+``EMBEDCHECK_BENCH_AFTER_BUSY=S`` runs every timed command (both sides) right after two CPU-bound
+processes kept both cores busy for S seconds (a pipeline's previous heavy step: the 1-minute load
+average is then high while the cores are idle).
+
 ``EMBEDCHECK_BENCH_EMULATE=avx2`` runs both sides as on a CPU without AVX-512 and bf16 units, as far
 as the libraries allow: torch's kernels (``ATEN_CPU_CAPABILITY=avx2``), oneDNN
 (``ONEDNN_MAX_CPU_ISA=AVX2``) and MKL (``MKL_ENABLE_INSTRUCTIONS=AVX2``) capped at AVX2, and
@@ -48,7 +52,22 @@ np.save(sys.argv[2], m.encode(texts, batch_size=32, normalize_embeddings=True, c
 """
 
 
-def _wall(cmd: list[str], env: dict[str, str]) -> float:
+def _busy(seconds: float) -> None:
+    """Two CPU-bound processes for ``seconds`` (a previous heavy step), ended just before returning."""
+    if seconds <= 0:
+        return
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        time.sleep(seconds)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+
+
+def _wall(cmd: list[str], env: dict[str, str], *, timed: bool = True) -> float:
+    if timed:
+        _busy(float(os.environ.get("EMBEDCHECK_BENCH_AFTER_BUSY", "0") or 0))
     t0 = time.perf_counter()
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if p.returncode != 0:
@@ -84,6 +103,9 @@ def run(quick: bool = False) -> list[dict]:
                        EMBEDCHECK_CPUINFO=str(info))
             where += ("; EMULATED without AVX-512 and bf16 units: torch, oneDNN and MKL capped at AVX2, "
                       "embedcheck shown no avx512/amx flags (onnxruntime cannot be capped: AVX-512 kept)")
+        after = float(os.environ.get("EMBEDCHECK_BENCH_AFTER_BUSY", "0") or 0)
+        if after > 0:
+            where += f"; every timed run right after both cores were busy for {after:.0f} s"
         elif emulate:
             raise SystemExit(f"EMBEDCHECK_BENCH_EMULATE={emulate!r}: only 'avx2'")
         docs = [json.loads(line) for line in corpus.open(encoding="utf-8")][:n_docs]
@@ -99,7 +121,7 @@ def run(quick: bool = False) -> list[dict]:
             inp = t / f"{data}.jsonl"
             ours = [sys.executable, "-m", "embedcheck", "embed", str(inp), "-o", str(t / "e.npy"), "-q", *extra]
             plain = [sys.executable, str(t / "plain.py"), str(inp), str(t / "p.npy")]
-            _wall(ours, env)  # the per-machine caches, once
+            _wall(ours, env, timed=False)  # the per-machine caches, once
             loads, ta, tb = [], [], []
             for _ in range(pairs):
                 loads.append(os.getloadavg()[0])
