@@ -240,6 +240,7 @@ def test_the_in_process_stream_gives_the_bytes_of_task_by_task_runs(monkeypatch)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:lance is not fork-safe")  # lance, if an earlier test loaded it: the child never uses it
 def test_a_forked_child_runs_aag_on_its_own_chunk_workers(monkeypatch):
     """The chunk workers are kept per process; a child forked after a run (multiprocessing's fork)
     makes its own and gets the parent's figures instead of waiting on threads it does not have."""
