@@ -547,13 +547,12 @@ class FastEncoder:
         return out[0] if single else out
 
 
-
 class TorchEncoder(FastEncoder):
-    """The fast path's tokenizer and pooling around the model's own torch transformer (transformers'
-    ``AutoModel`` of the folder: the module sentence-transformers runs, with torch's kernels), without
-    importing sentence-transformers — about a second less start-up for a job ``auto`` gives to
-    torch. Its vectors are sentence-transformers' (the same token ids, the same forward, the same
-    pooling; checked in the tests)."""
+    """The fast path's tokenizer and pooling around the model's own transformer on torch — a BERT
+    encoder as a few plain torch calls (:mod:`embedcheck.torch_bert`), any other through
+    transformers' ``AutoModel`` of the folder — without importing sentence-transformers (nor, for
+    a BERT encoder, transformers). Its vectors are sentence-transformers' (the same token ids, the
+    same forward, the same pooling; checked in the tests)."""
 
     def __init__(self, spec: FastSpec, *, threads: int | None = None, max_seq_length: int | None = None) -> None:
         super().__init__(spec, spec.folder / "config.json", ("input_ids", "attention_mask", "token_type_ids"),

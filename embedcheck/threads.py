@@ -126,9 +126,9 @@ def free_cores() -> int:
     True
     """
     global _last
-    now = time.monotonic()
-    if _last is not None and now - _last[0] < FRESH_SECONDS:
-        return _last[1]
+    fresh = fresh_free_cores()
+    if fresh is not None:
+        return fresh
     avail = available_cores()
     busy = busy_cores()
     if busy is None:

@@ -417,7 +417,9 @@ def _one_output(texts: TextsOrPath, out: Any, store_out: Any, *, is_list: bool, 
             with tempfile.TemporaryFile(dir=folder):
                 pass
         except OSError as exc:
-            raise InputError(f"cannot write output {out}: {exc.strerror or exc}") from None
+            from ..io.atomic import cannot_write
+
+            raise cannot_write(out, exc) from None
     if store_out is None and not is_list and spec != "-" and not spec.startswith("hf:"):
         for o in outs.values():
             check_not_input(o, [spec])

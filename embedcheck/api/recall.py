@@ -175,21 +175,18 @@ def parse_spec(item: Any, *, what: str = "target", bare: bool = False) -> tuple[
     return ("recall" if fig == "recall" else "knn_recall"), k, x, on
 
 
-def _parse_target(target: Optional[str]) -> Optional[tuple[str, int, float]]:
-    """``recall@10=0.95`` / ``knn-recall@10=0.9`` → ``(figure, k, X)`` (:func:`parse_spec`)."""
-    if target is None:
-        return None
-    fig, k, x, _ = parse_spec(target, what="target")
-    return fig, k, x
+def _gate(item: str, k: int, what: str) -> tuple[str, float, Optional[str]]:
+    """``(figure, X, what is gated or None)`` of a gate spec (:func:`parse_spec`); its K the run's."""
+    fig, kk, x, on = parse_spec(item, what=what, bare=True)
+    if kk and kk != k:
+        raise InputError(f"{what} {item!r}: this run measures k = {k}; measure k = {kk} with k={kk} (--k {kk})")
+    return fig, x, on
 
 
 def parse_gate(item: str, k: int, *, what: str = "gate") -> tuple[str, float]:
     """``recall@10=0.95`` → ``("recall", 0.95)``; the k must be the run's. A bare number gates
     the primary figure, id-overlap recall@k (:func:`parse_spec`)."""
-    fig, kk, x, _ = parse_spec(item, what=what, bare=True)
-    if kk and kk != k:
-        raise InputError(f"{what} {item!r}: this run measures k = {k}; measure k = {kk} with k={kk} (--k {kk})")
-    return fig, x
+    return _gate(item, k, what)[:2]
 
 
 def recall_gates(report: RecallReport, items: list[str], gate_on: str = "mean") -> list[dict[str, Any]]:
@@ -203,9 +200,9 @@ def recall_gates(report: RecallReport, items: list[str], gate_on: str = "mean") 
     gates = []
     ons = set()
     for item in items:
-        on = parse_spec(item, what="gate", bare=True)[3] or gate_on
+        fig, x, on = _gate(item, report["k"], "gate")
+        on = on or gate_on
         ons.add(on)
-        fig, x = parse_gate(item, report["k"])
         if on == "mean":
             gates.append(min_gate(f"{fig}.mean", report[fig]["mean"], x))
         else:
@@ -310,11 +307,11 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
         raise InputError(f"below must be in (0, 1], got {below}")
     if gate_on not in GATE_ON:
         raise InputError(f"gate_on must be mean or lower, got {gate_on!r}")
+    tgt = None
     if target is not None:
-        gate_on = parse_spec(target, what="target")[3] or gate_on
-    tgt = _parse_target(target)
-    if tgt is not None and tgt[1] == 0:  # recall.lower=X: at the run's k
-        tgt = (tgt[0], k, tgt[2])
+        fig, kk, x, on = parse_spec(target, what="target")
+        gate_on = on or gate_on
+        tgt = (fig, kk or k, x)  # recall.lower=X: at the run's k
     if tgt is not None and tgt[1] != k:
         raise InputError(f"target {target!r}: this run measures k = {k}")
     if tgt is not None and not sweep:

@@ -35,31 +35,30 @@ def printable(text: str) -> str:
     return text
 
 
+def _strings(obj: Any, f: Callable[[str], str]) -> Any:
+    """``obj`` with ``f`` applied to every string and string key (numbers untouched)."""
+    if isinstance(obj, str):
+        return f(obj)
+    if isinstance(obj, dict):
+        return {(f(k) if isinstance(k, str) else k): _strings(v, f) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)) and any(isinstance(v, (str, dict, list, tuple)) for v in obj):
+        return [_strings(v, f) for v in obj]
+    return obj
+
+
 def displayable(obj: Any) -> Any:
     """A report as the table view shows it: every string and key :func:`printable` and escaped for
     rich's markup (a label ``[/x]`` is text, never a tag that breaks the table)."""
     from rich.markup import escape
 
-    if isinstance(obj, str):
-        return escape(printable(obj))
-    if isinstance(obj, dict):
-        return {(escape(printable(k)) if isinstance(k, str) else k): displayable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)) and any(isinstance(v, (str, dict, list, tuple)) for v in obj):
-        return [displayable(v) for v in obj]
-    return obj
+    return _strings(obj, lambda s: escape(printable(s)))
 
 
 def _masked(obj: Any) -> Any:
     """``obj`` with every database password masked (strings only; numbers untouched)."""
     from ..io.stores import mask_secrets
 
-    if isinstance(obj, str):
-        return mask_secrets(obj)
-    if isinstance(obj, dict):
-        return {(mask_secrets(k) if isinstance(k, str) else k): _masked(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)) and any(isinstance(v, (str, dict, list, tuple)) for v in obj):
-        return [_masked(v) for v in obj]
-    return obj
+    return _strings(obj, mask_secrets)
 
 
 def _fmt(v: Any) -> str:

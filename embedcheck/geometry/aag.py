@@ -73,14 +73,18 @@ class _BadRows(Exception):
     whose message names the file and the row)."""
 
 
-def _norms(x: np.ndarray, sq: np.ndarray, inv: np.ndarray) -> None:
-    """Squared norms of the rows of ``x`` into ``sq`` and their reciprocal norms into ``inv`` (0 for
-    a zero row, which thus adds nothing: the zero-row policy of :func:`~embedcheck.rows.unit_rows`).
+def _norms(x: np.ndarray, sq: np.ndarray, inv: np.ndarray, *, guard: bool = True) -> None:
+    """Squared norms of the rows of ``x`` into ``sq`` and their reciprocal norms into ``inv`` (with
+    ``guard``, 0 for a zero row, which thus adds nothing: the zero-row policy of
+    :func:`~embedcheck.rows.unit_rows`; without, for a pass that refuses zero rows anyway).
     Callers silence overflow/underflow around whole chunks (:func:`_quiet`): a refused row is
     caught from the squared norms afterwards."""
     np.vecdot(x, x, out=sq)  # each row's own dot product: its bits do not depend on the block
     np.sqrt(sq, out=inv)
-    np.divide(1.0, inv, out=inv, where=inv > 0)
+    if guard:
+        np.divide(1.0, inv, out=inv, where=inv > 0)
+    else:
+        np.divide(1.0, inv, out=inv)
 
 
 def _sub_blocks(Xc: Any, buf: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
@@ -167,12 +171,7 @@ def _chunk_stats(Xc: Any, buf: np.ndarray, codes: np.ndarray, k: int, weights: O
     inv = inv_out if inv_out is not None else np.empty(b)
     with _quiet():
         for s, e, x in _sub_blocks(Xc, buf):
-            if check:  # a zero or non-finite row is refused below: no guard for a zero norm needed here
-                np.vecdot(x, x, out=sq[s:e])
-                np.sqrt(sq[s:e], out=inv[s:e])
-                np.divide(1.0, inv[s:e], out=inv[s:e])
-            else:
-                _norms(x, sq[s:e], inv[s:e])
+            _norms(x, sq[s:e], inv[s:e], guard=not check)  # checked: a zero row is refused below
             _scatter_rows(acc, cells[s:e], inv[s:e] if weights is None else inv[s:e] * weights[s:e], x)
     if check:
         _refuse_bad(sq, Xc.dtype.itemsize)

@@ -95,7 +95,7 @@ def _link_unnamed(fd: int, target: Path, *, replace: bool) -> Path | None:
         os.close(dfd)
 
 
-def _cannot_write(target: Path, exc: OSError) -> InputError:
+def cannot_write(target: Any, exc: OSError) -> InputError:
     """An output that cannot be written, named as given (never by its temporary name)."""
     return InputError(f"cannot write output {target}: {exc.strerror or exc}")
 
@@ -141,7 +141,7 @@ class AtomicBatch:
         try:
             fd = _open_unnamed(folder)
         except OSError as exc:
-            raise _cannot_write(target, exc) from None
+            raise cannot_write(target, exc) from None
         if fd is not None:
             entry_fd: int | None = fd
             try:
@@ -164,7 +164,7 @@ class AtomicBatch:
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=folder)
         except OSError as exc:
-            raise _cannot_write(target, exc) from None
+            raise cannot_write(target, exc) from None
         self._staged.append((tmp, None, target))
         with os.fdopen(fd, mode, encoding=encoding) as f:
             yield f
@@ -196,7 +196,7 @@ class AtomicBatch:
                     os.replace(tmp, target)
         except OSError as exc:
             self.abort()  # the temporaries not yet renamed are removed
-            raise _cannot_write(target, exc) from None
+            raise cannot_write(target, exc) from None
         except BaseException:
             self.abort()
             raise

@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from .atomic import AtomicBatch, atomic_writer, check_not_input, check_output_folder, remove_stale_temps
+from .atomic import AtomicBatch, atomic_writer, cannot_write, check_not_input, check_output_folder, remove_stale_temps
 from .jsonio import dumps, loads, parse_jsonl
 from .npyfile import open_npy
 from .provenance import sha256_file
@@ -461,14 +461,14 @@ def new_shard_folder(out: str | os.PathLike) -> Iterator[Path]:
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{os.getpid()}.", suffix=".tmp", dir=parent))
     except OSError as exc:  # named as given, never by the staging folder's name
-        raise InputError(f"cannot write output {out}: {exc.strerror or exc}") from None
+        raise cannot_write(out, exc) from None
     try:
         yield tmp
         os.chmod(tmp, 0o755)
         try:
             os.replace(tmp, out)
         except OSError as exc:
-            raise InputError(f"cannot write output {out}: {exc.strerror or exc}") from None
+            raise cannot_write(out, exc) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
