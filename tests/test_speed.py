@@ -24,16 +24,28 @@ def class_sums(X, codes, k, *, weights=None):
     return sums, sq
 
 
+def lane_norms(x):
+    """Squared row norms in the kernels' documented order, written out element by element."""
+    b, d = x.shape
+    lanes = np.zeros((b, 8))
+    for j in range(d - d % 8):
+        lanes[:, j % 8] += x[:, j] * x[:, j]
+    for j in range(d - d % 8, d):
+        lanes[:, 0] += x[:, j] * x[:, j]
+    return ((lanes[:, 0] + lanes[:, 1]) + (lanes[:, 2] + lanes[:, 3])) + ((lanes[:, 4] + lanes[:, 5]) + (lanes[:, 6] + lanes[:, 7]))
+
+
 def plain_class_sums(X, codes, k, weights=None, chunk=geo.AAG_CHUNK_ROWS):
-    """The plain formulation: per chunk, each row in float64 scaled by w/‖x‖ (its norm from the
-    row's dot product) and added into its class in row order (``np.add.at``), the squared unit norms
-    summed per class by bincount; the chunks' partials added in row order."""
+    """The plain formulation: per chunk, each row in float64 scaled by w/‖x‖ (its squared norm summed
+    in 8 lanes, lane l taking elements l, l + 8, … in order, the d % 8 trailing ones into lane 0 after
+    them, the lanes combined pairwise) and added into its class in row order (``np.add.at``), the
+    squared unit norms summed per class by bincount; the chunks' partials added in row order."""
     n, d = X.shape
     sums = np.zeros((k, d))
     sq = np.zeros(k)
     for sl in iter_chunks(n, chunk):
         x = np.asarray(X[sl], dtype=np.float64)
-        s2 = np.vecdot(x, x)
+        s2 = lane_norms(x)
         inv = np.zeros(len(x))
         np.divide(1.0, np.sqrt(s2), out=inv, where=s2 > 0)
         c = codes[sl]

@@ -31,6 +31,7 @@ from ..result import Result, hidden, optional
 from ..rows import CHUNK_ROWS, encode_labels, iter_chunks, label_key, unit_rows
 from ..stats import paired as P
 from ..threads import one_blas_thread
+from . import rowsums
 from .intervals import bca_ci, percentile_ci
 from .paired import check_margins, margin_of
 
@@ -73,20 +74,6 @@ class _BadRows(Exception):
     whose message names the file and the row)."""
 
 
-def _norms(x: np.ndarray, sq: np.ndarray, inv: np.ndarray, *, guard: bool = True) -> None:
-    """Squared norms of the rows of ``x`` into ``sq`` and their reciprocal norms into ``inv`` (with
-    ``guard``, 0 for a zero row, which thus adds nothing: the zero-row policy of
-    :func:`~embedcheck.rows.unit_rows`; without, for a pass that refuses zero rows anyway).
-    Callers silence overflow/underflow around whole chunks (:func:`_quiet`): a refused row is
-    caught from the squared norms afterwards."""
-    np.vecdot(x, x, out=sq)  # each row's own dot product: its bits do not depend on the block
-    np.sqrt(sq, out=inv)
-    if guard:
-        np.divide(1.0, inv, out=inv, where=inv > 0)
-    else:
-        np.divide(1.0, inv, out=inv)
-
-
 def _sub_blocks(Xc: Any, buf: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
     """``(s, e, x)`` per block of :data:`_SUB_ROWS` rows of ``Xc``: ``x`` rows ``s:e`` as float64 in
     ``buf`` (kept in the core's cache while every use of them is made). Unit rows are never
@@ -107,52 +94,14 @@ def _refuse_bad(sq: np.ndarray, itemsize: int) -> None:
         raise _BadRows
 
 
-def _scatter_rows(out: np.ndarray, cell: np.ndarray, a: np.ndarray, x: np.ndarray) -> None:
-    """``out[cell[i, j]] += a[i] * x[i]`` for every row ``i`` and each of its ``cell.shape[1]`` cells
-    in turn (``cell`` 1-D: one cell per row), in row order, in place: the sparse product
-    ``onehot(cell) @ x`` added straight into ``out`` by scipy's CSC kernel (one column per row of
-    ``x``, visited in order), so no ``out``-sized temporary per block of rows and one call for all
-    of a row's cells while the row is in cache."""
-    m, d = out.shape
-    b = len(cell)
-    per = 1 if cell.ndim == 1 else int(cell.shape[1])
-    ptr = _PTRS[per - 1][:b + 1] if per <= len(_PTRS) and b < len(_PTRS[0]) else np.arange(0, per * b + 1, per, dtype=np.int64)
-    data = np.ascontiguousarray(a, dtype=np.float64) if per == 1 else np.repeat(np.asarray(a, dtype=np.float64), per)
-    idx = cell.ravel()  # int64, C-ordered (the callers' arrays)
-    kernel = _csc_kernel()
-    if kernel is None:  # pragma: no cover - scipy without the kernel: the public product
-        from scipy.sparse import csc_matrix
-
-        out += csc_matrix((data, idx, ptr), shape=(m, b)) @ x
-        return
-    kernel(m, b, d, ptr, idx, data, x.ravel(), out.ravel())
-
-
-#: column pointers of one and of two cells per row, for up to 8,192 rows
-_PTRS = (np.arange(8193, dtype=np.int64), np.arange(0, 2 * 8193, 2, dtype=np.int64))
-_KERNEL: list[Any] = []
-
-
-def _csc_kernel() -> Any:
-    """scipy's in-place CSC kernel, imported on first use (scipy.sparse costs ~90 ms: never at
-    start-up); None when this scipy lacks it."""
-    if not _KERNEL:
-        try:
-            from scipy.sparse._sparsetools import csc_matvecs
-        except ImportError:  # pragma: no cover
-            csc_matvecs = None
-        _KERNEL.append(csc_matvecs)
-    return _KERNEL[0]
-
-
-def _chunk_stats(Xc: Any, buf: np.ndarray, codes: np.ndarray, k: int, weights: Optional[np.ndarray],
+def _chunk_stats(Xc: Any, codes: np.ndarray, k: int, weights: Optional[np.ndarray],
                  group_codes: Optional[np.ndarray], gk: int, check: bool,
                  inv_out: Optional[np.ndarray] = None, acc_out: Optional[np.ndarray] = None) -> tuple[Any, ...]:
     """One chunk's partials in one read of its rows: (k × d class sums of unit rows, k sums of
     ‖u‖²) and, with ``group_codes`` (group × k + class per row), the (gk × d) per-(group, class)
     sums and gk sums of ‖u‖². Each row ``x`` is added, as ``w/‖x‖ · x``, into its class cell and,
-    with groups, then into its (group, class) cell, in row order, both in one call while the row is
-    in cache (:func:`_scatter_rows`) — so the class sums are the same bits with or without groups
+    with groups, then into its (group, class) cell, in row order, both while the row is in cache
+    (:func:`rowsums.scatter_unit_rows`) — so the class sums are the same bits with or without groups
     (the point AAG does not depend on the resamples or the seed). ``check``: refused rows raise
     :class:`_BadRows`. ``inv_out``: receives the rows' reciprocal norms (for a later pass);
     ``acc_out``: a zeroed ((k + gk) × d) array the class sums (its first k rows) and the
@@ -169,10 +118,8 @@ def _chunk_stats(Xc: Any, buf: np.ndarray, codes: np.ndarray, k: int, weights: O
         np.add(group_codes, k, out=cells[:, 1])
     sq = np.empty(b)
     inv = inv_out if inv_out is not None else np.empty(b)
-    with _quiet():
-        for s, e, x in _sub_blocks(Xc, buf):
-            _norms(x, sq[s:e], inv[s:e], guard=not check)  # checked: a zero row is refused below
-            _scatter_rows(acc, cells[s:e], inv[s:e] if weights is None else inv[s:e] * weights[s:e], x)
+    # checked: a zero row is refused below
+    rowsums.scatter_unit_rows(Xc, cells, acc, sq, inv, weights=weights, guard=not check)
     if check:
         _refuse_bad(sq, Xc.dtype.itemsize)
     q = sq * inv * inv  # ‖u‖² of each unit row (1, or 0 for a zero row)
@@ -271,7 +218,7 @@ def class_sums_chunks(X: Any, codes: np.ndarray, k: int, *, weights: Optional[np
     w = None if weights is None else np.asarray(weights, dtype=np.float64)
 
     def part(sl: slice, Xc: Any, buf: np.ndarray) -> Any:
-        return _chunk_stats(Xc, buf, codes[sl], k, None if w is None else w[sl], None, 0, check)
+        return _chunk_stats(Xc, codes[sl], k, None if w is None else w[sl], None, 0, check)
 
     return list(_over_chunks(X, chunk, part))
 
@@ -384,7 +331,7 @@ def _group_sums_steps(X: Any, codes: np.ndarray, k: int, group_of: np.ndarray, G
         inv = np.empty(len(Xc))
         acc = pool.take()
         try:
-            s, q, _, gq = _chunk_stats(Xc, buf, codes[sl], k, None, gc[sl], G * k, check, inv_out=inv, acc_out=acc)
+            s, q, _, gq = _chunk_stats(Xc, codes[sl], k, None, gc[sl], G * k, check, inv_out=inv, acc_out=acc)
         except _BadRows:
             if refuse is None:
                 raise
@@ -521,7 +468,7 @@ def class_sums_steps(parts: Any, start: int, stop: int, codes: np.ndarray, k: in
 
     def part(sl: slice, Xc: Any, buf: np.ndarray) -> Any:
         try:
-            return _chunk_stats(Xc, buf, codes[sl], k, None if w is None else w[sl], None, 0, check)
+            return _chunk_stats(Xc, codes[sl], k, None if w is None else w[sl], None, 0, check)
         except _BadRows:
             raise refuse(sl) from None
 
@@ -575,9 +522,10 @@ def boot_z2_range(parts: Any, start: int, stop: int, group_of: np.ndarray, G: in
     return out
 
 
-#: up to this many class-mean directions, the variance share's second pass takes one product per
-#: direction straight off the stored rows; beyond, a float64 copy of each block and one matrix product
-_EINSUM_DIRECTIONS = 4
+#: up to this many class-mean directions, the variance share's second pass takes each row's products
+#: straight off the stored rows (:func:`rowsums.project_rows`); beyond, a float64 copy of each block
+#: and one matrix product
+_FEW_DIRECTIONS = 4
 
 
 def along_steps(parts: Any, start: int, stop: int, mu: np.ndarray, Q: np.ndarray,
@@ -589,18 +537,18 @@ def along_steps(parts: Any, start: int, stop: int, mu: np.ndarray, Q: np.ndarray
     Qt = np.ascontiguousarray(Q.T)
 
     def part(sl: slice, Xc: Any, buf: np.ndarray) -> float:
-        r = np.empty(len(Xc)) if inv is None else inv[sl]
-        Z = np.empty((len(Xc), Qt.shape[1]))
-        if inv is not None and Qt.shape[1] <= _EINSUM_DIRECTIONS:
-            # a few directions: one product per direction straight off the stored rows, each
-            # element widened to float64 as it is read (no float64 copy of the rows to write)
-            for t in range(Qt.shape[1]):
-                np.einsum("ij,j->i", Xc, Q[t], out=Z[:, t])
+        if inv is None:
+            r = np.sqrt(rowsums.row_norms(Xc))
+            np.divide(1.0, r, out=r, where=r > 0)  # a zero row: 0 (it is refused by the first pass)
         else:
+            r = inv[sl]
+        if Qt.shape[1] <= _FEW_DIRECTIONS:
+            # a few directions: each row's products straight off the stored rows (no float64 copy)
+            Z = rowsums.project_rows(Xc, Q)
+        else:
+            Z = np.empty((len(Xc), Qt.shape[1]))
             with _quiet():
                 for s, e, x in _sub_blocks(Xc, buf):
-                    if inv is None:
-                        _norms(x, np.empty(e - s), r[s:e])
                     np.matmul(x, Qt, out=Z[s:e])
         Z *= r[:, None]
         Z -= Qmu

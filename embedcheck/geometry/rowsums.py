@@ -1,0 +1,149 @@
+"""Row kernels of AAG's passes, with one fixed arithmetic: compiled (``embedcheck._rowkernels``, built
+at install where a C compiler is present) or, where it is not, numpy — the same bits either way, on
+every CPU.
+
+- A row's dot product (its squared norm, its product with a direction) is summed in 8 lanes: lane
+  ``l`` adds the products of elements ``l, l + 8, …`` in order, the ``d % 8`` trailing ones go to
+  lane 0 after them, and the lanes are combined as ``((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))``.
+  (A BLAS dot product's order follows the CPU's kernel: its last bits differed between machines.)
+- A cell's sum adds ``a · x`` row by row, the product rounded before the sum.
+
+Rows are read as stored (float32 or float64, widened exactly); other dtypes are widened first.
+Floating-point overflow and invalid values pass silently: the callers refuse such rows from their
+squared norms.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+try:
+    from .. import _rowkernels as _compiled  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - built without a C compiler: the numpy formulation
+    _compiled = None
+
+#: rows per block of the numpy formulation (their float64 copy stays in the core's cache)
+_BLOCK = 512
+
+
+def compiled() -> bool:
+    """Whether the compiled kernels are in use (else the numpy formulation: the same bits)."""
+    return _compiled is not None and not _FORCE_NUMPY
+
+
+#: tests set this to run the numpy formulation beside the compiled one
+_FORCE_NUMPY = False
+
+
+def _quiet() -> Any:
+    """No floating-point warnings (as from the compiled kernels): callers refuse rows from ``sq``."""
+    return np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore")
+
+
+def _stored(x: Any) -> bool:
+    """Whether the kernels read ``x`` as it is (C-contiguous float32 or float64)."""
+    return isinstance(x, np.ndarray) and x.dtype in (np.float32, np.float64) and x.flags.c_contiguous
+
+
+def _blocks(x: Any) -> Any:
+    """``(s, e, rows s:e)`` of ``x``: all of it when the kernels read it as stored, else blocks of
+    :data:`_BLOCK` rows widened to float64 (exact) one at a time."""
+    if _stored(x):
+        yield 0, len(x), x
+        return
+    for s in range(0, len(x), _BLOCK):
+        e = min(len(x), s + _BLOCK)
+        yield s, e, np.ascontiguousarray(x[s:e], dtype=np.float64)
+
+
+def lane_dots(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per row of float64 ``x`` (b × d), its dot product with the same row of ``y`` (b × d, or one
+    row broadcast), in the 8-lane order (the numpy formulation)."""
+    b, d = x.shape
+    d8 = d - d % 8
+    p = x * y
+    if d8:
+        lanes = p[:, :d8].reshape(b, d8 // 8, 8).sum(axis=1)  # lane by lane, j in order
+    else:
+        lanes = np.zeros((b, 8))
+    for j in range(d8, d):
+        lanes[:, 0] += p[:, j]
+    return ((lanes[:, 0] + lanes[:, 1]) + (lanes[:, 2] + lanes[:, 3])) + ((lanes[:, 4] + lanes[:, 5]) + (lanes[:, 6] + lanes[:, 7]))
+
+
+def scatter_unit_rows(x: Any, cells: np.ndarray, out: np.ndarray, sq: np.ndarray, inv: np.ndarray, *,
+                      weights: Optional[np.ndarray] = None, guard: bool = True) -> None:
+    """For each row ``x_i`` in order: ``sq[i] = x_i · x_i``, ``inv[i] = 1/√sq[i]`` (with ``guard``, 0
+    for a zero row, which then adds nothing; without, the reciprocal as it comes — a pass that refuses
+    zero rows from ``sq`` afterwards), and ``out[cells[i, t]] += a_i · x_i`` for each of its cells
+    (``cells`` b × per int64, or 1-D: one per row), ``a_i = inv[i]`` (times ``weights[i]``).
+    ``out``, ``sq``, ``inv``: float64, C-contiguous, written in place. Floating-point overflow and
+    invalid values pass silently (callers refuse the rows from ``sq``)."""
+    cells = np.ascontiguousarray(cells, dtype=np.int64)
+    w = None if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
+    for s, e, xs in _blocks(x):
+        _scatter(xs, cells[s:e], out, sq[s:e], inv[s:e], None if w is None else w[s:e], guard)
+
+
+def _scatter(x: np.ndarray, cells: np.ndarray, out: np.ndarray, sq: np.ndarray, inv: np.ndarray,
+             w: Optional[np.ndarray], guard: bool) -> None:
+    b, d = x.shape
+    per = 1 if cells.ndim == 1 else int(cells.shape[1])
+    if compiled():
+        _compiled.scatter_unit_rows(x, x.dtype.itemsize, b, d, cells, per, w, out, out.shape[0], sq, inv, guard)
+        return
+    from scipy.sparse._sparsetools import csc_matvecs  # in place: out += onehot(cells) @ rows
+
+    cells2 = cells.reshape(b, per)
+    with _quiet():
+        for s in range(0, b, _BLOCK):
+            e = min(b, s + _BLOCK)
+            x64 = np.asarray(x[s:e], dtype=np.float64)
+            sq[s:e] = lane_dots(x64, x64)
+            r = np.sqrt(sq[s:e])
+            if guard:
+                np.divide(1.0, r, out=r, where=r > 0)
+            else:
+                np.divide(1.0, r, out=r)
+            inv[s:e] = r
+            a = r if w is None else r * w[s:e]
+            y = np.repeat(x64 * a[:, None], per, axis=0)  # a · x rounded here: the kernel adds 1.0 × it
+            ptr = np.arange(0, per * (e - s) + 1, dtype=np.int64)
+            csc_matvecs(out.shape[0], per * (e - s), d, ptr, cells2[s:e].ravel(), np.ones(per * (e - s)),
+                        y.ravel(), out.ravel())
+
+
+def row_norms(x: Any) -> np.ndarray:
+    """Each row's squared norm (float64), in the 8-lane order."""
+    out = np.empty(len(x))
+    if compiled():
+        for s, e, xs in _blocks(x):
+            _compiled.row_norms(xs, xs.dtype.itemsize, e - s, xs.shape[1], out[s:e])
+        return out
+    with _quiet():
+        for s in range(0, len(x), _BLOCK):
+            x64 = np.asarray(x[s:s + _BLOCK], dtype=np.float64)
+            out[s:s + _BLOCK] = lane_dots(x64, x64)
+    return out
+
+
+def project_rows(x: Any, q: np.ndarray) -> np.ndarray:
+    """``x @ q.T`` (b × r, float64) with each product a row dot product in the 8-lane order;
+    ``q``: r × d float64 directions."""
+    b = len(x)
+    q = np.ascontiguousarray(q, dtype=np.float64)
+    r = q.shape[0]
+    out = np.empty((b, r))
+    if compiled():
+        for s, e, xs in _blocks(x):
+            _compiled.project_rows(xs, xs.dtype.itemsize, e - s, xs.shape[1], q, r, out[s:e])
+        return out
+    with _quiet():
+        for s in range(0, b, _BLOCK):
+            e = min(b, s + _BLOCK)
+            x64 = np.asarray(x[s:e], dtype=np.float64)
+            for t in range(r):
+                out[s:e, t] = lane_dots(x64, q[t][None, :])
+    return out

@@ -1,0 +1,107 @@
+"""AAG's row kernels: the compiled ones (``embedcheck._rowkernels``) and the numpy formulation beside
+them give the same bits, which are the documented arithmetic written out element by element; bad
+buffers are refused, never read past."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from embedcheck.geometry import rowsums
+
+
+def lane_dot(x, y):
+    """The documented order, element by element: 8 lanes (lane l: elements l, l + 8, … in order; the
+    d % 8 trailing ones into lane 0 after them), combined as ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))."""
+    d = len(x)
+    lanes = [0.0] * 8
+    for j in range(d - d % 8):
+        lanes[j % 8] += float(x[j]) * float(y[j])
+    for j in range(d - d % 8, d):
+        lanes[0] += float(x[j]) * float(y[j])
+    return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
+
+
+def run_all(x, cells, weights, q, guard=True):
+    out = np.zeros((9, x.shape[1]))
+    sq, inv = np.empty(len(x)), np.empty(len(x))
+    rowsums.scatter_unit_rows(x, cells, out, sq, inv, weights=weights, guard=guard)
+    return out, sq, inv, rowsums.project_rows(x, q), rowsums.row_norms(x)
+
+
+def numpy_formulation(monkeypatch, *args, **kwargs):
+    with monkeypatch.context() as m:
+        m.setattr(rowsums, "_FORCE_NUMPY", True)
+        return run_all(*args, **kwargs)
+
+
+@pytest.mark.parametrize("d", [1, 3, 8, 9, 383, 384, 1024])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_compiled_and_numpy_kernels_are_the_same_bits_as_the_documented_arithmetic(monkeypatch, d, dtype):
+    rng = np.random.default_rng(d)
+    b = 600
+    x = (rng.normal(size=(b, d)) * rng.uniform(0.01, 100, size=(b, 1))).astype(dtype)
+    x[5] = 0  # a zero row adds nothing (its reciprocal norm is 0)
+    cells = np.stack([rng.integers(0, 2, b), rng.integers(2, 9, b)], axis=1)
+    w = rng.uniform(0, 3, b)
+    q = rng.normal(size=(3, d))
+    got = run_all(x, cells, w, q)
+    want = numpy_formulation(monkeypatch, x, cells, w, q)
+    for a, c in zip(got, want):
+        assert a.tobytes() == c.tobytes()
+    out, sq, inv, z, norms = got
+    x64 = x.astype(np.float64)
+    for i in (0, 5, 17, b - 1):
+        assert sq[i] == lane_dot(x64[i], x64[i]) == norms[i]
+        assert z[i, 1] == lane_dot(x64[i], q[1])
+    assert inv[5] == 0 and inv[0] == 1 / np.sqrt(sq[0])
+    brute = np.zeros((9, d))
+    for i in range(b):  # a * x rounded, then added, row by row in order
+        for c in cells[i]:
+            brute[c] += (inv[i] * w[i]) * x64[i]
+    assert out.tobytes() == brute.tobytes()
+
+
+def test_kernels_read_strided_and_memmapped_rows_as_the_same_bits(tmp_path):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(2000, 40)).astype(np.float32)
+    np.save(tmp_path / "x.npy", X)
+    M = np.load(tmp_path / "x.npy", mmap_mode="r")
+    F = np.asfortranarray(X)
+    q = rng.normal(size=(2, 40))
+    assert rowsums.project_rows(M, q).tobytes() == rowsums.project_rows(X, q).tobytes() == rowsums.project_rows(F, q).tobytes()
+    assert rowsums.row_norms(M[::2]).tobytes() == rowsums.row_norms(X[::2]).tobytes()
+
+
+def test_without_guard_a_zero_row_gets_an_infinite_reciprocal_norm():
+    x = np.zeros((2, 4), dtype=np.float32)
+    x[1] = 1
+    out, sq, inv = np.zeros((1, 4)), np.empty(2), np.empty(2)
+    rowsums.scatter_unit_rows(x, np.zeros(2, dtype=np.int64), out, sq, inv, guard=False)
+    assert inv[0] == np.inf and inv[1] == 0.5 and sq.tolist() == [0.0, 4.0]
+
+
+@pytest.mark.skipif(not rowsums.compiled(), reason="the compiled kernels were not built here")
+def test_compiled_kernels_refuse_short_buffers_and_cells_outside_the_output():
+    from embedcheck import _rowkernels as K
+
+    x = np.ones((4, 8), dtype=np.float32)
+    out, sq, inv = np.zeros((2, 8)), np.empty(4), np.empty(4)
+    with pytest.raises(ValueError, match="cell 2 outside"):
+        K.scatter_unit_rows(x, 4, 4, 8, np.array([0, 1, 2, 0]), 1, None, out, 2, sq, inv, True)
+    with pytest.raises(ValueError, match="rows holds"):
+        K.scatter_unit_rows(x, 4, 5, 8, np.zeros(5, dtype=np.int64), 1, None, out, 2, np.empty(5), np.empty(5), True)
+    with pytest.raises(ValueError, match="out holds"):
+        K.project_rows(x, 4, 4, 8, np.ones((1, 8)), 1, np.empty(3))
+    with pytest.raises(ValueError, match="float32 or float64"):
+        K.row_norms(x, 2, 4, 8, np.empty(4))
+    assert out.tolist() == np.zeros((2, 8)).tolist()  # nothing written before the refusal
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler here")
+def test_the_install_built_the_compiled_kernels_where_a_compiler_is_present():
+    """The extension is optional (an install without a compiler still works, with the same bits);
+    where a compiler is present, a failed build would go unnoticed but for this test."""
+    assert rowsums.compiled()
