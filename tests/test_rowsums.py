@@ -1,4 +1,4 @@
-"""AAG's row kernels: the compiled ones (``embedcheck._rowkernels``) and the numpy formulation beside
+"""AAG's row kernels: the compiled ones (``embedcheck.geometry._rowkernels``) and the numpy formulation beside
 them give the same bits, which are the documented arithmetic written out element by element; bad
 buffers are refused, never read past."""
 
@@ -75,6 +75,13 @@ def test_kernels_read_strided_and_memmapped_rows_as_the_same_bits(tmp_path):
     assert rowsums.row_norms(M[::2]).tobytes() == rowsums.row_norms(X[::2]).tobytes()
 
 
+def test_no_direction_or_no_rows_give_empty_products():
+    x = np.ones((3, 5), dtype=np.float32)
+    assert rowsums.project_rows(x, np.empty((0, 5))).shape == (3, 0)
+    assert rowsums.project_rows(x[:0], np.ones((2, 5))).shape == (0, 2)
+    assert rowsums.row_norms(x[:0]).shape == (0,)
+
+
 def test_without_guard_a_zero_row_gets_an_infinite_reciprocal_norm():
     x = np.zeros((2, 4), dtype=np.float32)
     x[1] = 1
@@ -85,7 +92,7 @@ def test_without_guard_a_zero_row_gets_an_infinite_reciprocal_norm():
 
 @pytest.mark.skipif(not rowsums.compiled(), reason="the compiled kernels were not built here")
 def test_compiled_kernels_refuse_short_buffers_and_cells_outside_the_output():
-    from embedcheck import _rowkernels as K
+    from embedcheck.geometry import _rowkernels as K
 
     x = np.ones((4, 8), dtype=np.float32)
     out, sq, inv = np.zeros((2, 8)), np.empty(4), np.empty(4)

@@ -1,4 +1,4 @@
-"""Row kernels of AAG's passes, with one fixed arithmetic: compiled (``embedcheck._rowkernels``, built
+"""Row kernels of AAG's passes, with one fixed arithmetic: compiled (``embedcheck.geometry._rowkernels``, built
 at install where a C compiler is present) or, where it is not, numpy — the same bits either way, on
 every CPU.
 
@@ -20,7 +20,7 @@ from typing import Any, Optional
 import numpy as np
 
 try:
-    from .. import _rowkernels as _compiled  # type: ignore[attr-defined]
+    from . import _rowkernels as _compiled  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - built without a C compiler: the numpy formulation
     _compiled = None
 
@@ -136,6 +136,8 @@ def project_rows(x: Any, q: np.ndarray) -> np.ndarray:
     q = np.ascontiguousarray(q, dtype=np.float64)
     r = q.shape[0]
     out = np.empty((b, r))
+    if r == 0 or b == 0:  # no direction (identical class means), or no rows
+        return out
     if compiled():
         for s, e, xs in _blocks(x):
             _compiled.project_rows(xs, xs.dtype.itemsize, e - s, xs.shape[1], q, r, out[s:e])
