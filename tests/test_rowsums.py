@@ -112,3 +112,56 @@ def test_the_install_built_the_compiled_kernels_where_a_compiler_is_present():
     """The extension is optional (an install without a compiler still works, with the same bits);
     where a compiler is present, a failed build would go unnoticed but for this test."""
     assert rowsums.compiled()
+
+
+def _build(tmp_path, name, flags):
+    """The kernels' source compiled on its own with ``flags`` (one version, no clones), loaded."""
+    import importlib.util
+    import subprocess
+    import sysconfig
+    from pathlib import Path
+
+    src = Path(rowsums.__file__).with_name("_rowkernels.c")
+    out = tmp_path / name / f"_rowkernels{sysconfig.get_config_var('EXT_SUFFIX')}"
+    out.parent.mkdir()
+    cc = shutil.which("cc") or shutil.which("gcc")
+    cmd = [cc, "-shared", "-fPIC", "-ffp-contract=off", "-DEMBEDCHECK_NO_CLONES", *flags,
+           f"-I{sysconfig.get_paths()['include']}", str(src), "-o", str(out), "-lm"]
+    subprocess.run(cmd, check=True, capture_output=True)
+    spec = importlib.util.spec_from_file_location("_rowkernels", out)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _cpu_flags():
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        return set()
+    return set(next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), []))
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler here")
+@pytest.mark.skipif(not {"avx2", "fma"} <= _cpu_flags(), reason="this CPU runs no AVX2 code")
+def test_the_kernels_give_the_same_bits_for_every_instruction_set(tmp_path, monkeypatch):
+    """Unoptimised, SSE2 (x86-64's baseline), AVX2 with FMA units present (never fused: the build's
+    -ffp-contract=off) and, where the CPU has it, AVX-512: the same bits, so a figure does not move
+    with the CPU the kernels run on."""
+    builds = {"O0": ["-O0"], "sse2": ["-O3", "-march=x86-64"], "avx2": ["-O3", "-march=x86-64-v3"]}
+    if "avx512f" in _cpu_flags():
+        builds["avx512"] = ["-O3", "-march=x86-64-v4", "-mprefer-vector-width=512"]
+    rng = np.random.default_rng(11)
+    b, d = 3000, 385
+    x = (rng.normal(size=(b, d)) * rng.uniform(0.01, 100, size=(b, 1))).astype(np.float32)
+    cells = np.stack([rng.integers(0, 2, b), rng.integers(2, 9, b)], axis=1).astype(np.int64)
+    q = rng.normal(size=(3, d))
+    seen = {}
+    for name, flags in builds.items():
+        mod = _build(tmp_path, name, flags)
+        monkeypatch.setattr(rowsums, "_compiled", mod)
+        monkeypatch.setattr(rowsums, "_FORCE_NUMPY", False)
+        seen[name] = b"".join(a.tobytes() for a in run_all(x, cells, None, q))
+    monkeypatch.setattr(rowsums, "_FORCE_NUMPY", True)
+    seen["numpy"] = b"".join(a.tobytes() for a in run_all(x, cells, None, q))
+    assert len(set(seen.values())) == 1, {k: hash(v) for k, v in seen.items()}

@@ -9,14 +9,15 @@
  *     after them), the lanes combined as ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7));
  *   - a cell's sum adds a * x[j] (a product, then a sum: never a fused multiply-add) row by row.
  * The build passes -ffp-contract=off and never -ffast-math; function clones for AVX-512 and AVX2 on
- * x86-64 run the same operations in the same order.
+ * x86-64 run the same operations in the same order (EMBEDCHECK_NO_CLONES: one version, for the
+ * instruction set the compiler is told; tests/test_rowsums.py builds several and compares their bits).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && defined(__linux__)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && defined(__linux__) && !defined(EMBEDCHECK_NO_CLONES)
 #define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CLONES
