@@ -114,26 +114,6 @@ def test_the_install_built_the_compiled_kernels_where_a_compiler_is_present():
     assert rowsums.compiled()
 
 
-def _build(tmp_path, name, flags):
-    """The kernels' source compiled on its own with ``flags`` (one version, no clones), loaded."""
-    import importlib.util
-    import subprocess
-    import sysconfig
-    from pathlib import Path
-
-    src = Path(rowsums.__file__).with_name("_rowkernels.c")
-    out = tmp_path / name / f"_rowkernels{sysconfig.get_config_var('EXT_SUFFIX')}"
-    out.parent.mkdir()
-    cc = shutil.which("cc") or shutil.which("gcc")
-    cmd = [cc, "-shared", "-fPIC", "-ffp-contract=off", "-DEMBEDCHECK_NO_CLONES", *flags,
-           f"-I{sysconfig.get_paths()['include']}", str(src), "-o", str(out), "-lm"]
-    subprocess.run(cmd, check=True, capture_output=True)
-    spec = importlib.util.spec_from_file_location("_rowkernels", out)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _cpu_flags():
     try:
         text = open("/proc/cpuinfo").read()
@@ -158,7 +138,7 @@ def test_the_kernels_give_the_same_bits_for_every_instruction_set(tmp_path, monk
     q = rng.normal(size=(3, d))
     seen = {}
     for name, flags in builds.items():
-        mod = _build(tmp_path, name, flags)
+        mod = rowsums.build(tmp_path / name, flags)
         monkeypatch.setattr(rowsums, "_compiled", mod)
         monkeypatch.setattr(rowsums, "_FORCE_NUMPY", False)
         seen[name] = b"".join(a.tobytes() for a in run_all(x, cells, None, q))

@@ -37,6 +37,30 @@ def compiled() -> bool:
 _FORCE_NUMPY = False
 
 
+def build(dest: Any, flags: list[str]) -> Any:
+    """The kernels' source compiled on its own into folder ``dest`` with the C compiler's ``flags``
+    (one version for the instruction set they name: no clones) and loaded — for the tests and the
+    benchmarks that compare instruction sets on one machine. Needs ``cc`` and Python's headers."""
+    import importlib.util
+    import shutil
+    import subprocess
+    import sysconfig
+    from pathlib import Path
+
+    src = Path(__file__).with_name("_rowkernels.c")
+    out = Path(dest) / f"_rowkernels{sysconfig.get_config_var('EXT_SUFFIX')}"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cc = shutil.which("cc") or shutil.which("gcc") or "cc"
+    subprocess.run([cc, "-shared", "-fPIC", "-ffp-contract=off", "-DEMBEDCHECK_NO_CLONES", *flags,
+                    f"-I{sysconfig.get_paths()['include']}", str(src), "-o", str(out), "-lm"],
+                   check=True, capture_output=True)
+    spec = importlib.util.spec_from_file_location("_rowkernels", out)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _quiet() -> Any:
     """No floating-point warnings (as from the compiled kernels): callers refuse rows from ``sq``."""
     return np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore")

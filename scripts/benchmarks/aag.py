@@ -77,9 +77,37 @@ def read_ratio(quick: bool = False, pairs: int = 5) -> dict:
                      f"{os.getloadavg()[0]:.1f} at the end"}
 
 
+#: ``EMBEDCHECK_BENCH_EMULATE``: the row kernels built for one instruction set only (a CPU without
+#: AVX-512: ``avx2``; x86-64's baseline: ``sse2``), or the numpy formulation (``numpy``) — the same bits
+_EMULATE = {"avx2": ["-O3", "-march=x86-64-v3"], "sse2": ["-O3", "-march=x86-64"]}
+
+
+def _emulated() -> str:
+    import tempfile
+
+    from embedcheck.geometry import rowsums
+
+    kind = os.environ.get("EMBEDCHECK_BENCH_EMULATE", "")
+    if kind == "numpy":
+        rowsums._FORCE_NUMPY = True
+    elif kind in _EMULATE:
+        import atexit
+        import shutil
+
+        where = tempfile.mkdtemp(prefix="embedcheck-kernels-")
+        atexit.register(shutil.rmtree, where, True)
+        rowsums._compiled = rowsums.build(where, _EMULATE[kind])
+    elif kind:
+        raise SystemExit(f"EMBEDCHECK_BENCH_EMULATE={kind!r}: one of numpy, {', '.join(_EMULATE)}")
+    return f"; row kernels: {kind or 'as installed'}"
+
+
 def run(quick: bool = False) -> list[dict]:
+    kernels = _emulated()
     if os.environ.get("EMBEDCHECK_BENCH_AAG") == "read":  # only the read row
-        return [read_ratio(quick)]
+        row = read_ratio(quick)
+        row["notes"] += kernels
+        return [row]
     n, d = (5000, 384) if quick else (20000, 384)
     rng = np.random.default_rng(0)
     X = (rng.normal(size=(n, d)) + 0.8).astype(np.float32)
