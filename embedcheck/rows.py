@@ -19,7 +19,10 @@ Readers refuse zero rows up front where a command needs a direction
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Literal, Optional
+import contextlib
+import contextvars
+import functools
+from typing import Any, Callable, Iterator, Literal, Optional, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -102,6 +105,39 @@ def content_sha256(values: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+#: within :func:`labels_encoded_once`: the labels encoded so far, by their memory (address, shape,
+#: strides, dtype)
+_ENCODED: contextvars.ContextVar[Optional[dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, np.ndarray]]]] = \
+    contextvars.ContextVar("embedcheck_encoded_labels", default=None)
+
+
+@contextlib.contextmanager
+def labels_encoded_once() -> Iterator[None]:
+    """For the duration of one call (an API function: nothing changes its labels in place while it
+    runs), the same labels array is encoded once however many steps encode it (the check, each
+    measurement, the report's hash); each step gets its own copy of the classes and codes. Arrays
+    are known by their memory, and each one encoded is kept alive until the call ends, so a new
+    array (a permutation of the labels, say) can never be taken for an earlier one."""
+    token = _ENCODED.set({})
+    try:
+        yield
+    finally:
+        _ENCODED.reset(token)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def encodes_labels_once(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``fn`` run within :func:`labels_encoded_once`."""
+    @functools.wraps(fn)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with labels_encoded_once():
+            return fn(*args, **kwargs)
+    return call
+
+
 def unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(a, return_inverse=True)`` for a 1-D array; integers in a compact range are counted
     (``bincount``) instead of sorted — the same classes and codes, in linear time.
@@ -109,6 +145,17 @@ def unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     >>> [x.tolist() for x in unique_inverse(np.array([7, 3, 7, 5] * 400))][0]
     [3, 5, 7]
     """
+    seen = _ENCODED.get()
+    if seen is None or a.dtype.hasobject:
+        return _unique_inverse(a)
+    key = (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
+    if key not in seen:  # the entry keeps ``a`` alive: no other array can take its memory meanwhile
+        seen[key] = (a, *_unique_inverse(a))
+    _, classes, codes = seen[key]
+    return classes.copy(), codes.copy()
+
+
+def _unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if a.dtype.kind in "iu" and a.size > 1000:
         lo, hi = int(a.min()), int(a.max())
         if hi - lo <= max(1 << 16, 4 * a.size) and -(1 << 62) < lo and hi < (1 << 62):

@@ -277,3 +277,28 @@ def test_a_forked_child_runs_aag_on_its_own_chunk_workers(monkeypatch):
         got = f.read()
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and got == repr(want)
+
+
+def test_one_call_encodes_its_labels_once_and_never_mistakes_a_new_array_for_an_earlier_one(monkeypatch):
+    import embedcheck
+    from embedcheck import rows
+
+    rng = np.random.default_rng(4)
+    y = rng.integers(0, 3, 5000)
+    X = rng.normal(size=(5000, 16)).astype(np.float32) + y[:, None] * 0.1
+    calls = []
+    real = rows._unique_inverse
+    monkeypatch.setattr(rows, "_unique_inverse", lambda a: calls.append(len(a)) or real(a))
+    want = embedcheck.aag(X, y.tolist(), label_map=False).to_dict()
+    calls.clear()
+    got = embedcheck.aag(X, y, label_map=False, permutations=20).to_dict()
+    assert calls == [5000]  # the check, the measurement and the report's hash share one encoding (were 3)
+    assert got["aag"] == want["aag"] and got["inputs"]["labels_sha256"] == want["inputs"]["labels_sha256"]
+    with rows.labels_encoded_once():
+        first = rows.unique_inverse(y)
+        for _ in range(30):  # fresh arrays of one size: the allocator would reuse their memory
+            p = rng.permutation(y)
+            assert rows.unique_inverse(p)[1].tolist() == np.unique(p, return_inverse=True)[1].tolist()
+        again = rows.unique_inverse(y)
+        again[1][:] = -1  # each caller gets its own copy
+        assert rows.unique_inverse(y)[1].tolist() == first[1].tolist()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..result import Figure, Report
-from ..rows import content_sha256
+from ..rows import content_sha256, encodes_labels_once
 from ..schemas import BOOL, COSINE, COUNTS, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, obj
 from ._common import (
     Hint,
@@ -58,6 +58,7 @@ class AagReport(Report):
     }
 
 
+@encodes_labels_once
 def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: bool = True,
         map_queries: Optional[int] = None, map_at: Optional[int] = None, permutations: int = 0,
         resamples: int = 1000, ci: bool = False, bootstrap: int = 0, ci_level: float = 0.95, seed: int = 0,
