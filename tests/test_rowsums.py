@@ -25,10 +25,12 @@ def lane_dot(x, y):
 
 
 def run_all(x, cells, weights, q, guard=True):
-    out = np.zeros((9, x.shape[1]))
+    """``cells``: b × 2, each row's class cell (0-1) and its other cell (2-8, given as 0-6 plus 2)."""
+    out, qcell = np.zeros((9, x.shape[1])), np.zeros(9)
     sq, inv = np.empty(len(x)), np.empty(len(x))
-    rowsums.scatter_unit_rows(x, cells, out, sq, inv, weights=weights, guard=guard)
-    return out, sq, inv, rowsums.project_rows(x, q), rowsums.row_norms(x)
+    refused = rowsums.scatter_unit_rows(x, [(cells[:, 0], 0), (cells[:, 1] - 2, 2)], out, qcell, sq, inv,
+                                        weights=weights, guard=guard, tiny=1e-30)
+    return out, qcell, sq, inv, rowsums.project_rows(x, q), rowsums.row_norms(x), np.array([refused])
 
 
 def numpy_formulation(monkeypatch, *args, **kwargs):
@@ -51,17 +53,19 @@ def test_compiled_and_numpy_kernels_are_the_same_bits_as_the_documented_arithmet
     want = numpy_formulation(monkeypatch, x, cells, w, q)
     for a, c in zip(got, want):
         assert a.tobytes() == c.tobytes()
-    out, sq, inv, z, norms = got
+    out, qcell, sq, inv, z, norms, refused = got
+    assert refused.tolist() == [1]  # the zero row
     x64 = x.astype(np.float64)
     for i in (0, 5, 17, b - 1):
         assert sq[i] == lane_dot(x64[i], x64[i]) == norms[i]
         assert z[i, 1] == lane_dot(x64[i], q[1])
     assert inv[5] == 0 and inv[0] == 1 / np.sqrt(sq[0])
-    brute = np.zeros((9, d))
+    brute, bq = np.zeros((9, d)), np.zeros(9)
     for i in range(b):  # a * x rounded, then added, row by row in order
         for c in cells[i]:
             brute[c] += (inv[i] * w[i]) * x64[i]
-    assert out.tobytes() == brute.tobytes()
+            bq[c] += ((sq[i] * inv[i]) * inv[i]) * (w[i] * w[i])
+    assert out.tobytes() == brute.tobytes() and qcell.tobytes() == bq.tobytes()
 
 
 def test_kernels_read_strided_and_memmapped_rows_as_the_same_bits(tmp_path):
@@ -82,12 +86,16 @@ def test_no_direction_or_no_rows_give_empty_products():
     assert rowsums.row_norms(x[:0]).shape == (0,)
 
 
-def test_without_guard_a_zero_row_gets_an_infinite_reciprocal_norm():
-    x = np.zeros((2, 4), dtype=np.float32)
+@pytest.mark.parametrize("numpy_only", [False, True])
+def test_refused_rows_are_counted_and_without_guard_a_zero_row_gets_an_infinite_reciprocal_norm(monkeypatch, numpy_only):
+    monkeypatch.setattr(rowsums, "_FORCE_NUMPY", numpy_only)
+    x = np.zeros((5, 4), dtype=np.float32)
     x[1] = 1
-    out, sq, inv = np.zeros((1, 4)), np.empty(2), np.empty(2)
-    rowsums.scatter_unit_rows(x, np.zeros(2, dtype=np.int64), out, sq, inv, guard=False)
-    assert inv[0] == np.inf and inv[1] == 0.5 and sq.tolist() == [0.0, 4.0]
+    x[2, 0], x[3, 1], x[4, 2] = np.nan, np.inf, 1e-30  # not finite (twice); a squared norm under float32's tiny
+    out, qcell, sq, inv = np.zeros((1, 4)), np.zeros(1), np.empty(5), np.empty(5)
+    tiny = float(np.finfo(np.float32).tiny)
+    refused = rowsums.scatter_unit_rows(x, [(np.zeros(5, dtype=np.int64), 0)], out, qcell, sq, inv, guard=False, tiny=tiny)
+    assert refused == 4 and inv[0] == np.inf and inv[1] == 0.5 and sq[:2].tolist() == [0.0, 4.0]
 
 
 @pytest.mark.skipif(not rowsums.compiled(), reason="the compiled kernels were not built here")
@@ -95,16 +103,18 @@ def test_compiled_kernels_refuse_short_buffers_and_cells_outside_the_output():
     from embedcheck.geometry import _rowkernels as K
 
     x = np.ones((4, 8), dtype=np.float32)
-    out, sq, inv = np.zeros((2, 8)), np.empty(4), np.empty(4)
+    out, qc, sq, inv = np.zeros((2, 8)), np.zeros(2), np.empty(4), np.empty(4)
     with pytest.raises(ValueError, match="cell 2 outside"):
-        K.scatter_unit_rows(x, 4, 4, 8, np.array([0, 1, 2, 0]), 1, None, out, 2, sq, inv, True)
+        K.scatter_unit_rows(x, 4, 4, 8, np.array([0, 1, 2, 0]), 0, None, 0, None, out, 2, qc, sq, inv, True, 0.0)
+    with pytest.raises(ValueError, match="cell 3 outside"):
+        K.scatter_unit_rows(x, 4, 4, 8, np.zeros(4, dtype=np.int64), 0, np.ones(4, dtype=np.int64), 2, None, out, 2, qc, sq, inv, True, 0.0)
     with pytest.raises(ValueError, match="rows holds"):
-        K.scatter_unit_rows(x, 4, 5, 8, np.zeros(5, dtype=np.int64), 1, None, out, 2, np.empty(5), np.empty(5), True)
+        K.scatter_unit_rows(x, 4, 5, 8, np.zeros(5, dtype=np.int64), 0, None, 0, None, out, 2, qc, np.empty(5), np.empty(5), True, 0.0)
     with pytest.raises(ValueError, match="out holds"):
         K.project_rows(x, 4, 4, 8, np.ones((1, 8)), 1, np.empty(3))
     with pytest.raises(ValueError, match="float32 or float64"):
         K.row_norms(x, 2, 4, 8, np.empty(4))
-    assert out.tolist() == np.zeros((2, 8)).tolist()  # nothing written before the refusal
+    assert out.tolist() == np.zeros((2, 8)).tolist() and qc.tolist() == [0, 0]  # nothing written before the refusal
 
 
 @pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler here")

@@ -41,33 +41,41 @@
     } while (0)
 
 #define SCATTER_BODY(T)                                                           \
+    Py_ssize_t refused = 0;                                                       \
     for (Py_ssize_t i = 0; i < b; i++) {                                          \
         const T *x = (const T *)xs + i * d;                                       \
-        double s, r, a;                                                           \
+        double s, r, a, q;                                                        \
         ROW_DOT(T, x, x, d, s);                                                   \
         sq[i] = s;                                                                \
+        refused += !(s >= tiny && s < INFINITY);                                  \
         r = sqrt(s);                                                              \
         if (!guard || r > 0) r = 1.0 / r;                                         \
         inv[i] = r;                                                               \
         a = w ? r * w[i] : r;                                                     \
-        for (Py_ssize_t t = 0; t < per; t++) {                                    \
-            double *o = out + cells[i * per + t] * d;                             \
+        q = (s * r) * r;                                                          \
+        if (w) q *= w[i] * w[i];                                                  \
+        for (int t = 0; t < 2; t++) {                                             \
+            if (!cells[t]) continue;                                              \
+            Py_ssize_t c = cells[t][i] + offs[t];                                 \
+            double *o = out + c * d;                                              \
+            qcell[c] += q;                                                        \
             for (Py_ssize_t j = 0; j < d; j++) {                                  \
                 double p = a * (double)x[j];                                      \
                 o[j] += p;                                                        \
             }                                                                     \
         }                                                                         \
-    }
+    }                                                                             \
+    return refused;
 
-CLONES static void scatter_f32(const void *xs, Py_ssize_t b, Py_ssize_t d, const int64_t *cells,
-                               Py_ssize_t per, const double *w, double *out, double *sq, double *inv,
-                               int guard) {
+CLONES static Py_ssize_t scatter_f32(const void *xs, Py_ssize_t b, Py_ssize_t d, const int64_t *const *cells,
+                                     const Py_ssize_t *offs, const double *w, double *out, double *qcell,
+                                     double *sq, double *inv, int guard, double tiny) {
     SCATTER_BODY(float)
 }
 
-CLONES static void scatter_f64(const void *xs, Py_ssize_t b, Py_ssize_t d, const int64_t *cells,
-                               Py_ssize_t per, const double *w, double *out, double *sq, double *inv,
-                               int guard) {
+CLONES static Py_ssize_t scatter_f64(const void *xs, Py_ssize_t b, Py_ssize_t d, const int64_t *const *cells,
+                                     const Py_ssize_t *offs, const double *w, double *out, double *qcell,
+                                     double *sq, double *inv, int guard, double tiny) {
     SCATTER_BODY(double)
 }
 
@@ -114,35 +122,43 @@ static int need(Py_buffer *v, Py_ssize_t bytes, const char *what) {
     return 1;
 }
 
-/* scatter_unit_rows(x, itemsize, b, d, cells, per, w or None, out, m, sq, inv, guard):
- * per row i: sq[i] = x·x, inv[i] = 1/sqrt(sq[i]) (with guard: a zero row keeps 0), and
- * out[cells[i, t]] += a * x for t < per, a = inv[i] (times w[i] with weights). */
+/* scatter_unit_rows(x, itemsize, b, d, cells_a, off_a, cells_b or None, off_b, w or None, out, m, qcell,
+ *                   sq, inv, guard, tiny) -> the number of rows whose squared norm is not in [tiny, inf):
+ * per row i, in order: sq[i] = x·x, inv[i] = 1/sqrt(sq[i]) (with guard: a zero row keeps 0), and for
+ * its cell c = cells_a[i] + off_a and then (with cells_b) c = cells_b[i] + off_b:
+ * out[c] += a * x (a = inv[i], times w[i] with weights) and qcell[c] += (sq[i] * inv[i]) * inv[i]
+ * (times w[i] * w[i]). */
 static PyObject *scatter_unit_rows(PyObject *self, PyObject *args) {
-    Py_buffer X, C, W = {0}, O, S, I;
-    Py_ssize_t itemsize, b, d, per, m;
-    PyObject *wobj;
+    Py_buffer X, A, B = {0}, W = {0}, O, QC, S, I;
+    Py_ssize_t itemsize, b, d, m, offs[2];
+    PyObject *bobj, *wobj;
     int guard, ok = 1;
-    if (!PyArg_ParseTuple(args, "y*nnny*nOw*nw*w*p", &X, &itemsize, &b, &d, &C, &per, &wobj, &O, &m, &S,
-                          &I, &guard))
+    double tiny;
+    Py_ssize_t refused = 0;
+    if (!PyArg_ParseTuple(args, "y*nnny*nOnOw*nw*w*w*pd", &X, &itemsize, &b, &d, &A, &offs[0], &bobj, &offs[1],
+                          &wobj, &O, &m, &QC, &S, &I, &guard, &tiny))
         return NULL;
-    int has_w = wobj != Py_None;
-    if (has_w && PyObject_GetBuffer(wobj, &W, PyBUF_SIMPLE) < 0) ok = 0;
+    int has_b = bobj != Py_None, has_w = wobj != Py_None;
+    if (has_b && PyObject_GetBuffer(bobj, &B, PyBUF_SIMPLE) < 0) ok = 0;
+    if (ok && has_w && PyObject_GetBuffer(wobj, &W, PyBUF_SIMPLE) < 0) ok = 0;
     if (ok && (itemsize != 4 && itemsize != 8)) {
         PyErr_SetString(PyExc_ValueError, "rows must be float32 or float64");
         ok = 0;
     }
-    if (ok && (b < 0 || d < 1 || per < 1 || m < 1)) {
+    if (ok && (b < 0 || d < 1 || m < 1)) {
         PyErr_SetString(PyExc_ValueError, "bad shape");
         ok = 0;
     }
-    ok = ok && need(&X, b * d * itemsize, "rows") && need(&C, b * per * 8, "cells") &&
-         need(&O, m * d * 8, "out") && need(&S, b * 8, "sq") && need(&I, b * 8, "inv") &&
+    ok = ok && need(&X, b * d * itemsize, "rows") && need(&A, b * 8, "cells") && (!has_b || need(&B, b * 8, "cells")) &&
+         need(&O, m * d * 8, "out") && need(&QC, m * 8, "qcell") && need(&S, b * 8, "sq") && need(&I, b * 8, "inv") &&
          (!has_w || need(&W, b * 8, "weights"));
-    if (ok) {
-        const int64_t *cells = (const int64_t *)C.buf;
-        for (Py_ssize_t i = 0; i < b * per; i++) {
-            if (cells[i] < 0 || cells[i] >= m) {
-                PyErr_Format(PyExc_ValueError, "cell %lld outside [0, %zd)", (long long)cells[i], m);
+    const int64_t *cells[2] = {(const int64_t *)A.buf, has_b ? (const int64_t *)B.buf : NULL};
+    for (int t = 0; ok && t < 2; t++) {
+        if (!cells[t]) continue;
+        for (Py_ssize_t i = 0; i < b; i++) {
+            int64_t c = cells[t][i] + offs[t];
+            if (c < 0 || c >= m) {
+                PyErr_Format(PyExc_ValueError, "cell %lld outside [0, %zd)", (long long)c, m);
                 ok = 0;
                 break;
             }
@@ -152,21 +168,23 @@ static PyObject *scatter_unit_rows(PyObject *self, PyObject *args) {
         const double *w = has_w ? (const double *)W.buf : NULL;
         Py_BEGIN_ALLOW_THREADS
         if (itemsize == 4)
-            scatter_f32(X.buf, b, d, (const int64_t *)C.buf, per, w, (double *)O.buf, (double *)S.buf,
-                        (double *)I.buf, guard);
+            refused = scatter_f32(X.buf, b, d, cells, offs, w, (double *)O.buf, (double *)QC.buf, (double *)S.buf,
+                                  (double *)I.buf, guard, tiny);
         else
-            scatter_f64(X.buf, b, d, (const int64_t *)C.buf, per, w, (double *)O.buf, (double *)S.buf,
-                        (double *)I.buf, guard);
+            refused = scatter_f64(X.buf, b, d, cells, offs, w, (double *)O.buf, (double *)QC.buf, (double *)S.buf,
+                                  (double *)I.buf, guard, tiny);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&X);
-    PyBuffer_Release(&C);
+    PyBuffer_Release(&A);
+    if (has_b && B.obj) PyBuffer_Release(&B);
     if (has_w && W.obj) PyBuffer_Release(&W);
     PyBuffer_Release(&O);
+    PyBuffer_Release(&QC);
     PyBuffer_Release(&S);
     PyBuffer_Release(&I);
     if (!ok) return NULL;
-    Py_RETURN_NONE;
+    return PyLong_FromSsize_t(refused);
 }
 
 /* project_rows(x, itemsize, b, d, q, r, out): out[i, t] = x_i · q_t (q: r × d float64). */

@@ -86,14 +86,6 @@ def _sub_blocks(Xc: Any, buf: np.ndarray) -> Iterator[tuple[int, int, np.ndarray
         yield s, e, x
 
 
-def _refuse_bad(sq: np.ndarray, itemsize: int) -> None:
-    """:class:`_BadRows` when a row is not finite, all zeros, or its squared norm overflows float64
-    or underflows the working precision (``check_rows``'s conditions, read off the squared norms)."""
-    tiny = float(np.finfo(np.float64 if itemsize == 8 else np.float32).tiny)
-    if not bool(np.all((sq >= tiny) & (sq < np.inf))):  # NaN fails both
-        raise _BadRows
-
-
 def _chunk_stats(Xc: Any, codes: np.ndarray, k: int, weights: Optional[np.ndarray],
                  group_codes: Optional[np.ndarray], gk: int, check: bool,
                  inv_out: Optional[np.ndarray] = None, acc_out: Optional[np.ndarray] = None) -> tuple[Any, ...]:
@@ -110,25 +102,18 @@ def _chunk_stats(Xc: Any, codes: np.ndarray, k: int, weights: Optional[np.ndarra
     b, d = Xc.shape
     m = k if group_codes is None else k + gk
     acc = np.zeros((m, d)) if acc_out is None else acc_out
-    if group_codes is None:
-        cells = np.ascontiguousarray(codes, dtype=np.int64)
-    else:
-        cells = np.empty((b, 2), dtype=np.int64)
-        cells[:, 0] = codes
-        np.add(group_codes, k, out=cells[:, 1])
-    sq = np.empty(b)
+    qcell = np.zeros(m)
+    cells = [(codes, 0)] if group_codes is None else [(codes, 0), (group_codes, k)]
     inv = inv_out if inv_out is not None else np.empty(b)
-    # checked: a zero row is refused below
-    rowsums.scatter_unit_rows(Xc, cells, acc, sq, inv, weights=weights, guard=not check)
-    if check:
-        _refuse_bad(sq, Xc.dtype.itemsize)
-    q = sq * inv * inv  # ‖u‖² of each unit row (1, or 0 for a zero row)
-    if weights is not None:
-        q *= weights * weights
-    sq_c = np.bincount(codes, weights=q, minlength=k)
+    tiny = float(np.finfo(np.float64 if Xc.dtype.itemsize == 8 else np.float32).tiny)
+    # checked: a zero row is refused (no guard: its reciprocal norm is not made 0 first)
+    refused = rowsums.scatter_unit_rows(Xc, cells, acc, qcell, np.empty(b), inv, weights=weights,
+                                        guard=not check, tiny=tiny)
+    if check and refused:  # non-finite, all zeros, or a squared norm over- or underflowing (check_rows's conditions)
+        raise _BadRows
     if group_codes is None:
-        return acc, sq_c
-    return acc[:k].copy(), sq_c, acc[k:], np.bincount(group_codes, weights=q, minlength=gk)
+        return acc, qcell
+    return acc[:k].copy(), qcell[:k], acc[k:], qcell[k:]
 
 
 def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]) -> Iterator[Any]:

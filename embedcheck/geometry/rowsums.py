@@ -97,30 +97,42 @@ def lane_dots(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return ((lanes[:, 0] + lanes[:, 1]) + (lanes[:, 2] + lanes[:, 3])) + ((lanes[:, 4] + lanes[:, 5]) + (lanes[:, 6] + lanes[:, 7]))
 
 
-def scatter_unit_rows(x: Any, cells: np.ndarray, out: np.ndarray, sq: np.ndarray, inv: np.ndarray, *,
-                      weights: Optional[np.ndarray] = None, guard: bool = True) -> None:
+def scatter_unit_rows(x: Any, cells: list[tuple[np.ndarray, int]], out: np.ndarray, qcell: np.ndarray,
+                      sq: np.ndarray, inv: np.ndarray, *, weights: Optional[np.ndarray] = None,
+                      guard: bool = True, tiny: float = 0.0) -> int:
     """For each row ``x_i`` in order: ``sq[i] = x_i · x_i``, ``inv[i] = 1/√sq[i]`` (with ``guard``, 0
     for a zero row, which then adds nothing; without, the reciprocal as it comes — a pass that refuses
-    zero rows from ``sq`` afterwards), and ``out[cells[i, t]] += a_i · x_i`` for each of its cells
-    (``cells`` b × per int64, or 1-D: one per row), ``a_i = inv[i]`` (times ``weights[i]``).
-    ``out``, ``sq``, ``inv``: float64, C-contiguous, written in place. Floating-point overflow and
-    invalid values pass silently (callers refuse the rows from ``sq``)."""
-    cells = np.ascontiguousarray(cells, dtype=np.int64)
+    zero rows afterwards), and for each of its cells in turn, ``codes[i] + offset`` for each
+    ``(codes, offset)`` of ``cells`` (one or two: a class and a (group, class) cell),
+    ``out[c] += a_i · x_i`` and ``qcell[c] += (sq[i] · inv[i]) · inv[i]`` (the unit row's ‖u‖²),
+    ``a_i = inv[i]`` — with ``weights``, ``a_i`` times ``w_i`` and the ‖u‖² term times ``w_i · w_i``.
+    ``out``, ``qcell``, ``sq``, ``inv``: float64, C-contiguous, written in place. Returns the number of
+    rows whose squared norm is not in ``[tiny, inf)`` (non-finite, zero, under- or overflowing rows:
+    what a checked pass refuses); floating-point warnings pass silently."""
+    if not 1 <= len(cells) <= 2:
+        raise ValueError("one or two cells per row")
+    idx = [(np.ascontiguousarray(c, dtype=np.int64), int(off)) for c, off in cells]
     w = None if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
+    refused = 0
     for s, e, xs in _blocks(x):
-        _scatter(xs, cells[s:e], out, sq[s:e], inv[s:e], None if w is None else w[s:e], guard)
+        part = [(c[s:e], off) for c, off in idx]
+        refused += _scatter(xs, part, out, qcell, sq[s:e], inv[s:e], None if w is None else w[s:e], guard, tiny)
+    return refused
 
 
-def _scatter(x: np.ndarray, cells: np.ndarray, out: np.ndarray, sq: np.ndarray, inv: np.ndarray,
-             w: Optional[np.ndarray], guard: bool) -> None:
+def _scatter(x: np.ndarray, cells: list[tuple[np.ndarray, int]], out: np.ndarray, qcell: np.ndarray,
+             sq: np.ndarray, inv: np.ndarray, w: Optional[np.ndarray], guard: bool, tiny: float) -> int:
     b, d = x.shape
-    per = 1 if cells.ndim == 1 else int(cells.shape[1])
     if compiled():
-        _compiled.scatter_unit_rows(x, x.dtype.itemsize, b, d, cells, per, w, out, out.shape[0], sq, inv, guard)
-        return
+        (ca, oa), (cb, ob) = cells[0], (cells[1] if len(cells) > 1 else (None, 0))
+        return int(_compiled.scatter_unit_rows(x, x.dtype.itemsize, b, d, ca, oa, cb, ob, w, out, out.shape[0],
+                                               qcell, sq, inv, guard, tiny))
     from scipy.sparse._sparsetools import csc_matvecs  # in place: out += onehot(cells) @ rows
 
-    cells2 = cells.reshape(b, per)
+    per = len(cells)
+    flat = np.stack([c + off for c, off in cells], axis=1)  # each row's cells in turn
+    if flat.size and (flat.min() < 0 or flat.max() >= out.shape[0]):
+        raise ValueError(f"cell {int(flat.min() if flat.min() < 0 else flat.max())} outside [0, {out.shape[0]})")
     with _quiet():
         for s in range(0, b, _BLOCK):
             e = min(b, s + _BLOCK)
@@ -135,8 +147,13 @@ def _scatter(x: np.ndarray, cells: np.ndarray, out: np.ndarray, sq: np.ndarray, 
             a = r if w is None else r * w[s:e]
             y = np.repeat(x64 * a[:, None], per, axis=0)  # a · x rounded here: the kernel adds 1.0 × it
             ptr = np.arange(0, per * (e - s) + 1, dtype=np.int64)
-            csc_matvecs(out.shape[0], per * (e - s), d, ptr, cells2[s:e].ravel(), np.ones(per * (e - s)),
+            csc_matvecs(out.shape[0], per * (e - s), d, ptr, flat[s:e].ravel(), np.ones(per * (e - s)),
                         y.ravel(), out.ravel())
+            q = sq[s:e] * r * r
+            if w is not None:
+                q *= w[s:e] * w[s:e]
+            np.add.at(qcell, flat[s:e].ravel(), np.repeat(q, per))  # in order, one addition at a time
+        return int(np.count_nonzero(~((sq >= tiny) & (sq < np.inf))))
 
 
 def row_norms(x: Any) -> np.ndarray:
