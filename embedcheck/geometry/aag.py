@@ -299,17 +299,18 @@ class _Zeroed:
             self.free.append(a)
 
 
-def _group_sums_steps(X: Any, codes: np.ndarray, k: int, group_of: np.ndarray, G: int, chunk: int,
+def _group_sums_steps(X: Any, codes: np.ndarray, k: int, cells: np.ndarray, G: int, chunk: int,
                       step: int, check: bool = False, refuse: Optional[Callable[[slice], Exception]] = None
                       ) -> Iterator[tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray, np.ndarray]]:
     """One read of the rows of ``X``, per ``step`` rows (a multiple of ``chunk``): per chunk, in row
     order, the class sums exactly as :func:`class_sums_chunks` computes them (same bits); over the
     step's rows, the per-(group, class) sums (G × k × d) and sums of |u|² (G × k) — its chunks'
     partials added in row order, starting from zeros — and the rows' reciprocal norms. Chunks
-    computed by the free cores, in one stream over every step. ``refuse``: the error for a chunk
-    (a slice of ``X``'s rows) holding a refused row."""
+    computed by the free cores, in one stream over every step. ``cells``: each row's (group, class)
+    cell, ``group × k + class``. ``refuse``: the error for a chunk (a slice of ``X``'s rows) holding
+    a refused row."""
     d = X.shape[1]
-    gc = np.asarray(group_of) * k + np.asarray(codes)
+    gc = np.asarray(cells)
     pool = _Zeroed(((G + 1) * k, d))
 
     def part(sl: slice, Xc: Any, buf: np.ndarray) -> tuple[Any, ...]:
@@ -346,7 +347,8 @@ def _sums_with_groups(X: np.ndarray, codes: np.ndarray, k: int, group_of: np.nda
     plus per-(group, class) sums (G × k × d) and sums of |u|² (G × k)."""
     d = X.shape[1]
     sums, sq = np.zeros((k, d)), np.zeros(k)
-    class_parts, gsums, gsq, _ = next(_group_sums_steps(X, codes, k, group_of, G, chunk, max(chunk, len(X))))
+    cells = np.asarray(group_of) * k + np.asarray(codes)
+    class_parts, gsums, gsq, _ = next(_group_sums_steps(X, codes, k, cells, G, chunk, max(chunk, len(X))))
     for s_, b in class_parts:  # row order
         sums += s_
         sq += b
@@ -460,13 +462,14 @@ def class_sums_steps(parts: Any, start: int, stop: int, codes: np.ndarray, k: in
     yield from _over_chunks(_RangeRows(parts, start, stop), chunk, part)
 
 
-def group_sums_steps(parts: Any, start: int, stop: int, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
+def group_sums_steps(parts: Any, start: int, stop: int, codes: np.ndarray, k: int, cells: np.ndarray, G: int,
                      chunk: int = AAG_CHUNK_ROWS, step: int = 0) -> Iterator[tuple[Any, ...]]:
     """Task: (rows checked in the same read) per ``step`` rows of ``[start, stop)``: per chunk the
     class sums and Σ‖u‖² per class; over the step the per-(group, class) sums (G × k × d) and
     Σ‖u‖² (G × k), its chunks' partials added in row order from zeros (the steps are fixed by ``n``
-    and the sizes, never by the engine or the sharding), and the rows' reciprocal norms."""
-    yield from _group_sums_steps(_RangeRows(parts, start, stop), codes, k, group_of, G, chunk, step or stop - start,
+    and the sizes, never by the engine or the sharding), and the rows' reciprocal norms. ``cells``:
+    the range's (group, class) cells, ``group × k + class``."""
+    yield from _group_sums_steps(_RangeRows(parts, start, stop), codes, k, cells, G, chunk, step or stop - start,
                                  check=True, refuse=_refuser(parts, start))
 
 
@@ -605,7 +608,9 @@ def aag_and_variance_share(X: Any, labels: np.ndarray, *, resamples: int = 0, se
     if resamples > 0:
         G = _group_count(n, k, d, groups)
         rng = np.random.default_rng(seed)
-        group_of = rng.permutation(n) % G
+        perm = rng.permutation(n)
+        group_of = perm & (G - 1) if G & (G - 1) == 0 else perm % G  # the same groups; a mask is cheaper
+        cells = group_of * k + codes  # each row's (group, class) cell
         step = _task_rows(8 * (G * k * d + G * k + k * d + k), chunk)
         sums = np.zeros((k, d), dtype=np.float64)
         sq = np.zeros(k, dtype=np.float64)
@@ -613,14 +618,14 @@ def aag_and_variance_share(X: Any, labels: np.ndarray, *, resamples: int = 0, se
         gsq = np.zeros((G, k), dtype=np.float64)
         invs = []
         for class_parts, gs, gq, inv_c in _stream(eng, src, group_sums_steps, step,
-                                                  lambda a, b: (codes[a:b], k, group_of[a:b], G, chunk)):  # row order
+                                                  lambda a, b: (codes[a:b], k, cells[a:b], G, chunk)):  # row order
             for s_, q_ in class_parts:
                 sums += s_
                 sq += q_
             gsums += gs
             gsq += gq
             invs.append(inv_c)
-        gcounts = np.bincount(group_of * k + codes, minlength=G * k).reshape(G, k).astype(np.float64)
+        gcounts = np.bincount(cells, minlength=G * k).reshape(G, k).astype(np.float64)
         draws = rng.integers(0, G, size=(resamples, G)) + (np.arange(resamples) * G)[:, None]
         W = np.bincount(draws.ravel(), minlength=resamples * G).reshape(resamples, G).astype(np.float64)
         boot = GroupBoot(groups=G, group_of=group_of, sums=gsums, sq=gsq, counts=gcounts, W=W, seed=int(seed))
