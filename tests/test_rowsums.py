@@ -155,3 +155,25 @@ def test_the_kernels_give_the_same_bits_for_every_instruction_set(tmp_path, monk
     monkeypatch.setattr(rowsums, "_FORCE_NUMPY", True)
     seen["numpy"] = b"".join(a.tobytes() for a in run_all(x, cells, None, q))
     assert len(set(seen.values())) == 1, {k: hash(v) for k, v in seen.items()}
+
+
+def test_two_cell_sets_sharing_cells_add_each_row_into_its_cells_in_turn(monkeypatch):
+    """When a row's two cells may coincide (sets that share cells), each cell still gets its rows
+    in row order, a row's first cell before its second — compiled and numpy alike."""
+    rng = np.random.default_rng(2)
+    b, d = 800, 19
+    x = rng.normal(size=(b, d)).astype(np.float32)
+    a, c = rng.integers(0, 4, b), rng.integers(0, 3, b)  # a + 0 and c + 1 overlap on cells 1-3
+    got = []
+    for numpy_only in (False, True):
+        monkeypatch.setattr(rowsums, "_FORCE_NUMPY", numpy_only)
+        out, qcell, sq, inv = np.zeros((4, d)), np.zeros(4), np.empty(b), np.empty(b)
+        rowsums.scatter_unit_rows(x, [(a, 0), (c, 1)], out, qcell, sq, inv)
+        got.append(out.tobytes() + qcell.tobytes())
+    brute, bq = np.zeros((4, d)), np.zeros(4)
+    x64 = x.astype(np.float64)
+    for i in range(b):
+        for cell in (a[i], c[i] + 1):
+            brute[cell] += inv[i] * x64[i]
+            bq[cell] += (sq[i] * inv[i]) * inv[i]
+    assert got[0] == got[1] == brute.tobytes() + bq.tobytes()

@@ -129,10 +129,17 @@ def _scatter(x: np.ndarray, cells: list[tuple[np.ndarray, int]], out: np.ndarray
                                                qcell, sq, inv, guard, tiny))
     from scipy.sparse._sparsetools import csc_matvecs  # in place: out += onehot(cells) @ rows
 
-    per = len(cells)
-    flat = np.stack([c + off for c, off in cells], axis=1)  # each row's cells in turn
-    if flat.size and (flat.min() < 0 or flat.max() >= out.shape[0]):
-        raise ValueError(f"cell {int(flat.min() if flat.min() < 0 else flat.max())} outside [0, {out.shape[0]})")
+    m = out.shape[0]
+    idx = [c + off for c, off in cells]
+    spans = [(int(i.min()), int(i.max())) if len(i) else (0, -1) for i in idx]
+    for lo, hi in spans:
+        if lo < 0 or hi >= m:
+            raise ValueError(f"cell {lo if lo < 0 else hi} outside [0, {m})")
+    # cells of different sets never shared (a class and a (group, class) cell): each set added on its
+    # own gives every cell its rows in row order, as one interleaved pass would
+    apart = len(idx) == 1 or spans[0][1] < spans[1][0] or spans[1][1] < spans[0][0]
+    sets = idx if apart else [np.stack(idx, axis=1).ravel()]
+    per = 1 if apart else len(idx)
     with _quiet():
         for s in range(0, b, _BLOCK):
             e = min(b, s + _BLOCK)
@@ -145,14 +152,18 @@ def _scatter(x: np.ndarray, cells: list[tuple[np.ndarray, int]], out: np.ndarray
                 np.divide(1.0, r, out=r)
             inv[s:e] = r
             a = r if w is None else r * w[s:e]
-            y = np.repeat(x64 * a[:, None], per, axis=0)  # a · x rounded here: the kernel adds 1.0 × it
-            ptr = np.arange(0, per * (e - s) + 1, dtype=np.int64)
-            csc_matvecs(out.shape[0], per * (e - s), d, ptr, flat[s:e].ravel(), np.ones(per * (e - s)),
-                        y.ravel(), out.ravel())
+            y = x64 * a[:, None]  # a · x rounded here: the kernel adds 1.0 × it
             q = sq[s:e] * r * r
             if w is not None:
                 q *= w[s:e] * w[s:e]
-            np.add.at(qcell, flat[s:e].ravel(), np.repeat(q, per))  # in order, one addition at a time
+            if per > 1:
+                y, q = np.repeat(y, per, axis=0), np.repeat(q, per)
+            nb = per * (e - s)
+            ptr, ones = np.arange(nb + 1, dtype=np.int64), np.ones(nb)
+            for cell in sets:
+                part = cell[per * s:per * e]
+                csc_matvecs(m, nb, d, ptr, part, ones, y.ravel(), out.ravel())
+                np.add.at(qcell, part, q)  # in order, one addition at a time
         return int(np.count_nonzero(~((sq >= tiny) & (sq < np.inf))))
 
 
