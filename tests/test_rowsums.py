@@ -177,3 +177,14 @@ def test_two_cell_sets_sharing_cells_add_each_row_into_its_cells_in_turn(monkeyp
             brute[cell] += inv[i] * x64[i]
             bq[cell] += (sq[i] * inv[i]) * inv[i]
     assert got[0] == got[1] == brute.tobytes() + bq.tobytes()
+
+
+def test_rows_in_another_byte_order_or_type_are_widened_first_never_read_raw():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(50, 12)).astype(np.float32)
+    q = rng.normal(size=(2, 12))
+    want = rowsums.project_rows(x, q).tobytes(), rowsums.row_norms(x).tobytes()
+    for other in (x.astype(">f4"), x.astype(np.float64), x.astype(">f8")):
+        assert (rowsums.project_rows(other, q).tobytes(), rowsums.row_norms(other).tobytes()) == want
+    ints = rng.integers(-5, 5, size=(50, 12))
+    assert rowsums.row_norms(ints).tolist() == [float((r * r).sum()) for r in ints]
