@@ -746,6 +746,7 @@ def encode_texts(model: Any, texts: list[str], *, batch_size: int = 32, normaliz
     finally:
         if watch is not None:
             watch.stop()
+            model._embedcheck_core_readings = watch.readings  # (monotonic time, cores busy with other work)
     assert out is not None
     return out
 
