@@ -188,3 +188,18 @@ def test_rows_in_another_byte_order_or_type_are_widened_first_never_read_raw():
         assert (rowsums.project_rows(other, q).tobytes(), rowsums.row_norms(other).tobytes()) == want
     ints = rng.integers(-5, 5, size=(50, 12))
     assert rowsums.row_norms(ints).tolist() == [float((r * r).sum()) for r in ints]
+
+
+def test_aag_report_is_the_same_bytes_with_the_numpy_formulation(monkeypatch):
+    """An install without a C compiler gives the same report, to the bit."""
+    from embedcheck.geometry import aag as geo
+
+    rng = np.random.default_rng(8)
+    y = rng.integers(0, 3, 9000)
+    X = (rng.normal(size=(9000, 37)) + y[:, None] * 0.2).astype(np.float32)
+    runs = []
+    for numpy_only in (False, True):
+        monkeypatch.setattr(rowsums, "_FORCE_NUMPY", numpy_only)
+        res, vs = geo.aag_and_variance_share(X, y, resamples=200, ci=True, chunk=2048)
+        runs.append((res.to_dict(), vs.to_dict()))
+    assert runs[0] == runs[1]
