@@ -63,12 +63,6 @@ AAG_CHUNK_ROWS = 4 * CHUNK_ROWS
 _SUB_ROWS = 512
 
 
-def _quiet() -> Any:
-    """Floating-point warnings off for a chunk's norms (an overflowing or vanishing row is refused
-    from its squared norm afterwards)."""
-    return np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore")
-
-
 class _BadRows(Exception):
     """A chunk holds a row the checks refuse (the caller re-reads the range with the full checks,
     whose message names the file and the row)."""
@@ -301,11 +295,11 @@ class _Zeroed:
 
 def _group_sums_steps(X: Any, codes: np.ndarray, k: int, cells: np.ndarray, G: int, chunk: int,
                       step: int, check: bool = False, refuse: Optional[Callable[[slice], Exception]] = None
-                      ) -> Iterator[tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray, np.ndarray]]:
+                      ) -> Iterator[tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray, list[np.ndarray]]]:
     """One read of the rows of ``X``, per ``step`` rows (a multiple of ``chunk``): per chunk, in row
     order, the class sums exactly as :func:`class_sums_chunks` computes them (same bits); over the
     step's rows, the per-(group, class) sums (G × k × d) and sums of |u|² (G × k) — its chunks'
-    partials added in row order, starting from zeros — and the rows' reciprocal norms. Chunks
+    partials added in row order, starting from zeros — and the rows' reciprocal norms (per chunk). Chunks
     computed by the free cores, in one stream over every step. ``cells``: each row's (group, class)
     cell, ``group × k + class``. ``refuse``: the error for a chunk (a slice of ``X``'s rows) holding
     a refused row."""
@@ -338,7 +332,7 @@ def _group_sums_steps(X: Any, codes: np.ndarray, k: int, cells: np.ndarray, G: i
         invs.append(inv)
         done += 1
         if done % per == 0 or done * chunk >= X.shape[0]:
-            yield class_parts, gsums.reshape(G, k, d), gsq.reshape(G, k), np.concatenate(invs)
+            yield class_parts, gsums.reshape(G, k, d), gsq.reshape(G, k), invs
 
 
 def _sums_with_groups(X: np.ndarray, codes: np.ndarray, k: int, group_of: np.ndarray, G: int,
@@ -467,7 +461,7 @@ def group_sums_steps(parts: Any, start: int, stop: int, codes: np.ndarray, k: in
     """Task: (rows checked in the same read) per ``step`` rows of ``[start, stop)``: per chunk the
     class sums and Σ‖u‖² per class; over the step the per-(group, class) sums (G × k × d) and
     Σ‖u‖² (G × k), its chunks' partials added in row order from zeros (the steps are fixed by ``n``
-    and the sizes, never by the engine or the sharding), and the rows' reciprocal norms. ``cells``:
+    and the sizes, never by the engine or the sharding), and the rows' reciprocal norms (per chunk). ``cells``:
     the range's (group, class) cells, ``group × k + class``."""
     yield from _group_sums_steps(_RangeRows(parts, start, stop), codes, k, cells, G, chunk, step or stop - start,
                                  check=True, refuse=_refuser(parts, start))
@@ -535,7 +529,7 @@ def along_steps(parts: Any, start: int, stop: int, mu: np.ndarray, Q: np.ndarray
             Z = rowsums.project_rows(Xc, Q)
         else:
             Z = np.empty((len(Xc), Qt.shape[1]))
-            with _quiet():
+            with rowsums.quiet():
                 for s, e, x in _sub_blocks(Xc, buf):
                     np.matmul(x, Qt, out=Z[s:e])
         Z *= r[:, None]
@@ -624,7 +618,7 @@ def aag_and_variance_share(X: Any, labels: np.ndarray, *, resamples: int = 0, se
                 sq += q_
             gsums += gs
             gsq += gq
-            invs.append(inv_c)
+            invs.extend(inv_c)  # per chunk, in row order
         gcounts = np.bincount(cells, minlength=G * k).reshape(G, k).astype(np.float64)
         draws = rng.integers(0, G, size=(resamples, G)) + (np.arange(resamples) * G)[:, None]
         W = np.bincount(draws.ravel(), minlength=resamples * G).reshape(resamples, G).astype(np.float64)

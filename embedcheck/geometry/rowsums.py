@@ -61,7 +61,7 @@ def build(dest: Any, flags: list[str]) -> Any:
     return mod
 
 
-def _quiet() -> Any:
+def quiet() -> Any:
     """No floating-point warnings (as from the compiled kernels): callers refuse rows from ``sq``."""
     return np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore")
 
@@ -140,7 +140,7 @@ def _scatter(x: np.ndarray, cells: list[tuple[np.ndarray, int]], out: np.ndarray
     apart = len(idx) == 1 or spans[0][1] < spans[1][0] or spans[1][1] < spans[0][0]
     sets = idx if apart else [np.stack(idx, axis=1).ravel()]
     per = 1 if apart else len(idx)
-    with _quiet():
+    with quiet():
         for s in range(0, b, _BLOCK):
             e = min(b, s + _BLOCK)
             x64 = np.asarray(x[s:e], dtype=np.float64)
@@ -174,7 +174,7 @@ def row_norms(x: Any) -> np.ndarray:
         for s, e, xs in _blocks(x):
             _compiled.row_norms(xs, xs.dtype.itemsize, e - s, xs.shape[1], out[s:e])
         return out
-    with _quiet():
+    with quiet():
         for s in range(0, len(x), _BLOCK):
             x64 = np.asarray(x[s:s + _BLOCK], dtype=np.float64)
             out[s:s + _BLOCK] = lane_dots(x64, x64)
@@ -194,7 +194,7 @@ def project_rows(x: Any, q: np.ndarray) -> np.ndarray:
         for s, e, xs in _blocks(x):
             _compiled.project_rows(xs, xs.dtype.itemsize, e - s, xs.shape[1], q, r, out[s:e])
         return out
-    with _quiet():
+    with quiet():
         for s in range(0, b, _BLOCK):
             e = min(b, s + _BLOCK)
             x64 = np.asarray(x[s:e], dtype=np.float64)
