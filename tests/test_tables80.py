@@ -9,6 +9,7 @@ formats them and looked up in the table text.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,8 @@ import numpy as np
 import pytest
 from conftest import FIXTURES
 
-from embedcheck.cli.output import _fmt, flatten, render_table
+from embedcheck.cli.output import _fmt, render_table
+from embedcheck.cli.views import headline_rows
 from embedcheck.physscore_protocol import view
 
 WIDTH = 80
@@ -34,24 +36,26 @@ def _check_text(text: str) -> None:
     assert max(len(line) for line in text.splitlines()) <= WIDTH, text
 
 
-def _numbers(report: dict[str, Any]) -> list[tuple[str, str]]:
-    """(dotted key, formatted value) of every int / float leaf, as the generic view prints it."""
-    leaves: dict[str, Any] = {}
+def _numbers(report: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """(dotted key, formatted value, in a list of records) of every int / float leaf, walked here
+    independently of the view."""
+    leaves: list[tuple[str, str, bool]] = []
 
-    def walk(obj: Any, key: str) -> None:
+    def walk(obj: Any, key: str, in_list: bool) -> None:
         if isinstance(obj, dict):
             for k, v in obj.items():
-                walk(v, f"{key}.{k}" if key else str(k))
+                walk(v, f"{key}.{k}" if key else str(k), in_list)
         elif isinstance(obj, list) and obj and isinstance(obj[0], dict):
             for i, v in enumerate(obj):
-                walk(v, f"{key}[{i}]")
+                walk(v, f"{key}[{i}]", True)
+        elif isinstance(obj, list) and len(obj) == 2 and key.endswith("ci95"):
+            leaves.append((key, f"[{_fmt(obj[0])}, {_fmt(obj[1])}]", in_list))
         elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
-            if "second" not in key:  # wall times differ between the JSON run and the table run
-                leaves[key] = obj
+            if "second" not in key and not key.endswith("_ms") and "_ms_" not in key:  # wall times differ between runs
+                leaves.append((key, _fmt(obj), in_list))
 
-    walk({k: v for k, v in report.items() if k != "gates"}, "")
-    shown = dict(flatten({k: v for k, v in report.items() if k != "gates"}))
-    return [(k, shown[k]) for k in leaves]
+    walk({k: v for k, v in report.items() if k not in ("gates", "paired", "comparison")}, "", False)
+    return leaves
 
 
 def _both(cli, args: list[Any]) -> tuple[dict[str, Any], str]:
@@ -63,12 +67,31 @@ def _both(cli, args: list[Any]) -> tuple[dict[str, Any], str]:
 
 
 def _assert_generic(report: dict[str, Any], text: str) -> None:
+    """Every number of the report is in the view in full, a fact beside its own name, a record's
+    number in its list's table (named with its row count); the declared headline figures come first;
+    no flattened list path (``items[6].row``) anywhere."""
     _check_text(text)
+    assert not re.search(r"\[\d+\]\.", text), text
     nums = _numbers(report)
     assert nums
-    for key, shown in nums:
-        assert key in text, (key, text)
-        assert shown in text, (key, shown, text)
+    heads, used = headline_rows(report)
+    head_lines = [line for line in text.splitlines() if any(line.startswith(r["figure"] + " ") for r in heads)]
+    for key, shown, in_list in nums:
+        if key in used:
+            assert any(shown in line for line in head_lines), (key, shown, text)
+        elif in_list:
+            assert shown in text, (key, shown, text)
+            table = key.split("[")[0]
+            assert re.search(rf"(^|\n){re.escape(table.rsplit('.', 1)[-1] if '.' in table else table)}|{re.escape(table)} \(", text), (key, text)
+        else:
+            leaf = key.rsplit(".", 1)[-1]
+            assert f"{leaf} {shown}" in text or (key in text and shown in text), (key, shown, text)
+    if heads:
+        lines = text.splitlines()
+        first = next(i for i, line in enumerate(lines) if line.startswith(heads[0]["figure"] + " "))
+        assert lines[first - 1].split()[:2] == ["figure", "value"] and first <= 5, text  # right under the title
+        for r in heads:
+            assert any(line.startswith(r["figure"]) and _fmt(r["value"]) in line for line in lines), (r, text)
 
 
 @pytest.fixture
@@ -368,3 +391,60 @@ def test_retrieve_compress_sweep_and_compare_tables(cli, work, narrow):
     assert tab.exit_code in (0, 1), tab
     _check_text(tab.stdout)
     assert _fmt(a.json()["aag"]) in _whole_numbers(tab.stdout)
+
+
+# ---- drift and recall: headline first, each list its own table, under 40 lines -------------------
+
+
+def _lines_of(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def test_drift_table_fits_80_columns_in_under_40_lines(cli, work, narrow, monkeypatch):
+    monkeypatch.chdir(work)  # file names as a user types them
+    rep, text = _both(cli, ["drift", "topics.npy", "topics_test.npy", "--permutations", "50"])
+    _assert_generic(rep, text)
+    lines = _lines_of(text)
+    assert len(lines) < 40, text
+    head = next(i for i, line in enumerate(lines) if line.split()[:3] == ["figure", "value", "95%"])
+    assert lines[0].startswith("drift") and lines[head - 1].endswith(rep["verdict"])  # the verdict ends the title
+    assert lines[head + 1].startswith("mmd.mmd2") and rep["mmd"]["verdict"] in lines[head + 1]
+    assert f"clusters.items ({len(rep['clusters']['items'])})" in text
+    assert "clusters.items[" not in text and "typical.cur[" not in text
+
+
+def test_recall_sweep_table_fits_80_columns_in_under_40_lines(cli, narrow, tmp_path, monkeypatch):
+    for name in ("recall_hnsw.faiss", "recall_queries.npy"):
+        shutil.copy(FIXTURES / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    rep, text = _both(cli, ["recall", "recall_hnsw.faiss", "--queries", "recall_queries.npy",
+                            "--k", "5", "--resamples", "50", "--sweep", "efSearch=4,8,16,32,64"])
+    _assert_generic(rep, text)
+    assert len(_lines_of(text)) < 40, text
+    rows = rep["sweep"]["rows"]
+    table_rows = [line for line in text.splitlines() if line.split() and line.split()[0] in {str(r["settings"]["efSearch"]) for r in rows}]
+    # one line per setting in the sweep's table, its recall and interval on it (not 40 key paths)
+    for r in rows:
+        line = next(x for x in table_rows if x.split()[0] == str(r["settings"]["efSearch"]))
+        assert _fmt(r["recall"]) in line and f"[{_fmt(r['recall_ci95'][0])}, {_fmt(r['recall_ci95'][1])}]" in line
+
+
+def test_view_headline_comes_from_the_declarations():
+    """A report of a declared command shows exactly its declared headline figures in the first table,
+    with the interval its declaration names; an undeclared report has no headline table."""
+    from rich.console import Console
+
+    from embedcheck.schemas import figures_of
+
+    report = {"schema": "embedcheck.sts/1", "spearman": 86.5, "spearman_ci95": [80.25, 89.5], "pearson": 85.0,
+              "pearson_ci95": [81.0, 88.0], "n": 10, "rows": [{"i": 1, "score": 0.5}, {"i": 2, "score": 0.25}]}
+    console = Console(width=WIDTH, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    render_table(report, "STS", console=console)
+    text = console.export_text()
+    heads = [n for n, f in figures_of("sts").items() if f.headline and n in report]
+    lines = text.splitlines()
+    assert [line.split()[0] for line in lines[2:2 + len(heads)]] == heads
+    assert "[80.2500, 89.5000]" in lines[2] and "rows (2)" in text and "n 10" in text
+    console = Console(width=WIDTH, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    render_table({"x": 1.5, "y": 2}, "plain", console=console)
+    assert console.export_text().splitlines()[1] == "x 1.5000   y 2"

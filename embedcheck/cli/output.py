@@ -98,19 +98,11 @@ def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
 
 
 def render_table(report: dict[str, Any], title: str, console: Any = None) -> None:
-    """Default terminal view: one row per (flattened) key, gates highlighted."""
-    from rich.console import Console
-    from rich.table import Table
+    """Default terminal view (:mod:`embedcheck.cli.views`): the declared headline figures with their
+    intervals and verdicts, the other short facts, each list of records as its own table, the gates."""
+    from .views import render_report
 
-    console = console or Console()
-    table = Table(title=title, show_header=True, header_style="bold")
-    table.add_column("figure", style="cyan", overflow="fold")  # fold, never "…": no digit is ever hidden
-    table.add_column("value", overflow="fold")
-    body = {k: v for k, v in report.items() if k not in ("gates", "comparison", "paired")}
-    for key, val in flatten(body):
-        table.add_row(key, val)
-    console.print(table)
-    print_gates(console, report)
+    render_report(report, title, console=console)
 
 
 def render_paired(console: Any, paired: dict[str, Any], fmt: Callable[[Any], str] = _fmt) -> None:
