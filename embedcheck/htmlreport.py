@@ -45,7 +45,8 @@ th{background:#f4f4f4}.num{text-align:right;font-variant-numeric:tabular-nums;wh
 .pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}.warn{color:#9a6700}
 .better{color:#1a7f37;font-weight:600}.worse{color:#cf222e;font-weight:600}.muted{color:#666}
 pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:.85em}img{max-width:100%;border:1px solid #eee}
-nav ul{columns:2}
+nav ul{columns:2}.verdict{font-size:1.05em;padding:.4em .6em;background:#f6f8fa;border-left:4px solid #999}
+.context td:first-child{color:#666}
 """
 
 
@@ -150,11 +151,80 @@ def _e(s: Any) -> str:
     return html.escape(str(s), quote=True)
 
 
-def _report_section(rel: str, rep: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+#: a report's own verdicts (drift's ``verdict``) and how each reads: the class of its words on the page
+VERDICT_CLASS = {"drift": "fail", "no-drift": "pass", "inconclusive": "warn", "underpowered": "warn",
+                 "better": "pass", "worse": "fail", "equivalent": "pass", "non-inferior": "pass"}
+
+
+def _gate_words(g: dict[str, Any]) -> str:
+    """One gate in words, as the command printed it (``FAIL aag = 0.0129 (needs >= 0.05)``)."""
+    from .gates import verdict_line as gate_line
+
+    try:
+        return gate_line(g)
+    except (KeyError, TypeError, ValueError):  # a gate of another shape (a report from elsewhere)
+        return f"{'PASS' if g.get('passed') else 'FAIL'} {g.get('name', '?')}"
+
+
+def verdict_line(command: str, rep: dict[str, Any]) -> str:
+    """The report's verdict in one line of words: its own verdict (drift: ``underpowered`` shown as
+    such), every gate as the command printed it, every paired verdict; or that nothing was gated."""
+    parts: list[str] = []
+    own = rep.get("verdict")
+    if isinstance(own, str):
+        parts.append(f'<span class="{VERDICT_CLASS.get(own, "muted")}">{_e(command)} verdict: <b>{_e(own)}</b></span>')
+    for g in rep.get("gates") or []:
+        if isinstance(g, dict):
+            parts.append(f'<span class="{"pass" if g.get("passed") else "fail"}">{_e(_gate_words(g))}</span>')
+    paired = rep.get("paired")
+    if isinstance(paired, dict):
+        calls = [f'<span class="{VERDICT_CLASS.get(str(f["verdict"]), "muted")}">{_e(k)} {_e(f["verdict"])}</span>'
+                 for k, f in paired.items() if isinstance(f, dict) and "verdict" in f]
+        if calls:
+            parts.append(f"against {_e(paired.get('against', 'B'))}: " + ", ".join(calls))
+    if not parts:
+        parts.append('<span class="muted">no gate set: the figures below, not a verdict</span>')
+    return f'<p class="verdict" data-verdict="{_e(rep.get("verdict", ""))}">' + " · ".join(parts) + "</p>"
+
+
+#: the report keys that say what was measured: models, stores and indexes, their settings, sources
+CONTEXT_KEYS = ("model", "models", "index", "kind", "library", "metric", "store", "source", "query_source", "queries_source",
+                "ref", "cur", "settings", "engine", "seed")
+
+
+def _context(rep: dict[str, Any]) -> str:
+    """What the report measured, as it says: the models, stores, index and its settings, sources
+    and the content hashes of its inputs; empty when it carries none of them."""
+    rows: list[tuple[str, str]] = []
+
+    def walk(prefix: str, v: Any) -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(f"{prefix}.{k}", x)
+        elif isinstance(v, (str, int, float)) and not isinstance(v, bool):
+            rows.append((prefix, str(v)))
+
+    for k in CONTEXT_KEYS:
+        if k in rep:
+            v = rep[k]
+            if k in ("ref", "cur") and isinstance(v, dict):
+                v = {kk: vv for kk, vv in v.items() if kk in ("source", "model", "store", "n")}
+            walk(k, v)
+    inputs = rep.get("inputs")
+    if isinstance(inputs, dict):
+        walk("inputs", inputs)
+    if not rows:
+        return ""
+    return ('<table class="context"><tr><th>measured on</th><th></th></tr>'
+            + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>")
+
+
+def _report_section(rel: str, rep: dict[str, Any], plots: tuple[str, ...] = ()) -> tuple[str, dict[str, Any]]:
     from .schemas import parse_schema_id
 
     command, version = parse_schema_id(rep.get("schema")) or ("?", 0)
-    out = [f'<section id="{_e(rel)}"><h2>{_e(rel)} <span class="muted">({_e(rep["schema"])})</span></h2>']
+    out = [f'<section id="{_e(rel)}"><h2>{_e(rel)} <span class="muted">({_e(rep["schema"])})</span></h2>',
+           verdict_line(command, rep), _context(rep)]
     from .schemas import figures_of
 
     rows = []
@@ -177,16 +247,8 @@ def _report_section(rel: str, rep: dict[str, Any]) -> tuple[str, dict[str, Any]]
                    "<th>chance level / floor</th><th>direction</th><th>what it means</th></tr>" + "".join(rows) + "</table>")
     if command == "threshold":
         out.append(_thresholds(rep))
-    gates = rep.get("gates") or []
-    failed = [g for g in gates if isinstance(g, dict) and not g.get("passed")]
-    if gates:
-        grow = "".join(
-            f'<tr><td>{_e(g.get("name"))}</td><td class="num">{_e(_fmt(g.get("value")))}</td>'
-            f'<td>{_e(g.get("op"))} {_e(_fmt(g.get("threshold")))}</td>'
-            f'<td class="{"pass" if g.get("passed") else "fail"}">{"passed" if g.get("passed") else "FAILED"}</td></tr>'
-            for g in gates if isinstance(g, dict))
-        out.append("<h3>Gates</h3><table><tr><th>gate</th><th>value</th><th>needs</th><th>result</th></tr>"
-                   + grow + "</table>")
+    gates = [g for g in rep.get("gates") or [] if isinstance(g, dict)]
+    failed = [g for g in gates if not g.get("passed")]
     paired = rep.get("paired")
     verdicts: dict[str, str] = {}
     if isinstance(paired, dict):
@@ -240,6 +302,8 @@ def _report_section(rel: str, rep: dict[str, Any]) -> tuple[str, dict[str, Any]]
             out.append(f'<p class="{"warn" if k.startswith("warn") else "muted"}"><b>{_e(k)}:</b> {_e(x)}</p>')
     if rep.get("ci_method"):
         out.append(f'<p class="muted">intervals: {_e(rep["ci_method"])}</p>')
+    for plot in plots:
+        out.append(plot)
     out.append("</section>")
     return "".join(out), {"command": command, "gates_failed": [g.get("name") for g in failed],
                           "verdicts": verdicts}
@@ -301,6 +365,35 @@ def _provenance(metas: list[tuple[Path, dict[str, Any]]], folder: Path) -> str:
             "<th>versions</th></tr>" + "".join(rows) + "</table>")
 
 
+def _plots_of(reports: list[tuple[Path, dict[str, Any]]], plots: list[Path]) -> dict[Path, list[Path]]:
+    """Each report's plots: the file its ``plot`` key names, or a plot of the same stem beside it."""
+    out: dict[Path, list[Path]] = {}
+    by_path = {q.resolve(): q for q in plots}
+    for p, rep in reports:
+        named = rep.get("plot")
+        cands = []
+        if isinstance(named, str):
+            for base in (p.parent, Path.cwd()):
+                q = (base / named).resolve()
+                if q in by_path:
+                    cands.append(by_path[q])
+                    break
+        same = p.with_suffix(".png").resolve()
+        if same in by_path and by_path[same] not in cands:
+            cands.append(by_path[same])
+        if cands:
+            out[p] = cands
+    return out
+
+
+def _figure(p: Path, folder: Path) -> str:
+    rel = _rel(p, folder)
+    if p.stat().st_size > MAX_PNG_BYTES:
+        return f"<figure><figcaption>{_e(rel)} (too large to inline)</figcaption></figure>"
+    data = base64.b64encode(p.read_bytes()).decode("ascii")
+    return f'<figure><img alt="{_e(rel)}" src="data:image/png;base64,{data}"><figcaption>{_e(rel)}</figcaption></figure>'
+
+
 def build_report(folder: Any, *, title: Optional[str] = None) -> tuple[str, dict[str, Any]]:
     """(HTML page, summary) of every report and plot under ``folder``; an InputError when the folder
     does not exist or holds neither."""
@@ -312,20 +405,16 @@ def build_report(folder: Any, *, title: Optional[str] = None) -> tuple[str, dict
         raise InputError(f"folder {folder} holds no embedcheck report (*.json with an embedcheck schema) and no plot (*.png)")
     title = title or f"embedcheck: {folder.resolve().name}"
     body, summary_reports = [], []
+    owned = _plots_of(reports, plots)
     for p, rep in reports:
         rel = _rel(p, folder)
-        sec, info = _report_section(rel, rep)
+        sec, info = _report_section(rel, rep, tuple(_figure(q, folder) for q in owned.get(p, [])))
         body.append(sec)
         summary_reports.append({"path": rel, **info})
     figs = []
-    for p in plots:
-        rel = _rel(p, folder)
-        if p.stat().st_size > MAX_PNG_BYTES:
-            figs.append(f"<figure><figcaption>{_e(rel)} (too large to inline)</figcaption></figure>")
-            continue
-        data = base64.b64encode(p.read_bytes()).decode("ascii")
-        figs.append(f'<figure><img alt="{_e(rel)}" src="data:image/png;base64,{data}">'
-                    f"<figcaption>{_e(rel)}</figcaption></figure>")
+    mine = {q for qs in owned.values() for q in qs}
+    for p in (q for q in plots if q not in mine):
+        figs.append(_figure(p, folder))
     failed = [f"{r['path']}: {g}" for r in summary_reports for g in r["gates_failed"]]
     nav = "".join(f'<li><a href="#{_e(r["path"])}">{_e(r["path"])}</a> ({_e(r["command"])})</li>' for r in summary_reports)
     head = (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"

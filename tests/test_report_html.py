@@ -101,8 +101,45 @@ def test_page_parses_holds_every_headline_and_no_external_url(cli, tmp_path):
     assert page.imgs and all(s.startswith("data:image/png;base64,") for s in page.imgs)
     assert all(r.startswith(("#", "data:")) for r in page.refs), page.refs
     text = " ".join(page.text)
-    assert "better" in text and "FAILED" in text  # the paired verdict and the failed gate are shown
+    assert "better" in text and "FAIL aag = " in text  # the paired verdict and the failed gate, in words
+    # one verdict line per report, at the top of its section
+    html_text = out.read_text()
+    assert html_text.count('<p class="verdict"') == summ["reports"]
+    assert "no gate set: the figures below, not a verdict" in text  # sts without a gate says so
+    assert "inputs.labels_sha256" in text  # what the report measured: its inputs' hashes
     assert "http://" not in out.read_text() and "https://" not in out.read_text()
+
+
+def test_page_shows_drift_underpowered_in_words_models_and_the_reports_own_plot(cli, tmp_path):
+    """A drift gate on an underpowered run reads as the verdict in words (not ``verdict_drift 0 <= 0``),
+    the models, stores and settings a report carries are on the page, and a report's plot sits in its
+    own section."""
+    import re
+
+    d = tmp_path / "out"
+    d.mkdir()
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "r.npy", rng.normal(size=(30, 8)).astype(np.float32))
+    np.save(tmp_path / "c.npy", rng.normal(size=(30, 8)).astype(np.float32))
+    res = cli(["drift", tmp_path / "r.npy", tmp_path / "c.npy", "--permutations", "20", "--margin", "auc=0.51",
+               "--fail-on", "drift", "--report", d / "drift.json", "-q"])
+    assert res.exit_code == 0, res
+    rep = json.loads((d / "drift.json").read_text())
+    rep["models"] = {"ref": "sentence-transformers/all-MiniLM-L6-v2", "cur": "intfloat/e5-small-v2"}
+    (d / "drift.json").write_text(json.dumps(rep))
+    _png(d / "drift.png")  # beside its report: drawn in its section
+    _png(d / "other.png")
+    out = tmp_path / "page.html"
+    assert cli(["report", d, "-o", out]).exit_code == 0
+    page = out.read_text()
+    section = page[page.index('<section id="drift.json"'):page.index("</section>", page.index('<section id="drift.json"'))]
+    line = re.search(r'<p class="verdict".*?</p>', section).group(0)
+    words = re.sub(r"<[^>]+>", "", line)
+    assert f"drift verdict: {rep['verdict']}" in words, words
+    assert "verdict_drift" not in words and "<= 0" not in words
+    assert "intfloat/e5-small-v2" in section and "all-MiniLM-L6-v2" in section
+    assert 'alt="drift.png"' in section and 'alt="other.png"' not in section
+    assert page.index('alt="other.png"') > page.index("<h2>Plots</h2>")
 
 
 def _maybe(rep, key):
@@ -203,6 +240,8 @@ _PROBE = ("<script>window.addEventListener('load', function () {var im = Array.f
 
 
 def test_page_renders_in_headless_chromium_with_plots_visible_and_no_console_error(cli, tmp_path):
+    import subprocess
+
     exe = _chromium()
     d = tmp_path / "out"
     d.mkdir()
@@ -228,6 +267,17 @@ def test_page_renders_in_headless_chromium_with_plots_visible_and_no_console_err
     dom, console = _open_in_chromium(exe, probe, tmp_path / "profile2")
     assert 'data-images="2/2"' in dom, dom[:300]
     assert not console, console
+    # what a person sees: a screenshot, read back, is not blank and has the page's colours
+    shot = tmp_path / "shot.png"
+    p = subprocess.run([exe, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile4'}", "--window-size=1000,1400",
+                        f"--screenshot={shot}", out.as_uri()], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and shot.is_file(), p.stderr[-2000:]
+    img = plt.imread(shot)[..., :3]
+    assert img.shape[:2] == (1400, 1000)
+    dark = (img.max(axis=2) < 0.35).mean()
+    assert 0.002 < dark < 0.5, dark  # text drawn on a light page
+    verdict_text = "aag verdict" not in dom and "no gate set" in dom
+    assert verdict_text, dom[:2000]
     # the check itself can fail: a broken image and a script error are seen
     bad = tmp_path / "bad.html"
     bad.write_text('<html><body><img src="data:image/png;base64,AAAA"><script>no_such()</script>' + _PROBE + "</body></html>")
