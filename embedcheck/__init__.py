@@ -26,6 +26,24 @@ def _load_report_classes() -> None:
 _schemas.LOADERS.append(_load_report_classes)
 
 
+def _builtin_measurements() -> list[Any]:
+    """The built-in declared measurements (:mod:`embedcheck.measures`): loaded by
+    :func:`embedcheck.spec.measurements` through the path plugins take."""
+    from .measures import builtin
+
+    return builtin()
+
+
+def _install_builtin_loader() -> None:
+    from . import spec
+
+    if _builtin_measurements not in spec.BUILTIN_LOADERS:
+        spec.BUILTIN_LOADERS.append(_builtin_measurements)
+
+
+_install_builtin_loader()
+
+
 def __getattr__(name: str) -> Any:
     from .api import MODULES, resolve
 

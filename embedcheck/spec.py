@@ -138,6 +138,9 @@ class Measurement:
     body_schema: Mapping[str, Any] = field(default_factory=dict)  #: JSON Schema properties of other keys
     tolerance: float = 1e-9                       #: local = shard set = ray, relative
     source: str = "built-in"                      #: the distribution that declared it
+    #: a run on the project's fixtures (arguments and options, files named as in ``fixtures/``) that
+    #: the conformance suite drives through every surface, as a built-in ``Command``'s ``example``
+    example: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -287,6 +290,12 @@ FAILED: list[str] = []
 DEFER_WARNINGS: list[bool] = []
 
 
+#: loaders of the built-in declared measurements (``embedcheck.measures``), installed by the package
+#: top so this floor never imports upwards; run before the entry points, through the same
+#: :func:`register` (as llm registers its own default plugins through its plugin hooks)
+BUILTIN_LOADERS: list[Callable[[], list[Measurement]]] = []
+
+
 def register(m: Measurement) -> Measurement:
     """Add a measurement (what an entry point does; also usable from a notebook). Refuses a name a
     built-in command or another measurement already has."""
@@ -309,6 +318,9 @@ def measurements() -> list[Measurement]:
 
         from .errors import InputWarning
 
+        for load_builtin in BUILTIN_LOADERS:
+            for m in load_builtin():
+                register(m)
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             try:
                 obj = ep.load()

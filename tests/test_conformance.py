@@ -100,7 +100,11 @@ def copy_with_sidecar(src: Any, dst: Any) -> None:
 
 
 def _builtin_cases() -> list[Case]:
-    return [Case(c.name, list(c.example), c.primary, c.paired) for c in COMMANDS if c.example]
+    """Every built-in command's example, and every built-in declared measurement's (``embedcheck.measures``)."""
+    from embedcheck.spec import measurements
+
+    return [*(Case(c.name, list(c.example), c.primary, c.paired) for c in COMMANDS if c.example),
+            *(Case(m.name, list(m.example), m.primary, True) for m in measurements() if m.source == "built-in" and m.example)]
 
 
 CASES = [*_builtin_cases(), Case(PLUGIN, [BY_KIND["embeddings"], BY_KIND["labels"], "--resamples", "100"],

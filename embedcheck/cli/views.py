@@ -311,13 +311,20 @@ def _render_list(console: Any, tab: ListTable, fmt: Callable[[Any], str], width:
                for i, c in enumerate(tab.columns)]
     heads = [header(n, max(w, 5)) for n, w in zip(names, content)]
     widths = [max(w, *(len(x) for x in h.splitlines())) for w, h in zip(content, heads)]
+    if texts:  # the room the other columns leave goes to the text columns (never below TEXT_CELL)
+        rest = width - sum(w + 1 for c, w in zip(tab.columns, widths) if c not in texts)
+        share = max(TEXT_CELL, rest // len(texts) - 1)
+        full = {c: max(len(row[i]) for row in cells) for i, c in enumerate(tab.columns) if c in texts}
+        widths = [min(full[c], share) if c in texts else w for c, w in zip(tab.columns, widths)]
+    else:
+        share = TEXT_CELL
     for group in _split_columns(widths, width):
         t = Table(title=f"{tab.name} ({len(tab.rows)})", title_justify="left", box=None, padding=(0, 1),
                   collapse_padding=True, pad_edge=False, header_style="bold underline", title_style="bold")
         for i in group:
             c = tab.columns[i]
             if c in texts:
-                t.add_column(heads[i], overflow="crop", no_wrap=True, max_width=TEXT_CELL)
+                t.add_column(heads[i], overflow="crop", no_wrap=True, max_width=widths[i])
             else:
                 t.add_column(heads[i], justify="right" if all(_numeric(r.get(c)) for r in tab.rows) else "left",
                              no_wrap=True, overflow="fold")

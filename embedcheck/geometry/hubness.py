@@ -1,0 +1,172 @@
+"""Hubness of a k-nearest-neighbour graph: how unevenly the rows of a corpus appear in the exact top k
+of the queries (the corpus rows themselves when no queries are given), against a null with the
+data's own spectrum.
+
+The k-occurrence ``N_k(x)`` of a corpus row is the number of queries whose top k holds it. Its
+figures, as scikit-hubness and Radovanović et al. (JMLR 2010) define them:
+
+* ``k_skewness``: the sample skewness of ``N_k`` (Fisher's, biased, as ``scipy.stats.skew``);
+* ``robin_hood``: the Robin Hood (Hoover) index ``½ Σ|N_k − mean N_k| / Σ N_k`` — the share of
+  k-occurrences that would have to move for every row to be retrieved equally often;
+* ``hub_share``: the share of rows with ``N_k > hub_multiple · k`` (2 by default, scikit-hubness's
+  ``hub_size``); ``antihub_share``: the share never retrieved (``N_k = 0``).
+
+Intervals: a percentile bootstrap over the corpus rows' ``N_k`` (:func:`bootstrap`). The floor: the same figures for Gaussian rows with
+the corpus's (and the queries') own mean and covariance, of the same sizes, seeded — so a skewness
+reads as high *for this dimension and n*, or not.
+
+>>> import numpy as np
+>>> nk = np.array([0, 0, 3, 1])
+>>> round(robin_hood(nk), 4), hub_share(nk, 1, 2.0), antihub_share(nk)
+(0.5, 0.25, 0.5)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from .retrieval import tie_ranks
+from .search import search_topk
+
+
+def k_occurrence(neighbours: np.ndarray, n: int) -> np.ndarray:
+    """``N_k`` of every corpus row: how many query rows list it among their neighbours."""
+    return np.bincount(np.asarray(neighbours, dtype=np.int64).ravel(), minlength=n)
+
+
+def skewness(nk: np.ndarray) -> float:
+    """Fisher's sample skewness of ``N_k`` (``scipy.stats.skew``, bias=True); 0 when ``N_k`` is constant."""
+    from scipy.stats import skew
+
+    x = np.asarray(nk, dtype=np.float64)
+    if np.ptp(x) == 0:
+        return 0.0
+    return float(skew(x))
+
+
+def robin_hood(nk: np.ndarray) -> float:
+    x = np.asarray(nk, dtype=np.float64)
+    total = x.sum()
+    return float(0.5 * np.abs(x - x.mean()).sum() / total) if total > 0 else 0.0
+
+
+def hub_share(nk: np.ndarray, k: int, multiple: float) -> float:
+    return float(np.mean(np.asarray(nk) > multiple * k))
+
+
+def antihub_share(nk: np.ndarray) -> float:
+    return float(np.mean(np.asarray(nk) == 0))
+
+
+def figures(nk: np.ndarray, k: int, multiple: float) -> dict[str, float]:
+    return {"k_skewness": skewness(nk), "robin_hood": robin_hood(nk), "hub_share": hub_share(nk, k, multiple),
+            "antihub_share": antihub_share(nk)}
+
+
+def neighbours(queries: Any, corpus: Any, k: int, *, in_corpus: bool, engine: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, cosines) of every query's exact top ``k`` corpus rows (``embedcheck.geometry.search``);
+    ``in_corpus``: the queries are the corpus rows, each row's own entry left out (the row itself is
+    searched with one neighbour more and removed wherever it ranks — behind an exact duplicate too)."""
+    n = int(corpus.shape[0]) if hasattr(corpus, "shape") else int(corpus.n)
+    ranks = tie_ranks(np.arange(n))
+    if not in_corpus:
+        top = search_topk(queries, corpus, k, ranks, engine=engine)
+        return top.rows, top.scores
+    top = search_topk(queries, corpus, k + 1, ranks, engine=engine)
+    rows, scores = top.rows, top.scores
+    own = rows == np.arange(rows.shape[0])[:, None]
+    keep = ~own
+    missing = ~own.any(axis=1)  # the row is not in its own k+1 (ties): drop its last entry instead
+    keep[missing, -1] = False
+    return rows[keep].reshape(rows.shape[0], -1), scores[keep].reshape(rows.shape[0], -1)
+
+
+def bootstrap(nk: np.ndarray, k: int, multiple: float, resamples: int, seed: int) -> dict[str, list[float]]:
+    """95 % percentile intervals of the figures over ``resamples`` redraws of the corpus rows'
+    k-occurrences (``N_k`` taken as the sample; the dependence between rows' ``N_k`` — they sum to
+    queries x k — is not modelled). Redrawing the queries instead biases every figure upwards (a
+    resample repeats some queries and drops a third), so its interval can miss the estimate."""
+    rng = np.random.default_rng(seed)
+    n = nk.shape[0]
+    draws: dict[str, list[float]] = {key: [] for key in ("k_skewness", "robin_hood", "hub_share", "antihub_share")}
+    for _ in range(resamples):
+        f = figures(nk[rng.integers(0, n, size=n)], k, multiple)
+        for key, v in f.items():
+            draws[key].append(v)
+    return {key: [float(np.quantile(v, 0.025)), float(np.quantile(v, 0.975))] for key, v in draws.items()}
+
+
+def gaussian_like(X: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size`` rows from the Gaussian with the mean and covariance of ``X`` (float32)."""
+    X = np.asarray(X, dtype=np.float64)
+    mu = X.mean(axis=0)
+    cov = np.cov(X, rowvar=False)
+    w, V = np.linalg.eigh(np.atleast_2d(cov))
+    L = V * np.sqrt(np.clip(w, 0.0, None))
+    Z = rng.standard_normal((size, X.shape[1]))
+    return (mu + Z @ L.T).astype(np.float32)
+
+
+@dataclass
+class Null:
+    """The figures of the Gaussian null draws: per figure, the mean, the sd and the largest draw."""
+
+    draws: int
+    figures: dict[str, dict[str, float]]
+
+
+def null_figures(corpus: np.ndarray, queries: Optional[np.ndarray], k: int, multiple: float, draws: int, seed: int,
+                 engine: Any = None) -> Null:
+    rng = np.random.default_rng([seed, 7919])  # a stream of its own: the bootstrap's draws are untouched
+    got: dict[str, list[float]] = {}
+    for _ in range(draws):
+        C = gaussian_like(corpus, corpus.shape[0], rng)
+        Q = gaussian_like(queries, queries.shape[0], rng) if queries is not None else C
+        nb, _ = neighbours(Q, C, k, in_corpus=queries is None, engine=engine)
+        for key, v in figures(k_occurrence(nb, C.shape[0]), k, multiple).items():
+            got.setdefault(key, []).append(v)
+    return Null(draws, {key: {"mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0,
+                              "max": float(np.max(v))} for key, v in got.items()})
+
+
+def hub_reasons(unit_corpus: np.ndarray, row: int, texts: Optional[list[str]], *, dup: float = 0.95) -> tuple[list[str], dict[str, Any]]:
+    """Why row ``row`` may be a hub, where that can be told from the vectors and texts: near the mean
+    direction (its cosine to it in the top 5 % of rows), an exact (cosine >= 0.9999) or near
+    (>= ``dup``) duplicate of another row, a short text (under 20 characters or in the shortest 5 %),
+    a text repeated in other rows (boilerplate)."""
+    reasons: list[str] = []
+    facts: dict[str, Any] = {}
+    mean = unit_corpus.mean(axis=0)
+    norm = float(np.linalg.norm(mean))
+    if norm > 0:
+        to_mean = unit_corpus @ (mean / norm)
+        c = float(to_mean[row])
+        pct = float((to_mean < c).mean() * 100)
+        facts["cosine_to_mean"] = c
+        facts["mean_percentile"] = pct
+        if pct >= 95:
+            reasons.append(f"near the mean direction (cosine {c:.3f}, top {max(100 - pct, 0.1):.1f}%)")
+    sims = unit_corpus @ unit_corpus[row]
+    sims[row] = -np.inf
+    j = int(np.argmax(sims))
+    facts["nearest_row"], facts["nearest_cosine"] = j, float(sims[j])
+    if sims[j] >= 0.9999:
+        reasons.append(f"an exact duplicate of row {j}")
+    elif sims[j] >= dup:
+        reasons.append(f"a near duplicate of row {j} (cosine {sims[j]:.3f})")
+    if texts is not None and row < len(texts) and isinstance(texts[row], str):
+        t = texts[row]
+        lengths = np.array([len(x) if isinstance(x, str) else 0 for x in texts])
+        if len(t) < 20 or len(t) <= np.quantile(lengths, 0.05):
+            reasons.append(f"a short text ({len(t)} characters)")
+        same = sum(1 for x in texts if x == t) - 1
+        if same > 0:
+            reasons.append(f"its text repeated in {same} other row(s) (boilerplate)")
+    return reasons, facts
+
+
+__all__ = ["Null", "antihub_share", "bootstrap", "figures", "gaussian_like", "hub_reasons", "hub_share", "k_occurrence",
+           "neighbours", "null_figures", "robin_hood", "skewness"]

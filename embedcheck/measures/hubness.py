@@ -1,0 +1,144 @@
+"""``hubness``: the k-occurrence distribution of the exact top-k graph, its skewness, hub and
+anti-hub shares and Robin Hood index with 95 % intervals, against a Gaussian null of the data's own
+spectrum (what "high" means for this dimension and n), and the top hubs by name with why they are
+hubs where that can be told. The maths: :mod:`embedcheck.geometry.hubness`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+import numpy as np
+
+from ..errors import InputError
+from ..geometry import hubness as H
+from ..result import Figure
+from ..schemas import FRACTION
+from ..spec import Measurement, Option, Outcome
+
+FIGURE_HELP = {
+    "k_skewness": "skewness of how often each row is among the queries' top k (0: even; scikit-hubness's figure)",
+    "robin_hood": "share of top-k appearances that would have to move for every row to appear equally often",
+    "hub_share": "rows in more than hub_multiple x k top-k lists",
+    "antihub_share": "rows in no top-k list: never retrieved",
+}
+
+
+def _row_meta(src: Any) -> tuple[Optional[list[Any]], Optional[list[str]]]:
+    """The ids and texts of a source's rows (its sidecar or its store's columns), None where absent."""
+    ids = getattr(src, "ids", None)
+    texts = getattr(src, "texts", None)
+    if ids is not None or texts is not None:
+        return (list(ids) if ids is not None else None), (list(texts) if texts is not None else None)
+    from ..io.rowids import row_lines
+
+    try:
+        lines = row_lines(src.name)
+    except (InputError, OSError, ValueError):
+        return None, None
+    if not lines or len(lines) != src.n:
+        return None, None
+    rows = [json.loads(x) for x in lines]
+    ids = [r.get("id") for r in rows] if all(isinstance(r, dict) and "id" in r for r in rows) else None
+    texts = [r.get("text") for r in rows] if all(isinstance(r, dict) and isinstance(r.get("text"), str) for r in rows) else None
+    return ids, texts
+
+
+def _unit(X: np.ndarray) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    nrm = np.linalg.norm(X, axis=1, keepdims=True)
+    if (nrm == 0).any():
+        raise InputError(f"embeddings row {int(np.flatnonzero(nrm.ravel() == 0)[0])} is all zeros: it has no direction")
+    return X / nrm
+
+
+def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple: float, queries: Optional[str],
+        resamples: int, null_draws: int, top: int) -> Outcome:
+    from ..io.source import open_source
+
+    corpus = inputs["embeddings"]
+    n = corpus.n
+    if n < 3:
+        raise InputError(f"embeddings: {n} rows; hubness needs at least 3")
+    q_src = open_source(queries, what="--queries") if queries is not None else None
+    if q_src is not None and q_src.dim != corpus.dim:
+        raise InputError(f"--queries {queries}: dimension {q_src.dim}, the embeddings have {corpus.dim}")
+    kk = min(k, n - 1 if q_src is None else n)
+    nb, _scores = H.neighbours(q_src if q_src is not None else corpus, corpus, kk, in_corpus=q_src is None, engine=engine)
+    nk = H.k_occurrence(nb, n)
+    figs = H.figures(nk, kk, hub_multiple)
+    ci = H.bootstrap(nk, kk, hub_multiple, resamples, seed)
+    X = np.asarray(corpus[:], dtype=np.float32)
+    Q = np.asarray(q_src[:], dtype=np.float32) if q_src is not None else None
+    null = H.null_figures(X, Q, kk, hub_multiple, null_draws, seed, engine=engine) if null_draws else None
+    body: dict[str, Any] = {"n": n, "dim": corpus.dim, "k": kk, "queries": int(nb.shape[0]),
+                            "query_source": queries if queries is not None else "in-corpus (each row's neighbours among the others)",
+                            "hub_multiple": hub_multiple}
+    for key, v in figs.items():
+        body[key] = v
+        body[f"{key}_ci95"] = ci[key]
+    body["k_occurrence"] = {"mean": float(nk.mean()), "median": float(np.median(nk)), "max": int(nk.max()),
+                            "p99": float(np.quantile(nk, 0.99))}
+    if null is not None:
+        body["null"] = {"draws": null.draws, "model": "Gaussian rows with the corpus's mean and covariance"
+                        + (" (queries: theirs)" if Q is not None else "") + f", the same sizes, seed {seed}",
+                        **null.figures}
+        lo = ci["k_skewness"][0]
+        body["excess_skewness"] = figs["k_skewness"] - null.figures["k_skewness"]["mean"]
+        body["reading"] = ("high for this dimension and n: the skewness's 95% interval lies above every null draw"
+                           if lo > null.figures["k_skewness"]["max"] else
+                           "below the null: more even than Gaussian rows of this spectrum"
+                           if ci["k_skewness"][1] < null.figures["k_skewness"]["mean"] else
+                           "not above what Gaussian rows with this spectrum give")
+    ids, texts = _row_meta(corpus)
+    U = _unit(X)
+    order = np.lexsort((np.arange(n), -nk))[:top]
+    hubs = []
+    for r in order:
+        reasons, facts = H.hub_reasons(U, int(r), texts)
+        item: dict[str, Any] = {"row": int(r), "n_k": int(nk[r])}
+        if ids is not None:
+            item["id"] = ids[r]
+        if texts is not None:
+            item["text"] = texts[r]
+        item["cosine_to_mean"] = facts.get("cosine_to_mean")
+        item["nearest_cosine"] = facts["nearest_cosine"]
+        item["why"] = "; ".join(reasons) if reasons else "no simple reason found"
+        hubs.append(item)
+    body["top_hubs"] = hubs
+    body["ci_method"] = (f"percentile bootstrap over the corpus rows' k-occurrences, {resamples} resamples, seed {seed} "
+                         "(the rows' N_k sum to queries x k: their dependence is not modelled)")
+    items = {"hub_share": (nk > hub_multiple * kk).astype(np.float64), "antihub_share": (nk == 0).astype(np.float64)}
+    return Outcome(body=body, items=items)
+
+
+MEASUREMENT = Measurement(
+    name="hubness",
+    help="do a few rows crowd every top-k list? k-occurrence skewness, hubs and anti-hubs against a null",
+    description=("The k-occurrence N_k of every row (how many queries' exact top k hold it; without --queries each "
+                 "row's neighbours among the others), its skewness, the Robin Hood index, the hub share "
+                 "(N_k > hub-multiple x k) and anti-hub share (N_k = 0) with bootstrap intervals over queries, the same "
+                 "figures for Gaussian rows of the data's own spectrum (is it high for this dimension and n?), and "
+                 "the top hubs by id and text with why they may be hubs.\n\n"
+                 "Example: embedcheck hubness corpus.npy --queries queries.npy --k 10"),
+    run=run,
+    options=(Option("k", int, 10, "Neighbours per query.", min=1),
+             Option("hub_multiple", float, 2.0, "A hub is a row in more than this many times k top-k lists.", min=1.0),
+             Option("queries", str, None, "Queries (any matrix source): N_k over their top k instead of the rows' own."),
+             Option("resamples", int, 1000, "Bootstrap resamples over the rows' k-occurrences for the intervals.", min=10),
+             Option("null_draws", int, 3, "Gaussian null draws of the data's spectrum (0: no null).", min=0),
+             Option("top", int, 10, "Top hubs listed by name.", min=0)),
+    figures={
+        "k_skewness": Figure("lower", interval="k_skewness_ci95", reference="null.k_skewness.mean", help=FIGURE_HELP["k_skewness"]),
+        "robin_hood": Figure("lower", interval="robin_hood_ci95", unit=FRACTION, range=(0, 1), help=FIGURE_HELP["robin_hood"]),
+        "hub_share": Figure("lower", interval="hub_share_ci95", unit=FRACTION, range=(0, 1), help=FIGURE_HELP["hub_share"]),
+        "antihub_share": Figure("lower", interval="antihub_share_ci95", unit=FRACTION, range=(0, 1),
+                                help=FIGURE_HELP["antihub_share"]),
+        "excess_skewness": Figure("lower", headline=False, always=False),
+    },
+    primary="k_skewness",
+    tolerance=1e-9,
+    example=("topics.npy", "--resamples", "100", "--null-draws", "1"),
+)
+
+__all__ = ["MEASUREMENT", "run"]

@@ -1,0 +1,107 @@
+"""``hubness``: the k-occurrence figures against a brute force written here (a full cosine matrix,
+numpy's sort, scipy's skewness, the Robin Hood index's closed form), the null's reading on rows
+that are and are not hubby, the top hubs by id and text with their reasons, and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import skew
+
+import embedcheck
+from embedcheck.geometry import hubness as H
+
+
+def _brute_nk(Q: np.ndarray, C: np.ndarray, k: int, in_corpus: bool) -> np.ndarray:
+    Qn = Q / np.linalg.norm(Q, axis=1, keepdims=True)
+    Cn = C / np.linalg.norm(C, axis=1, keepdims=True)
+    S = Qn.astype(np.float64) @ Cn.T.astype(np.float64)
+    if in_corpus:
+        np.fill_diagonal(S, -np.inf)
+    top = np.argsort(-S, axis=1, kind="stable")[:, :k]
+    return np.bincount(top.ravel(), minlength=C.shape[0])
+
+
+@pytest.fixture
+def gauss(tmp_path):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", X)
+    return tmp_path / "x.npy", X
+
+
+def test_figures_equal_a_brute_force_in_corpus(gauss):
+    path, X = gauss
+    rep = embedcheck.hubness(str(path), k=7, resamples=50, null_draws=0, top=3).to_dict()
+    nk = _brute_nk(X, X, 7, True)
+    assert rep["k_skewness"] == pytest.approx(float(skew(nk)), rel=1e-12)
+    assert rep["robin_hood"] == pytest.approx(0.5 * np.abs(nk - nk.mean()).sum() / nk.sum(), rel=1e-12)
+    assert rep["hub_share"] == pytest.approx(float(np.mean(nk > 14)), abs=0)
+    assert rep["antihub_share"] == pytest.approx(float(np.mean(nk == 0)), abs=0)
+    assert rep["k_occurrence"]["max"] == int(nk.max()) and rep["k_occurrence"]["mean"] == pytest.approx(7.0)
+    assert [h["n_k"] for h in rep["top_hubs"]] == sorted(nk, reverse=True)[:3]
+    for key in ("k_skewness", "robin_hood", "hub_share", "antihub_share"):
+        lo, hi = rep[f"{key}_ci95"]
+        assert lo <= rep[key] <= hi, key  # the interval holds its estimate
+
+
+def test_figures_equal_a_brute_force_with_queries(gauss, tmp_path):
+    path, X = gauss
+    Q = np.random.default_rng(4).normal(size=(150, 32)).astype(np.float32)
+    np.save(tmp_path / "q.npy", Q)
+    rep = embedcheck.hubness(str(path), queries=str(tmp_path / "q.npy"), k=5, resamples=20, null_draws=0).to_dict()
+    nk = _brute_nk(Q, X, 5, False)
+    assert rep["queries"] == 150 and rep["k_skewness"] == pytest.approx(float(skew(nk)), rel=1e-12)
+    assert rep["antihub_share"] == float(np.mean(nk == 0))
+
+
+def test_an_exact_duplicate_ranked_above_the_row_itself_is_still_left_out():
+    X = np.random.default_rng(0).normal(size=(30, 6)).astype(np.float32)
+    X[5] = X[4]  # rows 4 and 5 tie: one of them ranks ahead of the other in the other's list
+    rows, _ = H.neighbours(X, X, 3, in_corpus=True)
+    assert rows.shape == (30, 3)
+    assert not (rows == np.arange(30)[:, None]).any()
+    assert 5 in rows[4] and 4 in rows[5]
+
+
+def test_the_null_reads_gaussian_rows_as_not_high_and_planted_hubs_as_high(tmp_path):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 24)).astype(np.float32)
+    X[:, 0] += 2.0  # a shared direction, as real embeddings have: the null (same mean and covariance) has it too
+    np.save(tmp_path / "plain.npy", X)
+    plain = embedcheck.hubness(str(tmp_path / "plain.npy"), resamples=200, null_draws=3).to_dict()
+    assert plain["reading"].startswith("not above"), plain["reading"]
+    # 12 near-copies of the shared direction: they fill the top-k lists of most queries together
+    Y = X.copy()
+    Y[:12] = 0.0
+    Y[:12, 0] = 2.0
+    Y[:12] += 0.01 * rng.normal(size=(12, 24))
+    lines = [json.dumps({"id": f"doc{i}", "text": "Cookie notice." if i < 12 else f"An ordinary abstract number {i} of some length."})
+             for i in range(300)]
+    np.save(tmp_path / "hubby.npy", Y.astype(np.float32))
+    (tmp_path / "hubby.jsonl").write_text("\n".join(lines) + "\n")
+    hubby = embedcheck.hubness(str(tmp_path / "hubby.npy"), resamples=200, null_draws=3, top=5).to_dict()
+    assert hubby["reading"].startswith("high"), hubby["reading"]
+    assert hubby["k_skewness_ci95"][0] > hubby["null"]["k_skewness"]["max"]
+    top = hubby["top_hubs"]
+    assert all(h["row"] < 12 and h["id"] == f"doc{h['row']}" and h["text"] == "Cookie notice." for h in top)
+    assert all("near duplicate" in h["why"] and "near the mean direction" in h["why"] and "short text" in h["why"]
+               and "repeated in 11 other" in h["why"] for h in top), top
+
+
+def test_cli_gates_on_the_declared_direction_and_pairs_hub_share(cli, gauss, tmp_path):
+    path, X = gauss
+    ok = cli(["hubness", path, "--resamples", "50", "--null-draws", "0", "--fail-above", "k_skewness=100", "--json"])
+    assert ok.exit_code == 0, ok
+    rep = ok.json()
+    assert rep["schema"] == "embedcheck.hubness/1" and rep["gates"][0]["passed"]
+    bad = cli(["hubness", path, "--resamples", "50", "--null-draws", "0", "--fail-above", f"k_skewness={rep['k_skewness'] / 2}"])
+    assert bad.exit_code == 1
+    np.save(tmp_path / "b.npy", (X + 0.3 * np.random.default_rng(9).normal(size=X.shape)).astype(np.float32))
+    paired = cli(["hubness", path, "--against", tmp_path / "b.npy", "--resamples", "50", "--null-draws", "0", "--json"])
+    assert paired.exit_code == 0, paired
+    assert {"hub_share", "antihub_share"} <= set(paired.json()["paired"])
+    err = cli(["hubness", path, "--k", "0"])
+    assert err.exit_code == 2 and "--k" in err.stderr
