@@ -105,3 +105,84 @@ def test_cli_gates_on_the_declared_direction_and_pairs_hub_share(cli, gauss, tmp
     assert {"hub_share", "antihub_share"} <= set(paired.json()["paired"])
     err = cli(["hubness", path, "--k", "0"])
     assert err.exit_code == 2 and "--k" in err.stderr
+
+
+# ---- repairs: each arm against its formula written out here -------------------------------------------
+
+
+def _unit(X):
+    X = np.asarray(X, dtype=np.float64)
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+def _nk_of(S: np.ndarray, k: int, n: int) -> np.ndarray:
+    top = np.argsort(-S, axis=1, kind="stable")[:, :k]
+    return np.bincount(top.ravel(), minlength=n)
+
+
+@pytest.fixture
+def pair(tmp_path):
+    rng = np.random.default_rng(5)
+    C = rng.normal(size=(220, 16)) + np.r_[3.0, np.zeros(15)]
+    Q = rng.normal(size=(60, 16)) + np.r_[3.0, np.zeros(15)]
+    np.save(tmp_path / "c.npy", C.astype(np.float32))
+    np.save(tmp_path / "q.npy", Q.astype(np.float32))
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": f"d{i}"}) + "\n" for i in range(220)))
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps({"id": f"q{i}"}) + "\n" for i in range(60)))
+    qrels = [(f"q{i}", f"d{j}", 1) for i in range(60) for j in rng.choice(220, size=3, replace=False)]
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in qrels))
+    return tmp_path, C.astype(np.float32).astype(np.float64), Q.astype(np.float32).astype(np.float64), qrels
+
+
+def test_every_repair_equals_its_formula_and_ndcg_equals_trec_eval(pair):
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    d, C, Q, qrels = pair
+    k, n = 10, C.shape[0]
+    rep = embedcheck.hubness(str(d / "c.npy"), queries=str(d / "q.npy"), qrels=str(d / "qrels.tsv"), repair="all",
+                             k=k, resamples=50, null_draws=0).to_dict()
+    arms = {a["repair"]: a for a in rep["repairs"]}
+    Cu, Qu = _unit(C), _unit(Q)
+    S = Qu @ Cu.T
+    mu = Cu.mean(axis=0)
+    expect = {"centring": _unit(Qu - mu) @ _unit(Cu - mu).T}
+    rc = np.sort(Cu @ Cu.T - 2 * np.eye(n), axis=1)[:, ::-1][:, :k].mean(axis=1)  # self left out
+    rq = np.sort(S, axis=1)[:, ::-1][:, :k].mean(axis=1)
+    expect["csls"] = 2 * S - rq[:, None] - rc[None, :]
+    expect["qbnorm"] = np.exp(20 * S) / np.exp(20 * S).sum(axis=0, keepdims=True)  # the bank: the queries
+    # empirical mutual proximity over every corpus row (n < the sample size), among the cosine top 100
+    SC = Cu @ Cu.T
+    mp = np.array([[np.mean((S[i] < S[i, c]) & (SC[c] < S[i, c])) for c in range(n)] for i in range(Q.shape[0])])
+    cand = np.argsort(-S, axis=1, kind="stable")[:, :100]
+    masked = np.full_like(mp, -1.0)
+    np.put_along_axis(masked, cand, np.take_along_axis(mp, cand, axis=1) + 1e-9 * np.take_along_axis(S, cand, axis=1), axis=1)
+    expect["mutual-proximity"] = masked
+    qrel = {}
+    for q, dd, g in qrels:
+        qrel.setdefault(q, {})[dd] = g
+    ev = pytrec_eval.RelevanceEvaluator(qrel, {"ndcg_cut.10"})
+    def ndcg(score):
+        top = np.argsort(-score, axis=1, kind="stable")[:, :10]
+        run = {f"q{i}": {f"d{j}": float(10 - r) for r, j in enumerate(top[i])} for i in range(len(top))}
+        return np.mean([v["ndcg_cut_10"] for v in ev.evaluate(run).values()])
+    plain = ndcg(S)
+    assert rep["ndcg_at_10"] == pytest.approx(plain, abs=1e-12)
+    for name, score in expect.items():
+        nk = _nk_of(score, k, n)
+        assert arms[name]["k_skewness"] == pytest.approx(float(skew(nk)), rel=1e-9), name
+        assert arms[name]["antihub_share"] == float(np.mean(nk == 0)), name
+        assert arms[name]["ndcg_change"] == pytest.approx(ndcg(score) - plain, abs=1e-12), name
+        assert arms[name]["verdict"] in ("better", "worse", "inconclusive", "equivalent", "non-inferior", "underpowered")
+
+
+def test_centring_lowers_hubness_on_rows_with_a_shared_direction(pair):
+    d, *_ = pair
+    rep = embedcheck.hubness(str(d / "c.npy"), repair="centring", resamples=100, null_draws=0).to_dict()
+    assert rep["repairs"][0]["k_skewness"] < rep["k_skewness"]
+
+
+def test_repair_and_qrels_refusals_name_the_option(cli, pair):
+    d, *_ = pair
+    bad = cli(["hubness", d / "c.npy", "--repair", "magic"])
+    assert bad.exit_code == 2 and "repair" in bad.stderr and "centring" in bad.stderr
+    bad = cli(["hubness", d / "c.npy", "--qrels", d / "qrels.tsv"])
+    assert bad.exit_code == 2 and "--qrels needs --queries" in bad.stderr

@@ -58,7 +58,7 @@ def _record_cells(rec: dict[str, Any]) -> dict[str, Any]:
         if isinstance(v, dict):
             flat = {kk: vv for kk, vv in v.items() if not isinstance(vv, (dict, list))}
             out[str(k)] = Joined(tuple(flat), tuple(flat.values()))
-        elif _is_records(v):
+        elif _is_records(v) or _is_prose(v):  # no place in one row (the JSON has them)
             continue
         else:
             out[str(k)] = v

@@ -170,3 +170,100 @@ def hub_reasons(unit_corpus: np.ndarray, row: int, texts: Optional[list[str]], *
 
 __all__ = ["Null", "antihub_share", "bootstrap", "figures", "gaussian_like", "hub_reasons", "hub_share", "k_occurrence",
            "neighbours", "null_figures", "robin_hood", "skewness"]
+
+
+# ---- repairs: rescored neighbours, each a paired arm ---------------------------------------------------
+
+#: the repairs ``--repair`` names, and what each does (the report's ``method`` of the arm)
+REPAIRS = {
+    "centring": "cosine after subtracting the corpus's mean unit row from queries and corpus",
+    "csls": "CSLS (Conneau et al. 2018): 2 cos(q, c) - r(q) - r(c), r the mean cosine to the k nearest corpus rows",
+    "mutual-proximity": ("empirical mutual proximity (Schnitzer et al. 2012): the share of sampled corpus rows j with "
+                         "s(q, j) < s(q, c) and s(c, j) < s(q, c), re-ranking the cosine top {cands} "
+                         "(a seeded sample of {sample} rows)"),
+    "qbnorm": ("QB-Norm's inverted softmax (Bogolin et al. 2022): exp(b s(q, c)) / sum over the bank of exp(b s(x, c)), "
+               "b = {beta:g}, the bank: {bank}"),
+}
+#: QB-Norm's inverse temperature (the paper's default)
+QB_BETA = 20.0
+#: mutual proximity: candidates re-ranked per query, and the corpus rows sampled for its distributions
+MP_CANDIDATES, MP_SAMPLE = 100, 1000
+
+
+def unit_rows(X: np.ndarray) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    nrm = np.linalg.norm(X, axis=1, keepdims=True)
+    return X / np.where(nrm > 0, nrm, 1.0)
+
+
+def topk_scored(Q: np.ndarray, C: np.ndarray, k: int, *, scale: float = 1.0, offset: Optional[np.ndarray] = None,
+                in_corpus: bool = False, block: int = 512) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, scores) of the top ``k`` of ``scale * Q @ C.T - offset`` per query row (float64, in
+    blocks), best first, ties by row order; ``in_corpus``: query i is corpus row i, left out."""
+    m = Q.shape[0]
+    rows = np.empty((m, k), dtype=np.int64)
+    vals = np.empty((m, k), dtype=np.float64)
+    for s in range(0, m, block):
+        S = scale * (Q[s:s + block] @ C.T)
+        if offset is not None:
+            S -= offset[None, :]
+        if in_corpus:
+            b = S.shape[0]
+            S[np.arange(b), np.arange(s, s + b)] = -np.inf
+        part = np.argpartition(-S, k - 1, axis=1)[:, :k]
+        v = np.take_along_axis(S, part, axis=1)
+        order = np.lexsort((part, -v), axis=-1)
+        rows[s:s + block] = np.take_along_axis(part, order, axis=1)
+        vals[s:s + block] = np.take_along_axis(v, order, axis=1)
+    return rows, vals
+
+
+def _lse(B: np.ndarray, C: np.ndarray, beta: float, in_corpus: bool, block: int = 512) -> np.ndarray:
+    """log sum over the bank rows b of exp(beta s(b, c)), for every corpus row c (a bank row that is
+    the corpus row itself left out)."""
+    out = np.full(C.shape[0], -np.inf)
+    for s in range(0, B.shape[0], block):
+        S = beta * (B[s:s + block] @ C.T)
+        if in_corpus:
+            b = S.shape[0]
+            S[np.arange(b), np.arange(s, s + b)] = -np.inf
+        out = np.logaddexp(out, np.logaddexp.reduce(S, axis=0))
+    return out
+
+
+def repaired_neighbours(Q: np.ndarray, C: np.ndarray, k: int, repair: str, *, in_corpus: bool, seed: int) -> tuple[np.ndarray, str]:
+    """(rows of every query's top ``k`` under ``repair``, the method in words). ``Q``, ``C``: the
+    rows as given (made unit here); ``in_corpus``: ``Q`` is ``C`` and each row's own entry is left out."""
+    Qu, Cu = unit_rows(Q), unit_rows(C)
+    if repair == "centring":
+        mu = Cu.mean(axis=0)
+        rows, _ = topk_scored(unit_rows(Qu - mu), unit_rows(Cu - mu), k, in_corpus=in_corpus)
+        return rows, REPAIRS["centring"]
+    if repair == "csls":
+        _, rc = topk_scored(Cu, Cu, k, in_corpus=True)
+        rows, _ = topk_scored(Qu, Cu, k, scale=2.0, offset=rc.mean(axis=1), in_corpus=in_corpus)
+        return rows, REPAIRS["csls"]  # r(q) is the same for every candidate of q: it does not move its ranking
+    if repair == "qbnorm":
+        bank = Cu if in_corpus else Qu
+        lse = _lse(bank, Cu, QB_BETA, in_corpus)
+        rows, _ = topk_scored(Qu, Cu, k, scale=QB_BETA, offset=lse, in_corpus=in_corpus)
+        what = "the corpus rows (no query bank: in-corpus)" if in_corpus else "the queries themselves"
+        return rows, REPAIRS["qbnorm"].format(beta=QB_BETA, bank=what)
+    if repair == "mutual-proximity":
+        n = Cu.shape[0]
+        cands = min(max(MP_CANDIDATES, k), n - 1 if in_corpus else n)
+        rng = np.random.default_rng([seed, 104729])
+        sample = np.sort(rng.choice(n, size=min(n, MP_SAMPLE), replace=False))
+        cand, s_qc = topk_scored(Qu, Cu, cands, in_corpus=in_corpus)
+        SQ = Qu @ Cu[sample].T
+        SC = Cu @ Cu[sample].T
+        rows = np.empty((Qu.shape[0], k), dtype=np.int64)
+        for s in range(0, Qu.shape[0], 32):
+            thr = s_qc[s:s + 32][:, :, None]  # (b, cands, 1)
+            a = SQ[s:s + 32][:, None, :] < thr
+            b = SC[cand[s:s + 32]] < thr
+            mp = (a & b).mean(axis=2)
+            order = np.lexsort((cand[s:s + 32], -s_qc[s:s + 32], -mp), axis=-1)[:, :k]
+            rows[s:s + 32] = np.take_along_axis(cand[s:s + 32], order, axis=1)
+        return rows, REPAIRS["mutual-proximity"].format(cands=cands, sample=len(sample))
+    raise ValueError(repair)

@@ -52,8 +52,72 @@ def _unit(X: np.ndarray) -> np.ndarray:
     return X / nrm
 
 
+def parse_repairs(value: Optional[str]) -> list[str]:
+    """``--repair``: ``all`` or a comma list of :data:`embedcheck.geometry.hubness.REPAIRS`."""
+    if value is None:
+        return []
+    names = list(H.REPAIRS) if value.strip() == "all" else [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in names if v not in H.REPAIRS]
+    if bad or not names:
+        raise InputError(f"repair {value!r}: choose 'all' or from {', '.join(H.REPAIRS)}")
+    return list(dict.fromkeys(names))
+
+
+def _qrels_for(qrels: str, queries: str, corpus: Any) -> Any:
+    """The judgements of ``qrels`` over the rows of the queries and the corpus (their sidecars' ids)."""
+    from ..api.retrieve import _ids, _qrels
+    from ..geometry.retrieval import build_qrels
+
+    qq, dd, gg = _qrels(qrels)
+    qsrc_n = None
+    from ..io.source import open_source
+
+    qsrc_n = open_source(queries, what="--queries").n
+    qids = _ids(None, queries, "id", "--queries", "query_ids", qsrc_n)
+    dids = _ids(None, corpus.name, "id", "embeddings", "doc_ids", corpus.n)
+    return build_qrels(qq, dd, gg, qids, dids, what=f"--qrels {qrels}")
+
+
+def _ndcg10(rows: np.ndarray, judged: Any, n: int) -> np.ndarray:
+    from ..geometry.retrieval import evaluate_run
+
+    return evaluate_run(rows[:, :10], judged, (10,), n_docs=n)["ndcg_at_10"]
+
+
+def _repair_arms(names: list[str], X: np.ndarray, Q: Optional[np.ndarray], kk: int, hub_multiple: float, resamples: int,
+                 seed: int, plain_rows: np.ndarray, judged: Any) -> list[dict[str, Any]]:
+    """One record per repair: its hubness figures with intervals and, with qrels, nDCG@10 against the
+    plain cosine's on the same queries (a paired bootstrap, its interval and verdict)."""
+    from ..stats.paired import paired_items
+
+    n = X.shape[0]
+    depth = max(kk, 10) if judged is not None else kk
+    plain_ndcg = _ndcg10(plain_rows, judged, n) if judged is not None else None
+    arms = []
+    for name in names:
+        rows, method = H.repaired_neighbours(Q if Q is not None else X, X, depth, name, in_corpus=Q is None, seed=seed)
+        nk = H.k_occurrence(rows[:, :kk], n)
+        f = H.figures(nk, kk, hub_multiple)
+        ci = H.bootstrap(nk, kk, hub_multiple, resamples, seed)
+        arm: dict[str, Any] = {"repair": name}
+        for key, v in f.items():
+            arm[key] = v
+            arm[f"{key}_ci95"] = ci[key]
+        if judged is not None:
+            b = _ndcg10(rows, judged, n)
+            pf = paired_items(plain_ndcg, b, resamples=resamples, permutations=resamples, seed=seed).to_dict()
+            arm["ndcg_at_10"] = float(b.mean())
+            arm["ndcg_change"] = pf["difference"]
+            arm["ndcg_change_ci95"] = pf["difference_ci95"]
+            arm["p_value"] = pf["p_value"]
+            arm["verdict"] = pf["verdict"]
+        arm["method"] = method
+        arms.append(arm)
+    return arms
+
+
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple: float, queries: Optional[str],
-        resamples: int, null_draws: int, top: int) -> Outcome:
+        resamples: int, null_draws: int, top: int, repair: Optional[str], qrels: Optional[str]) -> Outcome:
     from ..io.source import open_source
 
     corpus = inputs["embeddings"]
@@ -63,8 +127,14 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple:
     q_src = open_source(queries, what="--queries") if queries is not None else None
     if q_src is not None and q_src.dim != corpus.dim:
         raise InputError(f"--queries {queries}: dimension {q_src.dim}, the embeddings have {corpus.dim}")
+    repairs = parse_repairs(repair)
+    if qrels is not None and queries is None:
+        raise InputError("--qrels needs --queries: judgements are of queries against the corpus")
+    judged = _qrels_for(qrels, queries, corpus) if qrels is not None else None
     kk = min(k, n - 1 if q_src is None else n)
-    nb, _scores = H.neighbours(q_src if q_src is not None else corpus, corpus, kk, in_corpus=q_src is None, engine=engine)
+    depth = min(max(kk, 10), n) if judged is not None else kk
+    nb_deep, _scores = H.neighbours(q_src if q_src is not None else corpus, corpus, depth, in_corpus=q_src is None, engine=engine)
+    nb = nb_deep[:, :kk]
     nk = H.k_occurrence(nb, n)
     figs = H.figures(nk, kk, hub_multiple)
     ci = H.bootstrap(nk, kk, hub_multiple, resamples, seed)
@@ -106,6 +176,15 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple:
         item["why"] = "; ".join(reasons) if reasons else "no simple reason found"
         hubs.append(item)
     body["top_hubs"] = hubs
+    if judged is not None:
+        from ..geometry.retrieval import bootstrap_intervals
+
+        plain = _ndcg10(nb_deep, judged, n)
+        body["ndcg_at_10"] = float(plain.mean())
+        body["ndcg_at_10_ci95"] = bootstrap_intervals({"ndcg_at_10": plain}, resamples, seed)["ndcg_at_10"]
+        body["judged_queries"] = int(len(plain))
+    if repairs:
+        body["repairs"] = _repair_arms(repairs, X, Q, kk, hub_multiple, resamples, seed, nb_deep, judged)
     body["ci_method"] = (f"percentile bootstrap over the corpus rows' k-occurrences, {resamples} resamples, seed {seed} "
                          "(the rows' N_k sum to queries x k: their dependence is not modelled)")
     items = {"hub_share": (nk > hub_multiple * kk).astype(np.float64), "antihub_share": (nk == 0).astype(np.float64)}
@@ -127,7 +206,12 @@ MEASUREMENT = Measurement(
              Option("queries", str, None, "Queries (any matrix source): N_k over their top k instead of the rows' own."),
              Option("resamples", int, 1000, "Bootstrap resamples over the rows' k-occurrences for the intervals.", min=10),
              Option("null_draws", int, 3, "Gaussian null draws of the data's spectrum (0: no null).", min=0),
-             Option("top", int, 10, "Top hubs listed by name.", min=0)),
+             Option("top", int, 10, "Top hubs listed by name.", min=0),
+             Option("repair", str, None, "Repairs as arms, 'all' or a comma list of centring, csls, mutual-proximity, "
+                                          "qbnorm: the hubness figures after each (and nDCG@10 against plain cosine, "
+                                          "with --qrels)."),
+             Option("qrels", str, None, "With --queries: relevance judgements (BEIR TSV or JSONL, ids from the sidecars); "
+                                        "adds nDCG@10 and each repair's paired change.")),
     figures={
         "k_skewness": Figure("lower", interval="k_skewness_ci95", reference="null.k_skewness.mean", help=FIGURE_HELP["k_skewness"]),
         "robin_hood": Figure("lower", interval="robin_hood_ci95", unit=FRACTION, range=(0, 1), help=FIGURE_HELP["robin_hood"]),
@@ -135,6 +219,9 @@ MEASUREMENT = Measurement(
         "antihub_share": Figure("lower", interval="antihub_share_ci95", unit=FRACTION, range=(0, 1),
                                 help=FIGURE_HELP["antihub_share"]),
         "excess_skewness": Figure("lower", headline=False, always=False),
+        "ndcg_at_10": Figure("higher", interval="ndcg_at_10_ci95", always=False, help="nDCG@10 of plain cosine (--qrels)"),
+        "repairs[].k_skewness": Figure("lower", headline=False, always=False),
+        "repairs[].ndcg_change": Figure("higher", headline=False, always=False),
     },
     primary="k_skewness",
     tolerance=1e-9,
