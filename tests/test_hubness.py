@@ -186,3 +186,19 @@ def test_repair_and_qrels_refusals_name_the_option(cli, pair):
     assert bad.exit_code == 2 and "repair" in bad.stderr and "centring" in bad.stderr
     bad = cli(["hubness", d / "c.npy", "--qrels", d / "qrels.tsv"])
     assert bad.exit_code == 2 and "--qrels needs --queries" in bad.stderr
+
+
+@pytest.mark.parametrize("arm", ["csls", "qbnorm", "centring"])
+def test_retrieve_rerank_pairs_the_repair_with_plain_cosine(cli, pair, arm):
+    d, *_ = pair
+    hub = embedcheck.hubness(str(d / "c.npy"), queries=str(d / "q.npy"), qrels=str(d / "qrels.tsv"), repair=arm,
+                             resamples=50, null_draws=0).to_dict()
+    res = cli(["retrieve", d / "q.npy", d / "c.npy", d / "qrels.tsv", "--rerank", arm, "--resamples", "50", "--json"])
+    assert res.exit_code == 0, res
+    rep = res.json()
+    nd = rep["paired"]["ndcg_at_10"]
+    assert rep["metrics"]["ndcg_at_10"] == pytest.approx(hub["ndcg_at_10"], abs=1e-12) == pytest.approx(nd["a"], abs=1e-12)
+    assert nd["b"] == pytest.approx(hub["repairs"][0]["ndcg_at_10"], abs=1e-12)
+    assert rep["paired"]["against"].startswith(f"--rerank {arm}")
+    bad = cli(["retrieve", d / "q.npy", d / "c.npy", d / "qrels.tsv", "--rerank", "nope"])
+    assert bad.exit_code == 2 and "--rerank" in bad.stderr

@@ -104,7 +104,7 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
              query_id_field: str = "id", doc_id_field: str = "id",
              score: Callable[[np.ndarray, np.ndarray], np.ndarray] = cosine, score_name: str = "cosine",
              progress: Optional[Callable[[int, int], None]] = None, against: Optional[Sequence[Any]] = None,
-             margins: Optional[Mapping[str, float]] = None) -> RetrievalReport:
+             margins: Optional[Mapping[str, float]] = None, rerank: Optional[str] = None) -> RetrievalReport:
     """Retrieval quality of query vectors against corpus vectors, judged by qrels.
 
     ``queries``, ``corpus``: a ``.npy`` path, a shard-set folder or a 2-D array. ``qrels``: a
@@ -124,6 +124,10 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
     every metric named in ``margins``, e.g. ``{"recall@100": 0.01}``) of both on the same
     resampled queries, the difference with its 95 % interval, paired permutation p-value,
     minimum detectable effect and verdict at the margin.
+
+    ``rerank``: a hubness repair (``centring``, ``csls``, ``mutual-proximity``, ``qbnorm``;
+    :mod:`embedcheck.geometry.hubness`) re-scores every query's neighbours; ``paired`` then compares
+    the repaired run (B) with plain cosine (A, the report's metrics) on the same resampled queries.
     """
     from ..geometry.search import search_topk
     from ._common import running
@@ -151,6 +155,14 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
     qids = _ids(query_ids, queries, query_id_field, "queries", "query_ids", m)
     dids = _ids(doc_ids, corpus, doc_id_field, "corpus", "doc_ids", n)
     paired_metrics: list[str] = []
+    if rerank is not None:
+        from ..geometry.hubness import REPAIRS
+
+        if rerank not in REPAIRS:
+            raise InputError(f"rerank {rerank!r}: choose from {', '.join(REPAIRS)}")
+        if against is not None:
+            raise InputError("rerank and against both name a B to compare with: give one")
+        paired_metrics, margins = _paired_plan(ks, margins, (None, None), resamples)
     if against is not None:
         paired_metrics, margins = _paired_plan(ks, margins, against, resamples)
         for given, x, field, what, param, ids in ((query_ids, against[0], query_id_field, "against queries",
@@ -188,6 +200,17 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
             rep.paired = retrieval_paired(rep.per_query, _per_query_in_order(rep, rep_b), paired_metrics,
                                           resamples=resamples, permutations=resamples, seed=seed, margins=margins,
                                           against=" ".join(_shown(x) if _is_path(x) else "array" for x in against))
+        if rerank is not None:
+            from ..geometry.hubness import repaired_neighbours
+            from ..geometry.retrieval import evaluate_run, retrieval_paired
+
+            Q = np.asarray(q_src[:], dtype=np.float64)
+            C = np.asarray(c_src[:], dtype=np.float64)
+            rows, method = repaired_neighbours(Q, C, min(max(ks), n), rerank, in_corpus=False, seed=seed)
+            per_b = evaluate_run(rows, judged, ks, n_docs=n)
+            rep.paired = retrieval_paired(rep.per_query, per_b, paired_metrics, resamples=resamples,
+                                          permutations=resamples, seed=seed, margins=margins,
+                                          against=f"--rerank {rerank}: {method}")
     from ._common import store_models
 
     models = store_models(queries=queries, corpus=corpus, **({"against_queries": against[0], "against_corpus": against[1]}

@@ -73,6 +73,7 @@ def retrieve_cmd(
     task_name: Annotated[str, typer.Option("--task-name", help="With --mteb-json: the MTEB task name (e.g. SciFact).")] = "Retrieval",
     dataset_revision: Annotated[str, typer.Option("--revision", help="With --mteb-json: the data set revision recorded.")] = "unknown",
     split: Annotated[str, typer.Option("--split", help="With --mteb-json: the split the scores are filed under.")] = "test",
+    rerank: Annotated[Optional[str], typer.Option("--rerank", metavar="ARM", help="A hubness repair re-scoring the neighbours (centring, csls, mutual-proximity, qbnorm): 'paired' compares it (B) with plain cosine (A) on the same queries.", show_default=False)] = None,
     *,
     out: Output,
 ) -> None:
@@ -103,11 +104,11 @@ def retrieve_cmd(
 
         check_output(mteb_json, [queries, corpus, qrels, out.report_file])
     with progress() as bar, option_errors({"k": "--k", "resamples": "--resamples", "query_ids": "QUERIES",
-                                           "doc_ids": "CORPUS", "margins": "--margin"}):
+                                           "doc_ids": "CORPUS", "margins": "--margin", "rerank": "--rerank"}):
         task = bar.add_task("retrieve", total=None, info="")
         rep = embedcheck.retrieve(queries, corpus, qrels, k=ks, resamples=resamples, seed=seed,
                                   engine=out.engine.value, address=out.address, query_id_field=query_id_field,
-                                  doc_id_field=doc_id_field, against=out.pair, margins=out.margins or None,
+                                  doc_id_field=doc_id_field, against=out.pair, margins=out.margins or None, rerank=rerank,
                                   progress=lambda done, total: bar.update(task, completed=done, total=total))
     report: dict[str, Any] = rep.to_dict()
     if mteb_json is not None:

@@ -177,13 +177,16 @@ __all__ = ["Null", "antihub_share", "bootstrap", "figures", "gaussian_like", "hu
 #: the repairs ``--repair`` names, and what each does (the report's ``method`` of the arm)
 REPAIRS = {
     "centring": "cosine after subtracting the corpus's mean unit row from queries and corpus",
-    "csls": "CSLS (Conneau et al. 2018): 2 cos(q, c) - r(q) - r(c), r the mean cosine to the k nearest corpus rows",
+    "csls": "CSLS (Conneau et al. 2018): 2 cos(q, c) - r(q) - r(c), r the mean cosine to the 10 nearest corpus rows",
     "mutual-proximity": ("empirical mutual proximity (Schnitzer et al. 2012): the share of sampled corpus rows j with "
                          "s(q, j) < s(q, c) and s(c, j) < s(q, c), re-ranking the cosine top {cands} "
                          "(a seeded sample of {sample} rows)"),
     "qbnorm": ("QB-Norm's inverted softmax (Bogolin et al. 2022): exp(b s(q, c)) / sum over the bank of exp(b s(x, c)), "
                "b = {beta:g}, the bank: {bank}"),
 }
+#: CSLS's neighbourhood: r(x) is the mean cosine to the x's this many nearest corpus rows (Conneau et al.'s 10),
+#: whatever depth the repaired run is searched to
+CSLS_K = 10
 #: QB-Norm's inverse temperature (the paper's default)
 QB_BETA = 20.0
 #: mutual proximity: candidates re-ranked per query, and the corpus rows sampled for its distributions
@@ -240,7 +243,7 @@ def repaired_neighbours(Q: np.ndarray, C: np.ndarray, k: int, repair: str, *, in
         rows, _ = topk_scored(unit_rows(Qu - mu), unit_rows(Cu - mu), k, in_corpus=in_corpus)
         return rows, REPAIRS["centring"]
     if repair == "csls":
-        _, rc = topk_scored(Cu, Cu, k, in_corpus=True)
+        _, rc = topk_scored(Cu, Cu, min(CSLS_K, Cu.shape[0] - 1), in_corpus=True)
         rows, _ = topk_scored(Qu, Cu, k, scale=2.0, offset=rc.mean(axis=1), in_corpus=in_corpus)
         return rows, REPAIRS["csls"]  # r(q) is the same for every candidate of q: it does not move its ranking
     if repair == "qbnorm":
