@@ -202,3 +202,10 @@ def test_retrieve_rerank_pairs_the_repair_with_plain_cosine(cli, pair, arm):
     assert rep["paired"]["against"].startswith(f"--rerank {arm}")
     bad = cli(["retrieve", d / "q.npy", d / "c.npy", d / "qrels.tsv", "--rerank", "nope"])
     assert bad.exit_code == 2 and "--rerank" in bad.stderr
+
+
+def test_k_at_or_above_the_rows_is_one_line_naming_k(cli, gauss):
+    path, X = gauss
+    res = cli(["hubness", path, "--k", str(len(X))])
+    assert res.exit_code == 2 and res.stderr.startswith("error: --k must be below the 400 rows"), res
+    assert cli(["hubness", path, "--k", str(len(X) - 1), "--resamples", "10", "--null-draws", "0", "--json"]).exit_code == 0

@@ -131,7 +131,11 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple:
     if qrels is not None and queries is None:
         raise InputError("--qrels needs --queries: judgements are of queries against the corpus")
     judged = _qrels_for(qrels, queries, corpus) if qrels is not None else None
-    kk = min(k, n - 1 if q_src is None else n)
+    if q_src is None and k >= n:
+        raise InputError(f"k must be below the {n} rows (each row's neighbours are among the other {n - 1}), got {k}")
+    if q_src is not None and k > n:
+        raise InputError(f"k must be at most the {n} corpus rows, got {k}")
+    kk = k
     depth = min(max(kk, 10), n) if judged is not None else kk
     nb_deep, _scores = H.neighbours(q_src if q_src is not None else corpus, corpus, depth, in_corpus=q_src is None, engine=engine)
     nb = nb_deep[:, :kk]
