@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 DEFAULT_DATA = Path(tempfile.gettempdir()) / "embedcheck-pg"
@@ -48,13 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stop", action="store_true", help="stop the server of --data")
     ap.add_argument("--delete", action="store_true", help="with --stop: also remove the data folder")
     args = ap.parse_args(argv)
-    try:
-        import pgserver  # noqa: F401
-    except ImportError:
-        print("error: pgserver is not installed: pip install 'embedcheck[stores]'", file=sys.stderr)
-        return 2
     if args.delete and not args.stop:
         print("error: --delete goes with --stop", file=sys.stderr)
+        return 2
+    try:
+        with warnings.catch_warnings():  # platformdirs' note on an unset XDG_RUNTIME_DIR: not ours to show
+            warnings.simplefilter("ignore")
+            import pgserver  # noqa: F401
+    except ImportError:
+        print("error: pgserver is not installed: pip install 'embedcheck[stores]'", file=sys.stderr)
         return 2
     if args.stop:
         if not (args.data / "postmaster.pid").exists() and not args.data.is_dir():

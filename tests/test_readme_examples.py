@@ -399,7 +399,8 @@ def run_examples(examples: list[Example], tmp: Path, timeout: float = 900, extra
     scratch = tempfile.mkdtemp(prefix="embedcheck-doc-")  # outside pytest's private (0700) basetemp
     os.chmod(scratch, 0o755)  # pgserver run as root starts PostgreSQL as its own user: it must reach it
     env.update({"COLUMNS": "80", "TMPDIR": scratch,
-                "EMBEDCHECK_SHARED_DATA": str(tmp / "no-shared-data"),  # a fresh clone has none "TERM": "dumb", "NO_COLOR": "1", "HF_HUB_OFFLINE": "1", "LC_ALL": "C.UTF-8",
+                "EMBEDCHECK_SHARED_DATA": str(tmp / "no-shared-data"),  # a fresh clone has no data beside it
+                "TERM": "dumb", "NO_COLOR": "1", "HF_HUB_OFFLINE": "1", "LC_ALL": "C.UTF-8",
                 # this tree's embedcheck first, then the venv's tools (python, pip ...), then the system's
                 "PATH": f"{repo / '.venv' / 'bin'}:{os.path.dirname(sys.executable)}:{env.get('PATH', '/usr/bin:/bin')}"})
     env.update(extra_env or {})
