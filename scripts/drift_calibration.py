@@ -6,8 +6,8 @@ plot of ``docs/drift.md``).
 Inputs: MiniLM embeddings made once with ``embedcheck embed`` (``.npy`` + ``.jsonl`` sidecar with
 the labels), in a folder outside the tree::
 
-    embedcheck embed ../shared/data/ag_news/test.jsonl -o CACHE/agnews.npy
-    embedcheck embed ../shared/data/sst2/train.jsonl --sample 6000 --seed 0 -o CACHE/sst2.npy
+    embedcheck embed "$EMBEDCHECK_SHARED_DATA"/ag_news/test.jsonl -o CACHE/agnews.npy
+    embedcheck embed "$EMBEDCHECK_SHARED_DATA"/sst2/train.jsonl --sample 6000 --seed 0 -o CACHE/sst2.npy
     python scripts/drift_calibration.py CACHE --out docs/drift_power.png --json CACHE/calibration.json \
         [--evidently-python VENV/bin/python]
 

@@ -15,7 +15,7 @@ when the whole task is written.
 Reduced size for CI: ``--queries N`` keeps the first N claims (by id) and ``--docs M`` keeps the
 documents they cite plus the first M documents of the corpus (in corpus order).
 
-    python scripts/scifact_retrieval_data.py ../shared/data/scifact -o out/scifact-retrieval/data
+    python scripts/scifact_retrieval_data.py "$EMBEDCHECK_SHARED_DATA"/scifact -o out/scifact-retrieval/data
     python scripts/scifact_retrieval_data.py --summary out/scifact-retrieval/retrieve.json -o summary.md
 
 ``--summary`` writes the Markdown table of a ``retrieve`` report beside the published figure
@@ -83,7 +83,7 @@ def summary(report: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("scifact", type=Path, nargs="?", help="the scifact folder of ../shared/data")
+    ap.add_argument("scifact", type=Path, nargs="?", help="the scifact folder of the full-size data ($EMBEDCHECK_SHARED_DATA/scifact)")
     ap.add_argument("-o", "--out", type=Path, required=True, help="output folder (--summary: the .md file)")
     ap.add_argument("--summary", type=Path, default=None, help="a retrieve report: write its summary table to -o")
     ap.add_argument("--queries", type=int, default=None, help="keep the first N claims (reduced size)")

@@ -40,6 +40,30 @@ def test_no_word_of_the_machine_people_or_process(doc):
     assert not bad, "\n".join(bad)
 
 
+#: folders beside a clone that a fresh clone does not have
+OUTSIDE = re.compile(r"\.\./shared\b")
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_no_folder_outside_the_clone(doc):
+    """A doc names the full-size data by ``$EMBEDCHECK_SHARED_DATA``, never by a folder beside the clone."""
+    bad = [f"{doc.name}:{i}: {line.strip()}" for i, line in enumerate(doc.read_text().splitlines(), 1)
+           if OUTSIDE.search(line)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_readme_is_a_front_door():
+    """The README stays short; reproductions and timings live in docs/."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 180
+    assert "## The two commands" in text and "## Quick start" in text
+    assert not TIMED.search(text), TIMED.search(text)
+    long = [line[:60] for line in text.splitlines() if len(line) > 400 and not line.startswith("python3 -m venv")]
+    assert not long, long
+    for link in re.findall(r"\]\(((?:docs|examples)/[^)#]+)", text):
+        assert (ROOT / link).is_file(), link
+
+
 def test_the_checks_catch_what_they_are_for():
     for line in ("cached in /work/cache/scifact", "see /home/alice/x.npy", "(`/tmp/run/out.npy`)"):
         assert ABSOLUTE.search(line), line
@@ -49,6 +73,7 @@ def test_the_checks_catch_what_they_are_for():
                  "the retrieve helper's cached embeddings", "# item 16", "(items 17 and 19)"):
         assert any(w.search(line) for w in WORDS), line
     assert not any(w.search("for ML engineers who search") for w in WORDS)
+    assert OUTSIDE.search("open('../shared/data/sst2/validation.jsonl')") and not OUTSIDE.search("ci/baseline/shared/aag.json")
 
 
 #: words that mark a measured time or speed

@@ -10,10 +10,14 @@ A fenced block preceded by an HTML comment ``<!-- example: NAME [tol=X] [rtol=R]
   so only the exit code is checked.
 
 All examples of one file run in order in **one** bash session (``cd``, ``source`` and files carry
-over) in a clean temporary folder laid out like a clone: ``fixtures/``, ``ci/``, ``scripts/`` and
-``docs/`` of the tree under test, ``../shared/data`` (the real data, when present), and a
-``.venv/bin/activate`` that puts this tree's ``embedcheck`` (``python -m embedcheck`` with this
-tree on ``PYTHONPATH``) first on ``PATH``. A command's stdout is a terminal of 80 columns unless
+over) in a clean temporary folder laid out like a fresh clone: ``fixtures/``, ``ci/``, ``scripts/``,
+``docs/`` and ``examples/`` of the tree under test, **no** full-size data beside it (no
+``../shared``, and ``EMBEDCHECK_SHARED_DATA`` names a folder that does not exist: an example that
+reaches for that data fails), and a ``.venv/bin/activate`` that puts this tree's ``embedcheck``
+(``python -m embedcheck`` with this tree on ``PYTHONPATH``) first on ``PATH``. ``TMPDIR`` is a
+fresh folder of the run (the local PostgreSQL of ``docs/stores.md`` keeps its data there). After
+the run, the clone's root holds nothing new but ``out/`` (and ``ci-out/``, ``ci/check.sh``'s
+default): the examples write into a folder of their own. A command's stdout is a terminal of 80 columns unless
 the example pipes or redirects it, as for a user, or the example shows JSON (a pipe); the marker
 option ``stdout=terminal|pipe`` says it explicitly.
 
@@ -43,17 +47,24 @@ import math
 import os
 import re
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT
 
-pytestmark = [pytest.mark.model, pytest.mark.data]
+pytestmark = [pytest.mark.model]
+
+#: what the examples may leave in a clone's root: their own output folders
+OUTPUT_FOLDERS = {"out", "ci-out"}
+#: the folders of a clone the examples read
+CLONE_FOLDERS = ("fixtures", "ci", "scripts", "docs", "examples")
 
 MARKER = re.compile(r"<!--\s*example:\s*([\w.-]+)([^>]*)-->")
 FENCE = re.compile(r"^```(\w*)\s*$")
@@ -345,14 +356,11 @@ main()
 
 
 def make_clone(tmp: Path) -> Path:
-    """A clean folder laid out like a clone of the tree under test, beside ``shared/data``."""
+    """A clean folder laid out like a fresh clone of the tree under test, with no data beside it."""
     repo = tmp / "repo"
     repo.mkdir(parents=True)
-    for name in ("fixtures", "ci", "scripts", "docs"):
+    for name in CLONE_FOLDERS:
         (repo / name).symlink_to(ROOT / name, target_is_directory=True)
-    if SHARED_DATA.is_dir():
-        (tmp / "shared").mkdir()
-        (tmp / "shared" / "data").symlink_to(SHARED_DATA, target_is_directory=True)
     bin_ = repo / ".venv" / "bin"
     bin_.mkdir(parents=True)
     shim = bin_ / "embedcheck"
@@ -388,12 +396,19 @@ def run_examples(examples: list[Example], tmp: Path, timeout: float = 900, extra
             index.append((ex, c, n))
             n += 1
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    env.update({"COLUMNS": "80", "TERM": "dumb", "NO_COLOR": "1", "HF_HUB_OFFLINE": "1", "LC_ALL": "C.UTF-8",
+    scratch = tempfile.mkdtemp(prefix="embedcheck-doc-")  # outside pytest's private (0700) basetemp
+    os.chmod(scratch, 0o755)  # pgserver run as root starts PostgreSQL as its own user: it must reach it
+    env.update({"COLUMNS": "80", "TMPDIR": scratch,
+                "EMBEDCHECK_SHARED_DATA": str(tmp / "no-shared-data"),  # a fresh clone has no data beside it
+                "TERM": "dumb", "NO_COLOR": "1", "HF_HUB_OFFLINE": "1", "LC_ALL": "C.UTF-8",
                 # this tree's embedcheck first, then the venv's tools (python, pip ...), then the system's
                 "PATH": f"{repo / '.venv' / 'bin'}:{os.path.dirname(sys.executable)}:{env.get('PATH', '/usr/bin:/bin')}"})
     env.update(extra_env or {})
-    subprocess.run(["bash", "-c", "\n".join(script)], cwd=repo, env=env, timeout=timeout, check=False,
-                   stdin=subprocess.DEVNULL)
+    try:
+        subprocess.run(["bash", "-c", "\n".join(script)], cwd=repo, env=env, timeout=timeout, check=False,
+                       stdin=subprocess.DEVNULL)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     problems: list[str] = []
     for ex, c, k in index:
         where = f"{ex.doc.name}:{ex.lineno} [{ex.name}] $ {c.line.strip()[:120]}"
@@ -407,6 +422,10 @@ def run_examples(examples: list[Example], tmp: Path, timeout: float = 900, extra
         if c.exit is not None and rc != c.exit:
             problems.append(f"{where}: exit {rc}, expected {c.exit}; stderr: {stderr.strip()[-400:]}")
         problems += [f"{where}: {p}" for p in check_output(c, stdout, stderr, ex.tol)]
+    stray = sorted(p.name for p in repo.iterdir() if p.name not in {*CLONE_FOLDERS, ".venv", *OUTPUT_FOLDERS})
+    if stray:
+        problems.append(f"{examples[0].doc.name if examples else '?'}: the examples left {stray} in the clone's root "
+                        f"(write into {sorted(OUTPUT_FOLDERS)})")
     return problems
 
 
@@ -419,7 +438,7 @@ WITH_EXAMPLES = [d for d in DOCS if collect(d, survey=SURVEY)]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("doc", WITH_EXAMPLES, ids=[d.name for d in WITH_EXAMPLES])
-def test_documented_examples_run_and_print_what_is_shown(doc, tmp_path, minilm_path, shared_data):
+def test_documented_examples_run_and_print_what_is_shown(doc, tmp_path, minilm_path):
     examples = collect(doc, survey=SURVEY)
     problems = run_examples(examples, tmp_path)
     assert not problems, "\n".join(problems)
@@ -432,7 +451,7 @@ OTHER_ISA = {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}
 
 
 @pytest.mark.slow
-def test_readme_figures_hold_with_torch_kernels_of_another_instruction_set(tmp_path, minilm_path, shared_data):
+def test_readme_figures_hold_with_torch_kernels_of_another_instruction_set(tmp_path, minilm_path):
     problems = run_examples(collect(ROOT / "README.md"), tmp_path, extra_env=OTHER_ISA)
     assert not problems, "\n".join(problems)
 
@@ -452,6 +471,19 @@ def test_quick_start_is_an_executed_example():
     cmds = [c.line for e in collect(ROOT / "README.md") for c in e.commands]
     assert any("--label-field" in c and c.startswith("embedcheck embed") for c in cmds)
     assert any(c.startswith("embedcheck train-head") for c in cmds) and any(c.startswith("embedcheck project") for c in cmds)
+    # it runs on the data the repository ships, and writes into out/
+    read = {m.group(0) for c in cmds for m in re.finditer(r"examples/data/[\w./-]+", c)}
+    assert read == {"examples/data/tweets.csv"} and all((ROOT / p).is_file() for p in read)
+    assert (ROOT / "examples" / "data" / "README.md").is_file()  # the attribution and licence beside it
+    outputs = [m.group(1) for c in cmds for m in re.finditer(r"(?:-o|--output)\s+(\S+)", c)]
+    assert outputs and all(o.startswith("out/") for o in outputs), outputs
+
+
+def test_no_executed_example_reaches_for_the_full_size_data():
+    for doc in DOCS:
+        for ex in collect(doc):
+            for c in ex.commands:
+                assert "../shared" not in c.line and "EMBEDCHECK_SHARED_DATA" not in c.line, (doc.name, ex.name, c.line)
 
 
 # ---- the harness itself -----------------------------------------------------------------------------
@@ -492,3 +524,13 @@ def test_console_blocks_split_into_commands_outputs_and_exit_codes(tmp_path):
     assert run_examples([ex], tmp_path / "run") == []
     ex.commands[0].shown = ["1.30"]
     assert run_examples([ex], tmp_path / "run2")[0].endswith("shown line not printed: '1.30'")
+
+
+def test_the_clone_has_no_data_beside_it_and_stray_outputs_are_reported(tmp_path):
+    doc = tmp_path / "d.md"
+    doc.write_text("<!-- example: data -->\n```bash\ntest -e ../shared/data || test -e \"$EMBEDCHECK_SHARED_DATA\"  # exit 1\n"
+                   "test -f examples/data/tweets.csv\nmkdir -p out && touch out/fine.txt\n```\n")
+    assert run_examples(collect(doc), tmp_path / "run") == []
+    doc.write_text("<!-- example: stray -->\n```bash\ntouch stray.txt\n```\n")
+    [problem] = run_examples(collect(doc), tmp_path / "run2")
+    assert "left ['stray.txt'] in the clone's root" in problem

@@ -1,12 +1,15 @@
-"""The README's "Python API" examples run as doctests, from the repository root: the same aag
-report from Python and from the CLI, a shard set opened and measured on the local engine, and a
-gate evaluated from Python."""
+"""The Python API examples run as doctests, from the repository root: the README's "Python API"
+section (the same aag report from Python and from the CLI, a gate evaluated from Python) and the
+longer tour of docs/python.md (arrays, a shard set opened and measured on the local engine, the
+writers)."""
 
 from __future__ import annotations
 
 import doctest
 import os
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,15 +20,29 @@ def _section(text: str, title: str) -> str:
     return text[start:end if end > 0 else None]
 
 
-def test_readme_python_api_examples_run_and_print_what_the_readme_shows(monkeypatch):
-    monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    body = _section((ROOT / "README.md").read_text(encoding="utf-8"), "Python API")
+def _run(body: str, name: str, path: Path) -> doctest.TestResults:
     body = "\n".join("" if line.startswith("```") else line for line in body.splitlines())  # fences end examples
-    test = doctest.DocTestParser().get_doctest(body, {}, "README.md: Python API", str(ROOT / "README.md"), 0)
-    assert len(test.examples) >= 15
+    test = doctest.DocTestParser().get_doctest(body, {}, name, str(path), 0)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     runner.run(test)
     res = runner.summarize(verbose=False)
-    assert res.failed == 0 and res.attempted == len(test.examples)
+    assert res.attempted == len(test.examples)
+    return res
+
+
+@pytest.mark.parametrize("where,minimum", [("README.md", 9), ("docs/python.md", 25)])
+def test_python_api_examples_run_and_print_what_the_docs_show(where, minimum, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    text = (ROOT / where).read_text(encoding="utf-8")
+    body = _section(text, "Python API") if where == "README.md" else text
+    res = _run(body, f"{where}: Python API", ROOT / where)
+    assert res.failed == 0 and res.attempted >= minimum, res
     assert os.getcwd() == str(ROOT)
+
+
+def test_a_wrong_shown_value_fails_the_doctest(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    good = ">>> import embedcheck\n>>> round(embedcheck.aag('fixtures/topics.npy', 'fixtures/topics.labels.jsonl')['aag'], 4)\n"
+    assert _run(good + "0.0442\n", "good", tmp_path / "g.md").failed == 0
+    assert _run(good + "0.0443\n", "bad", tmp_path / "b.md").failed == 1

@@ -183,17 +183,17 @@ def _physscore_numbers(rep: dict[str, Any]) -> list[str]:
     for c in rep.get("cells", []):
         nums += [view._f3(c["kendall_tau"]), view._f3(c["pacc"])]
     if "table1" in rep:
-        nums += [view._pp(rep["table1"][k]) for k in ("kendall_tau", "pacc", "avg")]
+        nums += [view._plain(rep["table1"][k]) for k in ("kendall_tau", "pacc", "avg")]
     if "table3" in rep:
         t3 = rep["table3"]
-        nums += [view._pp(t3[k]) for k in ("cosine_tau", "cosine_pacc", "probe_tau", "probe_pacc")]
+        nums += [view._plain(t3[k]) for k in ("cosine_tau", "cosine_pacc", "probe_tau", "probe_pacc")]
         nums.append(view._signed(t3["delta_tau"]))
         for c in t3["cells"]:
             nums += [view._f3(c[k]) for k in ("probe_tau", "probe_tau_sd", "cosine_tau", "cosine_tau_sd")]
     if "table4" in rep:
         t4 = rep["table4"]
         for ref in ("char", "token", "numeric"):
-            nums += [view._pp(t4[ref][s], 4, 1) for s in ("all", "ff", "fi", "ii", *view.SIGN_SUBSETS)]
+            nums += [view._plain(t4[ref][s], 4, 1) for s in ("all", "ff", "fi", "ii", *view.SIGN_SUBSETS)]
         nums += [str(v) for v in t4["n_pairs"].values()]
     return nums
 

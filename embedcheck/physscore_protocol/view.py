@@ -12,8 +12,14 @@ narrower one:
   F×I, I×I; its sign subsets are one row per subset;
 - the model name goes into the titles (which wrap) and the model column of Table 1 folds.
 
->>> _pp(7.333), _pp(-7.333), _pp(21.04, 4, 1), _pp(None)
-('07.33', '-07.33', '21.0', '—')
+Numbers are plain (``7.33``, ``-0.06``, ``8.5``); the reference notebook's zero-padded text
+(``07.33``, ``-00.06``, ``08.5``) stays available as :func:`notebook_number` and
+``render(..., notebook=True)``, for a reproduction that compares that text.
+
+>>> number(7.333), number(-0.06), number(8.54, 1), number(-0.001), number(None)
+('7.33', '-0.06', '8.5', '0.00', '—')
+>>> notebook_number(7.333), notebook_number(-7.333), notebook_number(-0.06), notebook_number(8.54, 4, 1)
+('07.33', '-07.33', '-00.06', '08.5')
 """
 
 from __future__ import annotations
@@ -34,20 +40,43 @@ def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
-def _pp(x: float | None, width: int = 5, dec: int = 2) -> str:
-    """Zero-padded like the paper: 07.33, -07.33 (width counts the magnitude only)."""
+#: a number formatter of the tables: ``(value, width, decimals) -> text``
+Formatter = Callable[..., str]
+
+
+def number(x: float | None, dec: int = 2) -> str:
+    """A plain number with ``dec`` decimals (``7.33``, ``-0.06``); a negative that rounds to zero
+    prints ``0.00``; ``—`` for a missing or non-finite value."""
+    if x is None or not _finite(x):
+        return "—"
+    s = f"{abs(x):.{dec}f}"
+    return ("-" + s) if x < 0 and float(s) != 0 else s
+
+
+def notebook_number(x: float | None, width: int = 5, dec: int = 2) -> str:
+    """The reference notebook's text format, zero-padded: ``07.33``, ``-07.33`` (``width`` counts
+    the magnitude only; Table 4 uses width 4 with 1 decimal, ``08.5``)."""
     if x is None or not _finite(x):
         return "—"
     s = f"{abs(x):0{width}.{dec}f}"
     return ("-" + s) if x < 0 and float(s) != 0 else s
 
 
+def _plain(x: float | None, width: int = 5, dec: int = 2) -> str:
+    return number(x, dec)
+
+
+def _fmt(notebook: bool) -> Formatter:
+    return notebook_number if notebook else _plain
+
+
 def _f3(x: float | None) -> str:
     return f"{x:.3f}" if x is not None and _finite(x) else "—"
 
 
-def _signed(x: float | None) -> str:
-    return ("+" if x is not None and _finite(x) and x >= 0 else "") + _pp(x)
+def _signed(x: float | None, fmt: Formatter = _plain) -> str:
+    text = fmt(x)
+    return ("+" if _finite(x) and not text.startswith("-") else "") + text
 
 
 def _table(title: str, first: str, *cols: str) -> Any:
@@ -73,17 +102,17 @@ def cells_table(model: str, cells: list[dict[str, Any]]) -> Any:
     return t
 
 
-def table1(model: str, t1: dict[str, Any]) -> Any:
+def table1(model: str, t1: dict[str, Any], fmt: Formatter = _plain) -> Any:
     t = _table("Table 1 — PhysScore (×100)", "model", "K's τ", "PACC", "AVG")
-    t.add_row(model, _pp(t1["kendall_tau"]), _pp(t1["pacc"]), _pp(t1["avg"]))
-    t.add_row("random-baseline", "00.00", "50.00", "25.00", style="dim")
+    t.add_row(model, fmt(t1["kendall_tau"]), fmt(t1["pacc"]), fmt(t1["avg"]))
+    t.add_row("random-baseline", fmt(0.0), fmt(50.0), fmt(25.0), style="dim")
     return t
 
 
-def table3(model: str, t3: dict[str, Any]) -> Any:
+def table3(model: str, t3: dict[str, Any], fmt: Formatter = _plain) -> Any:
     t = _table(f"Table 3 — recalibration probe (×100), {model}", "figure", "cosine", "probe", "Δ (probe − cosine)")
-    t.add_row("K's τ", _pp(t3["cosine_tau"]), _pp(t3["probe_tau"]), _signed(t3["delta_tau"]))
-    t.add_row("PACC", _pp(t3["cosine_pacc"]), _pp(t3["probe_pacc"]), "")
+    t.add_row("K's τ", fmt(t3["cosine_tau"]), fmt(t3["probe_tau"]), _signed(t3["delta_tau"], fmt))
+    t.add_row("PACC", fmt(t3["cosine_pacc"]), fmt(t3["probe_pacc"]), "")
     return t
 
 
@@ -102,49 +131,51 @@ def table3_cells(cells: list[dict[str, Any]]) -> Any:
     return t
 
 
-def table4(model: str, t4: dict[str, Any]) -> Any:
+def table4(model: str, t4: dict[str, Any], fmt: Formatter = _plain) -> Any:
     t = _table(f"Table 4 — Kendall τ (×100) of similarity with each reference, {model}", "reference",
                *[title for _, title in LEXICAL_SUBSETS])
     for ref, title in REFERENCES:
         if t4.get(ref):
-            t.add_row(title, *[_pp(t4[ref][sub], 4, 1) for sub, _ in LEXICAL_SUBSETS])
+            t.add_row(title, *[fmt(t4[ref][sub], 4, 1) for sub, _ in LEXICAL_SUBSETS])
     t.add_row("pairs", *[str(t4["n_pairs"][sub]) for sub, _ in LEXICAL_SUBSETS], style="dim")
     return t
 
 
-def table4_signs(t4: dict[str, Any]) -> Any:
+def table4_signs(t4: dict[str, Any], fmt: Formatter = _plain) -> Any:
     refs = [(ref, title) for ref, title in REFERENCES if t4.get(ref)]
     t = _table("Table 4 sign subsets — Kendall τ (×100)", "subset", "pairs", *[title for _, title in refs])
     for sub in SIGN_SUBSETS:
-        t.add_row(sub, str(t4["n_pairs"][sub]), *[_pp(t4[ref][sub], 4, 1) for ref, _ in refs])
+        t.add_row(sub, str(t4["n_pairs"][sub]), *[fmt(t4[ref][sub], 4, 1) for ref, _ in refs])
     return t
 
 
-def render(report: dict[str, Any], console: Any = None) -> None:
-    """Print a PhysScore report (``physscore run`` / ``score``) as the paper's tables (the CLI adds
-    the gate lines, formatted with :func:`paper_number`)."""
+def render(report: dict[str, Any], console: Any = None, *, notebook: bool = False) -> None:
+    """Print a PhysScore report (``physscore run`` / ``score``) as the paper's tables, in plain
+    numbers (``notebook=True``: the reference notebook's zero-padded text, :func:`notebook_number`).
+    The CLI adds the gate lines, formatted with :func:`paper_number`."""
     from rich.console import Console
 
     console = console or Console()
+    fmt = _fmt(notebook)
     model = report.get("model") or "embeddings"
     if "cells" in report:
         console.print(cells_table(model, report["cells"]))
     if "table1" in report:
         t1 = report["table1"]
-        console.print(table1(model, t1))
+        console.print(table1(model, t1, fmt))
         if t1.get("kendall_tau_ci95") and t1.get("pacc_ci95"):
             (tl, th), (pl, ph) = t1["kendall_tau_ci95"], t1["pacc_ci95"]
-            console.print(f"95% intervals: K's τ {_pp(tl)} to {_pp(th)}, PACC {_pp(pl)} to {_pp(ph)} "
+            console.print(f"95% intervals: K's τ {fmt(tl)} to {fmt(th)}, PACC {fmt(pl)} to {fmt(ph)} "
                           f"({t1['ci_method']})", overflow="fold")
     if "table3" in report:
-        console.print(table3(model, report["table3"]))
+        console.print(table3(model, report["table3"], fmt))
         console.print(table3_cells(report["table3"]["cells"]))
     if "table4" in report:
-        console.print(table4(model, report["table4"]))
-        console.print(table4_signs(report["table4"]))
+        console.print(table4(model, report["table4"], fmt))
+        console.print(table4_signs(report["table4"], fmt))
     for p in report.get("plots", []):
         console.print(f"plot: {p}", overflow="fold")
 
 
-#: the paper's number format (zero-padded ×100), for gate lines
-paper_number: Callable[[float | None], str] = _pp
+#: the number format of the gate lines (plain, like the tables)
+paper_number: Callable[[float | None], str] = number
