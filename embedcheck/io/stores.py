@@ -220,6 +220,12 @@ class Store:
     def _all_ids(self) -> Optional[list[Any]]:
         return self.column(self.id_column) if self.id_column else None
 
+    def check_ids(self) -> None:
+        """Read the ids once (when the store has them) so that repeats are said as the store is
+        opened as an input, whether or not the command reads them later."""
+        if self.id_column and not self._ids_checked:
+            self.ids()
+
     def model(self) -> Optional[str]:
         """The model the store says its vectors come from (embedcheck's metadata, or a ``model`` key)."""
         meta = self.metadata()
@@ -341,8 +347,8 @@ def contained_files(folder: Path, files: Any, shown: str) -> None:
             continue
         real = os.path.realpath(f)
         if os.path.commonpath([base, real]) != base:
-            raise InputError(f"{shown}: {f} resolves to {real}, outside the store's folder {folder} (a folder store "
-                             "may not link to files elsewhere)")
+            raise InputError(f"{shown}: {os.path.relpath(f, folder)} resolves outside the store's folder, to {real} "
+                             "(a folder store may not link to files elsewhere)")
 
 
 def _lance_files(path: Path) -> Iterator[str]:
@@ -975,6 +981,10 @@ class PgStore(Store):
 
     def _all_ids(self) -> Optional[list[Any]]:
         return list(self._load_ids()) if self.id_column else None
+
+    def check_ids(self) -> None:
+        """Nothing to read: a unique index vouches for the ids, or they were read (and repeats
+        refused: keyset reads need unique ids) when the store was opened."""
 
     def close(self) -> None:
         try:
