@@ -187,7 +187,7 @@ def pg_forms(pg_uri: str, table: str, port: str) -> dict[str, str]:
 def world(tmp_path_factory, request):
     """T in every form; the .npy references (T, B, Q with id sidecars), labels, qrels, scores and a
     head; the FAISS indexes recall reads."""
-    pa = pytest.importorskip("pyarrow")
+    pytest.importorskip("pyarrow")
     import pyarrow.feather as feather
     import pyarrow.parquet as pq
 
@@ -246,11 +246,14 @@ def _have(mod: str) -> bool:
     return importlib.util.find_spec(mod) is not None
 
 
+TIMING = re.compile(r"(^|_)ms(_|$)|seconds|per_second")
+
+
 def figures(d, prefix=""):
     out = {}
     if isinstance(d, dict):
         for k, v in d.items():
-            if k not in ("seconds", "latency", "inputs", "models", "plot", "notes", "meta"):
+            if k not in ("seconds", "latency", "inputs", "models", "plot", "notes", "meta") and not TIMING.search(k):
                 out.update(figures(v, f"{prefix}{k}."))
     elif isinstance(d, (list, tuple)):
         for i, v in enumerate(d):
