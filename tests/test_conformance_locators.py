@@ -117,6 +117,8 @@ def test_the_password_is_in_the_conninfo_only(raw):
     for shown in (loc.name, repr(loc), str(loc), mask_secrets(raw), repr([loc]), f"{loc}"):
         assert "s3cret" not in shown and "s3%40cret" not in shown and "s3@cret" not in shown, shown
         assert "***" in shown
+    # masking a report's JSON text (the CLI's last net) keeps it JSON, the locator shown masked
+    assert json.loads(mask_secrets(json.dumps({"index": raw, "n": 1}))) == {"index": loc.name, "n": 1}
     # a library message echoing the password, in either spelling, is masked
     msg = loc.redact(f"connection to server failed for password {pw} / {quote(pw)}")
     assert pw not in msg and quote(pw) not in msg and msg.count("***") == 2
@@ -263,8 +265,10 @@ def figures(d, prefix=""):
     return out
 
 
-def assert_same_figures(got, want, what):
+def assert_same_figures(got, want, what, ids=True):
     fg, fw = figures(got), figures(want)
+    if not ids:  # a store without ids: the rows it names carry no id
+        fg, fw = ({k: v for k, v in f.items() if not k.endswith(".id")} for f in (fg, fw))
     assert set(fg) == set(fw), (what, set(fg) ^ set(fw))
     bad = {k: (fg[k], fw[k]) for k in fw if not (np.isnan(fw[k]) and np.isnan(fg[k])) and abs(fg[k] - fw[k]) > 1e-9}
     assert not bad, (what, bad)
@@ -328,9 +332,18 @@ def matrix_world(world, tmp_path_factory):
     return world
 
 
-def _run_cmd(cli, cmd, spec, out_kind, x, w, out):
+#: forms without ids (a FAISS index without an IndexIDMap) and the commands that need a store's ids
+NO_IDS = {"faiss_hnsw_index"}
+NEED_IDS = {"retrieve", "compress sweep"}
+
+
+def _run_cmd(cli, cmd, spec, out_kind, x, w, out, form=""):
     args = _args(spec, x, w, out)
     res = cli([cmd.split()[0], *args])
+    if form in NO_IDS and cmd in NEED_IDS:  # refused in one line naming the missing ids
+        assert_one_line_error(res)
+        assert "has no id column" in res.stderr, res
+        return None
     assert res.exit_code == 0, (cmd, x, res)
     if out_kind == "npy":
         return np.load(f"{out}.npy")
@@ -351,12 +364,14 @@ def test_every_form_through_every_command_gives_the_figures_of_the_npy(cli, matr
     assert len(w["forms"]) >= 7
     for form, x in w["forms"].items():
         for cmd, (spec, kind) in RUNS.items():
-            got = _run_cmd(cli, cmd, spec, kind, x, w, out / f"{form}_{cmd.replace(' ', '_')}")
+            got = _run_cmd(cli, cmd, spec, kind, x, w, out / f"{form}_{cmd.replace(' ', '_')}", form)
+            if got is None:
+                continue
             if kind == "npy":
                 assert np.array_equal(got, want[cmd]), (form, cmd)
             else:
                 assert "hunter2" not in json.dumps(got), (form, cmd)
-                assert_same_figures(got, want[cmd], (form, cmd))
+                assert_same_figures(got, want[cmd], (form, cmd), ids=form not in NO_IDS)
 
 
 def test_recall_opens_the_index_through_every_pg_form(cli, world):

@@ -59,7 +59,9 @@ PG_KEYS = ("table", "column", "id")
 SELECTORS = ("column", "id")
 
 _PW_NETLOC = re.compile(r"((?:postgres(?:ql)?)://[^:/@?#\s]*:)[^@/?#\s]*@", re.IGNORECASE)
-_PW_PARAM = re.compile(r"((?:^|[?&\s])password=)[^&\s]*", re.IGNORECASE)
+# the value ends at the next parameter, a blank or a quote / backslash (the end of a JSON string
+# the locator sits in: masking a report's text must not swallow the quote that closes it)
+_PW_PARAM = re.compile(r"((?:^|[?&\s])password=)[^&\s\"\\]*", re.IGNORECASE)
 
 
 def mask_secrets(text: str) -> str:
@@ -68,6 +70,8 @@ def mask_secrets(text: str) -> str:
 
     >>> mask_secrets("error: postgresql://u:pw@h/db?password=x&table=t")
     'error: postgresql://u:***@h/db?password=***&table=t'
+    >>> mask_secrets('{"index": "postgresql:///db?host=/s&password=x"}')
+    '{"index": "postgresql:///db?host=/s&password=***"}'
     """
     if "://" not in text and "password=" not in text.lower():
         return text
