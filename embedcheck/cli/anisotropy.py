@@ -69,8 +69,8 @@ def _render(report: dict[str, Any]) -> None:
 def anisotropy_cmd(
     a: Annotated[str, typer.Argument(metavar="A.npy", help="Compared rows of side A (n x d float .npy).", show_default=False)],
     b: Annotated[str, typer.Argument(metavar="B.npy", help="Compared rows of side B; row i pairs with row i of A.", show_default=False)],
-    fit_a: Annotated[Optional[str], typer.Option("--fit-a", help="Fit side A's mean on these (train) rows instead of A's compared rows (a .npy or a shard set).")] = None,
-    fit_b: Annotated[Optional[str], typer.Option("--fit-b", help="Fit side B's mean on these (train) rows instead of B's compared rows (a .npy or a shard set).")] = None,
+    fit_a: Annotated[Optional[str], typer.Option("--fit-a", metavar="EMB", help="Fit side A's mean on these (train) rows instead of A's compared rows (a .npy or a shard set).")] = None,
+    fit_b: Annotated[Optional[str], typer.Option("--fit-b", metavar="EMB", help="Fit side B's mean on these (train) rows instead of B's compared rows (a .npy or a shard set).")] = None,
     shared: Annotated[bool, typer.Option("--shared", help="One mean for both sides (one model, one population), fitted on the union of both sides' fit rows.")] = False,
     perms: Annotated[int, typer.Option("--permutations", "--perms", min=1, help="Derangements of B's rows that make the unrelated pairs (the same for raw and centred).")] = 20,
     seed: SeedOpt = 0,

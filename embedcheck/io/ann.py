@@ -1,6 +1,8 @@
 """Approximate-nearest-neighbour indexes behind one interface, each queried through its own library.
 
-:func:`open_index` opens a locator and returns an :class:`AnnIndex`:
+:func:`open_index` opens a locator and returns an :class:`AnnIndex` (the locator parsed by the parser
+stores use, :func:`embedcheck.io.locators.parse`: every libpq spelling docs/stores.md gives, the
+URI passed on as written less ``table``, ``column`` and ``id``):
 
 * ``PATH.faiss`` / ``PATH.index`` — a FAISS index file (``faiss.read_index``): HNSW (setting
   ``efSearch``), IVF (``nprobe``), Flat (none); PQ / SQ encodings are quantised (their vectors are
