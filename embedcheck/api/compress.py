@@ -251,8 +251,10 @@ def _retrieval_inputs(retrieval: Any, id_field: str) -> Any:
     except ImportError:
         raise InputError("retrieval needs the retrieve module (embedcheck retrieve), which this build does not "
                          "have yet") from None
-    Q, qp = _matrix(queries, "queries")
-    C, cp = _matrix(corpus, "corpus")
+    Q, _ = _matrix(queries, "queries")
+    C, _ = _matrix(corpus, "corpus")
+    # the ids of a file's sidecar or of a store's id column (read_ids reads both)
+    qp, cp = (x if isinstance(x, (str, os.PathLike)) else None for x in (queries, corpus))
     if qp is None or cp is None:
         raise InputError("retrieval with arrays: pass a RetrievalInput with the ids")
     q_ids = read_ids(qp, id_field, what="queries", option="id_field", n_rows=Q.shape[0])

@@ -115,6 +115,14 @@ def _sidecar(x: Any, wanted: set[int]) -> dict[int, dict[str, Any]]:
     when there is none or it does not parse)."""
     if not isinstance(x, (str, Path)) or not wanted:
         return {}
+    from ..io.stores import is_store, open_store
+
+    if is_store(x):  # a store: its id column (and a text column), as a sidecar gives them
+        st = open_store(x)
+        cols = {"id": st.ids()} if st.id_column else {}
+        if "text" in st.columns() and st.column_name != "text":
+            cols["text"] = st.column("text")
+        return {i: {k: _plain(v[i]) for k, v in cols.items() if v is not None} for i in wanted if 0 <= i < st.n}
     side = Path(x).with_suffix(".jsonl")
     if Path(x).suffix.lower() != ".npy" or not side.is_file():
         return {}
@@ -133,6 +141,11 @@ def _sidecar(x: Any, wanted: set[int]) -> dict[int, dict[str, Any]]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return {}
     return out
+
+
+def _plain(v: Any) -> Any:
+    """A store's value as JSON has it (a numpy integer as an int)."""
+    return v.item() if hasattr(v, "item") else v
 
 
 def _row_entry(side: str, row: int, extra: dict[int, dict[str, Any]], **kw: Any) -> dict[str, Any]:

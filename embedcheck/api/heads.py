@@ -85,12 +85,24 @@ def train_head(embeddings: Any, labels: Any, output: Optional[Path] = None, *, k
     if output is not None:
         assert isinstance(embeddings, (str, Path)) and isinstance(labels, (str, Path)), \
             "writing a head file records the input files' checksums: pass paths"
-        emb_file = manifest_path(embeddings) if is_shard_set(embeddings) else Path(embeddings)
-        labels_file = manifest_path(labels) if is_shard_set(labels) else Path(labels)
-        from_jsonl = is_shard_set(labels) or Path(labels).suffix.lower() in (".jsonl", ".ndjson")
-        record = {"embeddings_sha256": provenance.sha256_file(emb_file),
-                  "labels_sha256": provenance.sha256_file(labels_file),
+        from ..io.stores import display_name, is_store
+
+        def source(x: Any) -> tuple[Any, Optional[str]]:
+            """(the provenance record, the sha256) of an input: a file or a shard set's manifest is
+            hashed; a store is named (password masked), its rows being elsewhere."""
+            if is_store(x):
+                return {"store": display_name(x)}, None
+            f = manifest_path(x) if is_shard_set(x) else Path(x)
+            return f, provenance.sha256_file(f)
+
+        emb_file, emb_sha = source(embeddings)
+        labels_file, labels_sha = source(labels)
+        from_jsonl = is_store(labels) or is_shard_set(labels) or Path(labels).suffix.lower() in (".jsonl", ".ndjson")
+        record = {"embeddings_sha256": emb_sha, "labels_sha256": labels_sha,
                   "n_rows": int(X.shape[0]), "label_field": label_field if from_jsonl else None}
+        for key, x in (("embeddings_store", embeddings), ("labels_store", labels)):
+            if is_store(x):
+                record[key] = display_name(x)
         head = res.head
         blob = H.head_to_bytes(head, extra={"input": record, "embedcheck_version": __version__})
         meta = provenance.provenance("train-head", {"embeddings": emb_file, "labels": labels_file},

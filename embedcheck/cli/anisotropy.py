@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from enum import Enum
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -70,12 +69,12 @@ def _render(report: dict[str, Any]) -> None:
 def anisotropy_cmd(
     a: Annotated[str, typer.Argument(metavar="A.npy", help="Compared rows of side A (n x d float .npy).", show_default=False)],
     b: Annotated[str, typer.Argument(metavar="B.npy", help="Compared rows of side B; row i pairs with row i of A.", show_default=False)],
-    fit_a: Annotated[Optional[Path], typer.Option("--fit-a", help="Fit side A's mean on these (train) rows instead of A's compared rows (a .npy or a shard set).")] = None,
-    fit_b: Annotated[Optional[Path], typer.Option("--fit-b", help="Fit side B's mean on these (train) rows instead of B's compared rows (a .npy or a shard set).")] = None,
+    fit_a: Annotated[Optional[str], typer.Option("--fit-a", metavar="EMB", help="Fit side A's mean on these (train) rows instead of A's compared rows (a .npy or a shard set).")] = None,
+    fit_b: Annotated[Optional[str], typer.Option("--fit-b", metavar="EMB", help="Fit side B's mean on these (train) rows instead of B's compared rows (a .npy or a shard set).")] = None,
     shared: Annotated[bool, typer.Option("--shared", help="One mean for both sides (one model, one population), fitted on the union of both sides' fit rows.")] = False,
     perms: Annotated[int, typer.Option("--permutations", "--perms", min=1, help="Derangements of B's rows that make the unrelated pairs (the same for raw and centred).")] = 20,
     seed: SeedOpt = 0,
-    map_fit: Annotated[Optional[tuple[Path, Path]], typer.Option("--map-fit", metavar="TRAIN_A TRAIN_B", help="Two different models: fit an orthogonal Procrustes map from A's space onto B's on these paired training rows (dims may differ: semi-orthogonal map from the thin SVD of A_train^T B_train), then compare mapped rows.")] = None,
+    map_fit: Annotated[Optional[tuple[str, str]], typer.Option("--map-fit", metavar="TRAIN_A TRAIN_B", help="Two different models: fit an orthogonal Procrustes map from A's space onto B's on these paired training rows (dims may differ: semi-orthogonal map from the thin SVD of A_train^T B_train), then compare mapped rows.")] = None,
     min_gap_sd: Annotated[Optional[float], typer.Option("--min-gap-sd", hidden=True, help="Gate (old spelling of --fail-below centred.gap_over_floor_sd=X): gap_over_floor_sd (on --gate-on) must be >= X.")] = None,
     max_floor_share: Annotated[Optional[float], typer.Option("--max-floor-share", hidden=True, help="Gate (old spelling of --fail-above raw.floor_share=X): raw.floor_share must be <= X.")] = None,
     min_partner_first: Annotated[Optional[float], typer.Option("--min-partner-first", hidden=True, help="Gate (old spelling of --fail-below centred.partner_ranked_first=X): partner_ranked_first (fraction, on --gate-on) must be >= X.")] = None,

@@ -46,7 +46,7 @@ def write_cmd(
     emb: Annotated[str, typer.Argument(metavar="EMB", help="Embeddings: a 2-D float .npy, a shard set or a store (docs/stores.md).", show_default=False)],
     to: Annotated[str, typer.Option("--to", metavar="FORMAT", help="float16, int8, uint8, binary, ubinary, dims:K, pca:K, or REDUCTION,PRECISION (pca:96,int8).", show_default=False)],
     output: Annotated[str, typer.Option("--output", "-o", help="Output .npy (with .meta.json, .jsonl rows, pca projection), or a store: PATH.parquet, lancedb://DBDIR/TABLE, a .lance folder, postgresql://...?table=T&column=C (codes, the input's id and other columns, the compression record in the store's metadata; see docs/stores.md).", show_default=False)],
-    calibration: Annotated[Optional[Path], typer.Option("--calibration", metavar="CAL", help="Rows that calibrate int8/uint8 ranges and fit pca (default: EMB itself).", show_default=False)] = None,
+    calibration: Annotated[Optional[str], typer.Option("--calibration", metavar="CAL", help="Rows that calibrate int8/uint8 ranges and fit pca (default: EMB itself).", show_default=False)] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="A store output (table, file) that exists is replaced (in one step: a failure leaves it intact).")] = False,
     *,
     out: Output,
@@ -120,10 +120,10 @@ def _render(report: dict[str, Any]) -> None:
 @compress_app.command("sweep")
 @reporting(gated=False)
 def sweep_cmd(
-    retrieval: Annotated[Optional[tuple[Path, Path, Path]], typer.Option("--retrieval", metavar="Q C QRELS", help="Queries, corpus (.npy or shard set; ids in their .jsonl rows) and qrels (TSV or JSONL).", show_default=False)] = None,
-    labels: Annotated[Optional[tuple[Path, Path]], typer.Option("--labelled", "--labels", metavar="EMB LABELS", help=f"Embeddings and their labels ({LABEL_FORMATS}): aag and label MAP.", show_default=False)] = None,
-    sts: Annotated[Optional[tuple[Path, Path, Path]], typer.Option("--sts", metavar="A B SCORES", help="STS pairs (row i of A with row i of B) and gold scores: Spearman.", show_default=False)] = None,
-    calibration: Annotated[Optional[Path], typer.Option("--calibration", metavar="CAL", help="Rows that calibrate int8/uint8 and fit pca (default: each input itself).", show_default=False)] = None,
+    retrieval: Annotated[Optional[tuple[str, str, str]], typer.Option("--retrieval", metavar="Q C QRELS", help="Queries, corpus (.npy or shard set; ids in their .jsonl rows) and qrels (TSV or JSONL).", show_default=False)] = None,
+    labels: Annotated[Optional[tuple[str, str]], typer.Option("--labelled", "--labels", metavar="EMB LABELS", help=f"Embeddings and their labels ({LABEL_FORMATS}): aag and label MAP.", show_default=False)] = None,
+    sts: Annotated[Optional[tuple[str, str, str]], typer.Option("--sts", metavar="A B SCORES", help="STS pairs (row i of A with row i of B) and gold scores: Spearman.", show_default=False)] = None,
+    calibration: Annotated[Optional[str], typer.Option("--calibration", metavar="CAL", help="Rows that calibrate int8/uint8 and fit pca (default: each input itself).", show_default=False)] = None,
     precisions: Annotated[Optional[str], typer.Option("--precisions", help="Comma list of the precision rows to measure (default: all six).", show_default=False)] = None,
     rescore_multiplier: Annotated[int, typer.Option("--rescore-multiplier", min=1, help="binary+rescore: candidates searched = this x k.")] = 4,
     resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the paired 95% intervals; 0: none.")] = 1000,

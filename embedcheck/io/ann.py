@@ -1,6 +1,8 @@
 """Approximate-nearest-neighbour indexes behind one interface, each queried through its own library.
 
-:func:`open_index` opens a locator and returns an :class:`AnnIndex`:
+:func:`open_index` opens a locator and returns an :class:`AnnIndex` (the locator parsed by the parser
+stores use, :func:`embedcheck.io.locators.parse`: every libpq spelling docs/stores.md gives, the
+URI passed on as written less ``table``, ``column`` and ``id``):
 
 * ``PATH.faiss`` / ``PATH.index`` — a FAISS index file (``faiss.read_index``): HNSW (setting
   ``efSearch``), IVF (``nprobe``), Flat (none); PQ / SQ encodings are quantised (their vectors are
@@ -29,11 +31,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
 from ..errors import InputError
+from .locators import SCHEMES, Locator, mask_secrets, parse_pg
+from .locators import parse as parse_locator
 
 STORES_HINT = "pip install 'embedcheck[stores]'"
 CONNECT_TIMEOUT = 10
@@ -328,43 +331,35 @@ PG_DEFAULTS = {"hnsw.ef_search": 40, "ivfflat.probes": 1}
 
 
 def split_pg(locator: str) -> tuple[str, dict[str, str], str]:
-    """``(libpq URI without table/column/id, {table, column, id}, the locator with its password masked)``."""
-    parts = urlsplit(locator)
-    q = parse_qsl(parts.query, keep_blank_values=True)
-    ours = {k: v for k, v in q if k in ("table", "column", "id")}
-    rest = [(k, v) for k, v in q if k not in ("table", "column", "id")]
-    uri = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), parts.fragment))
-    return uri, ours, mask(locator)
+    """``(libpq URI without table/column/id, {table, column, id}, the locator with its password
+    masked)`` — from the one parser, :func:`embedcheck.io.locators.parse_pg`."""
+    loc = parse_pg(locator)
+    ours = {k: v for k, v in (("table", loc.table), ("column", loc.column), ("id", loc.id)) if v}
+    return loc.conninfo, ours, loc.name
 
 
 def mask(locator: str) -> str:
     """The locator with its password (and a ``password=`` parameter) replaced by ``***``."""
-    parts = urlsplit(locator)
-    netloc = parts.netloc
-    if "@" in netloc:
-        cred, host = netloc.rsplit("@", 1)
-        if ":" in cred:
-            netloc = cred.split(":", 1)[0] + ":***@" + host
-    q = "&".join(f"{k}=***" if k.lower() == "password" else f"{k}={v}"
-                 for k, v in parse_qsl(parts.query, keep_blank_values=True))
-    return urlunsplit((parts.scheme, netloc, parts.path, q, parts.fragment))
+    return mask_secrets(locator)
 
 
 class PgvectorIndex(AnnIndex):
-    def __init__(self, locator: str) -> None:
+    def __init__(self, locator: Any) -> None:
         psycopg = _need("psycopg")
         _need("pgvector.psycopg")
         from psycopg import sql
 
-        uri, ours, shown = split_pg(locator)
-        if "table" not in ours or "column" not in ours:
-            raise InputError(f"{shown}: name the table and the vector column: postgresql://...?table=T&column=C[&id=I]")
+        loc = parse_locator(locator)
+        assert loc is not None and loc.kind == "postgres"
+        uri, shown = loc.conninfo, loc.name
+        ours = {k: v for k, v in (("table", loc.table), ("column", loc.column), ("id", loc.id)) if v}
+        self._loc = loc
         self._sql = sql
         try:
             conn = psycopg.connect(uri, connect_timeout=CONNECT_TIMEOUT, autocommit=False,
                                    options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}")
         except psycopg.Error as exc:
-            raise InputError(f"cannot connect to {shown}: {_pg_message(exc, uri)}") from None
+            raise InputError(f"cannot connect to {shown}: {_pg_message(exc, loc)}") from None
         conn.read_only = True
         from pgvector.psycopg import register_vector
 
@@ -373,7 +368,7 @@ class PgvectorIndex(AnnIndex):
             register_vector(conn)
         except psycopg.Error as exc:
             conn.close()
-            raise InputError(f"{shown}: the vector extension is not installed ({_pg_message(exc, uri)})") from None
+            raise InputError(f"{shown}: the vector extension is not installed ({_pg_message(exc, loc)})") from None
         table, column = ours["table"], ours["column"]
         self._table, self._column = sql.Identifier(*table.split(".")), sql.Identifier(column)
         try:
@@ -409,7 +404,7 @@ class PgvectorIndex(AnnIndex):
                     self._column, self._table)).fetchone()
         except psycopg.Error as exc:
             conn.close()
-            raise InputError(f"{shown}: {_pg_message(exc, uri)}") from None
+            raise InputError(f"{shown}: {_pg_message(exc, loc)}") from None
         except InputError:
             conn.close()
             raise
@@ -450,7 +445,7 @@ class PgvectorIndex(AnnIndex):
                         secs[i] = time.perf_counter() - t0
                         ids.append(got)
         except psycopg.Error as exc:
-            raise InputError(f"{self.locator}: {_pg_message(exc, self._uri)}") from None
+            raise InputError(f"{self.locator}: {_pg_message(exc, self._loc)}") from None
         return _id_matrix(ids, k), secs
 
     def _check_plan(self, q: np.ndarray, k: int) -> None:
@@ -484,7 +479,7 @@ class PgvectorIndex(AnnIndex):
                             X[i] = v.to_numpy() if hasattr(v, "to_numpy") else np.asarray(v, dtype=np.float32)
                             i += 1
         except psycopg.Error as exc:
-            raise InputError(f"{self.locator}: {_pg_message(exc, self._uri)}") from None
+            raise InputError(f"{self.locator}: {_pg_message(exc, self._loc)}") from None
         if i != self.n:
             raise InputError(f"{self.locator}: the table changed while it was read")
         arr = np.asarray(ids)
@@ -496,10 +491,8 @@ class PgvectorIndex(AnnIndex):
         self._conn.close()
 
 
-def _pg_message(exc: Exception, uri: str) -> str:
-    msg = " ".join(str(exc).split())[:300]
-    pw = urlsplit(uri).password
-    return msg.replace(pw, "***") if pw else msg
+def _pg_message(exc: Exception, loc: Locator) -> str:
+    return loc.redact(" ".join(str(exc).split()))[:300]
 
 
 # ---- LanceDB -------------------------------------------------------------------------------------
@@ -510,20 +503,20 @@ LANCE_METRICS = {"cosine": "cosine", "dot": "ip", "l2": "l2"}
 
 
 class LanceIndex(AnnIndex):
-    def __init__(self, locator: str) -> None:
+    def __init__(self, locator: Any) -> None:
         lancedb = _need("lancedb")
-        parts = urlsplit(locator)
-        opts = dict(parse_qsl(parts.query))
-        path = Path((parts.netloc + parts.path) if parts.netloc else parts.path)
-        if not path.name or str(path.parent) in ("", "."):
-            raise InputError(f"{locator}: expected lancedb://DBDIR/TABLE")
-        if not path.parent.is_dir():
-            raise InputError(f"{locator}: no LanceDB folder {path.parent}")
-        db = lancedb.connect(str(path.parent))
+        loc = parse_locator(locator)
+        assert loc is not None and loc.kind == "lancedb" and loc.table
+        locator = loc.name
+        opts = {k: v for k, v in (("column", loc.column), ("id", loc.id)) if v}
+        folder = Path(loc.path)
+        if not folder.is_dir():
+            raise InputError(f"{locator}: no LanceDB folder {folder}")
+        db = lancedb.connect(str(folder))
         try:
-            tbl = db.open_table(path.name)
+            tbl = db.open_table(loc.table)
         except (ValueError, FileNotFoundError, RuntimeError) as exc:
-            raise InputError(f"{locator}: no table {path.name!r} in {path.parent} ({str(exc)[:100]})") from None
+            raise InputError(f"{locator}: no table {loc.table!r} in {folder} ({str(exc)[:100]})") from None
         schema = tbl.schema
         vec_cols = [f.name for f in schema if _is_vector_field(f)]
         column = opts.get("column") or (vec_cols[0] if len(vec_cols) == 1 else None)
@@ -602,8 +595,9 @@ def _is_vector_field(f: Any) -> bool:
 # ---- opening -------------------------------------------------------------------------------------
 
 def is_index_locator(x: Any) -> bool:
+    """Whether ``x`` names an index (a postgres or lancedb locator, a FAISS or hnswlib file)."""
     s = str(x)
-    return s.startswith(("postgresql://", "postgres://", "lancedb://")) or Path(s).suffix in (
+    return s.lower().startswith(SCHEMES) or Path(s.partition("?")[0]).suffix.lower() in (
         ".faiss", ".index", ".bin", ".hnsw", ".hnswlib")
 
 
@@ -613,10 +607,11 @@ def open_index(locator: Any, *, space: Optional[str] = None, dim: Optional[int] 
     if isinstance(locator, AnnIndex):
         return locator
     s = str(locator)
-    if s.startswith(("postgresql://", "postgres://")):
-        return PgvectorIndex(s)
-    if s.startswith("lancedb://"):
-        return LanceIndex(s)
+    loc = parse_locator(s) if s.lower().startswith(SCHEMES) else None  # the one parser of stores and indexes
+    if loc is not None and loc.kind == "postgres":
+        return PgvectorIndex(loc)
+    if loc is not None and loc.kind == "lancedb":
+        return LanceIndex(loc)
     path = Path(s)
     if not path.exists():
         raise InputError(f"no index file {path}")

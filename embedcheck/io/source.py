@@ -254,6 +254,7 @@ def open_store_source(x: Any, *, what: str = "embeddings", part_rows: int = PART
                       "their reconstruction, an approximation of the vectors that were added", InputWarning, stacklevel=2)
     if st.n < min_rows:
         raise InputError(f"{what} {st.name} has {st.n} rows; at least {min_rows} needed")
+    st.check_ids()  # repeated ids: one warning, whether or not the command pairs rows by them
     loc = os.fspath(x)
     parts = tuple(Part(st.name, s, min(s + part_rows, st.n), s, store=loc) for s in range(0, st.n, part_rows))
     src = Source(st.name, st.n, st.dim, str(st.dtype), parts, None)

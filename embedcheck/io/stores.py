@@ -13,6 +13,9 @@ A store is named by one string, its **locator**:
   taken out and the rest is the libpq URI as written (``host=/socket/folder`` included);
 * ``PATH.faiss`` / ``PATH.index``: a FAISS index whose vectors can be reconstructed.
 
+The one parser of these forms is :func:`embedcheck.io.locators.parse` (:mod:`embedcheck.io.ann`
+opens its indexes from the same :class:`Locator`).
+
 Every store has one interface (:class:`Store`): ``n`` rows of dimension ``dim``, ``ids()``,
 ``read(start, stop)`` (rows as float32 / float64, checked: no NULL, one dimension, finite),
 ``column(name)`` (labels, texts ...), ``metadata()`` (what embedcheck or the writer recorded:
@@ -35,43 +38,26 @@ import json
 import os
 import re
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Optional
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 import numpy as np
 
 from ..errors import InputError
+from . import locators as _locators
+from .locators import Locator, mask_secrets
 
 #: the pip extra that brings every store's library
 EXTRA = "embedcheck[stores]"
-#: suffix -> store kind of a file or dataset folder
-SUFFIXES = {".parquet": "parquet", ".arrow": "arrow", ".feather": "arrow", ".lance": "lance",
-            ".faiss": "faiss", ".index": "faiss"}
-SCHEMES = ("lancedb://", "postgresql://", "postgres://")
+#: suffix -> store kind of a file or dataset folder (the locator forms: :mod:`embedcheck.io.locators`)
+SUFFIXES = {k: v for k, v in _locators.SUFFIXES.items() if v != "hnswlib"}
+SCHEMES = _locators.SCHEMES
 #: key of embedcheck's record in a store's metadata (parquet/arrow/lance schema metadata)
 META_KEY = "embedcheck"
 #: rows per read of a whole-store pass
 BATCH_ROWS = 8192
 #: connect and statement timeout of a database, in seconds (EMBEDCHECK_STORE_TIMEOUT overrides)
 TIMEOUT_S = 10.0
-
-_PW_NETLOC = re.compile(r"((?:postgres(?:ql)?)://[^:/@?#\s]*:)[^@/?#\s]*@", re.IGNORECASE)
-_PW_PARAM = re.compile(r"((?:^|[?&\s])password=)[^&\s]*", re.IGNORECASE)
-
-
-def mask_secrets(text: str) -> str:
-    """``text`` with every database password replaced by ``***`` (in ``user:PASSWORD@`` and in
-    ``password=...``); an empty password stays empty.
-
-    >>> mask_secrets("error: postgresql://u:pw@h/db?password=x&table=t")
-    'error: postgresql://u:***@h/db?password=***&table=t'
-    """
-    if "://" not in text and "password=" not in text.lower():
-        return text
-    text = _PW_NETLOC.sub(lambda m: m.group(1) + ("***@" if m.group(0)[len(m.group(1)):-1] else "@"), text)
-    return _PW_PARAM.sub(lambda m: m.group(1) + "***", text)
 
 
 def timeout_s() -> float:
@@ -145,90 +131,15 @@ def range_buffer(shape: tuple[int, int], dtype: np.dtype) -> np.ndarray:
 
 # ---- locators ------------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Locator:
-    """A parsed store locator: ``kind``; ``path`` (a file, folder, or for postgres the libpq URI
-    without embedcheck's keys); ``table`` (lancedb, postgres), ``column``, ``id``; ``raw``."""
-
-    kind: str
-    path: str
-    raw: str = field(repr=False)
-    table: Optional[str] = None
-    column: Optional[str] = None
-    id: Optional[str] = None
-
-    @property
-    def name(self) -> str:
-        return display_name(self.raw)
-
-
-def _split_selectors(s: str) -> tuple[str, dict[str, str]]:
-    if "?" not in s:
-        return s, {}
-    base, _, query = s.partition("?")
-    sel: dict[str, str] = {}
-    for k, v in parse_qsl(query, keep_blank_values=True):
-        if k not in ("column", "id"):
-            raise InputError(f"store {mask_secrets(s)}: unknown selector {k!r} (use ?column=NAME and ?id=NAME)")
-        if not v:
-            raise InputError(f"store {mask_secrets(s)}: ?{k}= is empty")
-        sel[k] = v
-    return base, sel
-
-
-def _is_parquet_folder(p: Path) -> bool:
-    return p.is_dir() and not (p / "manifest.json").exists() and any(p.glob("*.parquet"))
+#: the kinds of locator that are stores (an hnswlib file is an index only: :mod:`embedcheck.io.ann`)
+STORE_KINDS = ("parquet", "arrow", "lance", "lancedb", "faiss", "postgres")
 
 
 def parse_locator(x: Any) -> Optional[Locator]:
-    """The :class:`Locator` of ``x``, or None when ``x`` is not a store (a ``.npy``, a shard set,
-    an array ...)."""
-    if isinstance(x, Locator):
-        return x
-    if not isinstance(x, (str, os.PathLike)):
-        return None
-    raw = os.fspath(x)
-    if not isinstance(raw, str):
-        return None
-    low = raw.lower()
-    if low.startswith(("postgresql://", "postgres://")):
-        return _parse_pg(raw)
-    if low.startswith("lancedb://"):
-        rest, sel = _split_selectors(raw[len("lancedb://"):])
-        rest = rest.rstrip("/")
-        db, _, table = rest.rpartition("/")
-        if not table or not db:
-            raise InputError(f"store {raw}: lancedb://DBDIR/TABLE needs a database folder and a table name")
-        return Locator("lancedb", db, raw, table=table, column=sel.get("column"), id=sel.get("id"))
-    base, sel = (_split_selectors(raw) if "?" in raw and not os.path.lexists(raw) else (raw, {}))
-    suffix = Path(base).suffix.lower()
-    if suffix in SUFFIXES:
-        return Locator(SUFFIXES[suffix], base, raw, column=sel.get("column"), id=sel.get("id"))
-    if _is_parquet_folder(Path(base)):
-        return Locator("parquet", base, raw, column=sel.get("column"), id=sel.get("id"))
-    if sel:
-        raise InputError(f"{raw}: ?column= and ?id= follow a store (.parquet, .arrow, .feather, .lance, .faiss, "
-                         f".index, a folder of parquet files), not {base}")
-    return None
-
-
-def _parse_pg(raw: str) -> Locator:
-    base, _, query = raw.partition("?")
-    keep: list[str] = []
-    sel: dict[str, str] = {}
-    for piece in query.split("&") if query else []:
-        k, _, v = piece.partition("=")
-        if unquote(k) in ("table", "column", "id"):
-            sel[unquote(k)] = unquote(v)
-        elif piece:
-            keep.append(piece)
-    shown = display_name(raw)
-    for k in ("table", "column"):
-        if not sel.get(k):
-            raise InputError(f"store {shown}: needs ?table=TABLE&column=COLUMN (the pgvector column)")
-    conninfo = base + ("?" + "&".join(keep) if keep else "")
-    return Locator("postgres", conninfo, raw, table=sel["table"], column=sel["column"], id=sel.get("id") or None)
+    """The :class:`Locator` of ``x`` (the one parser, :func:`embedcheck.io.locators.parse`), or None
+    when ``x`` is not a store (a ``.npy``, a shard set, an array ...)."""
+    loc = _locators.parse(x)
+    return loc if loc is not None and loc.kind in STORE_KINDS else None
 
 
 def is_store(x: Any) -> bool:
@@ -272,6 +183,7 @@ class Store:
         self.codes: Optional[dict[str, Any]] = None
         self.cols = 0
         self.raw_dtype = self.dtype
+        self._ids_checked = False
 
     # -- to implement
     def _read(self, start: int, stop: int) -> np.ndarray:
@@ -296,8 +208,23 @@ class Store:
             raise InputError(f"{self.name} has no column {name!r}; its columns are: {', '.join(self.columns())}")
 
     def ids(self) -> Optional[list[Any]]:
-        """The id of every row (the id column), or None when the store has none."""
+        """The id of every row (the id column), or None when the store has none. Ids that repeat
+        are said once per store (an :class:`~embedcheck.errors.InputWarning` with their count),
+        whether or not the command pairs rows by them."""
+        vals = self._all_ids()
+        if vals is not None and not self._ids_checked:
+            self._ids_checked = True
+            warn_duplicate_ids(self.name, vals)
+        return vals
+
+    def _all_ids(self) -> Optional[list[Any]]:
         return self.column(self.id_column) if self.id_column else None
+
+    def check_ids(self) -> None:
+        """Read the ids once (when the store has them) so that repeats are said as the store is
+        opened as an input, whether or not the command reads them later."""
+        if self.id_column and not self._ids_checked:
+            self.ids()
 
     def model(self) -> Optional[str]:
         """The model the store says its vectors come from (embedcheck's metadata, or a ``model`` key)."""
@@ -385,6 +312,50 @@ def _default_id(names: list[str], loc: Locator, shown: str) -> Optional[str]:
             raise InputError(f"{shown} has no id column {loc.id!r}; its columns are: {', '.join(names)}")
         return loc.id
     return "id" if "id" in names else None
+
+
+def warn_duplicate_ids(shown: str, ids: list[Any]) -> None:
+    """One :class:`~embedcheck.errors.InputWarning` when ``ids`` repeat: how many rows repeat an
+    earlier id, and the first repeated id."""
+    seen: set[Any] = set()
+    repeats, first = 0, None
+    for v in ids:
+        key = v if isinstance(v, (str, int)) else repr(v)
+        if key in seen:
+            repeats += 1
+            if first is None:
+                first = v
+        else:
+            seen.add(key)
+    if repeats:
+        import warnings
+
+        from ..errors import InputWarning
+
+        warnings.warn(f"store {shown} has {repeats} duplicate id{'s' if repeats != 1 else ''} (first: {first!r:.40}); "
+                      "its rows cannot be matched by id", InputWarning, stacklevel=3)
+
+
+def contained_files(folder: Path, files: Any, shown: str) -> None:
+    """Every file of a folder store (a parquet folder, a Lance dataset) must resolve inside the
+    folder's real path, as a shard set's files must (:func:`embedcheck.io.shards.contained`): a
+    symbolic link that leaves it is refused, naming it; links that stay inside are fine, and so is
+    reaching the whole folder through a link."""
+    base = os.path.realpath(folder)
+    for f in files:
+        if not os.path.islink(f):
+            continue
+        real = os.path.realpath(f)
+        if os.path.commonpath([base, real]) != base:
+            raise InputError(f"{shown}: {os.path.relpath(f, folder)} resolves outside the store's folder, to {real} "
+                             "(a folder store may not link to files elsewhere)")
+
+
+def _lance_files(path: Path) -> Iterator[str]:
+    """Every file and folder under a Lance dataset folder (links not followed)."""
+    for root, dirs, names in os.walk(path):
+        for n in dirs + names:
+            yield os.path.join(root, n)
 
 
 def codes_record(meta: Any) -> Optional[dict[str, Any]]:
@@ -500,6 +471,8 @@ class ArrowStore(Store):
                 paths = sorted(p.glob("*.parquet")) if p.is_dir() else [p]
                 if not paths:
                     raise InputError(f"{self.name} is a folder without .parquet files")
+                if p.is_dir():
+                    contained_files(p, paths, self.name)
                 # buffered page reads: a row group is streamed, never held whole (one row group of
                 # a million rows is 1.5 GB of vectors)
                 self._files = [pq.ParquetFile(str(f), buffer_size=1 << 22, pre_buffer=False) for f in paths]
@@ -648,6 +621,7 @@ class LanceStore(Store):
             path = Path(loc.path)
             if not path.is_dir():
                 raise InputError(f"{self.name} does not exist")
+        contained_files(path, _lance_files(path), self.name)
         try:
             self.ds = lance.dataset(str(path))
             schema = self.ds.schema
@@ -698,9 +672,35 @@ class LanceStore(Store):
 # ---- FAISS -------------------------------------------------------------------------------------
 
 
+#: FAISS indexes whose vectors come back exactly (``reconstruct``): Flat, HNSW over Flat, IVF-Flat
+FAISS_EXACT = "IndexFlat, IndexFlatIP, IndexFlatL2, IndexHNSWFlat, IndexIVFFlat"
+#: FAISS encodings read as their reconstruction: float vectors decoded from lossy codes (product,
+#: scalar, residual / additive quantisers), with a warning; the codes of any other index (LSH
+#: bits, RaBitQ, spectral hashing, binary indexes) are not the vectors and are refused
+_FAISS_LOSSY = re.compile(r"PQ|ScalarQuantizer|SQ|ResidualQuantizer|LocalSearchQuantizer|AdditiveQuantizer")
+_FAISS_NOT_VECTORS = re.compile(r"LSH|RaBitQ|SpectralHash|Binary")
+
+
+def faiss_reconstruction(faiss: Any, inner: Any) -> Optional[bool]:
+    """Whether a (downcast) FAISS index gives its vectors back: False exactly (Flat, HNSW-Flat,
+    IVF-Flat), True as a float approximation (PQ, SQ, residual / additive quantisers, HNSW or IVF
+    over them), None when its reconstruction is not the vectors at all (LSH, RaBitQ, any other)."""
+    name = type(inner).__name__
+    if _FAISS_NOT_VECTORS.search(name):
+        return None
+    if isinstance(inner, faiss.IndexFlat) or isinstance(inner, faiss.IndexIVFFlat):
+        return False
+    if isinstance(inner, faiss.IndexHNSW):
+        return faiss_reconstruction(faiss, faiss.downcast_index(inner.storage))
+    if _FAISS_LOSSY.search(name):
+        return True
+    return None
+
+
 class FaissStore(Store):
     """A FAISS index file whose vectors can be reconstructed: Flat, HNSW over Flat, IVF-Flat (exact),
-    PQ / SQ and their IVF forms (their reconstruction: approximate, ``approximate`` is True).
+    PQ / SQ and their IVF / HNSW forms (their reconstruction: approximate, ``approximate`` is True).
+    An index whose reconstruction is not the vectors (LSH, RaBitQ, a binary index ...) is refused.
     ``IndexIDMap`` ids are the row ids."""
 
     kind = "faiss"
@@ -714,6 +714,13 @@ class FaissStore(Store):
         try:
             index = faiss.read_index(str(p))
         except Exception as exc:  # noqa: BLE001 - any faiss error is an unreadable index
+            try:
+                binary = type(faiss.read_index_binary(str(p))).__name__
+            except Exception:  # noqa: BLE001
+                binary = None
+            if binary is not None:
+                raise InputError(f"{self.name} is a binary FAISS index ({binary}): it holds bit codes, not the "
+                                 f"vectors; use an index that keeps them ({FAISS_EXACT})") from None
             raise InputError(f"{self.name}: not a readable FAISS index ({' '.join(str(exc).split())[:200]})") from None
         self._ids: Optional[list[Any]] = None
         self._owner = index  # the downcast proxies below do not own the index: keep it alive
@@ -724,10 +731,14 @@ class FaissStore(Store):
             inner = faiss.downcast_index(inner.index)
         self.index = inner
         self.type_name = type(inner).__name__
+        how = faiss_reconstruction(faiss, inner)
+        if how is None:
+            raise InputError(f"{self.name} is a FAISS {self.type_name}: what it reconstructs is not the vectors that "
+                             f"were added; use an index that keeps them ({FAISS_EXACT}; PQ and SQ indexes are read as "
+                             "their reconstruction)")
         if isinstance(inner, faiss.IndexIVF):
             inner.make_direct_map()
-        self.approximate = bool(re.search(r"PQ|SQ|ScalarQuantizer|LSH|RaBitQ|Residual|Additive", self.type_name)) or (
-            isinstance(inner, faiss.IndexHNSW) and "Flat" not in type(faiss.downcast_index(inner.storage)).__name__)
+        self.approximate = how
         self.column_name = "vectors"
         self.n, self.dim = int(index.ntotal), int(index.d)
         self.id_column = "id" if self._ids is not None else None
@@ -743,7 +754,7 @@ class FaissStore(Store):
     def _read(self, start: int, stop: int) -> np.ndarray:
         return np.asarray(self.index.reconstruct_n(start, stop - start), dtype=np.float32)
 
-    def ids(self) -> Optional[list[Any]]:
+    def _all_ids(self) -> Optional[list[Any]]:
         return self._ids
 
     def columns(self) -> list[str]:
@@ -777,11 +788,12 @@ _PG_TYPES: dict[str, tuple[str, np.dtype]] = {"vector": ("vector", np.dtype(np.f
 _PG_ARRAY = {"float4[]": (">f4", 4), "float8[]": (">f8", 8), "int2[]": (">i2", 2)}
 
 
-def pg_error(exc: Exception, shown: str, secret: str = "") -> InputError:
+def pg_error(exc: Exception, shown: str, secret: Any = "") -> InputError:
     """One line for a database error: the first line of its message, password masked."""
     first = " ".join(str(exc).strip().splitlines()[0].split()) if str(exc).strip() else type(exc).__name__
-    if secret:
-        first = first.replace(secret, "***")
+    for s in sorted([secret] if isinstance(secret, str) else list(secret), key=len, reverse=True):
+        if s:  # the password as written and decoded (the locator's secrets)
+            first = first.replace(s, "***")
     first = mask_secrets(first)
     name = type(exc).__name__
     if name == "QueryCanceled" or "statement timeout" in first:
@@ -793,12 +805,11 @@ def pg_error(exc: Exception, shown: str, secret: str = "") -> InputError:
     return InputError(f"{shown}: {first}")
 
 
-def pg_connect(conninfo: str, shown: str, *, read_only: bool = True) -> Any:
+def pg_connect(conninfo: str, shown: str, *, read_only: bool = True, secret: Any = ()) -> Any:
     """A psycopg connection with the connect timeout, the statement timeout and (for reads) a
     read-only transaction; every failure is one InputError naming ``shown``."""
     psycopg = _need("psycopg", shown)
     t = timeout_s()
-    secret = urlsplit(conninfo).password or ""
     try:
         conn = psycopg.connect(conninfo, connect_timeout=max(1, int(round(t))), autocommit=False)
     except Exception as exc:  # noqa: BLE001 - OperationalError and friends
@@ -835,8 +846,8 @@ class PgStore(Store):
         from psycopg import sql
 
         self._sql = sql
-        self._secret = urlsplit(loc.path).password or ""
-        self.conn = pg_connect(loc.path, self.name)
+        self._secret = loc.secrets
+        self.conn = pg_connect(loc.conninfo, self.name, secret=loc.secrets)
         try:
             self._open(loc)
         except InputError:
@@ -968,8 +979,12 @@ class PgStore(Store):
             self._bounds[row] = got[0]
         return self._bounds[row]
 
-    def ids(self) -> Optional[list[Any]]:
+    def _all_ids(self) -> Optional[list[Any]]:
         return list(self._load_ids()) if self.id_column else None
+
+    def check_ids(self) -> None:
+        """Nothing to read: a unique index vouches for the ids, or they were read (and repeats
+        refused: keyset reads need unique ids) when the store was opened."""
 
     def close(self) -> None:
         try:
@@ -1349,12 +1364,12 @@ def check_output(target: Any, overwrite: bool = False, inputs: Any = ()) -> Loca
 
         assert loc.table is not None
         schema, _, table = loc.table.rpartition(".")
-        conn = pg_connect(loc.path, loc.name)
+        conn = pg_connect(loc.conninfo, loc.name, secret=loc.secrets)
         try:
             ident = (sql.Identifier(schema, table) if schema else sql.Identifier(table)).as_string(conn)
             exists = conn.execute("SELECT to_regclass(%s)", [ident]).fetchone()[0] is not None
         except Exception as exc:  # noqa: BLE001
-            raise pg_error(exc, loc.name) from None
+            raise pg_error(exc, loc.name, loc.secrets) from None
         finally:
             conn.close()
     else:
@@ -1554,13 +1569,13 @@ def _write_pg(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: dict[
     from psycopg import sql
 
     shown = loc.name
-    secret = urlsplit(loc.path).password or ""
+    secret = loc.secrets
     assert loc.table is not None
     schema, _, table = loc.table.rpartition(".")
     ident = (lambda name: sql.Identifier(schema, name)) if schema else (lambda name: sql.Identifier(name))
     new = f"{table}__embedcheck_new"
     types = {k: _pg_type(v)[0] for k, v in cols.items()}
-    conn = pg_connect(loc.path, shown, read_only=False)
+    conn = pg_connect(loc.conninfo, shown, read_only=False, secret=secret)
     try:
         with conn.transaction():
             if codes in ("float32", "float16") and conn.execute("SELECT to_regtype('vector')").fetchone()[0] is None:
