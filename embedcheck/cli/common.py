@@ -540,7 +540,7 @@ def print_verdicts(report: dict[str, Any], *, shown_on_terminal: bool = False) -
     if not gates:
         return
     lines = [] if shown_on_terminal and sys.stderr.isatty() else [verdict_line(g, _report._fmt) for g in gates]
-    failed = [g["name"] for g in gates if not g["passed"]]
+    failed = [g["words"]["figure"] if isinstance(g.get("words"), dict) else g["name"] for g in gates if not g["passed"]]
     if failed:
         lines.append(f"gate failed: {', '.join(failed)}")
     if lines:
