@@ -198,6 +198,9 @@ def wrong_side(spec: GateSpec, key: str, fig: Any) -> Optional[str]:
     if (spec.op == ">=") == (better == "higher"):
         return None
     other = OPTIONS["<=" if spec.op == ">=" else ">="]
+    if spec.text.startswith(("minimum ", "maximum ")):  # Report.gate(minimum=..., maximum=...)
+        return (f"{spec.text} can never catch a worse {key} ({better} is better): "
+                f"use {'maximum' if spec.op == '>=' else 'minimum'}={{{key!r}: {spec.bound:g}}}")
     return (f"{spec.text} can never catch a worse {key} ({better} is better): "
             f"use {other} {key}={spec.bound:g}")
 

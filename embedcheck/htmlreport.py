@@ -180,10 +180,15 @@ def _report_section(rel: str, rep: dict[str, Any]) -> tuple[str, dict[str, Any]]
     gates = rep.get("gates") or []
     failed = [g for g in gates if isinstance(g, dict) and not g.get("passed")]
     if gates:
+        def cells(g: dict[str, Any]) -> tuple[str, str, str]:
+            w = g.get("words")
+            if isinstance(w, dict):  # a gate on a verdict, in words
+                return _e(w.get("figure")), _e(w.get("value")), _e(w.get("needs"))
+            return _e(g.get("name")), _e(_fmt(g.get("value"))), f'{_e(g.get("op"))} {_e(_fmt(g.get("threshold")))}'
+
         grow = "".join(
-            f'<tr><td>{_e(g.get("name"))}</td><td class="num">{_e(_fmt(g.get("value")))}</td>'
-            f'<td>{_e(g.get("op"))} {_e(_fmt(g.get("threshold")))}</td>'
-            f'<td class="{"pass" if g.get("passed") else "fail"}">{"passed" if g.get("passed") else "FAILED"}</td></tr>'
+            '<tr><td>{}</td><td class="num">{}</td><td>{}</td>'.format(*cells(g))
+            + f'<td class="{"pass" if g.get("passed") else "fail"}">{"passed" if g.get("passed") else "FAILED"}</td></tr>'
             for g in gates if isinstance(g, dict))
         out.append("<h3>Gates</h3><table><tr><th>gate</th><th>value</th><th>needs</th><th>result</th></tr>"
                    + grow + "</table>")

@@ -358,3 +358,19 @@ def test_recall_over_in_corpus_queries_says_so_where_the_figure_is_printed(cli) 
     assert line.endswith(" queries") and "in-corpus" not in real.stderr
     # the same index: real queries score lower than in-corpus ones here, as the words say they usually do
     assert json.loads(real.stdout)["recall"]["mean"] < rep["recall"]["mean"]
+
+
+def test_report_gate_from_python_warns_with_the_python_spelling() -> None:
+    """``Report.gate`` goes through the same resolution: the warning names ``minimum=``/``maximum=``."""
+    import embedcheck
+
+    rng = np.random.default_rng(0)
+    r = embedcheck.drift(rng.normal(size=(100, 8)), rng.normal(size=(100, 8)) + 0.5, permutations=20, attribution=False)
+    with pytest.warns(InputWarning) as got:
+        gs = r.gate(minimum={"classifier.auc": 0.5})
+    assert [str(w.message) for w in got] == [
+        f"minimum classifier.auc=0.5 {WARN} classifier.auc (lower is better): use maximum={{'classifier.auc': 0.5}}"]
+    assert gs[0]["passed"] is True and gs[0]["value"] > 0.7  # it passes: a clear shift the gate cannot catch
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InputWarning)
+        assert r.gate(maximum={"classifier.auc": 0.6})[0]["passed"] is False
