@@ -136,7 +136,7 @@ def check_same_rows(a: Any, b: Any, n_a: int, n_b: int, roles: tuple[str, str] =
     return m
 
 
-def paired_rows(a: Any, b: Any, n_a: int, b_rows: Any, roles: tuple[str, str] = ("A", "--against B")) -> Any:
+def paired_rows(a: Any, b: Any, n_a: int, b_rows: Any, roles: tuple[str, str] = ("A", "B")) -> Any:
     """B's rows (``b_rows``, opened from ``b``) in A's row order: :func:`check_same_rows` (the one
     rule, for files, shard sets and stores alike: the same ids in any order, read into memory in A's
     order when the order differs; another set refused with the counts; no ids: the same row count)."""

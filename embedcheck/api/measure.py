@@ -92,8 +92,7 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
             opened_b = dict(opened)
             for spec_in, xb, x in zip(emb, b_args, inputs):
                 srcb = source(xb, f"--against B of {spec_in.name}")
-                opened_b[spec_in.name] = in_order(srcb, check_same_rows(x, xb, opened[spec_in.name].n, srcb.n,
-                                                                  (spec_in.name, f"--against B of {spec_in.name}")),
+                opened_b[spec_in.name] = in_order(srcb, check_same_rows(x, xb, opened[spec_in.name].n, srcb.n),
                                                   f"--against B of {spec_in.name}")
             out_b = _run(m, opened_b, eng, seed, opts)
             figs = {k: ItemFigure(np.asarray(out.items[k], dtype=np.float64), np.asarray(out_b.items[k], dtype=np.float64),

@@ -241,7 +241,7 @@ def physscore(embeddings: Any, phrases: Any, *, model: Optional[str] = None, tab
         from ._common import check_same_rows, label_of
 
         XB = matrix(against, "against B")
-        check_same_rows(embeddings, against, X.shape[0], XB.shape[0], ("EMB", "--against B"))
+        check_same_rows(embeddings, against, X.shape[0], XB.shape[0])
         keep_b: dict[str, Any] = {}
         _compute(_text_lookup(XB, texts, str(phrases)), (1,), None, keep=keep_b)
         paired = table1_paired(keep["table1_scores"], keep_b["table1_scores"], margins=margins,
