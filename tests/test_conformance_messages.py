@@ -200,6 +200,19 @@ def test_against_names_the_side_whose_pair_differs(cli, sides, command) -> None:
         assert f"against {side}2 {Z} and {side} {mine} hold different rows" in res.stderr, res.stderr
 
 
+@pytest.mark.parametrize("command", ["sts", "threshold", "anisotropy", "neighbors"])
+def test_pairs_of_other_row_counts_name_each_side_either_way_round(cli, tmp_path, command) -> None:
+    a, b = _emb(tmp_path / "x20.npy", 20, 8, None, 1), _emb(tmp_path / "y19.npy", 19, 8, None, 2)
+    scores = tmp_path / "s.txt"
+    scores.write_text("1\n" * 20)
+    for x, y, nx, ny in ((a, b, 20, 19), (b, a, 19, 20)):
+        res = cli([command, x, y, *([scores] if command == "sts" else [])])
+        assert_one_line_error(res)
+        want = {"sts": f"{x} has shape ({nx}, 8) but {y} has ({ny}, 8)",
+                "neighbors": f"A {x} has {nx} rows but B {y} has {ny}"}.get(command, f"A has {nx} rows but B has {ny}")
+        assert want in res.stderr, res.stderr
+
+
 def test_drift_names_ref_and_cur_either_way_round(cli, shifted) -> None:
     for x, y, dx, dy in ((shifted["ref"], shifted["wide"], 8, 16), (shifted["wide"], shifted["ref"], 16, 8)):
         res = cli(["drift", x, y, "--permutations", "10"])
