@@ -13,10 +13,11 @@ The CLI exits 1 when :func:`exit_code` says so; from Python, call :func:`failed`
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from .errors import InputError
+from .errors import InputError, InputWarning
 
 EXIT_OK = 0
 EXIT_GATE = 1
@@ -41,6 +42,19 @@ def min_gate(name: str, value: Optional[float], threshold: float) -> dict[str, A
 def max_gate(name: str, value: Optional[float], threshold: float) -> dict[str, Any]:
     """Passes when ``value <= threshold`` (e.g. ``--max-floor-share``)."""
     return _gate(name, value, threshold, "<=")
+
+
+def verdict_gate(name: str, verdict: str, needs: str, passed: bool, *, shown: Optional[str] = None) -> dict[str, Any]:
+    """A gate on a categorical figure (a verdict): the machine fields of every gate (``value`` 0 when
+    it passed, 1 when not, against ``<= 0``) and ``words``, the figure, its value and the condition
+    in words, which is how it is printed: ``FAIL drift verdict = drift (needs not drift)``.
+
+    >>> verdict_line(verdict_gate("verdict_drift", "drift", "not drift", False, shown="drift verdict"))
+    'FAIL drift verdict = drift (needs not drift)'
+    """
+    g = max_gate(name, 0.0 if passed else 1.0, 0.0)
+    g["words"] = {"figure": shown or name, "value": verdict, "needs": needs}
+    return g
 
 
 def add_gates(report: dict[str, Any], gates: Iterable[Optional[dict[str, Any]]]) -> None:
@@ -154,8 +168,41 @@ def resolve_gates(specs: Sequence[GateSpec], figures: Mapping[str, Any], *, comm
         fig = figures.get(key)
         if fig is not None:
             check_bound(s, key, fig)
+            why = wrong_side(s, key, fig)
+            if why:
+                warnings.warn(why, InputWarning, stacklevel=2)
         out.append(replace(s, figure=key))
     return out
+
+
+def _is_p_value(key: str) -> bool:
+    return key.rsplit(".", 1)[-1] == "p_value"
+
+
+def wrong_side(spec: GateSpec, key: str, fig: Any) -> Optional[str]:
+    """Why a gate on ``key`` can never catch a worse figure, or None: ``--fail-below`` (``>=``) on a
+    figure declared lower-is-better, ``--fail-above`` (``<=``) on a higher-is-better one (the
+    directions are the ``Figure`` declarations). A p-value (a key ending in ``p_value``) is evidence,
+    not quality: a bound on it from either side is a significance gate (fail when significant / when
+    not), so it is never warned about.
+
+    >>> from types import SimpleNamespace as Fig
+    >>> wrong_side(parse_gate("classifier.auc=0.5", ">="), "classifier.auc", Fig(better="lower"))
+    '--fail-below classifier.auc=0.5 can never catch a worse classifier.auc (lower is better): use --fail-above classifier.auc=0.5'
+    >>> wrong_side(parse_gate("0.5", "<="), "classifier.auc", Fig(better="lower")) is None
+    True
+    """
+    better = getattr(fig, "better", None)
+    if better not in ("higher", "lower") or _is_p_value(key):
+        return None
+    if (spec.op == ">=") == (better == "higher"):
+        return None
+    other = OPTIONS["<=" if spec.op == ">=" else ">="]
+    if spec.text.startswith(("minimum ", "maximum ")):  # Report.gate(minimum=..., maximum=...)
+        return (f"{spec.text} can never catch a worse {key} ({better} is better): "
+                f"use {'maximum' if spec.op == '>=' else 'minimum'}={{{key!r}: {spec.bound:g}}}")
+    return (f"{spec.text} can never catch a worse {key} ({better} is better): "
+            f"use {other} {key}={spec.bound:g}")
 
 
 def check_bound(spec: GateSpec, key: str, fig: Any) -> None:
@@ -201,6 +248,9 @@ def verdict_line(g: Mapping[str, Any], fmt: Any = None) -> str:
     >>> verdict_line({"name": "aag", "op": ">=", "threshold": 0.05, "value": 0.0129, "passed": False})
     'FAIL aag = 0.0129 (needs >= 0.05)'
     """
+    words = g.get("words")
+    if isinstance(words, Mapping):
+        return f"{'PASS' if g['passed'] else 'FAIL'} {words['figure']} = {words['value']} (needs {words['needs']})"
     v = g.get("value")
     shown = fmt(v) if fmt is not None else ("—" if v is None else f"{v:.4g}" if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3)
                                              else f"{v:.4f}")

@@ -176,7 +176,10 @@ def obj(props: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[str, Any]
             "additionalProperties": True}
 
 
-GATE = obj({"name": STR, "op": {"enum": [">=", "<="]}, "threshold": NUM, "value": NUM_OR_NULL, "passed": BOOL})
+#: one gate; a gate on a categorical figure (a verdict) adds ``words``: the figure, its value and the
+#: condition, as printed (``FAIL drift verdict = drift (needs not drift)``)
+GATE = obj({"name": STR, "op": {"enum": [">=", "<="]}, "threshold": NUM, "value": NUM_OR_NULL, "passed": BOOL,
+            "words": obj({"figure": STR, "value": STR, "needs": STR})}, optional=("words",))
 
 #: one compared figure of ``compare`` (and of a ``--baseline`` comparison)
 FIGURE = obj({

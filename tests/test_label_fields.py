@@ -52,7 +52,8 @@ def test_missing_label_field_lists_the_fields_and_the_file(tmp_path):
         with pytest.raises(InputError) as exc:
             load_labels(path, 4, field="label")
         msg = str(exc.value)
-        where = "row 1 (line 2)" if path.suffix == ".csv" else "row 1"  # 1-based; a CSV's header is line 1
+        # rows 0-based, with the line in a text file (a CSV's header is line 1); parquet: the row alone
+        where = {".csv": "row 0 (line 2)", ".jsonl": "row 0 (line 1)"}.get(path.suffix, "row 0")
         assert msg == (f"labels {path} {where} has no field 'label' (--label-field); "
                        "its fields are: review, sentiment"), msg
 
@@ -60,7 +61,7 @@ def test_missing_label_field_lists_the_fields_and_the_file(tmp_path):
 def test_empty_csv_label_cell_is_refused_with_its_row(tmp_path):
     p = tmp_path / "y.csv"
     p.write_text("text,label\na,pos\nb,\n")
-    with pytest.raises(InputError, match=r"row 2 \(line 3\): the 'label' cell is empty"):
+    with pytest.raises(InputError, match=r"row 1 \(line 3\): the 'label' cell is empty"):
         load_labels(p, 2)
 
 
@@ -121,7 +122,7 @@ def test_missing_named_fields_list_what_exists(tmp_path):
         with pytest.raises(InputError) as exc:
             texts.read_records(str(csv), text_field="review", **kw)
         assert str(exc.value).endswith(f"({opt}); its fields are: review, sentiment"), exc.value
-        assert str(exc.value).startswith(f"{csv} row 1 (line 2) has no field")
+        assert str(exc.value).startswith(f"{csv} row 0 (line 2) has no field")
     with pytest.raises(InputError, match=r"no 'text' or 'sentence' field; pass --text-field NAME; "
                                          r"its fields are: review, sentiment"):
         texts.read_records(str(csv))

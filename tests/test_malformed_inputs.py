@@ -22,12 +22,12 @@ def test_jsonl_mixing_ints_and_names_is_refused(cli, tmp_path: Path):
     with pytest.raises(InputError) as e:
         load_labels(p)
     msg = str(e.value)
-    assert str(p) in msg and "row 1: 0" in msg and "row 4: 'pos'" in msg  # rows counted from 1
+    assert str(p) in msg and "row 0 (line 1): 0" in msg and "row 3 (line 4): 'pos'" in msg  # rows from 0
     X = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
     np.save(tmp_path / "x.npy", X)
     res = cli(["aag", tmp_path / "x.npy", p, "--no-map"])
     assert_one_line_error(res)
-    assert "row 4: 'pos'" in res.stderr
+    assert "row 3 (line 4): 'pos'" in res.stderr
 
 
 def test_integer_strings_are_integers_not_a_second_kind(tmp_path: Path):
@@ -47,7 +47,7 @@ def test_txt_mixing_integer_lines_and_names_is_refused(tmp_path: Path):
     p.write_text("pos\nneg\n1\npos\n")
     with pytest.raises(InputError) as e:
         load_labels(p)
-    assert str(p) in str(e.value) and "line 3: '1'" in str(e.value) and "line 1: 'pos'" in str(e.value)
+    assert str(p) in str(e.value) and "row 2 (line 3): '1'" in str(e.value) and "row 0 (line 1): 'pos'" in str(e.value)
     ok = tmp_path / "ok.txt"
     ok.write_text("2\n-1\n+3\n")
     assert load_labels(ok).tolist() == [2, -1, 3]
@@ -56,7 +56,7 @@ def test_txt_mixing_integer_lines_and_names_is_refused(tmp_path: Path):
 def test_string_npy_mixing_kinds_is_refused(tmp_path: Path):
     p = tmp_path / "y.npy"
     np.save(p, np.array(["a", "b", "7"]))
-    with pytest.raises(InputError, match=r"index 2: '7'.*index 0: 'a'|index 0: 'a'.*index 2: '7'"):
+    with pytest.raises(InputError, match=r"row 2: '7'.*row 0: 'a'|row 0: 'a'.*row 2: '7'"):
         load_labels(p)
 
 
@@ -70,10 +70,10 @@ def test_embed_label_field_mixing_kinds_is_refused(tmp_path: Path):
     with pytest.raises(InputError) as e:
         read_records(str(src), label_field="stance")
     msg = str(e.value)
-    assert str(src) in msg and "row 1: 2" in msg and "row 3: 'favor'" in msg
+    assert str(src) in msg and "row 0 (line 1): 2" in msg and "row 2 (line 3): 'favor'" in msg
     csv = tmp_path / "in.csv"  # CSV cells are strings; integer-looking ones are integers
     csv.write_text("text,label\na,1\nb,pos\n")
-    with pytest.raises(InputError, match=r"row 1 \(line 2\): 1.*row 2 \(line 3\): 'pos'"):
+    with pytest.raises(InputError, match=r"row 0 \(line 2\): 1.*row 1 \(line 3\): 'pos'"):
         read_records(str(csv))
     ints = tmp_path / "ints.csv"
     ints.write_text("text,label\na,1\nb,0\n")

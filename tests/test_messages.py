@@ -52,21 +52,21 @@ def test_embed_on_an_empty_folder_names_the_folder(cli, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["inbox"]
 
 
-def test_rows_are_counted_from_1_with_the_line_of_a_file_with_a_header(cli, topics):
+def test_rows_are_counted_from_0_with_the_line_of_a_text_file(cli, topics):
     rows = [json.loads(line) for line in (topics / "t.labels.jsonl").read_text().splitlines()]
     csv = topics / "labels.csv"
     csv.write_text("label,note\n" + "".join(f"{'' if i == 299 else r['label']},x\n" for i, r in enumerate(rows)))
     res = cli(["aag", topics / "t.npy", csv])
     assert_one_line_error(res)
-    assert "row 300 (line 301): the 'label' cell is empty" in res.stderr
+    assert "row 299 (line 301): the 'label' cell is empty" in res.stderr
     jl = topics / "labels.jsonl"
     jl.write_text("".join(json.dumps({"label": None if i == 299 else r["label"]}) + "\n" for i, r in enumerate(rows)))
     res = cli(["aag", topics / "t.npy", jl])
     assert_one_line_error(res)
-    assert "row 300: the label is None" in res.stderr
+    assert "row 299 (line 300): the label is None" in res.stderr
     # a blank line in a CSV: the line number still points at the line an editor shows
     csv.write_text("label,note\nsports,x\n\nsports,x\n,x\n")
-    with pytest.raises(InputError, match=r"row 3 \(line 5\): the 'label' cell is empty"):
+    with pytest.raises(InputError, match=r"row 2 \(line 5\): the 'label' cell is empty"):
         load_labels(csv, 3)
 
 

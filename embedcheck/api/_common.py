@@ -117,23 +117,30 @@ def label_of(x: Any, default: str) -> str:
     return display_name(x) if isinstance(x, (str, Path)) else default
 
 
-def check_same_rows(a: Any, b: Any, n_a: int, n_b: int) -> Any:
+def role_name(x: Any, role: str) -> str:
+    """An input as a message names it: its role and, for a file or store, its name (``B b.npy``)."""
+    return f"{role} {label_of(x, '')}".rstrip() if isinstance(x, (str, Path)) else role
+
+
+def check_same_rows(a: Any, b: Any, n_a: int, n_b: int, roles: tuple[str, str] = ("A", "B")) -> Any:
     """A and B hold the same rows: the same row count and, when both are files whose sidecars
-    carry ids, the same ids (:func:`embedcheck.io.rowids.match_rows`). Returns the
-    :class:`~embedcheck.io.rowids.Matched` (``.apply(B)``: B's rows in A's order)."""
+    carry ids, the same ids (:func:`embedcheck.io.rowids.match_rows`). ``roles``: what the two
+    inputs are called in messages (``("B", "against B2")``: the right side is named whichever
+    pair is checked). Returns the :class:`~embedcheck.io.rowids.Matched` (``.apply(B)``: B's rows in A's order)."""
     from ..io.rowids import match_input
     from ..stats.paired import check_same_rows as same
 
-    m = match_input(a, b, names=(label_of(a, "A"), label_of(b, "B")), other_is_table=False, tags=("A", "B"))
-    same(None, None, n_a, n_b, names=(label_of(a, "A"), label_of(b, "B")))  # the counts, also when by position
+    names = (role_name(a, roles[0]), role_name(b, roles[1]))
+    m = match_input(a, b, names=names, other_is_table=False, tags=roles)
+    same(None, None, n_a, n_b, names=names)  # the counts, also when by position
     return m
 
 
-def paired_rows(a: Any, b: Any, n_a: int, b_rows: Any) -> Any:
+def paired_rows(a: Any, b: Any, n_a: int, b_rows: Any, roles: tuple[str, str] = ("A", "B")) -> Any:
     """B's rows (``b_rows``, opened from ``b``) in A's row order: :func:`check_same_rows` (the one
     rule, for files, shard sets and stores alike: the same ids in any order, read into memory in A's
     order when the order differs; another set refused with the counts; no ids: the same row count)."""
-    return in_order(b_rows, check_same_rows(a, b, n_a, int(b_rows.shape[0])), f"--against {label_of(b, 'B')}")
+    return in_order(b_rows, check_same_rows(a, b, n_a, int(b_rows.shape[0]), roles), f"{roles[1]} {label_of(b, 'B')}")
 
 
 def in_order(x: Any, matched: Any, what: str) -> Any:
@@ -151,7 +158,7 @@ def pair_sides(a: Any, b: Any) -> Any:
     sidecars hold the same ids in another order (:func:`embedcheck.io.rowids.match_pair_sides`)."""
     from ..io.rowids import match_pair_sides
 
-    return match_pair_sides(a, b, names=(label_of(a, "A"), label_of(b, "B")))
+    return match_pair_sides(a, b, names=(role_name(a, "A"), role_name(b, "B")))
 
 
 def store_models(**inputs: Any) -> Optional[dict[str, str]]:

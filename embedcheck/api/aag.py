@@ -109,7 +109,7 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
         if against is not None:  # B on the engine A ran on: its APs, its group sums
             from ..geometry.aag import aag_paired
 
-            srcb = paired_rows(embeddings, against, src.n, source(against, "--against B"))
+            srcb = paired_rows(embeddings, against, src.n, source(against, "--against B"))  # EMB is A here
             ap_b = None
             if label_map:
                 _, ap_b = emap.label_map_with_aps(eng, srcb, y, queries=map_queries, seed=seed, at=map_at, resamples=0)

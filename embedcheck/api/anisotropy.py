@@ -120,8 +120,9 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
         res = geo.check_result(A, B, fit_a=FA, fit_b=FB, shared=shared, perms=perms, seed=seed, names=names,
                                map_fit=maps, block=block, keep=keep, engine=eng)  # type: ignore[arg-type]
         if against is not None:
-            A2 = paired_rows(a, against[0], A.n, source(against[0], "against A2"))
-            B2 = in_order(paired_rows(b, against[1], B.n, source(against[1], "against B2")), pair, "against B2")
+            A2 = paired_rows(a, against[0], A.n, source(against[0], "against A2"), roles=("A", "against A2"))
+            B2 = in_order(paired_rows(b, against[1], B.n, source(against[1], "against B2"), roles=("B", "against B2")),
+                          pair, "against B2")
             res_b = geo.check_result(A2, B2, shared=shared, perms=perms, seed=seed, block=block, keep=keep_b,
                                      engine=eng)
     body = res.to_dict()

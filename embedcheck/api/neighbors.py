@@ -75,8 +75,9 @@ def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, lab
         check_margins(margins, known)
         if resamples < 2:
             raise InputError(f"resamples must be >= 2 for a paired comparison, got {resamples}")
-        A2 = paired_rows(a, against[0], n, matrix(against[0], "against A2"))
-        B2 = in_order(paired_rows(b, against[1], n, matrix(against[1], "against B2")), mb, "against B2")
+        A2 = paired_rows(a, against[0], n, matrix(against[0], "against A2"), roles=("A", "against A2"))
+        B2 = in_order(paired_rows(b, against[1], n, matrix(against[1], "against B2"), roles=("B", "against B2")), mb,
+                      "against B2")
     with running(engine, address) as eng:
         res = _neighbors(A, B, k, queries=queries, seed=seed, labels=y, resamples=resamples,
                          block_bytes=block_mb * 2**20, progress=progress, engine=eng)

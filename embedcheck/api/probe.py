@@ -71,8 +71,8 @@ def probe(train: Any, train_labels: Any, test: Any, test_labels: Any, *, label_f
             raise InputError("against needs resamples >= 2 (the paired bootstrap)")
         Btr = matrix(against[0], "against B_train", need_direction=False)
         Bte = matrix(against[1], "against B_test", need_direction=False)
-        Btr = in_order(Btr, check_same_rows(train, against[0], Xtr.shape[0], Btr.shape[0]), "against B_train")
-        Bte = in_order(Bte, check_same_rows(test, against[1], Xte.shape[0], Bte.shape[0]), "against B_test")
+        Btr = in_order(Btr, check_same_rows(train, against[0], Xtr.shape[0], Btr.shape[0], ("TRAIN", "against B_train")), "against B_train")
+        Bte = in_order(Bte, check_same_rows(test, against[1], Xte.shape[0], Bte.shape[0], ("TEST", "against B_test")), "against B_test")
         check_same_dim(Btr, Bte, label_of(against[0], "B_train"), label_of(against[1], "B_test"))
     full = _probe.fit_probe(Xtr, ytr, Xte, yte, C=C, max_iter=max_iter, standardize=standardize, seed=seed,
                             resamples=resamples)

@@ -33,6 +33,8 @@ from ._common import Hint
 N_QUERIES = 1000
 #: single-query exact searches timed for the exact side's latency
 LATENCY_QUERIES = 100
+#: the words beside a recall over in-corpus queries (the CLI's stderr line and table title)
+IN_CORPUS_LOWER = "rows of the index; real queries usually score lower: pass --queries"
 IN_CORPUS_NOTE = ("queries are rows of the index (each query's own row removed from both sides): in-corpus "
                   "queries over-state the recall of unseen queries; pass real queries (queries=, --queries) "
                   "for the figure your users get")

@@ -139,7 +139,10 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
     q_src, m, dq = _open(queries, "queries")
     c_src, n, dc = _open(corpus, "corpus")
     if dq != dc:
-        raise InputError(f"queries have dimension {dq} but the corpus has {dc}; embed both with the same model")
+        from ._common import role_name
+
+        raise InputError(f"{role_name(queries, 'queries')} have dimension {dq} but {role_name(corpus, 'the corpus')} "
+                         f"has {dc}; embed both with the same model")
     model = None
     if _is_path(queries) and _is_path(corpus):
         from ..io.retrieval import artifact_model

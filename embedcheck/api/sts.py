@@ -71,8 +71,8 @@ def sts(a: Any, b: Any, scores: Any, *, score_field: str = "score", resamples: i
         check_margins(margins, ["spearman", "pearson"])
         B1 = matrix(against[0], "--against B1")
         B2 = matrix(against[1], "--against B2")
-        B1 = in_order(B1, check_same_rows(a, against[0], A.shape[0], B1.shape[0]), "--against B1")
-        B2 = in_order(in_order(B2, check_same_rows(b, against[1], B.shape[0], B2.shape[0]), "--against B2"), pair,
+        B1 = in_order(B1, check_same_rows(a, against[0], A.shape[0], B1.shape[0], ("A", "--against B1")), "--against B1")
+        B2 = in_order(in_order(B2, check_same_rows(b, against[1], B.shape[0], B2.shape[0], ("B", "--against B2")), "--against B2"), pair,
                       "--against B2")
         paired = sts_paired(A, B, B1, B2, gold, resamples=max(resamples, 2), permutations=resamples, seed=seed,
                             margins=margins, against=" ".join(label_of(x, "array") for x in against))

@@ -55,6 +55,9 @@ def _one_line(msg: str, limit: int = MAX_LINE) -> str:
 
 def error_line(msg: str) -> None:
     """The one error path's output: ``error: <one line, capped at MAX_LINE characters>``."""
+    from .common import drop_notices
+
+    drop_notices()  # an error is one line: how rows would have been matched is moot
     sys.stderr.write(f"error: {_one_line(msg)}\n")
     sys.stderr.flush()
 
@@ -101,6 +104,9 @@ class EmbedcheckGroup(TyperGroup):
             try:
                 return self._run_inner(args, prog_name, complete_var, **extra)
             finally:
+                from .common import flush_notices
+
+                flush_notices()  # what is left of a command that printed nothing after them
                 clear_guard()  # the inputs guarded for this command only
 
     def _run_inner(self, args: Any, prog_name: Any, complete_var: Any, **extra: Any) -> int:

@@ -160,7 +160,8 @@ def start_command(quiet: bool, *, baseline: Optional[Path] = None, max_drop: Opt
     _state["quiet"] = bool(quiet)
     from ..io.rowids import set_notice_sink
 
-    set_notice_sink(lambda msg: hint(f"notice: {msg}"))  # an input matched to another by id, said once
+    _notices.clear()
+    set_notice_sink(lambda msg: _notices.append(f"notice: {msg}"))  # how an input's rows were matched, said once
     check_finite_options()
     preflight()
     _check_baseline(baseline, max_drop)
@@ -460,8 +461,26 @@ def shown_name(x: Any) -> str:
     return display_name(x) if is_store(x) else Path(x).name
 
 
+#: the notices of how rows were matched (:mod:`embedcheck.io.rowids`), held until the next line on
+#: stderr or the end of the command, and dropped when it ends in an error (whose one line is all it says)
+_notices: list[str] = []
+
+
+def flush_notices() -> None:
+    pending = list(_notices)
+    _notices.clear()
+    if pending:
+        hint("\n".join(pending))
+
+
+def drop_notices() -> None:
+    _notices.clear()
+
+
 def hint(msg: str) -> None:
     """A line for humans on stderr (never on stdout), unless ``--quiet``."""
+    if _notices:
+        flush_notices()
     if not _state["quiet"]:
         from .output import printable
 
@@ -522,6 +541,7 @@ def finish(report: dict[str, Any], *, title: str, as_json: bool, fmt: Optional[O
 
         view = _with_comparison
 
+    flush_notices()
     code = _report.emit(report, title=title, fmt=fmt.value if fmt else None, as_json=as_json,
                         report_file=str(report_file) if report_file else None, renderer=view)
     print_verdicts(report, shown_on_terminal=not (as_json or fmt is OutputFormat.json) and sys.stdout.isatty())
@@ -540,7 +560,7 @@ def print_verdicts(report: dict[str, Any], *, shown_on_terminal: bool = False) -
     if not gates:
         return
     lines = [] if shown_on_terminal and sys.stderr.isatty() else [verdict_line(g, _report._fmt) for g in gates]
-    failed = [g["name"] for g in gates if not g["passed"]]
+    failed = [g["words"]["figure"] if isinstance(g.get("words"), dict) else g["name"] for g in gates if not g["passed"]]
     if failed:
         lines.append(f"gate failed: {', '.join(failed)}")
     if lines:

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..gates import add_gates, max_gate
+from ..gates import add_gates, verdict_gate
 from ._app import app
 from .common import SeedOpt, hint, in_range
 from .paired_opts import parse_margins
@@ -60,5 +60,7 @@ def drift_cmd(
     if fail_on is not None:
         v = rep["verdict"]
         bad = v == "drift" if fail_on is DriftFailOn.drift else v != "no-drift"
-        add_gates(report, [max_gate(f"verdict_{fail_on.value.replace('-', '_')}", 1.0 if bad else 0.0, 0.0)])
+        needs = "not drift" if fail_on is DriftFailOn.drift else "no-drift"
+        add_gates(report, [verdict_gate(f"verdict_{fail_on.value.replace('-', '_')}", v, needs, not bad,
+                                        shown="drift verdict")])
     out.finish(report, title=f"drift — {ref} → {cur}")

@@ -90,7 +90,7 @@ def recall_cmd(
 
     Example: embedcheck recall h.faiss --sweep efSearch=16,64 --target recall@10=0.95
     """
-    from ..api.recall import recall, recall_gates
+    from ..api.recall import IN_CORPUS_LOWER, recall, recall_gates
     from ..errors import InputError
     from ..gates import add_gates
 
@@ -118,5 +118,7 @@ def recall_cmd(
     r, kk = report["recall"], report["k"]
     ci = r.get("mean_ci95")
     hint(f"recall@{kk} = {r['mean']:.4f}" + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
-         + f", knn-recall@{kk} = {report['knn_recall']['mean']:.4f} over {report['queries']} queries")
-    out.finish(report, title=f"recall — {report['index']} ({report['kind']}, {report['metric']})")
+         + f", knn-recall@{kk} = {report['knn_recall']['mean']:.4f} over {report['queries']} "
+         + (f"in-corpus queries ({IN_CORPUS_LOWER})" if report.get("in_corpus") else "queries"))
+    title = f"recall — {report['index']} ({report['kind']}, {report['metric']})"
+    out.finish(report, title=title + (f", in-corpus queries: {IN_CORPUS_LOWER}" if report.get("in_corpus") else ""))

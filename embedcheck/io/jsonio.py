@@ -48,7 +48,10 @@ def parse_jsonl(lines: Iterable[str], where: str) -> list[dict]:
     >>> parse_jsonl(['{"a": 1}', '', '{"a": 2}'], "x.jsonl")
     [{'a': 1}, {'a': 2}]
     """
-    rows: list[dict] = []
+    from .tables import Rows
+
+    rows = Rows()
+    rows.lines = []  # the file line of each row (1-based), for messages: row 3 (line 5)
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -56,6 +59,7 @@ def parse_jsonl(lines: Iterable[str], where: str) -> list[dict]:
         if not isinstance(obj, dict):
             raise InputError(f"{where}:{lineno}: expected one JSON object per line")
         rows.append(obj)
+        rows.lines.append(lineno)
     return rows
 
 

@@ -25,7 +25,7 @@ from .jsonio import read_jsonl
 from .npy import open_npy
 from .paths import check_file
 from .shards import is_shard_set, sidecar_field
-from .tables import TABLE_SUFFIXES, looks_headerless, missing_field, read_table, row_where
+from .tables import TABLE_SUFFIXES, line_where, looks_headerless, missing_field, read_table, row_where
 
 
 def _is_integer_label(v: Any) -> bool:
@@ -33,16 +33,16 @@ def _is_integer_label(v: Any) -> bool:
 
 
 def check_label_kinds(values: Sequence[Any], source: str,
-                      where: Callable[[int], str] = lambda i: f"row {i + 1}") -> None:
+                      where: Callable[[int], str] = lambda i: f"row {i}") -> None:
     """Refuse a label column that mixes integers and names, naming the first row of each kind.
 
-    ``where(i)`` words position ``i`` (``row 3``, ``line 4``).
+    ``where(i)`` words position ``i`` (0-based: ``row 3``, ``row 3 (line 4)``).
 
     >>> check_label_kinds([0, "1", 2], "y.jsonl")
     >>> check_label_kinds([0, 1, "pos"], "y.jsonl")
     Traceback (most recent call last):
     ...
-    embedcheck.errors.InputError: y.jsonl: labels mix integers (row 1: 0) and names (row 3: 'pos'); use one kind for the whole column
+    embedcheck.errors.InputError: y.jsonl: labels mix integers (row 0: 0) and names (row 2: 'pos'); use one kind for the whole column
     """
     first: dict[bool, int] = {}
     for i, v in enumerate(values):
@@ -56,7 +56,7 @@ def check_label_kinds(values: Sequence[Any], source: str,
 
 
 def _normalise_label_values(values: Sequence[Any], source: str,
-                            where: Callable[[int], str] = lambda i: f"row {i + 1}") -> np.ndarray:
+                            where: Callable[[int], str] = lambda i: f"row {i}") -> np.ndarray:
     """Ints stay ints, strings of integers become ints, other strings stay strings; a mix of
     integers and names is refused (:func:`check_label_kinds`)."""
     out: list[Any] = []
@@ -134,7 +134,7 @@ def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: st
             labels = np.asarray(arr, dtype=np.int64)
         elif arr.dtype.kind in "US":
             labels = _normalise_label_values([str(v) for v in np.asarray(arr).astype(str)], str(p),
-                                             lambda i: f"index {i}")
+                                             lambda i: f"row {i}")
         elif arr.dtype.kind == "f":
             a = np.asarray(arr)
             if not np.all(np.isfinite(a)) or not np.all(a == np.round(a)):
@@ -162,10 +162,10 @@ def load_labels(path: str | os.PathLike, n_rows: int | None = None, *, field: st
         lines = _text_lines(p)
         empty = [i for i, s in enumerate(lines) if not s.strip()]
         if empty:
-            raise InputError(f"{p}: line {empty[0] + 1} is empty; one label per line expected")
+            raise InputError(f"{what} {p} {line_where(empty[0])} is empty; one label per line expected")
         if not lines:
             raise InputError(f"{what} {p} has no labels")
-        labels = _normalise_label_values([s.strip() for s in lines], str(p), lambda i: f"line {i + 1}")
+        labels = _normalise_label_values([s.strip() for s in lines], str(p), line_where)
     else:
         raise InputError(f"{what} {p}: unsupported format {suffix!r} (use .npy, .txt, .jsonl, .csv, .tsv or .parquet)")
     if n_rows is not None and len(labels) != n_rows:
@@ -243,20 +243,21 @@ def load_scores(path: str | os.PathLike, n_rows: int | None = None, *, field: st
         for i, r in enumerate(rows):
             v = r.get(field)
             if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise InputError(f"{p}: row {i} has no numeric field {field!r} (use --score-field)")
+                raise InputError(f"scores {p} {row_where(rows, i)} has no numeric field {field!r} (use --score-field)")
             try:
                 vals.append(float(v))
             except OverflowError:
-                raise InputError(f"{p}: row {i}: score {field!r} is too large for a float") from None
+                raise InputError(f"scores {p} {row_where(rows, i)}: score {field!r} is too large for a float") from None
         scores = np.asarray(vals, dtype=np.float64)
     elif suffix == ".txt":
         lines = _text_lines(p)
         vals = []
-        for lineno, line in enumerate(lines, 1):
+        for i, line in enumerate(lines):
             try:
                 vals.append(float(line.strip()))
             except ValueError:
-                raise InputError(f"{p}:{lineno}: {line.strip()[:40]!r} is not one number; one score per line expected") from None
+                raise InputError(f"scores {p} {line_where(i)}: {line.strip()[:40]!r} is not one number; "
+                                 "one score per line expected") from None
         scores = np.asarray(vals, dtype=np.float64)
     else:
         raise InputError(f"scores {p}: unsupported format {suffix!r} (use .npy, .jsonl or .txt)")

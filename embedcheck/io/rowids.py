@@ -36,15 +36,19 @@ ID_FIELD = "id"
 
 #: where the one-line "aligned by id" notice goes (the CLI routes it to stderr); None: nowhere
 _sink: list[Optional[Callable[[str], None]]] = [None]
+_said: set[str] = set()
 
 
 def set_notice_sink(fn: Optional[Callable[[str], None]]) -> None:
-    """Send the notices of :func:`match_rows` (an input reordered by id) to ``fn`` (None: drop them)."""
+    """Send the notices of :func:`match_rows` (an input reordered by id, or taken by position beside
+    an input with ids) to ``fn`` (None: drop them); each is said once per sink."""
     _sink[0] = fn
+    _said.clear()
 
 
 def notice(msg: str) -> None:
-    if _sink[0] is not None:
+    if _sink[0] is not None and msg not in _said:
+        _said.add(msg)
         _sink[0](msg)
 
 
@@ -74,8 +78,12 @@ def match_rows(ref_ids: Optional[Sequence[Any]], ids: Optional[Sequence[Any]], *
     forms for the counts (default: the names).
 
     Both ids given: the same set is required (else one :class:`InputError` with the counts); a
-    different order gives :attr:`Matched.order` and one notice. Either None: by position."""
+    different order gives :attr:`Matched.order` and one notice. Either None: by position (and, when
+    the other has ids, one notice that its rows are taken by position)."""
     if ref_ids is None or ids is None:
+        if (ref_ids is None) != (ids is None):
+            with_ids, without = (names[0], names[1]) if ids is None else (names[1], names[0])
+            notice(f"{without} has no ids but {with_ids} has: rows taken by position (row i with row i)")
         return Matched("position")
     ref = [_key(v) for v in ref_ids]
     own = [_key(v) for v in ids]
@@ -180,8 +188,6 @@ def match_input(ref: Any, other: Any, *, names: tuple[str, str], other_is_table:
     if other_is_table and _is_sidecar_of(other, ref):  # the embeddings' own sidecar (``aag X.npy X.jsonl``)
         return Matched("id") if table_ids(other) is not None else Matched("position")
     ids = table_ids(other) if other_is_table else row_ids(other)
-    if ids is None:
-        return Matched("position")
     return match_rows(row_ids(ref), ids, names=names, tags=tags)
 
 

@@ -4,8 +4,8 @@ One reader for ``embed``'s inputs (:mod:`embedcheck.io.texts`) and for label fil
 (:mod:`embedcheck.io.labels`), and one wording for "field not found": it names the fields that
 exist and the file they came from.
 
->>> missing_field("label", ["text", "sentiment"], "my.csv row 1 (line 2)", option="--label-field")
-"my.csv row 1 (line 2) has no field 'label' (--label-field); its fields are: text, sentiment"
+>>> missing_field("label", ["text", "sentiment"], "my.csv row 0 (line 2)", option="--label-field")
+"my.csv row 0 (line 2) has no field 'label' (--label-field); its fields are: text, sentiment"
 """
 
 from __future__ import annotations
@@ -31,17 +31,23 @@ class Rows(list):  # type: ignore[type-arg]
 
 
 def row_where(rows: Any, i: int) -> str:
-    """Row ``i`` (0-based) of ``rows`` as a person counts it: ``row 300 (line 301)`` for a file
-    with a header line; ``row 300`` otherwise.
+    """Row ``i`` (0-based, as every message counts rows) of ``rows``, with its line in the file when
+    the rows came from a text file (``row 300 (line 302)`` for a CSV with a header line, ``row 3
+    (line 4)`` for JSON lines); ``row 300`` otherwise (parquet).
 
     >>> r = Rows([{"a": 1}]); r.lines, r.header = [2], True
     >>> row_where(r, 0), row_where([{"a": 1}], 0)
-    ('row 1 (line 2)', 'row 1')
+    ('row 0 (line 2)', 'row 0')
     """
     lines = getattr(rows, "lines", None)
-    if getattr(rows, "header", False) and lines is not None and i < len(lines):
-        return f"row {i + 1} (line {lines[i]})"
-    return f"row {i + 1}"
+    if lines is not None and i < len(lines):
+        return f"row {i} (line {lines[i]})"
+    return f"row {i}"
+
+
+def line_where(i: int) -> str:
+    """Row ``i`` (0-based) of a file of one value per line: ``row 10 (line 11)``."""
+    return f"row {i} (line {i + 1})"
 
 
 def looks_headerless(header: Sequence[Any], rows: Sequence[dict]) -> bool:

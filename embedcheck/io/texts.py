@@ -26,7 +26,7 @@ from ..errors import InputError, InputWarning
 from ..hub import hf_offline_env, hub_reachable
 from .jsonio import loads, parse_jsonl
 from .labels import check_label_kinds
-from .tables import looks_headerless, missing_field, row_where
+from .tables import line_where, looks_headerless, missing_field, row_where
 from .tables import rows_delimited as _rows_delimited
 from .tables import rows_parquet as _rows_parquet
 
@@ -275,7 +275,7 @@ def read_records(source: str, *, text_field: str | None = None, label_field: str
     records: list[TextRecord] = []
     skipped = 0
     for i, r in enumerate(rows):
-        loc = f"{where} line {i + 1}" if lines_only else f"{where} {row_where(rows, i)}"
+        loc = f"{where} {line_where(i)}" if lines_only else f"{where} {row_where(rows, i)}"
         if tf not in r:
             raise InputError(missing_field(str(tf), list(r), loc, option="--text-field"))
         t = r[tf]
