@@ -181,8 +181,10 @@ class FaissIndex(AnnIndex):
         faiss = _need("faiss")
         try:
             idx = faiss.read_index(str(path))
-        except RuntimeError as exc:
-            raise InputError(f"{path} is not a FAISS index file ({str(exc).splitlines()[0][:120]})") from None
+        except (RuntimeError, MemoryError):  # FAISS's own message names its C++ internals: ours says what is wrong
+            from .integrity import faiss_problem
+
+            raise InputError(faiss_problem(path)) from None
         self._faiss, self._index = faiss, idx
         self._idmap = isinstance(idx, (faiss.IndexIDMap, faiss.IndexIDMap2))
         base = faiss.downcast_index(idx.index) if self._idmap else idx
@@ -281,11 +283,17 @@ class HnswlibIndex(AnnIndex):
             dim = int(dim)
         except (TypeError, ValueError):
             raise InputError(f"hnswlib dim must be an integer, got {dim!r}") from None
+        from .integrity import hnswlib_problem
+
+        problem = hnswlib_problem(path, dim)  # before hnswlib: a corrupt header can make it allocate without bound
+        if problem:
+            raise InputError(problem)
         idx = hnswlib.Index(space=space, dim=dim)
         try:
             idx.load_index(str(path))
-        except (RuntimeError, MemoryError) as exc:
-            raise InputError(f"{path} is not an hnswlib index of dimension {dim} ({str(exc)[:120]})") from None
+        except (RuntimeError, MemoryError):
+            raise InputError(f"{path}: is cut short or corrupt (hnswlib could not read it as an index of "
+                             f"dimension {dim})") from None
         self._index = idx
         super().__init__(locator=str(path), kind="hnswlib", library=f"hnswlib {getattr(hnswlib, '__version__', '')}".strip(),
                          metric=HNSWLIB_SPACES[space], dim=dim, n=int(idx.get_current_count()),

@@ -500,6 +500,12 @@ class ArrowStore(Store):
                 paths = sorted(p.glob("*.parquet")) if p.is_dir() else [p]
                 if not paths:
                     raise InputError(f"{self.name} is a folder without .parquet files")
+                from .integrity import parquet_problem
+
+                for f in paths:  # a file cut short or not parquet, in words (pyarrow's words are its own)
+                    problem = parquet_problem(f, self.name if f == p else f"{self.name}: {f.name}")
+                    if problem:
+                        raise InputError(problem)
                 # buffered page reads: a row group is streamed, never held whole (one row group of
                 # a million rows is 1.5 GB of vectors)
                 self._files = [pq.ParquetFile(str(f), buffer_size=1 << 22, pre_buffer=False) for f in paths]
@@ -512,6 +518,11 @@ class ArrowStore(Store):
             else:
                 import pyarrow.ipc as ipc
 
+                from .integrity import arrow_problem
+
+                problem = arrow_problem(p, self.name)
+                if problem:
+                    raise InputError(problem)
                 try:
                     self._ipc = ipc.open_file(pa.memory_map(str(p), "r"))
                     counts = [(0, b, self._ipc.get_batch(b).num_rows) for b in range(self._ipc.num_record_batches)]
@@ -523,8 +534,8 @@ class ArrowStore(Store):
                 schema = self._ipc.schema
         except InputError:
             raise
-        except Exception as exc:  # noqa: BLE001 - any arrow error is an unreadable file
-            raise InputError(f"{self.name}: not a readable {loc.kind} file ({' '.join(str(exc).split())[:200]})") from None
+        except Exception:  # noqa: BLE001 - any arrow error is an unreadable file (pyarrow's words are its internals)
+            raise InputError(f"{self.name}: is corrupt (not a readable {loc.kind} file)") from None
         self.schema = schema
         self.column_name = _vector_column(pa, schema, loc, self.name)
         self.id_column = _default_id(list(schema.names), loc, self.name)
@@ -651,8 +662,13 @@ class LanceStore(Store):
         try:
             self.ds = lance.dataset(str(path))
             schema = self.ds.schema
-        except Exception as exc:  # noqa: BLE001 - any lance error is an unreadable dataset
-            raise InputError(f"{self.name}: not a readable Lance dataset ({' '.join(str(exc).split())[:200]})") from None
+        except Exception:  # noqa: BLE001 - any lance error is an unreadable dataset (its words name Rust internals)
+            raise InputError(f"{self.name}: is corrupt (not a readable Lance dataset)") from None
+        from .integrity import lance_problem
+
+        problem = lance_problem(self.ds, self.name)  # a data file removed or cut: Lance would fail mid-read
+        if problem:
+            raise InputError(problem)
         self.schema = schema
         self.column_name = _vector_column(pa, schema, loc, self.name)
         self.id_column = _default_id(list(schema.names), loc, self.name)
@@ -713,8 +729,10 @@ class FaissStore(Store):
             raise InputError(f"{self.name} does not exist")
         try:
             index = faiss.read_index(str(p))
-        except Exception as exc:  # noqa: BLE001 - any faiss error is an unreadable index
-            raise InputError(f"{self.name}: not a readable FAISS index ({' '.join(str(exc).split())[:200]})") from None
+        except Exception:  # noqa: BLE001 - any faiss error is an unreadable index; its message names C++ internals
+            from .integrity import faiss_problem
+
+            raise InputError(faiss_problem(p, self.name)) from None
         self._ids: Optional[list[Any]] = None
         self._owner = index  # the downcast proxies below do not own the index: keep it alive
         inner = faiss.downcast_index(index)
