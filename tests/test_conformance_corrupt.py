@@ -170,15 +170,15 @@ CORRUPTIONS = [
     ("lance-data-cut", "lance", None, r"its data file data/\S+\.lance is cut short or corrupt"),
     ("lance-data-removed", "lance", None, r"its data file data/\S+\.lance is missing"),
     ("manifest-cut", "shards", _cut(0.5), r"not valid JSON: it ends before the value is complete"),
-    ("manifest-bad-utf8", "shards", _bad_utf8, r"not valid UTF-8 \(byte {I}\)"),
+    ("manifest-bad-utf8", "shards", _bad_utf8, r"not valid UTF-8 \((line \d+, )?byte {I}\)"),
     ("sidecar-cut", "npy_sidecar", _mid_line, r"not valid JSON: it ends before the value is complete"),
-    ("sidecar-bad-utf8", "npy_sidecar", _bad_utf8, r"not valid UTF-8 \(byte {I}\)"),
+    ("sidecar-bad-utf8", "npy_sidecar", _bad_utf8, r"not valid UTF-8 \((line \d+, )?byte {I}\)"),
     ("meta-cut", "int8_meta", _cut(0.5), r"not valid JSON: it ends before the value is complete"),
-    ("meta-bad-utf8", "int8_meta", _bad_utf8, r"not valid UTF-8 \(byte {I}\)"),
+    ("meta-bad-utf8", "int8_meta", _bad_utf8, r"not valid UTF-8 \((line \d+, )?byte {I}\)"),
     ("labels-cut", "labels", _mid_line, r"not valid JSON: it ends before the value is complete"),
-    ("labels-bad-utf8", "labels", _bad_utf8, r"not valid UTF-8 \(byte {I}\)"),
+    ("labels-bad-utf8", "labels", _bad_utf8, r"not valid UTF-8 \((line \d+, )?byte {I}\)"),
     ("report-cut", "report", _cut(0.5), r"not valid JSON: it ends before the value is complete"),
-    ("report-bad-utf8", "report", _bad_utf8, r"not valid UTF-8 \(byte {I}\)"),
+    ("report-bad-utf8", "report", _bad_utf8, r"not valid UTF-8 \((line \d+, )?byte {I}\)"),
 ]
 
 
@@ -254,6 +254,10 @@ def emb_runs(tmp: Path, good: dict[str, Path]) -> list[tuple[str, list[str], int
 SIDECAR_READERS = ("project", "shards split", "compress write")
 
 
+def EMBED(tmp: Path) -> tuple[str, list[str], int]:
+    return ("embed", ["embed", "TEXTS", "-o", str(tmp / "e.npy")], 1)
+
+
 def runs_for(kind: str, tmp: Path, good: dict[str, Path]) -> list[tuple[str, list[str], int]]:
     if kind == "npy_sidecar":  # read where rows are matched by id, and where a sidecar is carried along
         return [*[r for r in emb_runs(tmp, good) if r[0] in SIDECAR_READERS],
@@ -262,6 +266,8 @@ def runs_for(kind: str, tmp: Path, good: dict[str, Path]) -> list[tuple[str, lis
         runs = emb_runs(tmp, good)
         if kind != "npy":  # `shards split` cuts a .npy (and its sidecar) only
             runs = [r for r in runs if r[0] != "shards split"]
+        if kind == "parquet":  # texts for embed too
+            runs.append(EMBED(tmp))
         if kind in ("flat", "idmap"):  # a FAISS file is also an index
             runs += _example_runs(".faiss")
         return runs
@@ -274,10 +280,10 @@ def runs_for(kind: str, tmp: Path, good: dict[str, Path]) -> list[tuple[str, lis
     if kind == "shards":
         return [*emb_runs(tmp, good)[:4], ("shards verify", ["shards", "verify", "SET"], 2),
                 ("shards merge", ["shards", "merge", "SET", "-o", str(tmp / "m.npy")], 2)]
-    if kind == "labels":
+    if kind == "labels":  # a labels file; as texts, what embed reads (before any model is loaded)
         labelled = [(i, a, next(k for k, x in enumerate(a) if x.endswith(".labels.jsonl")))
                     for i, a, _ in _example_runs(".labels.jsonl")]
-        return [*labelled, ("train-head", ["train-head", str(good["npy"]), "LAB", "--kind", "lda", "-o",
+        return [*labelled, EMBED(tmp), ("train-head", ["train-head", str(good["npy"]), "LAB", "--kind", "lda", "-o",
                                            str(tmp / "h.safetensors")], 2)]
     if kind == "report":
         return [("compare", ["compare", str(good["report"]), "REP"], 2),
