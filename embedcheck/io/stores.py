@@ -776,11 +776,14 @@ class FaissStore(Store):
     def metadata(self) -> dict[str, Any]:
         side = Path(self.loc.path).with_suffix(".meta.json")
         if side.is_file():
+            from .jsonio import loads
+
             try:
-                rec = json.loads(side.read_text(encoding="utf-8"))
-                return rec if isinstance(rec, dict) else {}
-            except (OSError, ValueError):
+                raw = side.read_bytes()
+            except OSError:
                 return {}
+            rec = loads(raw, f"sidecar {side}")  # a sidecar cut short or not UTF-8 is refused, as beside a .npy
+            return rec if isinstance(rec, dict) else {}
         return {}
 
 
