@@ -757,6 +757,7 @@ class FaissStore(Store):
                              f"({' '.join(str(exc).split())[:160]}); use a Flat, HNSW-Flat, IVF-Flat, PQ or SQ index") from None
         self._set_codes({})
         self._check_opened()
+        self.metadata()  # its provenance sidecar, when there is one, is readable: refused at opening, not after the work
 
     def _read(self, start: int, stop: int) -> np.ndarray:
         return np.asarray(self.index.reconstruct_n(start, stop - start), dtype=np.float32)
