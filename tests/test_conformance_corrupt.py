@@ -77,6 +77,9 @@ def good(tmp_path_factory) -> dict[str, Path]:
     feather.write_feather(tab, d / "t.arrow", chunksize=100)
     lancedb.connect(str(d / "db")).create_table("t", tab, mode="overwrite")
     out.update(parquet=d / "t.parquet", arrow=d / "t.arrow", lance=d / "db" / "t.lance")
+    indexed = lancedb.connect(str(d / "idx")).create_table("t", tab, mode="overwrite")
+    indexed.create_index(metric="cosine", vector_column_name="emb", num_partitions=2, num_sub_vectors=4)
+    out["lancedb_index"] = d / "idx"
     flat = faiss.IndexFlatIP(X.shape[1])
     flat.add(X)
     faiss.write_index(flat, str(d / "flat.faiss"))
@@ -189,6 +192,7 @@ CORRUPTIONS = [
     ("arrow-garbage", "arrow", _garbage, r"is corrupt \(not a readable arrow file\)"),
     ("lance-data-cut", "lance", None, r"its data file data/\S+\.lance is cut short or corrupt"),
     ("lance-data-removed", "lance", None, r"its data file data/\S+\.lance is missing"),
+    ("lancedb-index-data-cut", "lancedb_index", None, r"its data file data/\S+\.lance is cut short or corrupt"),
     ("manifest-cut", "shards", _cut(0.5), r"not valid JSON: it ends before the value is complete"),
     ("manifest-bad-utf8", "shards", _bad_utf8, r"not valid UTF-8 \((line \d+, )?byte {I}\)"),
     ("sidecar-cut", "npy_sidecar", _mid_line, r"not valid JSON: it ends before the value is complete"),
@@ -203,7 +207,7 @@ CORRUPTIONS = [
 ]
 
 
-def make_corrupt(good: dict[str, Path], kind: str, corrupt, name: str, d: Path) -> tuple[Path, Path, dict]:
+def make_corrupt(good: dict[str, Path], kind: str, corrupt, name: str, d: Path) -> tuple[Path | str, Path, dict]:
     """(the input to give a command, the corrupt file itself, sizes {N, M, I}) made in ``d``."""
     d.mkdir(parents=True, exist_ok=True)
     sizes: dict = {}
@@ -216,6 +220,11 @@ def make_corrupt(good: dict[str, Path], kind: str, corrupt, name: str, d: Path) 
         if b"\xff\xfe" in bad and b"\xff\xfe" not in raw:
             sizes["I"] = bad.index(b"\xff\xfe")
 
+    if kind == "lancedb_index":  # a LanceDB table with a vector index, searched by recall
+        shutil.copytree(good["lancedb_index"], d / "idx")
+        data = next((d / "idx" / "t.lance" / "data").glob("*.lance"))
+        data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+        return f"lancedb://{d / 'idx'}/t", d / "idx" / "t.lance", sizes
     if kind == "lance":
         ds = d / "t.lance"
         shutil.copytree(good["lance"], ds)
@@ -298,7 +307,7 @@ def runs_for(kind: str, tmp: Path, good: dict[str, Path]) -> list[tuple[str, lis
         return runs
     if kind == "hnsw_faiss":
         return [*_example_runs(".faiss"), ("aag", ["aag", "EMB", str(good["labels"])], 1)]
-    if kind == "hnswlib":
+    if kind in ("hnswlib", "lancedb_index"):
         return [(i, a, p) for i, a, p in _example_runs(".faiss")]
     if kind == "head":
         return [("project", ["project", str(good["npy"]), "--head", "HEAD", "-o", str(tmp / "o.npy")], 3)]
@@ -317,7 +326,7 @@ def runs_for(kind: str, tmp: Path, good: dict[str, Path]) -> list[tuple[str, lis
     raise AssertionError(kind)
 
 
-def _argv(args: list[str], pos: int, value: Path) -> list[str]:
+def _argv(args: list[str], pos: int, value: Path | str) -> list[str]:
     out = [str(FIXTURES / a) if (FIXTURES / a).is_file() else a for a in args]
     out[pos] = str(value)
     return out
@@ -341,7 +350,7 @@ def test_every_command_refuses_the_corrupt_file_in_one_plain_line(cli, good, tmp
         (tmp_path / "reports").mkdir()
         shutil.copyfile(bad, tmp_path / "reports" / bad.name)
     want = want.format(**{k: v for k, v in sizes.items()}) if sizes else want
-    shown = bad.name if kind != "lance" else given.name
+    shown = {"lance": Path(given).name, "lancedb_index": "idx/t"}.get(kind, bad.name)
     runs = runs_for(kind, tmp_path / "out", good)
     assert runs, kind
     (tmp_path / "out").mkdir()

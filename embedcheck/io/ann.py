@@ -285,15 +285,15 @@ class HnswlibIndex(AnnIndex):
             raise InputError(f"hnswlib dim must be an integer, got {dim!r}") from None
         from .integrity import hnswlib_problem
 
-        problem = hnswlib_problem(path, dim)  # before hnswlib: a corrupt header can make it allocate without bound
+        problem = hnswlib_problem(path, dim, walk=False)  # before hnswlib: a corrupt header can make it allocate without bound
         if problem:
             raise InputError(problem)
         idx = hnswlib.Index(space=space, dim=dim)
         try:
             idx.load_index(str(path))
         except (RuntimeError, MemoryError):
-            raise InputError(f"{path}: is cut short or corrupt (hnswlib could not read it as an index of "
-                             f"dimension {dim})") from None
+            raise InputError(hnswlib_problem(path, dim) or f"{path}: is cut short or corrupt (hnswlib could not "
+                             f"read it as an index of dimension {dim})") from None
         self._index = idx
         super().__init__(locator=str(path), kind="hnswlib", library=f"hnswlib {getattr(hnswlib, '__version__', '')}".strip(),
                          metric=HNSWLIB_SPACES[space], dim=dim, n=int(idx.get_current_count()),
@@ -532,6 +532,15 @@ class LanceIndex(AnnIndex):
             tbl = db.open_table(path.name)
         except (ValueError, FileNotFoundError, RuntimeError) as exc:
             raise InputError(f"{locator}: no table {path.name!r} in {path.parent} ({str(exc)[:100]})") from None
+        from .integrity import lance_problem
+
+        try:
+            dataset = tbl.to_lance()
+        except Exception:  # noqa: BLE001 - not a local dataset: nothing of its files to check
+            dataset = None
+        problem = lance_problem(dataset, locator) if dataset is not None else None
+        if problem:  # a data file removed or cut: Lance would fail mid-search with its own words
+            raise InputError(problem)
         schema = tbl.schema
         vec_cols = [f.name for f in schema if _is_vector_field(f)]
         column = opts.get("column") or (vec_cols[0] if len(vec_cols) == 1 else None)

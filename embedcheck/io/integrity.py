@@ -86,11 +86,13 @@ def faiss_problem(path: str | os.PathLike, name: Optional[str] = None) -> str:
 _HNSW_HEAD = struct.Struct("<QQQQQQiIQQQdQ")
 
 
-def hnswlib_problem(path: str | os.PathLike, dim: int, name: Optional[str] = None) -> Optional[str]:
+def hnswlib_problem(path: str | os.PathLike, dim: int, name: Optional[str] = None, *,
+                    walk: bool = True) -> Optional[str]:
     """What is wrong with an hnswlib index file of ``dim`` float dimensions, read the way
     ``hnswlib.Index.load_index`` reads it (header, level-0 block, one link list per element), or
-    None when it is whole. Run before hnswlib reads the file: a corrupt header can make it allocate
-    without bound."""
+    None when it is whole. Run before hnswlib reads the file (``walk=False``: the header and the
+    level-0 block only) — a corrupt header can make it allocate without bound — and, with the link
+    lists walked, after hnswlib refused it."""
     p = Path(path)
     shown = name or str(p)
     size = p.stat().st_size
@@ -109,6 +111,8 @@ def hnswlib_problem(path: str | os.PathLike, dim: int, name: Optional[str] = Non
     if size < level0 + count * 4:
         return truncated(shown, size, None, f"the header promises {count} vectors of dimension {dim}: "
                                             f"at least {level0 + count * 4} bytes")
+    if not walk:
+        return None
     with open(p, "rb") as f:  # one link-list length (uint32) and its links per element
         f.seek(level0)
         pos = level0

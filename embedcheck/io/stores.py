@@ -610,7 +610,12 @@ class ArrowStore(Store):
         return self._pa.Table.from_batches(pieces) if pieces else None
 
     def _read(self, start: int, stop: int) -> np.ndarray:
-        t = self._range_table(start, stop, [self.column_name])
+        try:
+            t = self._range_table(start, stop, [self.column_name])
+        except InputError:
+            raise
+        except Exception:  # noqa: BLE001 - a page that does not decode; pyarrow's words are its internals
+            raise InputError(f"{self.name}: is corrupt (rows {start}-{stop - 1} could not be read)") from None
         if t is None:
             return np.empty((0, self.cols), dtype=self.raw_dtype)
         return arrow_vectors(t.column(0), self.cols, self.raw_dtype, self.name, self.column_name, start)
@@ -690,13 +695,19 @@ class LanceStore(Store):
         # straight into its rows of the result
         out = range_buffer((stop - start, self.cols), self.raw_dtype)
         pos = 0
-        for b in self.ds.to_batches(columns=[self.column_name], offset=start, limit=stop - start, batch_size=BATCH_ROWS):
-            m = min(b.num_rows, stop - start - pos)
-            if m <= 0:
-                break
-            out[pos:pos + m] = arrow_vectors(b.column(0).slice(0, m), self.cols, self.raw_dtype, self.name,
-                                             self.column_name, start + pos)
-            pos += m
+        try:
+            for b in self.ds.to_batches(columns=[self.column_name], offset=start, limit=stop - start,
+                                        batch_size=BATCH_ROWS):
+                m = min(b.num_rows, stop - start - pos)
+                if m <= 0:
+                    break
+                out[pos:pos + m] = arrow_vectors(b.column(0).slice(0, m), self.cols, self.raw_dtype, self.name,
+                                                 self.column_name, start + pos)
+                pos += m
+        except InputError:
+            raise
+        except Exception:  # noqa: BLE001 - Lance's words name its Rust internals
+            raise InputError(f"{self.name}: is corrupt (Lance could not read rows {start}-{stop - 1})") from None
         return out if pos == stop - start else out[:pos]
 
     def columns(self) -> list[str]:
