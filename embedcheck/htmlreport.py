@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import math
 from pathlib import Path
 from typing import Any, Optional
 
 from .errors import InputError
+from .io.jsonio import loads
 
 #: the largest file read as a report or a plot (bigger ones are listed, not inlined)
 MAX_JSON_BYTES = 50 << 20
@@ -129,9 +129,10 @@ def gather(folder: Path) -> tuple[list[tuple[Path, dict[str, Any]]], list[Path],
         if not p.is_file() or p.stat().st_size > MAX_JSON_BYTES:
             continue
         try:
-            obj = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            raw = p.read_bytes()
+        except OSError:
             continue
+        obj = loads(raw, str(p))  # a report cut short or not UTF-8 is refused, naming it
         if p.name.endswith(".meta.json") and isinstance(obj, dict):
             metas.append((p, obj))
         elif isinstance(obj, dict) and parse_schema_id(obj.get("schema")) is not None:

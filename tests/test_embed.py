@@ -607,7 +607,7 @@ BAD_CASES = {
     "ragged_csv": ("in.csv", b"text,label\na,1\nb\n", [], "in.csv:3: 1 columns but the header has 2"),
     "empty_file": ("in.jsonl", b"", [], "is empty"),
     "blank_line_txt": ("in.txt", b"a\n\nb\n", [], "row 1 (line 2): empty text"),
-    "bad_parquet": ("in.parquet", b"not parquet at all", [], "not a readable parquet file"),
+    "bad_parquet": ("in.parquet", b"not parquet at all", [], "is not a parquet file"),
     "unsupported_suffix": ("in.xlsx", b"x", [], "unsupported format '.xlsx'"),
     "field_on_txt": ("in.txt", b"a\n", ["--label-field", "label"], "--label-field does not apply"),
     "sample_too_big": ("in.txt", b"a\nb\n", ["--sample", "3"], "--sample 3 is more than the 2 rows"),

@@ -10,6 +10,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import InputError
+from ..io.integrity import truncated
 from .base import KINDS, Head
 
 FORMAT = "embedcheck-head"
@@ -67,7 +68,7 @@ def head_from_bytes(data: bytes, source: str = "head") -> Head:
             raise InputError(f"{source} is a pickle / torch checkpoint, not a safetensors head; embedcheck never loads pickles")
         raise InputError(f"{source} is not a safetensors file (bad header)")
     if 8 + n > len(data):
-        raise InputError(f"{source} is truncated: its header needs {8 + n} bytes, the file has {len(data)}")
+        raise InputError(truncated(source, len(data), None, f"inside its {8 + n}-byte safetensors header"))
     try:
         header = json.loads(data[8:8 + n].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -85,13 +86,13 @@ def head_from_bytes(data: bytes, source: str = "head") -> Head:
         raise InputError(f"{source}: bad format_version {meta.get('format_version')!r}") from None
     if version != FORMAT_VERSION:
         raise InputError(f"{source} has head format version {version}; this embedcheck reads version {FORMAT_VERSION}")
+    _check_layout(header, n, len(data), source)
     try:
         from safetensors.numpy import load as st_load
 
         tensors = {k: np.asarray(v) for k, v in st_load(bytes(data)).items()}
-    except Exception as exc:  # noqa: BLE001 - SafetensorError and friends, one line
-        msg = " ".join(str(exc).split())
-        raise InputError(f"{source} is a corrupt or truncated safetensors file ({msg})") from None
+    except Exception:  # noqa: BLE001 - SafetensorError and friends (the layout was checked above)
+        raise InputError(f"{source}: is corrupt (safetensors could not read it)") from None
     text = meta.get("config", "{}")
     try:
         config = json.loads(text) if isinstance(text, str) else None
@@ -106,6 +107,41 @@ def head_from_bytes(data: bytes, source: str = "head") -> Head:
         raise InputError(f"{source}: unknown head kind {kind!r}")
     _check_tensors(kind, tensors, source)
     return Head(kind, {k: v.astype(np.float32, copy=False) for k, v in tensors.items()}, config)
+
+
+#: bytes per element of each safetensors dtype
+_ST_DTYPES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4,
+              "U16": 2, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+
+
+def _check_layout(header: dict[str, Any], n: int, size: int, source: str) -> None:
+    """Each tensor's dtype, shape and ``data_offsets`` agree (its bytes are shape x dtype), and the
+    file holds every byte the header promises: else one line saying which, in words."""
+    end = 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(entry, dict):
+            raise InputError(f"{source}: tensor {name!r} has no dtype/shape/data_offsets record")
+        dtype, shape, offs = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+        if dtype not in _ST_DTYPES:
+            raise InputError(f"{source}: tensor {name!r} has an unknown dtype {str(dtype)[:20]!r}")
+        if not isinstance(shape, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                                  for x in shape):
+            raise InputError(f"{source}: tensor {name!r} has a bad shape {str(shape)[:40]}")
+        if (not isinstance(offs, list) or len(offs) != 2 or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                                   for x in offs) or not 0 <= offs[0] <= offs[1]):
+            raise InputError(f"{source}: tensor {name!r} has bad data_offsets {str(offs)[:40]}")
+        need = _ST_DTYPES[dtype]
+        for x in shape:
+            need *= x
+        if offs[1] - offs[0] != need:
+            raise InputError(f"{source}: tensor {name!r} is {dtype} of shape {shape} ({need} bytes) but its "
+                             f"data_offsets span {offs[1] - offs[0]} bytes")
+        end = max(end, offs[1])
+    if 8 + n + end > size:
+        raise InputError(truncated(source, size, 8 + n + end, f"the header promises {len(header) - ('__metadata__' in header)} "
+                                                             f"tensors of {end} bytes after it"))
 
 
 def _check_tensors(kind: str, t: dict[str, np.ndarray], source: str) -> None:

@@ -93,10 +93,13 @@ def project_part(parts: tuple[Part, ...], start: int, stop: int, n: int, sidecar
         lo, hi = max(b0, start), min(b1, stop)
         Y[lo - start:hi - start] = P[lo - b0:hi - b0]
     if sidecar and Path(sidecar).is_file():  # pinned by the manifest's sidecar_sha256 (verified when opened)
-        from ..io.jsonio import parse_jsonl
+        from ..io.jsonio import parse_jsonl, utf8_error_at
 
-        with open(sidecar, encoding="utf-8") as f:
-            rows = parse_jsonl(f, sidecar)
+        try:
+            with open(sidecar, encoding="utf-8") as f:
+                rows = parse_jsonl(f, sidecar)
+        except UnicodeDecodeError:
+            raise InputError(f"sidecar {sidecar}: not valid UTF-8 (byte {utf8_error_at(Path(sidecar))})") from None
         if len(rows) == n and stop - start != n:  # the one file's rows, cut to this shard's range
             rows = rows[start:stop]
     else:

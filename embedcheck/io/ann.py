@@ -184,8 +184,10 @@ class FaissIndex(AnnIndex):
         faiss = _need("faiss")
         try:
             idx = faiss.read_index(str(path))
-        except RuntimeError as exc:
-            raise InputError(f"{path} is not a FAISS index file ({str(exc).splitlines()[0][:120]})") from None
+        except (RuntimeError, MemoryError):  # FAISS's own message names its C++ internals: ours says what is wrong
+            from .integrity import faiss_problem
+
+            raise InputError(faiss_problem(path)) from None
         self._faiss, self._index = faiss, idx
         self._idmap = isinstance(idx, (faiss.IndexIDMap, faiss.IndexIDMap2))
         base = faiss.downcast_index(idx.index) if self._idmap else idx
@@ -284,11 +286,17 @@ class HnswlibIndex(AnnIndex):
             dim = int(dim)
         except (TypeError, ValueError):
             raise InputError(f"hnswlib dim must be an integer, got {dim!r}") from None
+        from .integrity import hnswlib_problem
+
+        problem = hnswlib_problem(path, dim, walk=False)  # before hnswlib: a corrupt header can make it allocate without bound
+        if problem:
+            raise InputError(problem)
         idx = hnswlib.Index(space=space, dim=dim)
         try:
             idx.load_index(str(path))
-        except (RuntimeError, MemoryError) as exc:
-            raise InputError(f"{path} is not an hnswlib index of dimension {dim} ({str(exc)[:120]})") from None
+        except (RuntimeError, MemoryError):
+            raise InputError(hnswlib_problem(path, dim) or f"{path}: is cut short or corrupt (hnswlib could not "
+                             f"read it as an index of dimension {dim})") from None
         self._index = idx
         super().__init__(locator=str(path), kind="hnswlib", library=f"hnswlib {getattr(hnswlib, '__version__', '')}".strip(),
                          metric=HNSWLIB_SPACES[space], dim=dim, n=int(idx.get_current_count()),
@@ -517,6 +525,15 @@ class LanceIndex(AnnIndex):
             tbl = db.open_table(loc.table)
         except (ValueError, FileNotFoundError, RuntimeError) as exc:
             raise InputError(f"{locator}: no table {loc.table!r} in {folder} ({str(exc)[:100]})") from None
+        from .integrity import lance_problem
+
+        try:
+            dataset = tbl.to_lance()
+        except Exception:  # noqa: BLE001 - not a local dataset: nothing of its files to check
+            dataset = None
+        problem = lance_problem(dataset, locator) if dataset is not None else None
+        if problem:  # a data file removed or cut: Lance would fail mid-search with its own words
+            raise InputError(problem)
         schema = tbl.schema
         vec_cols = [f.name for f in schema if _is_vector_field(f)]
         column = opts.get("column") or (vec_cols[0] if len(vec_cols) == 1 else None)

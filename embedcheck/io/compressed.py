@@ -206,10 +206,13 @@ def read_compression(path: str | os.PathLike) -> Optional[dict[str, Any]]:
     m = meta_path(path)
     if not m.is_file():
         return None
+    from .jsonio import loads
+
     try:
-        meta = json.loads(m.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"sidecar {m} is not readable JSON ({exc})") from None
+        raw = m.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read sidecar {m}: {exc.strerror or exc}") from None
+    meta = loads(raw, f"sidecar {m}")
     rec = meta.get("compression") if isinstance(meta, dict) else None
     if rec is not None and not isinstance(rec, dict):
         raise InputError(f"sidecar {m}: 'compression' must be an object")

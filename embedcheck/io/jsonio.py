@@ -33,6 +33,11 @@ def loads(text: str | bytes, where: str) -> Any:
             text = bytes(text).decode("utf-8-sig")
         return json.loads(text)
     except json.JSONDecodeError as exc:
+        rest = exc.doc[exc.pos:].strip()
+        if exc.doc.strip() and (exc.msg.startswith("Unterminated string") or (len(rest) <= 16 and "\n" not in rest)):
+            # the text stops inside its last value (at most a partial token after the error): a file cut short
+            raise InputError(f"{where}: not valid JSON: it ends before the value is complete (cut short at "
+                             f"character {len(exc.doc.rstrip())}?)") from None
         raise InputError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno})") from None
     except UnicodeDecodeError as exc:
         raise InputError(f"{where}: not valid UTF-8 (byte {exc.start})") from None
@@ -63,14 +68,25 @@ def parse_jsonl(lines: Iterable[str], where: str) -> list[dict]:
     return rows
 
 
+def utf8_error_at(p: Path) -> int:
+    """The file offset of the first byte of ``p`` that is not UTF-8 (a text-mode reader's error
+    counts from its buffer, not from the start of the file)."""
+    data = p.read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start
+    return -1  # pragma: no cover - decoded after all
+
+
 def read_jsonl(path: str | os.PathLike, what: str = "file") -> list[dict]:
     """Read a UTF-8 JSON-lines file into a list of dicts, with one-line errors."""
     p = check_file(path, what)
     try:
         with open(p, "r", encoding="utf-8-sig") as f:  # -sig: a leading BOM is not part of the data
             rows = parse_jsonl(f, str(p))
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{p} is not valid UTF-8 (byte {exc.start}); re-encode it as UTF-8") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{p}: not valid UTF-8 (byte {utf8_error_at(p)}); re-encode it as UTF-8") from None
     if not rows:
         raise InputError(f"{what} {p} has no rows")
     return rows

@@ -11,10 +11,12 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from tokenize import TokenError
 
 import numpy as np
 
 from ..errors import InputError
+from .integrity import truncated
 from .paths import check_file
 
 #: no array numpy can map is larger than this (the largest ``intp`` byte count)
@@ -23,6 +25,14 @@ _MAX_NPY_BYTES = int(np.iinfo(np.intp).max)
 
 #: numpy's own limit on a .npy header's length (``max_header_size``): longer ones are refused
 MAX_HEADER = 10_000
+
+
+def _header_words(exc: BaseException) -> str:
+    """numpy's reason a header dict is unreadable, as plain words (never a Python tokenizer's)."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, (TokenError, SyntaxError, MemoryError, RecursionError)) or text.startswith("Cannot parse header"):
+        return "its header is not a readable Python dict literal of descr, fortran_order and shape"
+    return text[:120]
 
 
 def _npy_header(path: Path) -> tuple[tuple[int, ...], bool, np.dtype, int]:
@@ -35,7 +45,14 @@ def _npy_header(path: Path) -> tuple[tuple[int, ...], bool, np.dtype, int]:
                 f.seek(0)
                 if f.read(1) == b"\x80":
                     raise InputError(f"{path} is a pickle, not a .npy array; embedcheck never loads pickles") from None
-                raise InputError(f"{path} is not a .npy file (bad magic bytes)") from None
+                raise InputError(f"{path}: not a .npy file (bad magic bytes: a .npy file starts with \\x93NUMPY)") from None
+            hlen_size = 2 if version == (1, 0) else 4
+            hlen = int.from_bytes(f.read(hlen_size), "little")
+            head_end = 6 + 2 + hlen_size + hlen
+            size = os.fstat(f.fileno()).st_size
+            if size < head_end:
+                raise InputError(truncated(path, size, None, f"inside its {head_end}-byte .npy header"))
+            f.seek(6 + 2)
             try:
                 if version == (1, 0):
                     shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
@@ -43,11 +60,11 @@ def _npy_header(path: Path) -> tuple[tuple[int, ...], bool, np.dtype, int]:
                     shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
                 else:  # pragma: no cover - numpy only writes 1.0-3.0
                     raise InputError(f"{path}: unsupported .npy version {version}")
-            except (ValueError, SyntaxError, OverflowError, TypeError) as exc:
+            except (ValueError, SyntaxError, OverflowError, TypeError, TokenError, MemoryError, RecursionError) as exc:
                 if "max_header_size" in str(exc):  # numpy's guard; its advice (lift the limit) is not ours to give
                     raise InputError(f"{path}: corrupt .npy header (longer than the {MAX_HEADER} bytes a .npy "
                                      "header may have)") from None
-                raise InputError(f"{path}: corrupt .npy header ({' '.join(str(exc).split())[:120]})") from None
+                raise InputError(f"{path}: corrupt .npy header ({_header_words(exc)})") from None
             offset = f.tell()
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
@@ -75,7 +92,8 @@ def open_npy(path: str | os.PathLike, what: str = "array") -> np.ndarray:
         raise InputError(f"{p}: corrupt .npy header (shape {shape} of {dtype} would need {expected:.3g} bytes)")
     size = p.stat().st_size
     if size < expected:
-        raise InputError(f"{p} is truncated: {size} bytes, header promises {expected}")
+        dims = " x ".join(str(s) for s in shape) or "a scalar of"
+        raise InputError(truncated(p, size, expected, f"the header promises {dims} {dtype}"))
     if count == 0:
         return np.zeros(shape, dtype=dtype)
     try:

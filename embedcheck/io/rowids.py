@@ -136,17 +136,21 @@ def row_ids(path: Any) -> Optional[list[Any]]:
 
 
 def _jsonl_ids(path: Path) -> Optional[list[Any]]:
+    from .jsonio import loads, utf8_error_at
+
     ids = []
     try:
         with open(path, encoding="utf-8-sig") as f:
-            for line in f:
+            for lineno, line in enumerate(f, 1):
                 if not line.strip():
                     continue
-                r = json.loads(line)
+                r = loads(line, f"sidecar {path}:{lineno}")  # a sidecar cut short or corrupt is refused
                 if not isinstance(r, dict) or ID_FIELD not in r:
                     return None
                 ids.append(r[ID_FIELD])
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except UnicodeDecodeError:
+        raise InputError(f"sidecar {path}: not valid UTF-8 (byte {utf8_error_at(path)})") from None
+    except OSError:
         return None
     return ids
 
@@ -232,7 +236,18 @@ def row_lines(src: str | os.PathLike[str]) -> Optional[list[str]]:
     side = src.with_suffix(".jsonl")
     if not side.is_file():
         return None
-    return [ln for ln in side.read_text(encoding="utf-8").split("\n") if ln.strip()]
+    from .jsonio import loads, utf8_error_at
+
+    try:
+        text = side.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"sidecar {side}: not valid UTF-8 (byte {utf8_error_at(side)})") from None
+    lines = []
+    for i, ln in enumerate(text.split("\n"), 1):  # carried over as they are: a line cut short or corrupt is refused
+        if ln.strip():
+            loads(ln, f"sidecar {side}:{i}")
+            lines.append(ln)
+    return lines
 
 
 def _plain(v: Any) -> Any:

@@ -473,6 +473,12 @@ class ArrowStore(Store):
                     raise InputError(f"{self.name} is a folder without .parquet files")
                 if p.is_dir():
                     contained_files(p, paths, self.name)
+                from .integrity import parquet_problem
+
+                for f in paths:  # a file cut short or not parquet, in words (pyarrow's words are its own)
+                    problem = parquet_problem(f, self.name if f == p else f"{self.name}: {f.name}")
+                    if problem:
+                        raise InputError(problem)
                 # buffered page reads: a row group is streamed, never held whole (one row group of
                 # a million rows is 1.5 GB of vectors)
                 self._files = [pq.ParquetFile(str(f), buffer_size=1 << 22, pre_buffer=False) for f in paths]
@@ -485,6 +491,11 @@ class ArrowStore(Store):
             else:
                 import pyarrow.ipc as ipc
 
+                from .integrity import arrow_problem
+
+                problem = arrow_problem(p, self.name)
+                if problem:
+                    raise InputError(problem)
                 try:
                     self._ipc = ipc.open_file(pa.memory_map(str(p), "r"))
                     counts = [(0, b, self._ipc.get_batch(b).num_rows) for b in range(self._ipc.num_record_batches)]
@@ -496,8 +507,8 @@ class ArrowStore(Store):
                 schema = self._ipc.schema
         except InputError:
             raise
-        except Exception as exc:  # noqa: BLE001 - any arrow error is an unreadable file
-            raise InputError(f"{self.name}: not a readable {loc.kind} file ({' '.join(str(exc).split())[:200]})") from None
+        except Exception:  # noqa: BLE001 - any arrow error is an unreadable file (pyarrow's words are its internals)
+            raise InputError(f"{self.name}: is corrupt (not a readable {loc.kind} file)") from None
         self.schema = schema
         self.column_name = _vector_column(pa, schema, loc, self.name)
         self.id_column = _default_id(list(schema.names), loc, self.name)
@@ -572,7 +583,12 @@ class ArrowStore(Store):
         return self._pa.Table.from_batches(pieces) if pieces else None
 
     def _read(self, start: int, stop: int) -> np.ndarray:
-        t = self._range_table(start, stop, [self.column_name])
+        try:
+            t = self._range_table(start, stop, [self.column_name])
+        except InputError:
+            raise
+        except Exception:  # noqa: BLE001 - a page that does not decode; pyarrow's words are its internals
+            raise InputError(f"{self.name}: is corrupt (rows {start}-{stop - 1} could not be read)") from None
         if t is None:
             return np.empty((0, self.cols), dtype=self.raw_dtype)
         return arrow_vectors(t.column(0), self.cols, self.raw_dtype, self.name, self.column_name, start)
@@ -625,8 +641,13 @@ class LanceStore(Store):
         try:
             self.ds = lance.dataset(str(path))
             schema = self.ds.schema
-        except Exception as exc:  # noqa: BLE001 - any lance error is an unreadable dataset
-            raise InputError(f"{self.name}: not a readable Lance dataset ({' '.join(str(exc).split())[:200]})") from None
+        except Exception:  # noqa: BLE001 - any lance error is an unreadable dataset (its words name Rust internals)
+            raise InputError(f"{self.name}: is corrupt (not a readable Lance dataset)") from None
+        from .integrity import lance_problem
+
+        problem = lance_problem(self.ds, self.name)  # a data file removed or cut: Lance would fail mid-read
+        if problem:
+            raise InputError(problem)
         self.schema = schema
         self.column_name = _vector_column(pa, schema, loc, self.name)
         self.id_column = _default_id(list(schema.names), loc, self.name)
@@ -648,13 +669,19 @@ class LanceStore(Store):
         # straight into its rows of the result
         out = range_buffer((stop - start, self.cols), self.raw_dtype)
         pos = 0
-        for b in self.ds.to_batches(columns=[self.column_name], offset=start, limit=stop - start, batch_size=BATCH_ROWS):
-            m = min(b.num_rows, stop - start - pos)
-            if m <= 0:
-                break
-            out[pos:pos + m] = arrow_vectors(b.column(0).slice(0, m), self.cols, self.raw_dtype, self.name,
-                                             self.column_name, start + pos)
-            pos += m
+        try:
+            for b in self.ds.to_batches(columns=[self.column_name], offset=start, limit=stop - start,
+                                        batch_size=BATCH_ROWS):
+                m = min(b.num_rows, stop - start - pos)
+                if m <= 0:
+                    break
+                out[pos:pos + m] = arrow_vectors(b.column(0).slice(0, m), self.cols, self.raw_dtype, self.name,
+                                                 self.column_name, start + pos)
+                pos += m
+        except InputError:
+            raise
+        except Exception:  # noqa: BLE001 - Lance's words name its Rust internals
+            raise InputError(f"{self.name}: is corrupt (Lance could not read rows {start}-{stop - 1})") from None
         return out if pos == stop - start else out[:pos]
 
     def columns(self) -> list[str]:
@@ -713,7 +740,7 @@ class FaissStore(Store):
             raise InputError(f"{self.name} does not exist")
         try:
             index = faiss.read_index(str(p))
-        except Exception as exc:  # noqa: BLE001 - any faiss error is an unreadable index
+        except Exception:  # noqa: BLE001 - any faiss error is an unreadable index; its message names C++ internals
             try:
                 binary = type(faiss.read_index_binary(str(p))).__name__
             except Exception:  # noqa: BLE001
@@ -721,7 +748,9 @@ class FaissStore(Store):
             if binary is not None:
                 raise InputError(f"{self.name} is a binary FAISS index ({binary}): it holds bit codes, not the "
                                  f"vectors; use an index that keeps them ({FAISS_EXACT})") from None
-            raise InputError(f"{self.name}: not a readable FAISS index ({' '.join(str(exc).split())[:200]})") from None
+            from .integrity import faiss_problem
+
+            raise InputError(faiss_problem(p, self.name)) from None
         self._ids: Optional[list[Any]] = None
         self._owner = index  # the downcast proxies below do not own the index: keep it alive
         inner = faiss.downcast_index(index)
@@ -750,6 +779,7 @@ class FaissStore(Store):
                              f"({' '.join(str(exc).split())[:160]}); use a Flat, HNSW-Flat, IVF-Flat, PQ or SQ index") from None
         self._set_codes({})
         self._check_opened()
+        self.metadata()  # its provenance sidecar, when there is one, is readable: refused at opening, not after the work
 
     def _read(self, start: int, stop: int) -> np.ndarray:
         return np.asarray(self.index.reconstruct_n(start, stop - start), dtype=np.float32)
@@ -769,11 +799,14 @@ class FaissStore(Store):
     def metadata(self) -> dict[str, Any]:
         side = Path(self.loc.path).with_suffix(".meta.json")
         if side.is_file():
+            from .jsonio import loads
+
             try:
-                rec = json.loads(side.read_text(encoding="utf-8"))
-                return rec if isinstance(rec, dict) else {}
-            except (OSError, ValueError):
+                raw = side.read_bytes()
+            except OSError:
                 return {}
+            rec = loads(raw, f"sidecar {side}")  # a sidecar cut short or not UTF-8 is refused, as beside a .npy
+            return rec if isinstance(rec, dict) else {}
         return {}
 
 

@@ -124,10 +124,15 @@ def rows_parquet(data: bytes, where: str) -> list[dict]:
         import pyarrow.parquet as pq
     except ImportError:  # pragma: no cover - pyarrow is a dependency
         raise InputError(f"{where}: reading .parquet needs pyarrow (pip install pyarrow)") from None
+    from .integrity import parquet_bytes_problem
+
+    problem = parquet_bytes_problem(data[:4], data[-8:], len(data), where)
+    if problem:
+        raise InputError(problem)
     try:
         table = pq.read_table(io.BytesIO(data))
-    except Exception as exc:  # noqa: BLE001 - any arrow error is a bad file
-        raise InputError(f"{where}: not a readable parquet file ({' '.join(str(exc).split())[:200]})") from None
+    except Exception:  # noqa: BLE001 - any arrow error is a bad file (pyarrow's words are its internals)
+        raise InputError(f"{where}: is corrupt (not a readable parquet file)") from None
     return table.to_pylist()
 
 
