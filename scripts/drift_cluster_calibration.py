@@ -67,8 +67,9 @@ def main() -> int:
     ap.add_argument("--json", type=Path, default=None, help="write the runs and the summary here")
     args = ap.parse_args()
 
-    import embedcheck
     from threadpoolctl import threadpool_limits
+
+    import embedcheck
 
     X = np.load(args.embeddings, mmap_mode="r", allow_pickle=False)
     if 2 * args.n > X.shape[0]:
