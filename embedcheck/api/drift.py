@@ -15,7 +15,6 @@ and the rows most typical of each side (maths: :mod:`embedcheck.geometry.drift`)
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Optional
@@ -23,6 +22,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import InputError
+from ..io.source import Source
 from ..result import Figure, Report
 from ..schemas import BOOL, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
 from ._common import Hint, label_of, running, source
@@ -54,9 +54,11 @@ class DriftReport(Report):
                            "margin": NUM_OR_NULL, "verdict": _DRIFT_VERDICT, "folds": INT,
                            "rows": obj({"ref": INT, "cur": INT}), "sampled": BOOL, "model": STR, "ci_method": STR,
                            "p_method": STR}),
-        "clusters": obj({"k": INT, "method": STR, "items": {"type": "array", "items": obj({
-            "cluster": INT, "ref": INT, "cur": INT, "share_ref": NUM, "share_cur": NUM, "difference": NUM,
-            "difference_ci95": INTERVAL, "moved": BOOL})}}),
+        "clusters": obj({"k": INT, "method": STR, "test": STR, "correction": {"enum": ["holm"]}, "alpha": NUM,
+                         "moved": INT, "items": {"type": "array", "items": obj({
+                             "cluster": INT, "ref": INT, "cur": INT, "share_ref": NUM, "share_cur": NUM,
+                             "difference": NUM, "difference_ci95": INTERVAL, "p_value": NUM, "p_adjusted": NUM,
+                             "moved": BOOL})}}),
         "typical": obj({"method": STR, "cur": {"type": "array", "items": _DRIFT_ROW},
                         "ref": {"type": "array", "items": _DRIFT_ROW}}),
         "seed": INT,
@@ -110,44 +112,6 @@ def _same_input(ref: Any, cur: Any, a: Any, b: Any) -> Optional[str]:
     return f"REF {label_of(ref, 'array')} and CUR {label_of(cur, 'array')} hold identical rows (the same data passed twice?)"
 
 
-def _sidecar(x: Any, wanted: set[int]) -> dict[int, dict[str, Any]]:
-    """``{row: {"id", "text"}}`` for the ``wanted`` rows of an ``.npy``'s ``.jsonl`` sidecar (empty
-    when there is none or it does not parse)."""
-    if not isinstance(x, (str, Path)) or not wanted:
-        return {}
-    from ..io.stores import is_store, open_store
-
-    if is_store(x):  # a store: its id column (and a text column), as a sidecar gives them
-        st = open_store(x)
-        cols = {"id": st.ids()} if st.id_column else {}
-        if "text" in st.columns() and st.column_name != "text":
-            cols["text"] = st.column("text")
-        return {i: {k: _plain(v[i]) for k, v in cols.items() if v is not None} for i in wanted if 0 <= i < st.n}
-    side = Path(x).with_suffix(".jsonl")
-    if Path(x).suffix.lower() != ".npy" or not side.is_file():
-        return {}
-    out: dict[int, dict[str, Any]] = {}
-    try:
-        with open(side, encoding="utf-8") as f:
-            i = 0
-            for line in f:
-                if not line.strip():
-                    continue
-                if i in wanted:
-                    r = json.loads(line)
-                    if isinstance(r, dict):
-                        out[i] = {k: r[k] for k in ("id", "text") if k in r}
-                i += 1
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return {}
-    return out
-
-
-def _plain(v: Any) -> Any:
-    """A store's value as JSON has it (a numpy integer as an int)."""
-    return v.item() if hasattr(v, "item") else v
-
-
 def _row_entry(side: str, row: int, extra: dict[int, dict[str, Any]], **kw: Any) -> dict[str, Any]:
     e = {"side": side, "row": int(row), **kw}
     e.update(extra.get(int(row), {}))
@@ -174,10 +138,14 @@ def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "aut
       ``margins`` (``{"auc": 0.55}`` and/or ``{"mmd2": X}``) turn a test into a materiality
       decision (``no-drift`` when its 95 % interval lies below the margin) and make it the one
       that decides.
-    * ``clusters``: k-means (seeded) clusters of the pooled rows, each one's REF and CUR share and
-      the Newcombe interval of the difference; ``typical``: the ``top`` rows of each side the
-      classifier finds most typical of it, with ids and texts from ``.jsonl`` sidecars
-      (``attribution=False``: neither, the two tests only).
+    * ``clusters``: k-means (seeded) clusters of the pooled rows, each one's REF and CUR share, the
+      Newcombe interval of the difference, Fisher's exact p-value (``p_value``) and its Holm
+      adjustment over the clusters (``p_adjusted``; ``correction`` ``"holm"``): ``moved`` when the
+      adjusted p-value is below ``alpha``, so the chance that any cluster is flagged under no
+      drift is at most ``alpha``; ``typical``: the ``top`` rows of each side the classifier finds
+      most typical of it. Every row named carries its ``id`` and ``text`` when the input has them
+      (a ``.npy``'s sidecar, a shard set's sidecars, a store's id and text columns:
+      :meth:`~embedcheck.io.source.Source.row_fields`) (``attribution=False``: neither section).
     """
     from ..geometry import drift as geo
 
@@ -305,7 +273,8 @@ def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "aut
         "dim": a.dim, "verdict": overall, "alpha": alpha, "decision_rule": rule, "mmd": mmd, "classifier": classifier,
     }
     if attribution:
-        body.update(_attribution(ref, cur, np.asarray(Zc, dtype=np.float64), rows, y, scores, m, clusters, top, seed))
+        body.update(_attribution(a, b, np.asarray(Zc, dtype=np.float64), rows, y, scores, m, clusters, top, seed,
+                                 alpha))
     body["seed"] = seed
     from ._common import store_models
 
@@ -317,9 +286,9 @@ def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "aut
     return DriftReport(body=body, results={"mmd_null": null, "scores": scores, "rows": rows})
 
 
-def _attribution(ref: Any, cur: Any, Zc: np.ndarray, rows: np.ndarray, y: np.ndarray, scores: np.ndarray, m: int,
-                 clusters: int, top: int, seed: int) -> dict[str, Any]:
-    """The ``clusters`` and ``typical`` sections."""
+def _attribution(ref: Source, cur: Source, Zc: np.ndarray, rows: np.ndarray, y: np.ndarray, scores: np.ndarray,
+                 m: int, clusters: int, top: int, seed: int, alpha: float) -> dict[str, Any]:
+    """The ``clusters`` and ``typical`` sections; the rows' ids and texts from their Sources."""
     from ..geometry import drift as geo
 
     k = min(clusters, len(rows))
@@ -330,18 +299,21 @@ def _attribution(ref: Any, cur: Any, Zc: np.ndarray, rows: np.ndarray, y: np.nda
     ref_top = [i for i in ranked[::-1] if y[i] == 0][:top]
     want_ref = {int(rows[i]) for i in ref_top} | {int(rows[i]) for i in nearest if i >= 0 and rows[i] < m}
     want_cur = {int(rows[i]) - m for i in cur_top} | {int(rows[i]) - m for i in nearest if i >= 0 and rows[i] >= m}
-    side_ref, side_cur = _sidecar(ref, want_ref), _sidecar(cur, want_cur)
+    side_ref, side_cur = ref.row_fields(sorted(want_ref)), cur.row_fields(sorted(want_cur))
 
     def entry(i: int, **kw: Any) -> dict[str, Any]:
         g = int(rows[i])
         return _row_entry("ref", g, side_ref, **kw) if g < m else _row_entry("cur", g - m, side_cur, **kw)
 
     cl: list[dict[str, Any]] = []
+    counts = [(int(((lab == c) & (y == 0)).sum()), int(((lab == c) & (y == 1)).sum())) for c in range(k)]
+    raw, adj, moved = geo.cluster_flags(counts, nr, nc, alpha)
     for c in range(k):
-        kr, kc = int(((lab == c) & (y == 0)).sum()), int(((lab == c) & (y == 1)).sum())
+        kr, kc = counts[c]
         lo, hi = geo.newcombe(kr, nr, kc, nc)
         item: dict[str, Any] = {"cluster": c, "ref": kr, "cur": kc, "share_ref": kr / nr, "share_cur": kc / nc,
-                "difference": kc / nc - kr / nr, "difference_ci95": [lo, hi], "moved": bool(lo > 0 or hi < 0)}
+                "difference": kc / nc - kr / nr, "difference_ci95": [lo, hi], "p_value": float(raw[c]),
+                "p_adjusted": float(adj[c]), "moved": bool(moved[c])}
         if nearest[c] >= 0:
             item["example"] = entry(int(nearest[c]))
         cl.append(item)
@@ -350,8 +322,11 @@ def _attribution(ref: Any, cur: Any, Zc: np.ndarray, rows: np.ndarray, y: np.nda
     return {
         "clusters": {"k": k, "method": (f"k-means (scikit-learn, k={k}, n_init=3, seed {seed}) on the classifier's "
                                         "pooled rows; difference = CUR share - REF share, Newcombe hybrid score 95% "
-                                        "interval; moved: the interval excludes 0"),
-                     "items": cl},
+                                        "interval (per cluster, unadjusted)"),
+                     "test": ("Fisher's exact test per cluster (two-sided; the cluster's REF and CUR counts against "
+                              "the rest's), p-values adjusted over the clusters by Holm's step-down method; moved: "
+                              f"adjusted p < {alpha:g} (family-wise error at most {alpha:g})"),
+                     "correction": "holm", "alpha": alpha, "moved": int(moved.sum()), "items": cl},
         "typical": {"method": "out-of-fold classifier probability of CUR: highest for CUR rows, lowest for REF rows",
                     "cur": [entry(int(i), p_cur=float(prob[i])) for i in cur_top],
                     "ref": [entry(int(i), p_cur=float(prob[i])) for i in ref_top]},

@@ -328,17 +328,17 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
         grid = _sweep_grid(sweep, idx)
         ids, X, vec_from = _vectors_of(idx, vectors)
         if queries is not None:
-            Q = _matrix(queries, "queries")
+            from ..io.source import open_source
+
+            qsrc = None if isinstance(queries, np.ndarray) else open_source(queries, what="queries")
+            Q = _matrix(queries if qsrc is None else qsrc, "queries")
             if Q.shape[1] != idx.dim:
                 raise InputError(f"queries have dimension {Q.shape[1]} but index {idx.locator} has {idx.dim}")
             self_rows = None
             qids: Any = np.arange(Q.shape[0])
-            if isinstance(queries, (str, Path)):
-                from ..io.rowids import row_ids
-
-                side = row_ids(str(queries))
-                if side is not None and len(side) == Q.shape[0]:
-                    qids = np.array([str(x) for x in side], dtype=object)  # the sidecar's ids name the worst query
+            side = qsrc.ids() if qsrc is not None else None  # the queries' own ids (sidecar, shard set, store)
+            if side is not None and len(side) == Q.shape[0] and all(x is not None for x in side):
+                qids = np.array([str(x) for x in side], dtype=object)  # they name the worst query
             query_source = str(queries) if isinstance(queries, (str, Path)) else "array"
         else:
             if idx.n < 2:

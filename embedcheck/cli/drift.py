@@ -44,8 +44,8 @@ def drift_cmd(
     MMD² (unbiased, Gaussian kernel at the median-heuristic bandwidth, p-value from a pooled
     permutation null) and a cross-fitted classifier test (AUC with its DeLong 95% interval), a
     verdict (drift, no-drift within --margin, inconclusive, underpowered), the k-means clusters
-    whose share moved and the rows most typical of each side (ids and texts from .jsonl
-    sidecars).
+    whose share moved (Fisher's exact test per cluster, Holm-adjusted over the clusters) and the
+    rows most typical of each side (ids and texts from .jsonl sidecars or a store's columns).
 
     Example: embedcheck drift ref.npy cur.npy --margin auc=0.55 --fail-on drift
     """

@@ -34,8 +34,11 @@ cross-fitted procedure (exact and cheap: the out-of-fold scores are linear in th
 null's variance (the extra spread of a cross-fitted AUC, which DeLong alone ignores).
 
 **Attribution.** k-means clusters (seeded) of the pooled rows; per cluster the share of REF and of
-CUR rows and the Newcombe (Wilson score) 95 % interval of their difference; the rows most typical
-of each side by out-of-fold classifier score.
+CUR rows and the Newcombe (Wilson score) 95 % interval of their difference, Fisher's exact test of
+the cluster's REF/CUR counts against the rest's (two-sided), and Holm's step-down adjustment of
+those p-values over the clusters (family-wise error at ``alpha``, whatever their dependence): a
+cluster has ``moved`` when its adjusted p-value is below ``alpha``. The rows most typical of each
+side by out-of-fold classifier score.
 """
 
 from __future__ import annotations
@@ -465,6 +468,47 @@ def newcombe(k1: int, n1: int, k2: int, n2: int) -> tuple[float, float]:
     lo = d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
     hi = d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
     return lo, hi
+
+
+def fisher_p(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Two-sided p-value of Fisher's exact test that a cluster holds the same share of REF (``k1``
+    of ``n1`` rows) and of CUR (``k2`` of ``n2``): the 2 x 2 table (cluster, rest) x (REF, CUR)
+    (``scipy.stats.fisher_exact``: the tables at most as likely as the observed one under the
+    hypergeometric law of the cluster's CUR count given its size). Under no drift a random split
+    of the pooled rows makes that law exact, whatever clustering of the pooled rows was made.
+
+    >>> round(fisher_p(3, 10, 7, 10), 4)
+    0.1789
+    """
+    from scipy.stats import fisher_exact
+
+    return float(fisher_exact([[k1, k2], [n1 - k1, n2 - k2]], alternative="two-sided").pvalue)
+
+
+def holm(p: Any) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error control under any dependence):
+    with ``p`` sorted ascending, ``adj_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))``, returned in
+    the input order; a hypothesis is rejected at level α when its adjusted p-value is ≤ α.
+
+    >>> holm([0.01, 0.04, 0.03, 0.5]).tolist()
+    [0.04, 0.09, 0.09, 0.5]
+    """
+    p = np.asarray(p, dtype=np.float64)
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    steps = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    adj = np.empty(m)
+    adj[order] = np.maximum.accumulate(steps)
+    return adj
+
+
+def cluster_flags(counts: Any, n_ref: int, n_cur: int, alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(raw p, Holm-adjusted p, moved) of clusters with ``counts`` (``(REF rows, CUR rows)`` per
+    cluster) out of ``n_ref`` / ``n_cur``: Fisher's exact p per cluster (:func:`fisher_p`), Holm over
+    the clusters (:func:`holm`), moved when the adjusted p-value is below ``alpha``."""
+    raw = np.array([fisher_p(int(kr), n_ref, int(kc), n_cur) for kr, kc in counts], dtype=np.float64)
+    adj = holm(raw)
+    return raw, adj, adj < alpha
 
 
 def kmeans_clusters(Z: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -14,6 +14,11 @@ A part is a small value (absolute path or the array itself, row range, global of
 another process opens the file itself as a read-only memmap (``allow_pickle=False``), so only
 paths travel to the workers.
 
+A :class:`Source` also carries its rows' identity — ``ids()``, ``texts()``, ``labels()``,
+``column(name)``, ``row_fields(rows)`` — from wherever the input keeps it (a ``.npy``'s ``.jsonl``
+sidecar, a shard set's sidecars, a store's id and other columns), so a report that names a row
+gives the same id and text whatever the input kind.
+
 A :class:`Source` is also array-like for the readers that index rows (``shape``, ``dtype``,
 ``X[i]``, ``X[a:b]``, ``X[int array]``, ``X[bool mask]``, ``X[rows, cols]``, ``np.asarray(X)``).
 
@@ -26,10 +31,10 @@ A :class:`Source` is also array-like for the readers that index rows (``shape``,
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Optional, cast
 
 import numpy as np
 
@@ -41,6 +46,7 @@ from .shards import is_shard_set, open_shard_set
 
 #: rows per part of a plain .npy or an array (a multiple of CHUNK_ROWS)
 PART_ROWS = 16 * CHUNK_ROWS
+_UNREAD = object()  # a Source's sidecar records not read yet
 
 
 @dataclass(frozen=True)
@@ -97,9 +103,95 @@ class Source:
         self.shape: tuple[int, int] = (self.n, self.dim)
         self._starts = np.array([p.offset for p in self.parts] + [self.n], dtype=np.int64)
         self._maps: dict[int, np.ndarray] = {}
+        #: the ``.jsonl`` records beside a ``.npy`` (its sidecar), when opened from a path
+        self.sidecar: Optional[str] = None
+        self._records: Any = _UNREAD
+        self._columns: dict[str, Optional[list[Any]]] = {}
 
     def __getstate__(self) -> dict[str, Any]:  # no open memmaps travel with the object
-        return {**self.__dict__, "_maps": {}, "store": None}
+        return {**self.__dict__, "_maps": {}, "store": None, "_records": _UNREAD, "_columns": {}}
+
+    # ---- the rows' identity: ids, labels, texts -------------------------------------------------
+
+    def _store(self) -> Any:
+        if self.store is None and self.parts and self.parts[0].store:
+            from .stores import open_store
+
+            self.store = open_store(self.parts[0].store)
+        return self.store
+
+    def _sidecar_records(self) -> Optional[list[dict]]:
+        """Every row's record (one dict per row) of a ``.npy``'s sidecar or a shard set's sidecars;
+        None when there are none (an array, a store, no sidecar, one that does not parse or whose
+        record count is not the row count)."""
+        if self._records is not _UNREAD:
+            return cast(Optional[list[dict]], self._records)
+        recs: Optional[list[dict]] = None
+        if self.shard_set is not None:
+            ss = self.shard_set
+            if all(ss.sidecar_path(i).is_file() for i in range(len(ss.shards))):
+                recs = [r for i in range(len(ss.shards)) for r in ss.read_sidecar(i)]  # hash-checked
+        elif self.sidecar is not None and Path(self.sidecar).is_file():
+            import json
+
+            try:
+                with open(self.sidecar, encoding="utf-8-sig") as f:
+                    recs = [json.loads(line) for line in f if line.strip()]
+            except (OSError, UnicodeDecodeError, ValueError):
+                recs = None
+        if recs is not None and (len(recs) != self.n or not all(isinstance(r, dict) for r in recs)):
+            recs = None
+        self._records = recs
+        return recs
+
+    def column(self, name: str) -> Optional[list[Any]]:
+        """The per-row field ``name`` (``id``, ``text``, ``label`` ...) of every row, in row order,
+        from wherever the input keeps it: a ``.npy``'s ``.jsonl`` sidecar, a shard set's sidecars, a
+        store's columns (``id``: its id column, whatever it is called — ``?id=NAME``); None when the
+        input has no such field (an array; a record without it holds None)."""
+        if name in self._columns:
+            return self._columns[name]
+        vals: Optional[list[Any]] = None
+        st = self._store()
+        if st is not None:
+            if name == "id":
+                vals = st.ids()
+            elif name != st.column_name and name in st.columns():
+                vals = list(st.column(name))
+        else:
+            recs = self._sidecar_records()
+            if recs is not None and any(name in r for r in recs):
+                vals = [r.get(name) for r in recs]
+        if vals is not None and len(vals) != self.n:
+            vals = None
+        self._columns[name] = vals
+        return vals
+
+    def ids(self) -> Optional[list[Any]]:
+        """Every row's id (:meth:`column` ``"id"``), or None."""
+        return self.column("id")
+
+    def texts(self) -> Optional[list[Any]]:
+        """Every row's text (:meth:`column` ``"text"``), or None."""
+        return self.column("text")
+
+    def labels(self) -> Optional[list[Any]]:
+        """Every row's label (:meth:`column` ``"label"``), or None."""
+        return self.column("label")
+
+    def row_fields(self, rows: Iterable[int], names: Sequence[str] = ("id", "text")) -> dict[int, dict[str, Any]]:
+        """``{row: {name: value}}`` for the ``rows`` wanted: what a report says of a row it names
+        (a field the input lacks, or a row's None, is left out)."""
+        cols = {k: self.column(k) for k in names}
+        out: dict[int, dict[str, Any]] = {}
+        for r in rows:
+            e = {}
+            for k, c in cols.items():
+                v = None if c is None else c[int(r)]
+                if v is not None:
+                    e[k] = v.item() if isinstance(v, np.generic) else v
+            out[int(r)] = e
+        return out
 
     def __repr__(self) -> str:
         kind = f"shards={len(self.parts)}" if self.sharded else f"parts={len(self.parts)}"
@@ -235,7 +327,11 @@ def open_source(x: Any, *, what: str = "embeddings", part_rows: int = PART_ROWS,
     check_matrix_shape(X, Path(x), what=what, min_rows=min_rows)
     n, d = (int(s) for s in X.shape)
     parts = tuple(Part(os.path.abspath(x), s, min(s + part_rows, n), s) for s in range(0, n, part_rows))
-    return Source(str(x), n, d, str(X.dtype), parts, None)
+    src = Source(str(x), n, d, str(X.dtype), parts, None)
+    side = Path(os.path.abspath(x)).with_suffix(".jsonl")
+    if side != Path(os.path.abspath(x)):
+        src.sidecar = str(side)  # X.npy's rows: X.jsonl (what embed writes beside it)
+    return src
 
 
 def open_store_source(x: Any, *, what: str = "embeddings", part_rows: int = PART_ROWS, min_rows: int = 1) -> Source:
