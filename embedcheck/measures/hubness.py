@@ -5,7 +5,6 @@ hubs where that can be told. The maths: :mod:`embedcheck.geometry.hubness`."""
 
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
 import numpy as np
@@ -25,22 +24,11 @@ FIGURE_HELP = {
 
 
 def _row_meta(src: Any) -> tuple[Optional[list[Any]], Optional[list[str]]]:
-    """The ids and texts of a source's rows (its sidecar or its store's columns), None where absent."""
-    ids = getattr(src, "ids", None)
-    texts = getattr(src, "texts", None)
-    if ids is not None or texts is not None:
-        return (list(ids) if ids is not None else None), (list(texts) if texts is not None else None)
-    from ..io.rowids import row_lines
-
-    try:
-        lines = row_lines(src.name)
-    except (InputError, OSError, ValueError):
-        return None, None
-    if not lines or len(lines) != src.n:
-        return None, None
-    rows = [json.loads(x) for x in lines]
-    ids = [r.get("id") for r in rows] if all(isinstance(r, dict) and "id" in r for r in rows) else None
-    texts = [r.get("text") for r in rows] if all(isinstance(r, dict) and isinstance(r.get("text"), str) for r in rows) else None
+    """The ids and texts of a source's rows, from the row source (a ``.npy``'s sidecar, a shard
+    set's sidecars, a store's columns); None where the input has none."""
+    ids, texts = src.ids(), src.texts()
+    if texts is not None and not all(isinstance(t, str) for t in texts):
+        texts = None
     return ids, texts
 
 
