@@ -240,6 +240,9 @@ def commands_table() -> str:
     rows = ["| command | what it is for | primary figure (bare `--fail-below X`) | `--against` |", "|---|---|---|---|"]
     for c in COMMANDS:
         rows.append(f"| `{c.name}` | {c.help} | {f'`{c.primary}`' if c.primary else '—'} | {'yes' if c.paired else '—'} |")
+    for m in measurements():  # the built-in declared measurements (embedcheck.measures), not plugins
+        if m.source == "built-in":
+            rows.append(f"| `{m.name}` | {m.help} | {f'`{m.primary}`' if m.primary else '—'} | yes |")
     return "\n".join(rows) + "\n"
 
 
