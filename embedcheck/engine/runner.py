@@ -24,8 +24,16 @@ numpy commands never import it.
   ``RAY_AUTH_MODE=token`` and the token (``~/.ray/auth_token`` on the same machine, or
   ``RAY_AUTH_TOKEN``); when ``RAY_AUTH_MODE`` is unset and a token is found we set it.
 * Workers are separate processes: the offline switches (``HF_HUB_OFFLINE``, ``HF_DATASETS_OFFLINE``,
-  ``TRANSFORMERS_OFFLINE``, ``TOKENIZERS_PARALLELISM``), ``PYTHONPATH`` and ``EMBEDCHECK_*``
-  variables of the driver are passed to them with ``runtime_env={"env_vars": ...}``.
+  ``TRANSFORMERS_OFFLINE``, ``TOKENIZERS_PARALLELISM``), ``PYTHONPATH``, the ``EMBEDCHECK_*``
+  variables and the numeric libraries' settings (every ``OPENBLAS_*``, ``MKL_*``, ``OMP_*`` and
+  ``ONEDNN_*`` variable: ``OPENBLAS_CORETYPE`` picks OpenBLAS's kernel, hence the last bits of a
+  product) of the driver are passed to them with ``runtime_env={"env_vars": ...}``
+  (:func:`worker_env`; only those present in the driver's environment, none invented).
+* **BLAS on one thread inside every task**, on both engines (:func:`run_task`): OpenBLAS splits a
+  product differently on 1 thread than on 2, so its last bits followed the thread count — a Ray
+  worker (``OMP_NUM_THREADS=1`` from Ray) gave other bits than a task run in a 2-core driver. The
+  tasks are fixed row ranges whatever the worker count, so a task's bits depend on neither the
+  engine nor the cores.
 * Files are passed to tasks by path: every node must see the same paths (one machine, or a
   shared file system).
 """
@@ -46,6 +54,9 @@ ENGINES = ("local", "ray")
 #: variables copied from the driver's environment into every Ray worker
 FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS",
                  "TOKENIZERS_PARALLELISM", "PYTHONPATH", "HF_HOME", "SENTENCE_TRANSFORMERS_HOME")
+#: prefixes of the driver's variables copied into every Ray worker (the project's own, and the numeric
+#: libraries': OpenBLAS's kernel and threads, MKL, OpenMP, oneDNN)
+FORWARDED_PREFIXES = ("EMBEDCHECK_", "OPENBLAS_", "MKL_", "OMP_", "ONEDNN_")
 INSTALL_HINT = "--engine ray needs Ray: pip install 'embedcheck[ray]' (ray[data])"
 CONNECT_TIMEOUT = 5.0
 #: Ray's increment of its workers' niceness (default 15), read by each worker at start
@@ -81,23 +92,32 @@ class Engine:
         pass
 
 
+def run_task(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` as every engine runs a task: BLAS on one thread (:func:`embedcheck.threads.one_blas_thread`),
+    so a task's products have the same bits in this process and on a Ray worker, whatever the cores."""
+    from ..threads import one_blas_thread
+
+    with one_blas_thread():
+        return fn(*args)
+
+
 class LocalEngine(Engine):
-    """In-process, one task after the other (today's behaviour)."""
+    """In-process, one task after the other (each as :func:`run_task`)."""
 
     name = "local"
 
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]]) -> list[Any]:
-        return [fn(*t) for t in tasks]
+        return [run_task(fn, *t) for t in tasks]
 
     def imap(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]]) -> Iterator[Any]:
         for t in tasks:
-            yield fn(*t)
+            yield run_task(fn, *t)
 
 
 def worker_env() -> dict[str, str]:
     """The environment variables every Ray worker gets from the driver."""
     env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
-    env.update({k: v for k, v in os.environ.items() if k.startswith("EMBEDCHECK_")})
+    env.update({k: v for k, v in os.environ.items() if k.startswith(FORWARDED_PREFIXES)})
     # Ray's workers add 15 to the niceness they start with: beside other work on a shared machine
     # they then get a sliver of a core, far below an in-process run. They add nothing instead (a
     # local Ray's workers run at the driver's niceness); a RAY_worker_niceness the user set wins.
@@ -229,18 +249,18 @@ class RayEngine(Engine):
         return self._remote[key]
 
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]]) -> list[Any]:
-        rf = self.remote(fn)
-        return self.get([rf.remote(*t) for t in tasks])
+        rf = self.remote(run_task)
+        return self.get([rf.remote(fn, *t) for t in tasks])
 
     def imap(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]]) -> Iterator[Any]:
         """Results in task order with a bounded window of tasks in flight (2 per CPU + 2): the
         driver fetches one result at a time, so per-task partials that are large (the bootstrap's
         per-group class sums) never pile up in its memory."""
-        rf = self.remote(fn)
+        rf = self.remote(run_task)
         window = 2 * self.workers + 2
         pending: deque[Any] = deque()
         for t in tasks:
-            pending.append(rf.remote(*t))
+            pending.append(rf.remote(fn, *t))
             if len(pending) >= window:
                 yield self.get(pending.popleft())
         while pending:
