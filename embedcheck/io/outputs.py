@@ -196,6 +196,24 @@ def collide(a: Out, b: Out) -> bool:
     return False
 
 
+def _hard_link_into(target: Path, folder: Path) -> Optional[str]:
+    """Why ``target``, another name (a hard link) of a file of the input ``folder``, is that file."""
+    try:
+        st = target.stat()
+    except OSError:
+        return None
+    if not target.is_file() or st.st_nlink < 2:
+        return None
+    shard_set = (folder / "manifest.json").is_file()
+    for f in (folder.rglob("*") if shard_set else folder.iterdir()):
+        try:
+            if f.is_file() and os.path.samefile(f, target):
+                return f"overwrite {f}, a file of the input " + ("shard set" if shard_set else "folder")
+        except OSError:
+            continue
+    return None
+
+
 def input_sidecars(path: Any) -> list[tuple[Path, str]]:
     """What the readers read beside an input: an ``.npy``'s ``.jsonl`` rows (ids, labels) and its
     ``.meta.json`` (provenance, a compressed file's record) — whether or not they exist yet (one
@@ -246,6 +264,8 @@ def check_outputs(outputs: Sequence[Out], inputs: Sequence[tuple[str, Any]] = ()
                 why = _clash(target, ip)
                 if why is None and (o.shape == "folder" and ip.exists() and _inside(ip, target)):
                     why = "hold the input"
+                if why is None and ip.is_dir():
+                    why = _hard_link_into(target, ip)
                 if why is None:
                     for side, what in input_sidecars(ip):
                         if _same_file(target, side):
