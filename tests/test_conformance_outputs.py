@@ -402,3 +402,38 @@ def test_outputs_that_do_not_collide_still_write(cli, tmp_path: Path) -> None:
     assert np.load(w / "p.npy").shape == (600, 48)
     assert json.loads((w / "p.report.json").read_text())["output"] == str(w / "p.npy")
     assert (w / "p.meta.json").is_file()
+
+
+def _store_cases(w: Path) -> list[tuple[list[Any], list[str]]]:
+    head = _copy("topics_lda.safetensors", w)
+    emb = _copy("topics.npy", w)
+    db = w / "db"
+    proj = ["project", emb, "--head", head]
+    return [
+        ([*proj, "-o", w / "o.parquet", "--report", w / "o.parquet"], ["--output", "--report", "o.parquet"]),
+        ([*proj, "-o", f"lancedb://{db}/t", "--report", db / "t.lance"], ["--output", "--report", "t.lance"]),
+        ([*proj, "-o", w / "t.lance", "--report", w / "t.lance" / "r.json"], ["--output", "--report", "t.lance"]),
+        (["compress", "write", f"lancedb://{db}/src", "--to", "int8", "-o", f"lancedb://{db}/src"],
+         ["--output", "EMB", "src"]),
+    ]
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_store_outputs_collide_by_table(i: int, cli, tmp_path: Path) -> None:
+    """A store output is the same table as ``--report``'s file, a folder holding it, or the input
+    store itself: refused before any work, nothing written (an input LanceDB table, made first)."""
+    pytest.importorskip("lancedb")
+    import numpy as np
+
+    from embedcheck.io.stores import write_store
+
+    w = tmp_path
+    argv, words = _store_cases(w)[i]
+    (w / "db").mkdir()
+    write_store(f"lancedb://{w / 'db'}/src", iter([np.load(FIXTURES / "topics.npy")]), dim=48)
+    before = _snapshot(w)
+    res = cli([str(a) for a in argv])
+    assert_one_line_error(res)
+    for word in words:
+        assert word in res.stderr, (word, res.stderr)
+    assert _snapshot(w) == before

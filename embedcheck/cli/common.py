@@ -396,11 +396,15 @@ def guard_outputs(ctx: Any) -> None:
     inputs = [(labels.get(name, name), p) for name, value in ctx.params.items()
               if name not in outs for p in _path_values(value)]
     guard_inputs(inputs)
+    from ..io.stores import is_store
+
+    stores = [(labels.get(name, name), value) for name, value in ctx.params.items() if name not in outs
+              and isinstance(value, str) and not isinstance(value, Enum) and "://" in value and is_store(value)]
     planned = declared_outputs(ctx)
     for o in planned:
         if o.shape in ("folder", "plots") and Path(o.path).is_symlink() and Path(o.path).is_dir():
             check_output_folder(o.path, o.option)
-    check_outputs(planned, inputs)
+    check_outputs(planned, inputs + stores)
 
 
 def preflight() -> None:
