@@ -256,6 +256,7 @@ def check_outputs(outputs: Sequence[Out], inputs: Sequence[tuple[str, Any]] = ()
             if o.shape == "store":
                 continue
         target = Path(os.fspath(o.path))
+        found: list[tuple[str, str, Any]] = []
         for label, inp in inputs:
             if not isinstance(inp, (str, os.PathLike)) or os.fspath(inp) in ("", "-"):
                 continue
@@ -274,4 +275,7 @@ def check_outputs(outputs: Sequence[Out], inputs: Sequence[tuple[str, Any]] = ()
             except (OSError, RuntimeError, ValueError):
                 continue  # an unreadable input fails where it is read
             if why:
-                raise InputError(f"{o.named} would {why} {label} {display_name(inp)}; choose another {o.option}")
+                found.append((why, label, inp))
+        if found:  # the input that is the output itself first, then one whose sidecar it is
+            why, label, inp = min(found, key=lambda f: f[0] != "overwrite the input")
+            raise InputError(f"{o.named} would {why} {label} {display_name(inp)}; choose another {o.option}")
