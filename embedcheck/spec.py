@@ -62,6 +62,25 @@ class Command:
     #: then arguments and options, files named as in ``fixtures/``), which the conformance suite
     #: drives through every surface
     example: tuple[str, ...] = ()
+    #: what the command writes besides the reporting outputs every command shares (``--report``,
+    #: ``--plot``, ``--mteb-json``: :data:`embedcheck.io.outputs.REPORTING`), declared once: the
+    #: CLI refuses outputs that collide before any work (:func:`embedcheck.io.outputs.check_outputs`)
+    writes: tuple["Writes", ...] = ()
+    #: a run on the fixtures of each verb (``""``: the command without verbs) that the example
+    #: above does not give, for the suites that drive every writer (``tests/test_conformance_outputs.py``)
+    runs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Writes:
+    """One output of a command: the parameter that names it (``out``, ``output``), what is written
+    there — a kind of :data:`embedcheck.io.outputs.KINDS` (``vectors``: an ``.npy`` with its
+    ``.jsonl`` rows and ``.meta.json``, a shard-set folder or a store; ``with-meta``: a file and its
+    ``.meta.json``; ``folder``; ``file`` ...) — and, for a command with verbs, the verb that writes it."""
+
+    param: str
+    kind: str = "file"
+    verb: str = ""
 
 
 @dataclass(frozen=True)
@@ -174,7 +193,7 @@ class Measurement:
 
 COMMANDS: tuple[Command, ...] = (
     Command("embed", "encode texts into .npy vectors with a sidecar and a meta file", "embed", {"embed": "embed"},
-            role="encode"),
+            role="encode", writes=(Writes("output", "vectors"),), runs={"": ("physscore_phrases.jsonl", "-o", "e.npy")}),
     Command("aag", "does cosine separate your labels? AAG, variance share and label MAP", "aag", {"aag": "aag"},
             {"aag": 1}, primary="aag", paired=True, measurement=True, role="measure",
             example=("topics.npy", "topics.labels.jsonl", "--resamples", "100")),
@@ -186,8 +205,10 @@ COMMANDS: tuple[Command, ...] = (
             example=("sts_a.npy", "sts_b.npy", "sts_scores.jsonl", "--resamples", "100")),
     Command("train-head", "learn a SISE projection head (or a linear baseline) on cached vectors", "head",
             {"train_head": "heads", "project": "heads"}, {"train-head": 1, "project": 1}, primary="train_aag.after",
-            role="repair"),
-    Command("project", "apply a head to existing vectors, streamed, without re-embedding", "head", role="repair"),
+            role="repair", writes=(Writes("out", "with-meta"),),
+            runs={"": ("topics.npy", "topics.labels.jsonl", "--kind", "lda", "-o", "h.safetensors")}),
+    Command("project", "apply a head to existing vectors, streamed, without re-embedding", "head", role="repair",
+            writes=(Writes("out", "vectors"),), runs={"": ("topics.npy", "--head", "topics_lda.safetensors", "-o", "p.npy")}),
     Command("neighbors", "how much do two embeddings' nearest neighbours agree?", "neighbors",
             {"neighbors": "neighbors"}, {"neighbors": 1}, primary="overlap", paired=True, measurement=True, role="measure",
             example=("pairs_a.npy", "pairs_b.npy", "--k", "5", "--resamples", "100")),
@@ -199,7 +220,9 @@ COMMANDS: tuple[Command, ...] = (
             {"physscore": "physscore", "physscore_run": "physscore", "physscore_phrases": "physscore"},
             {"physscore-phrases": 1, "physscore-score": 1, "physscore-run": 1}, primary="table1.avg", paired=True,
             measurement=True, role="measure",
-            example=("score", "physscore_emb.npy", "physscore_phrases.jsonl", "--tables", "1")),
+            example=("score", "physscore_emb.npy", "physscore_phrases.jsonl", "--tables", "1"),
+            writes=(Writes("output", "with-meta", verb="phrases"),),
+            runs={"phrases": ("phrases", "-o", "ph.jsonl"), "run": ("run", "--tables", "1")}),
     Command("retrieve", "exact search quality against relevance judgements: nDCG@10, MAP, recall", "retrieve",
             {"retrieve": "retrieve"}, {"retrieve": 1}, primary="metrics.ndcg_at_10", paired=True, measurement=True, role="measure",
             example=("retrieve_queries.npy", "retrieve_corpus.npy", "retrieve_qrels.tsv", "--resamples", "100")),
@@ -213,16 +236,22 @@ COMMANDS: tuple[Command, ...] = (
             {"compress": "compress", "compress_sweep": "compress"}, {"compress-write": 1, "compress-sweep": 1},
             measurement=True, role="measure",
             example=("sweep", "--retrieval", "retrieve_queries.npy", "retrieve_corpus.npy", "retrieve_qrels.tsv",
-                     "--resamples", "100")),
+                     "--resamples", "100"),
+            writes=(Writes("output", "compressed", verb="write"),),
+            runs={"write": ("write", "topics.npy", "--to", "int8", "-o", "c.npy")}),
     Command("threshold", "calibrate a cosine threshold for a target precision", "threshold",
             {"threshold": "threshold"}, {"threshold": 1}, primary="average_precision", measurement=True, role="measure",
             example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100")),
     Command("shards", "split, merge and verify shard sets of vectors", "shards",
             {"shards_split": "shards", "shards_merge": "shards", "shards_verify": "shards"},
-            {"shards-split": 1, "shards-merge": 1, "shards-verify": 1}, role="manage"),
+            {"shards-split": 1, "shards-merge": 1, "shards-verify": 1}, role="manage",
+            writes=(Writes("output", "folder", verb="split"), Writes("output", "vectors", verb="merge")),
+            runs={"split": ("split", "topics.npy", "--rows", "200", "-o", "set"),
+                  "merge": ("merge", "topics_shards", "-o", "m.npy"), "verify": ("verify", "topics_shards")}),
     Command("compare", "two reports of one command: what changed, beyond noise?", "compare", {"compare": "compare"},
-            {"compare": 1}, role="manage"),
-    Command("report", "one HTML page of every report in a folder", "report", {"html_report": "report"}, {"report": 1}, role="manage"),
+            {"compare": 1}, role="manage", runs={"": ("reports/topics_aag.json", "reports/topics_aag.json")}),
+    Command("report", "one HTML page of every report in a folder", "report", {"html_report": "report"}, {"report": 1}, role="manage",
+            writes=(Writes("output", "file"),), runs={"": ("reports", "-o", "page.html")}),
     Command("schema", "print the JSON Schema of a command's report", "schema", role="manage"),
 )
 
@@ -273,6 +302,19 @@ def primary_figure(command: str) -> Optional[str]:
             return c.primary
     m = measurement(command)
     return m.primary if m is not None else None
+
+
+def writes_of(command: str) -> tuple[Writes, ...]:
+    """The declared outputs of a running command (``project``, ``compress-write``, ``shards-merge``;
+    the reporting outputs aside): :attr:`Command.writes` of its verb. A plugin measurement writes
+    only its reporting outputs."""
+    for c in COMMANDS:
+        if command == c.name:
+            return tuple(w for w in c.writes if not w.verb)
+        if command.startswith(c.name + "-"):
+            verb = command[len(c.name) + 1:]
+            return tuple(w for w in c.writes if w.verb == verb)
+    return ()
 
 
 def api_modules() -> dict[str, str]:
@@ -369,5 +411,5 @@ def load(dotted: str) -> Any:
     return getattr(importlib.import_module(mod), attr)
 
 
-__all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "Command", "Input", "Measurement", "Option", "Outcome", "api_modules",
+__all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "Command", "Input", "Measurement", "Option", "Outcome", "Writes", "api_modules",
            "map_rows", "measurement", "measurements", "paired_commands", "primary_figure", "register", "report_versions"]

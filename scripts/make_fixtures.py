@@ -20,6 +20,10 @@ What they are (all float32 unless stated):
 - ``physscore_phrases.jsonl`` (the 452 benchmark phrases, ``physscore phrases --sets benchmark``)
   and ``physscore_emb.npy`` (452 x 16): one vector per distinct text whose angle follows the
   log of the value, plus noise (Table 1 well above 0, not 1); phrases are matched by text.
+- ``topics_lda.safetensors`` (an identity 48 x 48 linear head, for ``project``), ``topics_shards/``
+  (``topics.npy`` as a shard set of 3 x 200 rows, for ``shards merge|verify``) and
+  ``reports/topics_aag.json`` (the aag report of the topics, for ``compare`` and ``report``): the
+  inputs the writers' runs (``spec.Command.runs``) name.
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ def main() -> None:
     _retrieval(np.random.default_rng(20261201))
     _recall(np.random.default_rng(20261202))
     _physscore(np.random.default_rng(20261203))
+    _writer_inputs()
     print(f"wrote fixtures to {OUT}")
 
 
@@ -134,6 +139,25 @@ def _physscore(rng: np.random.Generator, d: int = 16) -> None:
             v[0], v[1] = np.cos(a), np.sin(a)
             vec[r["text"]] = v + rng.normal(0, 0.35, d)
     np.save(OUT / "physscore_emb.npy", np.stack([vec[r["text"]] for r in rows]).astype(np.float32))
+
+
+def _writer_inputs() -> None:
+    import shutil
+
+    import embedcheck
+    from embedcheck.heads.base import Head
+    from embedcheck.heads.format import head_to_bytes
+
+    d = int(np.load(OUT / "topics.npy").shape[1])
+    head = Head("lda", {"weight": np.eye(d, dtype=np.float32), "bias": np.zeros(d, np.float32)},
+                {"kind": "lda", "input_dim": d, "output_dim": d, "hyperparameters": {}})
+    (OUT / "topics_lda.safetensors").write_bytes(head_to_bytes(head))
+    shutil.rmtree(OUT / "topics_shards", ignore_errors=True)
+    embedcheck.shards_split(OUT / "topics.npy", 200, OUT / "topics_shards")
+    (OUT / "topics_shards" / "manifest.meta.json").unlink()  # provenance with this machine's paths
+    (OUT / "reports").mkdir(exist_ok=True)
+    rep = embedcheck.aag(OUT / "topics.npy", OUT / "topics.labels.jsonl", resamples=100).to_dict()
+    (OUT / "reports" / "topics_aag.json").write_text(json.dumps(rep, indent=2) + "\n")
 
 
 if __name__ == "__main__":

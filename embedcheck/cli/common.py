@@ -361,39 +361,61 @@ def _path_values(value: Any) -> list[Path]:
     return []
 
 
-#: parameters that name what a command writes (every other path argument is an input)
-OUTPUT_PARAMS = frozenset({"output", "out", "report_file", "plot", "plots", "mteb_json"})
+def declared_outputs(ctx: Any) -> list[Any]:
+    """Every path the running command will write, in declaration order: its own outputs
+    (:func:`embedcheck.spec.writes_of`), then the reporting outputs it takes
+    (:data:`embedcheck.io.outputs.REPORTING`), each expanded by :func:`embedcheck.io.outputs.planned`."""
+    from ..io.outputs import REPORTING, planned
+    from ..spec import writes_of
+
+    labels = {prm.name: _option_label(prm) for prm in ctx.command.params}
+    kinds = [(w.param, w.kind) for w in writes_of(command_name() or "")]
+    kinds += [(name, kind) for name, kind in REPORTING.items() if name in labels]
+    return [o for name, kind in kinds if name in labels
+            for o in planned(kind, labels[name], ctx.params.get(name), ctx.params)]
+
+
+def output_params(ctx: Any) -> set[str]:
+    """The parameters of the running command that name outputs (every other path is an input)."""
+    from ..io.outputs import REPORTING
+    from ..spec import writes_of
+
+    return {w.param for w in writes_of(command_name() or "")} | set(REPORTING)
 
 
 def guard_outputs(ctx: Any) -> None:
     """Register every path argument that is not an output as an input of the running command
     (:func:`embedcheck.io.atomic.guard_inputs`: every write of the command is checked against
-    them), then refuse at once an output that would replace one, or land inside an input shard set."""
-    from ..io.atomic import check_not_input, check_output_folder, guard_inputs
-    from ..io.provenance import meta_path
+    them), then refuse at once outputs that collide — two outputs, an output and an input or an
+    input's sidecar (:func:`embedcheck.io.outputs.check_outputs`) — or an output folder reached
+    through a symbolic link."""
+    from ..io.atomic import check_output_folder, guard_inputs
+    from ..io.outputs import check_outputs
 
     labels = {prm.name: _option_label(prm) for prm in ctx.command.params}
-    guard_inputs([(labels.get(name, name), p) for name, value in ctx.params.items()
-                  if name not in OUTPUT_PARAMS for p in _path_values(value)])
-    for name in OUTPUT_PARAMS:
-        for p in _path_values(ctx.params.get(name)):
-            if p.is_symlink() and p.is_dir():
-                check_output_folder(p, labels.get(name, name))
-            outs = [p] + ([p.with_suffix(".jsonl"), meta_path(p)] if p.suffix.lower() == ".npy" else [])
-            for o in outs:
-                check_not_input(o, what=labels.get(name, name))
+    outs = output_params(ctx)
+    inputs = [(labels.get(name, name), p) for name, value in ctx.params.items()
+              if name not in outs for p in _path_values(value)]
+    guard_inputs(inputs)
+    from ..io.stores import is_store
+
+    stores = [(labels.get(name, name), value) for name, value in ctx.params.items() if name not in outs
+              and isinstance(value, str) and not isinstance(value, Enum) and "://" in value and is_store(value)]
+    planned = declared_outputs(ctx)
+    for o in planned:
+        if o.shape in ("folder", "plots") and Path(o.path).is_symlink() and Path(o.path).is_dir():
+            check_output_folder(o.path, o.option)
+    check_outputs(planned, inputs + stores)
 
 
 def preflight() -> None:
-    """Refuse, before anything is read or written, a ``--report`` file that is another argument.
+    """Refuse, before anything is read or written, outputs that collide (:func:`guard_outputs`) and a
+    ``--report`` into a folder that does not exist.
 
     ``--report`` would otherwise silently replace an input (``aag X.npy y.npy --report X.npy``),
     an output of the same run (``-o h.safetensors --report h.safetensors``) or one of their
     ``.meta.json`` sidecars. Looks at the parameters of the running click command.
     """
-    from ..io.provenance import meta_path
-    from ..io.shards import is_shard_set
-
     ctx = _current_context()
     if ctx is None:
         return
@@ -406,24 +428,6 @@ def preflight() -> None:
     folder = report.parent if str(report.parent) else Path(".")
     if not folder.is_dir():
         raise InputError(f"--report {report}: output folder {folder} does not exist")
-    labels = {prm.name: _option_label(prm) for prm in ctx.command.params}
-    target = report.resolve()
-    for name, value in ctx.params.items():
-        if name in report_names:
-            continue
-        for p in _path_values(value):
-            try:
-                direct = p.resolve() == target
-                same = direct or (bool(p.suffix) and meta_path(p).resolve() == target)
-            except (OSError, RuntimeError):
-                continue
-            if same:
-                what = "" if direct else "the .meta.json sidecar of "
-                raise InputError(f"--report {report} would overwrite {what}{labels.get(name, name)} {p}; "
-                                 "choose another report file")
-            if is_shard_set(p) and target.is_relative_to((p if p.is_dir() else p.parent).resolve()):
-                raise InputError(f"--report {report} would write into the shard set {labels.get(name, name)} {p}; "
-                                 "choose another report file")
 
 
 def check_plot(plot: Optional[Path], inputs: list[Any]) -> None:

@@ -328,6 +328,14 @@ def _is_shard_folder(p: Path) -> Path | None:
     return None
 
 
+def _hard_linked(a: Path, b: Path) -> bool:
+    """Two names of one file (a hard link: no symbolic link to follow)."""
+    try:
+        return a.is_file() and b.is_file() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _clash(target: Path, inp: Path) -> str | None:
     """Why writing ``target`` would replace input ``inp`` (None when it would not)."""
     parent = target.parent if str(target.parent) else Path(".")
@@ -339,17 +347,17 @@ def _clash(target: Path, inp: Path) -> str | None:
         if any(t == base or t.is_relative_to(base) for t in places):
             return "write into the input shard set"
         return None
+    if _real(inp) in places or _hard_linked(target, inp):
+        return "overwrite the input"
     if inp.is_dir():  # a folder of input files: an existing file directly in it is an input
         base = _real(inp)
         return "overwrite a file of the input folder" if any(
             t.parent == base and t.exists() and not t.is_dir() for t in places) else None
-    if _real(inp) in places:
-        return "overwrite the input"
     if inp.suffix.lower() == ".npy":  # its row sidecar and provenance are part of the artifact
         from .provenance import meta_path
 
         for q, what in ((inp.with_suffix(".jsonl"), "the .jsonl rows"), (meta_path(inp), "the provenance")):
-            if q.exists() and _real(q) in places:
+            if q.exists() and (_real(q) in places or _hard_linked(target, q)):
                 return f"overwrite {q}, {what} of the input"
     return None
 
