@@ -77,11 +77,18 @@ def split_report(report: dict[str, Any]) -> tuple[list[tuple[str, Any]], list[Li
         lists = [(k, v) for k, v in obj.items() if _is_records(v)]
         merged = len(lists) > 1 and len({tuple(_record_cells(v[0])) for _k, v in lists}) == 1
         if merged:  # lists of one parent with the same columns (drift's typical.cur / typical.ref): one table
-            rows = [{"from": k, **_record_cells(r)} for k, v in lists for r in v]
             cols = list(_record_cells(lists[0][1][0]))
-            if not all(any(str(v) == r["from"] for c, v in r.items() if c != "from") for r in rows):
-                cols = ["from", *cols]
-            tables.append(ListTable(prefix or "rows", cols, rows))
+            # a column that only repeats its list's name (drift's side) says nothing beside the list's name
+            named = [c for c in cols if all(str(_record_cells(r).get(c)) == k for k, v in lists for r in v)]
+            if len({len(v) for _k, v in lists}) == 1:  # lists of one length: side by side, a row per position
+                rest = [c for c in cols if c not in named]
+                side_cols = [f"{k} {c}" for k, _v in lists for c in rest]
+                rows = [{f"{k} {c}": _record_cells(v[i]).get(c) for k, v in lists for c in rest}
+                        for i in range(len(lists[0][1]))]
+                tables.append(ListTable(prefix or "rows", side_cols, rows))
+            else:
+                rows = [{"from": k, **_record_cells(r)} for k, v in lists for r in v]
+                tables.append(ListTable(prefix or "rows", cols if named else ["from", *cols], rows))
         for k, v in obj.items():
             key = f"{prefix}.{k}" if prefix else str(k)
             if not prefix and k in OWN_VIEWS:
@@ -318,7 +325,14 @@ def _render_list(console: Any, tab: ListTable, fmt: Callable[[Any], str], width:
         widths = [min(full[c], share) if c in texts else w for c, w in zip(tab.columns, widths)]
     else:
         share = TEXT_CELL
-    for group in _split_columns(widths, width):
+    for g, group in enumerate(_split_columns(widths, width)):
+        if g and len(group) == 2:  # one column left over: packed "key value" lines, not a table of its own
+            key, col = group
+            items = [f"{row[key]}: {row[col]}" for row in cells]
+            console.print(f"[bold]{tab.name}[/bold] {names[col]} by {names[key]}:", overflow="fold", highlight=False)
+            for line in pack(items, width - 2, sep="   "):
+                console.print("  " + line, overflow="fold", highlight=False)
+            continue
         t = Table(title=f"{tab.name} ({len(tab.rows)})", title_justify="left", box=None, padding=(0, 1),
                   collapse_padding=True, pad_edge=False, header_style="bold underline", title_style="bold")
         for i in group:
