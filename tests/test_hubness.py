@@ -209,3 +209,22 @@ def test_k_at_or_above_the_rows_is_one_line_naming_k(cli, gauss):
     res = cli(["hubness", path, "--k", str(len(X))])
     assert res.exit_code == 2 and res.stderr.startswith("error: --k must be below the 400 rows"), res
     assert cli(["hubness", path, "--k", str(len(X) - 1), "--resamples", "10", "--null-draws", "0", "--json"]).exit_code == 0
+
+
+def test_a_parquet_store_gives_the_npy_figures_and_names_its_hubs_from_its_columns(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from conftest import FIXTURES
+
+    X = np.load(FIXTURES / "topics.npy")
+    ids = [f"r{i}" for i in range(len(X))]
+    texts = [f"a text of row {i}" for i in range(len(X))]
+    pq.write_table(pa.table({"id": ids, "text": texts, "embedding": pa.FixedSizeListArray.from_arrays(pa.array(X.ravel()), X.shape[1])}),
+                   tmp_path / "t.parquet")
+    np.save(tmp_path / "t.npy", X)
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in zip(ids, texts)))
+    a = embedcheck.hubness(str(tmp_path / "t.parquet"), resamples=50, null_draws=1, top=3).to_dict()
+    b = embedcheck.hubness(str(tmp_path / "t.npy"), resamples=50, null_draws=1, top=3).to_dict()
+    assert a == b
+    assert [(h["id"], h["text"]) for h in a["top_hubs"]] == [(ids[h["row"]], texts[h["row"]]) for h in a["top_hubs"]]
