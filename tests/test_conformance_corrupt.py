@@ -69,7 +69,8 @@ def good(tmp_path_factory) -> dict[str, Path]:
 
     d = tmp_path_factory.mktemp("good")
     for f in FIXTURES.iterdir():
-        shutil.copyfile(f, d / f.name)
+        if f.is_file():  # the fixtures' folders (a shard set, reports) are not read here
+            shutil.copyfile(f, d / f.name)
     out = {"npy": d / "topics.npy", "labels": d / "topics.labels.jsonl"}
     tab = pa.table({"id": pa.array(range(len(X)), pa.int64()),
                     "emb": pa.FixedSizeListArray.from_arrays(pa.array(X.ravel()), X.shape[1])})
