@@ -258,6 +258,7 @@ COMMANDS: tuple[Command, ...] = (
 def intro() -> str:
     """``embedcheck --help``'s first paragraph: every command, by what it is for."""
     by = {r: [c.name for c in COMMANDS if c.role == r] for r in ("encode", "measure", "repair", "manage")}
+    by["measure"] += [m.name for m in measurements() if m.source == "built-in"]
     return ("Does the cosine geometry of an embedding space reflect what you care about? "
             f"Encode texts ({', '.join(by['encode'])}), measure ({', '.join(by['measure'])}), "
             f"repair ({', '.join(by['repair'])}) and keep results ({', '.join(by['manage'])}).")

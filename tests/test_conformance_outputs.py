@@ -67,8 +67,9 @@ def _run_of(path: str) -> tuple[str, ...] | None:
     """The declared run of a command on the fixtures: ``runs[verb]``, else its ``example`` (when it
     is of that verb)."""
     c, verb = _command(path)
-    if c is None:
-        return None
+    if c is None:  # a built-in declared measurement (embedcheck.measures): its example
+        m = spec.measurement(path)
+        return tuple(m.example) if m is not None and m.source == "built-in" and m.example else None
     if verb in c.runs:
         return c.runs[verb]
     ex = c.example

@@ -85,7 +85,9 @@ def test_measured_figures_say_on_what_cpu_and_when(doc):
     text = doc.read_text()
     if not TIMED.search(text):
         pytest.skip(f"{doc.name} reports no measured time")
-    assert "Intel(R) Xeon(R) Processor" in text, f"{doc.name}: timings without the CPU they were measured on"
+    # the CPU model changes between machines: any named model (Intel Xeon, AMD EPYC ...), never none
+    assert re.search(r"Intel\(R\) Xeon|AMD EPYC|AMD Ryzen|Apple M\d|Neoverse|Graviton", text), \
+        f"{doc.name}: timings without the CPU they were measured on"
     assert re.search(r"\b2026-\d\d-\d\d\b", text), f"{doc.name}: timings without a date"
     assert re.search(r"\b\d+\s+cores\b", text), f"{doc.name}: timings without the number of cores"
     assert re.search(r"\bload\b(?! of)", text.replace("download", "")), f"{doc.name}: timings without the load"

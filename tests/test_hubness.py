@@ -214,7 +214,6 @@ def test_k_at_or_above_the_rows_is_one_line_naming_k(cli, gauss):
 def test_a_parquet_store_gives_the_npy_figures_and_names_its_hubs_from_its_columns(tmp_path):
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
-
     from conftest import FIXTURES
 
     X = np.load(FIXTURES / "topics.npy")

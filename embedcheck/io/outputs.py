@@ -186,13 +186,13 @@ def collide(a: Out, b: Out) -> bool:
         fa = _file_of_store(a) if a.shape == "store" else a
         fb = _file_of_store(b) if b.shape == "store" else b
         return fa is not None and fb is not None and collide(fa, fb)
-    pa, pb = Path(os.fspath(a.path)), Path(os.fspath(b.path))
-    if _same_file(pa, pb):
+    fa_path, fb_path = Path(os.fspath(a.path)), Path(os.fspath(b.path))
+    if _same_file(fa_path, fb_path):
         return True
     if a.shape == "folder":
-        return _inside(pb, pa)
+        return _inside(fb_path, fa_path)
     if b.shape == "folder":
-        return _inside(pa, pb)
+        return _inside(fa_path, fb_path)
     return False
 
 

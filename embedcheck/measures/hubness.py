@@ -93,6 +93,7 @@ def _repair_arms(names: list[str], X: np.ndarray, Q: Optional[np.ndarray], kk: i
             arm[f"{key}_ci95"] = ci[key]
         if judged is not None:
             b = _ndcg10(rows, judged, n)
+            assert plain_ndcg is not None
             pf = paired_items(plain_ndcg, b, resamples=resamples, permutations=resamples, seed=seed).to_dict()
             arm["ndcg_at_10"] = float(b.mean())
             arm["ndcg_change"] = pf["difference"]
@@ -118,7 +119,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple:
     repairs = parse_repairs(repair)
     if qrels is not None and queries is None:
         raise InputError("--qrels needs --queries: judgements are of queries against the corpus")
-    judged = _qrels_for(qrels, queries, corpus) if qrels is not None else None
+    judged = _qrels_for(qrels, queries, corpus) if qrels is not None and queries is not None else None
     if q_src is None and k >= n:
         raise InputError(f"k must be below the {n} rows (each row's neighbours are among the other {n - 1}), got {k}")
     if q_src is not None and k > n:
