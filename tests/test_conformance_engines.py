@@ -87,7 +87,9 @@ def test_a_ray_task_sees_the_drivers_numeric_settings_and_the_local_blas_threads
     forwarded = {k: v for k, v in started_with.items() if k.startswith(NUMERIC_PREFIXES)}
     assert {k: remote["env"].get(k) for k in forwarded} == forwarded
     assert {k: driver[k] for k in forwarded if k in driver} == {k: forwarded[k] for k in forwarded if k in driver}
-    assert remote["blas"] and set(remote["blas"]) == set(local["blas"])  # (the driver may hold scipy's copy too)
+    # every BLAS the worker computes with is one the driver has, with the same kernel and one thread (the
+    # driver may hold more: scipy's or faiss's own OpenBLAS, loaded by an earlier test, with its own kernel)
+    assert remote["blas"] and set(remote["blas"]) <= set(local["blas"]), (remote["blas"], local["blas"])
     assert all(threads == 1 for _, threads, _ in local["blas"])
 
 
