@@ -132,17 +132,19 @@ def null_figures(corpus: np.ndarray, queries: Optional[np.ndarray], k: int, mult
                               "max": float(np.max(v))} for key, v in got.items()})
 
 
-def hub_reasons(unit_corpus: np.ndarray, row: int, texts: Optional[list[str]], *, dup: float = 0.95) -> tuple[list[str], dict[str, Any]]:
+def hub_reasons(unit_corpus: np.ndarray, row: int, texts: Optional[list[str]], *, dup: float = 0.95,
+                to_mean: Optional[np.ndarray] = None) -> tuple[list[str], dict[str, Any]]:
     """Why row ``row`` may be a hub, where that can be told from the vectors and texts: near the mean
     direction (its cosine to it in the top 5 % of rows), an exact (cosine >= 0.9999) or near
     (>= ``dup``) duplicate of another row, a short text (under 20 characters or in the shortest 5 %),
     a text repeated in other rows (boilerplate)."""
     reasons: list[str] = []
     facts: dict[str, Any] = {}
-    mean = unit_corpus.mean(axis=0)
-    norm = float(np.linalg.norm(mean))
-    if norm > 0:
-        to_mean = unit_corpus @ (mean / norm)
+    if to_mean is None:  # each row's cosine to the mean direction (the caller may give it, made once)
+        mean = unit_corpus.mean(axis=0)
+        norm = float(np.linalg.norm(mean))
+        to_mean = unit_corpus @ (mean / norm) if norm > 0 else None
+    if to_mean is not None:
         c = float(to_mean[row])
         pct = float((to_mean < c).mean() * 100)
         facts["cosine_to_mean"] = c

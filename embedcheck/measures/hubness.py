@@ -10,7 +10,6 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import InputError
-from ..geometry import hubness as H
 from ..result import Figure
 from ..schemas import FRACTION
 from ..spec import Measurement, Option, Outcome
@@ -42,6 +41,8 @@ def _unit(X: np.ndarray) -> np.ndarray:
 
 def parse_repairs(value: Optional[str]) -> list[str]:
     """``--repair``: ``all`` or a comma list of :data:`embedcheck.geometry.hubness.REPAIRS`."""
+    from ..geometry import hubness as H
+
     if value is None:
         return []
     names = list(H.REPAIRS) if value.strip() == "all" else [v.strip() for v in value.split(",") if v.strip()]
@@ -76,6 +77,7 @@ def _repair_arms(names: list[str], X: np.ndarray, Q: Optional[np.ndarray], kk: i
                  seed: int, plain_rows: np.ndarray, judged: Any) -> list[dict[str, Any]]:
     """One record per repair: its hubness figures with intervals and, with qrels, nDCG@10 against the
     plain cosine's on the same queries (a paired bootstrap, its interval and verdict)."""
+    from ..geometry import hubness as H
     from ..stats.paired import paired_items
 
     n = X.shape[0]
@@ -107,6 +109,7 @@ def _repair_arms(names: list[str], X: np.ndarray, Q: Optional[np.ndarray], kk: i
 
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple: float, queries: Optional[str],
         resamples: int, null_draws: int, top: int, repair: Optional[str], qrels: Optional[str]) -> Outcome:
+    from ..geometry import hubness as H
     from ..io.source import open_source
 
     corpus = inputs["embeddings"]
@@ -156,9 +159,11 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple:
     ids, texts = _row_meta(corpus)
     U = _unit(X)
     order = np.lexsort((np.arange(n), -nk))[:top]
+    mean = U.mean(axis=0)
+    to_mean = U @ (mean / np.linalg.norm(mean)) if np.linalg.norm(mean) > 0 else None  # once, for every hub
     hubs = []
     for r in order:
-        reasons, facts = H.hub_reasons(U, int(r), texts)
+        reasons, facts = H.hub_reasons(U, int(r), texts, to_mean=to_mean)
         item: dict[str, Any] = {"row": int(r), "n_k": int(nk[r])}
         if ids is not None:
             item["id"] = ids[r]
