@@ -110,23 +110,44 @@ class Option:
     help: str = ""
     min: Optional[float] = None
     max: Optional[float] = None
+    #: the bounds exclude their end (``(0, 100)`` for a percentile: ``min_open=True, max_open=True``)
+    min_open: bool = False
+    max_open: bool = False
+    #: the values a ``str`` option may take (the CLI lists them in ``--help`` and refuses others)
+    choices: tuple[str, ...] = ()
+    #: repeatable (``--prefix A --prefix B``): the value is a list of ``type``
+    multiple: bool = False
+    #: other spellings the CLI accepts besides :attr:`flag` (a short ``-o``, an old name kept working)
+    aliases: tuple[str, ...] = ()
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return (self.flag, *self.aliases)
+
+    def _check_one(self, value: Any) -> Any:
+        if self.type in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise InputError(f"{self.flag} must be a number, got {value!r}")
+        if self.type is int and float(value) != int(value):
+            raise InputError(f"{self.flag} must be a whole number, got {value!r}")
+        if self.min is not None and (value <= self.min if self.min_open else value < self.min):
+            raise InputError(f"{self.flag} must be {'>' if self.min_open else '>='} {self.min:g}, got {value!r}")
+        if self.max is not None and (value >= self.max if self.max_open else value > self.max):
+            raise InputError(f"{self.flag} must be {'<' if self.max_open else '<='} {self.max:g}, got {value!r}")
+        if self.choices and value not in self.choices:
+            raise InputError(f"{self.flag} {value!r}: choose from {', '.join(self.choices)}")
+        return self.type(value)
+
     def check(self, value: Any) -> Any:
         if value is None:
             return value
-        if self.type in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise InputError(f"{self.name} must be a number, got {value!r}")
-        if self.type is int and float(value) != int(value):
-            raise InputError(f"{self.name} must be a whole number, got {value!r}")
-        if self.min is not None and value < self.min:
-            raise InputError(f"{self.name} must be >= {self.min:g}, got {value!r}")
-        if self.max is not None and value > self.max:
-            raise InputError(f"{self.name} must be <= {self.max:g}, got {value!r}")
-        return self.type(value)
+        if self.multiple:
+            values = [value] if isinstance(value, (str, int, float)) else list(value)
+            return [self._check_one(v) for v in values]
+        return self._check_one(value)
 
 
 @dataclass
@@ -160,6 +181,15 @@ class Measurement:
     #: a run on the project's fixtures (arguments and options, files named as in ``fixtures/``) that
     #: the conformance suite drives through every surface, as a built-in ``Command``'s ``example``
     example: tuple[str, ...] = ()
+    #: takes ``--against`` (a paired comparison over :attr:`unit`); False for a measurement whose rows
+    #: do not pair with another embedding of the same rows (it may then declare an ``against`` option)
+    paired: bool = True
+    #: what it writes besides the reporting outputs (an option named by :attr:`Writes.param`), declared
+    #: once: the CLI refuses outputs that collide before any work, as for a built-in :class:`Command`
+    writes: tuple["Writes", ...] = ()
+    #: the terminal view of a report (``view(report_dict) -> list[str]`` of lines), where the default
+    #: view from the figures (:mod:`embedcheck.cli.views`) does not read well
+    view: Optional[Callable[[dict[str, Any]], list[str]]] = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -171,6 +201,12 @@ class Measurement:
         names = [i.name for i in self.inputs] + [o.name for o in self.options]
         if len(set(names)) != len(names):
             raise ValueError(f"measurement {self.name!r}: an input or option name is declared twice")
+        if self.paired and {"against", "margin", "fail_on"} & set(names):
+            raise ValueError(f"measurement {self.name!r}: 'against', 'margin' and 'fail_on' belong to --against; "
+                             "declare paired=False to use the name")
+        for w in self.writes:
+            if w.param not in {o.name for o in self.options}:
+                raise ValueError(f"measurement {self.name!r}: it writes {w.param!r}, which is not one of its options")
 
     @property
     def api_name(self) -> str:
@@ -272,7 +308,7 @@ def commands_table() -> str:
         rows.append(f"| `{c.name}` | {c.help} | {f'`{c.primary}`' if c.primary else '—'} | {'yes' if c.paired else '—'} |")
     for m in measurements():  # the built-in declared measurements (embedcheck.measures), not plugins
         if m.source == "built-in":
-            rows.append(f"| `{m.name}` | {m.help} | {f'`{m.primary}`' if m.primary else '—'} | yes |")
+            rows.append(f"| `{m.name}` | {m.help} | {f'`{m.primary}`' if m.primary else '—'} | {'yes' if m.paired else '—'} |")
     return "\n".join(rows) + "\n"
 
 
@@ -293,7 +329,7 @@ def report_versions() -> dict[str, int]:
 def paired_commands() -> tuple[str, ...]:
     """The reports whose commands take ``--against`` (built-in and plugin)."""
     names = [r for c in COMMANDS if c.paired for r in c.reports if r != "physscore-phrases" and r != "physscore-run"]
-    return (*names, *(m.name for m in measurements()))
+    return (*names, *(m.name for m in measurements() if m.paired))
 
 
 def primary_figure(command: str) -> Optional[str]:
@@ -307,15 +343,16 @@ def primary_figure(command: str) -> Optional[str]:
 
 def writes_of(command: str) -> tuple[Writes, ...]:
     """The declared outputs of a running command (``project``, ``compress-write``, ``shards-merge``;
-    the reporting outputs aside): :attr:`Command.writes` of its verb. A plugin measurement writes
-    only its reporting outputs."""
+    the reporting outputs aside): :attr:`Command.writes` of its verb, or a declared measurement's
+    :attr:`Measurement.writes`."""
     for c in COMMANDS:
         if command == c.name:
             return tuple(w for w in c.writes if not w.verb)
         if command.startswith(c.name + "-"):
             verb = command[len(c.name) + 1:]
             return tuple(w for w in c.writes if w.verb == verb)
-    return ()
+    m = measurement(command)
+    return tuple(m.writes) if m is not None else ()
 
 
 def api_modules() -> dict[str, str]:

@@ -64,6 +64,8 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
     """Run measurement ``m`` on ``inputs`` (in its declared order); see :func:`api_function`. The paired
     comparison resamples ``paired_resamples`` times — or as often as the measurement's own
     ``resamples`` option says, when it declares one."""
+    if against is not None and not m.paired:
+        raise InputError(f"{m.name} takes no against: its rows do not pair with another embedding of the same rows")
     opts = m.check_options(options)
     resamples = int(opts.get("resamples") or paired_resamples) if "resamples" in opts else paired_resamples
     matched: dict[str, str] = {}

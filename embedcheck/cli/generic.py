@@ -32,19 +32,39 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
         params.append(P("label_field", P.POSITIONAL_OR_KEYWORD, annotation=LabelFieldOpt, default="label"))
     for o in m.options:
         kw: dict[str, Any] = {"help": o.help}
-        if o.type in (int, float):
+        if o.type in (int, float) and not (o.min_open or o.max_open):
             kw.update({k: v for k, v in (("min", o.min), ("max", o.max)) if v is not None})
-        typ: Any = Optional[o.type] if o.default is None else o.type
-        params.append(P(o.name, P.POSITIONAL_OR_KEYWORD, annotation=Annotated[typ, typer.Option(o.flag, **kw)],
-                        default=o.default))
+        elif o.type in (int, float) or o.choices:
+            kw["callback"] = _checker(o)  # open bounds, choices: the declaration's own check and words
+        if o.choices:
+            kw["metavar"] = "[" + "|".join(o.choices) + "]"
+        typ: Any = (list[o.type] if o.multiple else o.type)  # type: ignore[name-defined]
+        typ = Optional[typ] if o.default is None or o.multiple else typ
+        params.append(P(o.name, P.POSITIONAL_OR_KEYWORD, annotation=Annotated[typ, typer.Option(*o.flags, **kw)],
+                        default=list(o.default) if o.multiple and o.default is not None else o.default))
     params += [P("seed", P.POSITIONAL_OR_KEYWORD, annotation=SeedOpt, default=0),
                P("engine", P.POSITIONAL_OR_KEYWORD, annotation=EngineOpt, default=EngineName.local),
-               P("address", P.POSITIONAL_OR_KEYWORD, annotation=AddressOpt, default=None),
-               P("against", P.POSITIONAL_OR_KEYWORD, annotation=AgainstOpt, default=None),
-               P("margin", P.POSITIONAL_OR_KEYWORD, annotation=MarginOpt, default=None),
-               P("fail_on", P.POSITIONAL_OR_KEYWORD, annotation=FailOnOpt, default=None),
-               P("out", P.KEYWORD_ONLY, annotation=Output)]
+               P("address", P.POSITIONAL_OR_KEYWORD, annotation=AddressOpt, default=None)]
+    if m.paired:
+        params += [P("against", P.POSITIONAL_OR_KEYWORD, annotation=AgainstOpt, default=None),
+                   P("margin", P.POSITIONAL_OR_KEYWORD, annotation=MarginOpt, default=None),
+                   P("fail_on", P.POSITIONAL_OR_KEYWORD, annotation=FailOnOpt, default=None)]
+    params.append(P("out", P.KEYWORD_ONLY, annotation=Output))
     return params
+
+
+def _checker(o: Any) -> Any:
+    """A click callback running the option's declared check (:meth:`embedcheck.spec.Option.check`)."""
+
+    def check(value: Any) -> Any:
+        from ..errors import InputError
+
+        try:
+            return o.check(value)
+        except InputError as exc:
+            raise typer.BadParameter(str(exc).removeprefix(o.flag + " ")) from None
+
+    return check
 
 
 def add_command(m: Measurement) -> None:
@@ -57,15 +77,24 @@ def add_command(m: Measurement) -> None:
         out: Output = kw.pop("out")
         out.start(primary=m.primary, figures=dict(m.figures))  # --fail-below/--fail-above: the one gate spelling
         check_engine(kw["engine"], kw["address"])
-        margins = parse_margins(kw.pop("margin"))
-        emb = [i.name for i in m.embedding_inputs]
-        against = check_paired_options(kw.pop("against"), len(emb), margins, kw["fail_on"], ", ".join(e.upper() for e in emb))
-        fail_on = kw.pop("fail_on")
+        paired: dict[str, Any] = {}
+        fail_on = None
+        if m.paired:
+            margins = parse_margins(kw.pop("margin"))
+            emb = [i.name for i in m.embedding_inputs]
+            against = check_paired_options(kw.pop("against"), len(emb), margins, kw["fail_on"],
+                                           ", ".join(e.upper() for e in emb))
+            fail_on = kw.pop("fail_on")
+            paired = {"against": against, "margins": margins or None}
         inputs = [kw.pop(i.name) for i in m.inputs]
         engine = kw.pop("engine").value
-        rep = run_measurement(m, *inputs, engine=engine, against=against, margins=margins or None, **kw)
+        for o in m.options:
+            if o.multiple and kw.get(o.name) == []:
+                kw[o.name] = None if o.default is None else list(o.default)
+        rep = run_measurement(m, *inputs, engine=engine, **paired, **kw)
         report = rep.to_dict()
-        add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
+        if m.paired:
+            add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
         out.finish(report, title=f"{m.name} — {inputs[0]}")
 
     command.__name__ = m.api_name + "_cmd"

@@ -1,0 +1,104 @@
+"""The declaration's fields a built-in needs beyond a plain number (choices, repeatable options, open
+bounds, outputs, no ``--against``), checked through a real plugin on the CLI (an installed
+distribution's entry point in a temporary site folder) and through the API's own check."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import FIXTURES
+
+from embedcheck.errors import InputError
+from embedcheck.spec import Input, Measurement, Option, Outcome, Writes
+
+PLUGIN = '''
+from embedcheck.spec import Measurement, Option, Outcome, Writes
+
+def run(inputs, *, engine, seed, percentile, side, prefix, output):
+    x = inputs["embeddings"]
+    if output is not None:
+        open(output, "w").write("written\\n")
+    return Outcome(body={"n": x.n, "percentile": percentile, "side": side, "prefixes": prefix or [], "score": 0.5})
+
+MEASUREMENT = Measurement(
+    name="toy-fields", help="a toy with every kind of option", run=run, paired=False,
+    options=(Option("percentile", float, 50.0, "Open on both ends.", min=0, max=100, min_open=True, max_open=True),
+             Option("side", str, "query", "Which side.", choices=("query", "document")),
+             Option("prefix", str, None, "Repeatable.", multiple=True),
+             Option("output", str, None, "Where to write.", aliases=("-o",))),
+    writes=(Writes("output", "file"),), figures={}, example=("topics.npy",))
+'''
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    site = tmp_path_factory.mktemp("site")
+    meta = site / "toy_fields-0.1.dist-info"
+    meta.mkdir()
+    (site / "toy_fields_mod.py").write_text(PLUGIN)
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-fields\nVersion: 0.1\n")
+    (meta / "entry_points.txt").write_text("[embedcheck.measurements]\ntoy = toy_fields_mod:MEASUREMENT\n")
+    return site
+
+
+def _run(site, *args, cwd=None):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return subprocess.run([sys.executable, "-m", "embedcheck", "toy-fields", str(FIXTURES / "topics.npy"), *args],
+                          capture_output=True, text=True, env=env, cwd=cwd)
+
+
+def test_choices_repeatable_and_open_bounds_reach_the_run(site):
+    p = _run(site, "--percentile", "99.5", "--side", "document", "--prefix", "query: ", "--prefix", "passage: ", "--json")
+    assert p.returncode == 0, p.stderr
+    body = json.loads(p.stdout)
+    assert (body["percentile"], body["side"], body["prefixes"]) == (99.5, "document", ["query: ", "passage: "])
+
+
+@pytest.mark.parametrize("args,words", [(("--percentile", "100"), "< 100"), (("--percentile", "0"), "> 0"),
+                                        (("--side", "both"), "choose from query, document"),
+                                        (("--against", "x.npy"), "--against")])
+def test_a_value_outside_the_declaration_is_one_line_and_exit_2(site, args, words):
+    p = _run(site, *args)
+    assert p.returncode == 2
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0], p.stderr
+
+
+def test_a_declared_output_is_in_the_collision_check(site, tmp_path):
+    same = tmp_path / "same.json"
+    p = _run(site, "-o", str(same), "--report", str(same))
+    assert p.returncode == 2 and "error:" in p.stderr
+    assert not same.exists()
+    ok = _run(site, "-o", str(tmp_path / "out.txt"), "--report", str(tmp_path / "r.json"))
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "out.txt").read_text() == "written\n" and json.loads((tmp_path / "r.json").read_text())["n"] > 0
+
+
+def test_the_api_check_uses_the_same_bounds_and_choices():
+    o = Option("p", float, 1.0, min=0, max=100, min_open=True, max_open=True)
+    assert o.check(0.001) == 0.001
+    for bad in (0, 100, 101):
+        with pytest.raises(InputError, match="--p must be"):
+            o.check(bad)
+    c = Option("side", str, "a", choices=("a", "b"))
+    with pytest.raises(InputError, match="choose from a, b"):
+        c.check("z")
+    assert Option("x", int, None, multiple=True, min=1).check([1, 2]) == [1, 2]
+    with pytest.raises(InputError):
+        Option("x", int, None, multiple=True, min=1).check([1, 0])
+
+
+def test_a_declaration_that_contradicts_itself_is_refused():
+    def run(inputs, **kw):
+        return Outcome(body={})
+
+    with pytest.raises(ValueError, match="not one of its options"):
+        Measurement(name="bad-writes", help="x", run=run, writes=(Writes("out"),))
+    with pytest.raises(ValueError, match="paired=False"):
+        Measurement(name="bad-against", help="x", run=run, options=(Option("against", str, None),))
+    Measurement(name="ok-against", help="x", run=run, paired=False, inputs=(Input("embeddings"),),
+                options=(Option("against", str, None),))
