@@ -148,7 +148,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     body["decision_keep"] = 1.0 if decision == "keep" else 0.0
     body["decision_margin"] = decision_margin
     body["ci_method"] = f"paired bootstrap over queries, {resamples} resamples, seed {seed}"
-    return Outcome(body=body)
+    items = {name.replace("-", "_"): np.asarray(score[name], dtype=np.float64) for name in ("keep", "bridge", "re-embed", "migrate")}
+    return Outcome(body=body, items=items)
 
 
 MEASUREMENT = Measurement(
@@ -160,7 +161,7 @@ MEASUREMENT = Measurement(
                  "old index), re-embed (new queries, new vectors) and migrate (old documents mapped into the new "
                  "space). nDCG@10 with --qrels (else overlap@k with re-embed, provisional), the gain, the recovered "
                  "share (bridge - keep) / (re-embed - keep) with a paired bootstrap interval and a decision.\n\n"
-                 "Example: embedcheck upgrade old.npy new.npy --queries-old qo.npy --queries-new qn.npy --qrels q.tsv"),
+                 "Example: embedcheck upgrade old.npy new.npy --queries-old qo.npy --queries-new qn.npy"),
     run=run,
     inputs=(Input("old", help="The corpus as indexed today (any matrix source with row ids)."),
             Input("new", help="The new model's vectors of some or all of the same rows (ids as in OLD).")),
@@ -183,7 +184,7 @@ MEASUREMENT = Measurement(
         "migrate": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
         "decision_keep": Figure("lower", headline=False, help="1 when the decision is keep (gate: --fail-above decision_keep=0.5)"),
     },
-    primary="recovered",
+    primary="gain",
     tolerance=1e-6,
     example=("retrieve_corpus.npy", "retrieve_corpus.npy", "--queries-old", "retrieve_queries.npy",
              "--queries-new", "retrieve_queries.npy", "--qrels", "retrieve_qrels.tsv", "--method", "procrustes,ridge",
