@@ -77,7 +77,6 @@ def test_each_arm_equals_retrieve_on_the_same_vectors(tmp_path, base):
     tr, _ = U.split(200, 0.2, 0)
     bridge = U.fit("procrustes", Xn[tr], Xo[tr])
     migrate = U.fit("procrustes", Xo[tr], Xn[tr])
-    ids = json.loads  # noqa: F841
     qids = [json.loads(x)["id"] for x in Path(qo).with_suffix(".jsonl").read_text().splitlines()]
     dids = [json.loads(x)["id"] for x in Path(old).with_suffix(".jsonl").read_text().splitlines()]
     arms = {"keep": (Qo, Xo), "re_embed": (Qn, Xn), "bridge": (bridge.apply(Qn), Xo), "migrate": (Qn, migrate.apply(Xo))}
