@@ -125,3 +125,29 @@ def test_gates_and_provisional_without_qrels(cli, tmp_path, base):
     g = cli(["upgrade", old, new, "--queries-old", qo, "--queries-new", qn, "--qrels", qrels, "--method", "procrustes",
              "--resamples", "100", "--fail-below", "recovered=0.8"])
     assert g.exit_code == 1
+
+
+def test_no_gain_decides_keep_and_the_keep_gate_fails(cli, tmp_path, base):
+    C, Q, dids, qids = base
+    rng = np.random.default_rng(3)
+    old, qo = _save(tmp_path / "o.npy", C, dids), _save(tmp_path / "qo.npy", Q, qids)
+    new, qn = _save(tmp_path / "n.npy", rng.normal(size=C.shape), dids), _save(tmp_path / "qn.npy", rng.normal(size=Q.shape), qids)
+    args = ["upgrade", old, new, "--queries-old", qo, "--queries-new", qn, "--qrels", str(FIX / "retrieve_qrels.tsv"),
+            "--method", "ridge", "--resamples", "200"]
+    r = cli([*args, "--json"])
+    assert r.exit_code == 0, r
+    rep = r.json()
+    assert rep["gain"] < 0 and rep["decision"] == "keep" and rep["recovered"] is None
+    assert cli([*args, "--fail-above", "decision_keep=0.5"]).exit_code == 1
+
+
+def test_the_mlp_adapter_starts_at_ridge_and_fits_a_rotation():
+    rng = np.random.default_rng(2)
+    S = U.unit(rng.normal(size=(300, 16)))
+    R = np.linalg.qr(rng.normal(size=(16, 16)))[0]
+    T = S @ R
+    tr, held = U.split(300, 0.2, 0)
+    a, figs = U.fit_chosen("mlp", S, T, tr, held, epochs=5, seed=0)
+    assert figs["heldout_cosine"] > 0.99 and a.residual is not None
+    b, _ = U.fit_chosen("mlp", S, T, tr, held, epochs=5, seed=0)
+    assert np.array_equal(a.weight, b.weight)  # seeded
