@@ -12,7 +12,7 @@ import importlib
 from ..spec import Measurement
 
 #: the modules of the built-in declared measurements, each with a ``MEASUREMENT``
-MODULES = ("hubness",)
+MODULES = ("hubness", "upgrade")
 
 
 def builtin() -> list[Measurement]:

@@ -1,0 +1,194 @@
+"""``upgrade``: keep the old model's index, bridge new-model queries into it, or re-embed? Adapters
+fitted on rows paired by id, the four arms (keep, bridge, re-embed, migrate) scored on the same
+queries, the recovered share with its paired interval, and a decision from a stated rule. The
+maths: :mod:`embedcheck.geometry.upgrade`."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from ..errors import InputError
+from ..result import Figure
+from ..schemas import FRACTION
+from ..spec import Input, Measurement, Option, Outcome
+
+
+def _ids_of(src: Any, what: str) -> list[Any]:
+    ids = src.ids()
+    if ids is None:
+        raise InputError(f"{what}: its rows carry no ids (a sidecar .jsonl or an id column): rows are paired by id")
+    return list(ids)
+
+
+def _pairs(old_ids: list[Any], new_ids: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    pos = {k: i for i, k in enumerate(old_ids)}
+    if len(pos) != len(old_ids):
+        raise InputError("OLD: its ids repeat: rows are paired by id")
+    if len(set(new_ids)) != len(new_ids):
+        raise InputError("NEW: its ids repeat: rows are paired by id")
+    miss = [k for k in new_ids if k not in pos]
+    if miss:
+        raise InputError(f"NEW: {len(miss)} of its {len(new_ids)} rows pair with no OLD row by id "
+                         f"(e.g. {miss[0]!r}; OLD has {len(old_ids)} rows)")
+    return np.array([pos[k] for k in new_ids], dtype=np.int64), np.arange(len(new_ids), dtype=np.int64)
+
+
+def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional[str], queries_new: Optional[str],
+        qrels: Optional[str], method: str, k: int, holdout: float, decision_margin: float, resamples: int,
+        mlp_epochs: int) -> Outcome:
+    from ..geometry import upgrade as U
+    from ..geometry.retrieval import id_bytes, tie_ranks
+    from ..io.source import open_source
+
+    old, new = inputs["old"], inputs["new"]
+    methods = list(U.METHODS) if method == "all" else [m.strip() for m in method.split(",") if m.strip()]
+    bad = [m for m in methods if m not in U.METHODS]
+    if bad or not methods:
+        raise InputError(f"--method {method!r}: choose 'all' or from {', '.join(U.METHODS)}")
+    o_rows, n_rows = _pairs(_ids_of(old, "OLD"), _ids_of(new, "NEW"))
+    npairs = len(o_rows)
+    need = max(U.MIN_PAIRS[m] for m in methods)
+    if npairs < need:
+        raise InputError(f"NEW: {npairs} rows pair with OLD by id; --method {method} needs at least {need} paired rows")
+    if (queries_old is None) != (queries_new is None):
+        raise InputError("--queries-old and --queries-new go together: the same queries under both models")
+    if queries_old is None:
+        raise InputError("--queries-old and --queries-new are needed: the arms are scored on queries")
+    qo_src = open_source(queries_old, what="--queries-old")
+    qn_src = open_source(queries_new, what="--queries-new")
+    if qo_src.n != qn_src.n:
+        raise InputError(f"--queries-old has {qo_src.n} rows but --queries-new has {qn_src.n}: the same queries under both models")
+    qo_ids, qn_ids = qo_src.ids(), qn_src.ids()
+    if qo_ids is not None and qn_ids is not None and list(qo_ids) != list(qn_ids):
+        diff = next(i for i, (a, b) in enumerate(zip(qo_ids, qn_ids)) if a != b)
+        raise InputError(f"--queries-old and --queries-new differ in ids from row {diff} ({qo_ids[diff]!r} vs {qn_ids[diff]!r})")
+    if qo_src.dim != old.dim:
+        raise InputError(f"--queries-old: dimension {qo_src.dim}, OLD has {old.dim}")
+    if qn_src.dim != new.dim:
+        raise InputError(f"--queries-new: dimension {qn_src.dim}, NEW has {new.dim}")
+    Xo = U.unit(np.asarray(old[:], dtype=np.float64))
+    Xn = U.unit(np.asarray(new[:], dtype=np.float64))
+    Qo = U.unit(np.asarray(qo_src[:], dtype=np.float64))
+    Qn = U.unit(np.asarray(qn_src[:], dtype=np.float64))
+    Po, Pn = Xo[o_rows], Xn[n_rows]  # the paired rows
+    train, held = U.split(npairs, holdout, seed)
+    adapters: dict[str, Any] = {}
+    fits = []
+    for m in methods:
+        a, figs = U.fit_chosen(m, Pn, Po, train, held, epochs=mlp_epochs, seed=seed)  # bridge: new -> old
+        adapters[m] = a
+        fits.append({"method": m, **{k2: U.finite(v) if isinstance(v, float) else v for k2, v in figs.items()},
+                     "params": a.params})
+    best = max(methods, key=lambda m: next(f["heldout_cosine"] for f in fits if f["method"] == m))
+    mig, mig_figs = U.fit_chosen(best, Po, Pn, train, held, epochs=mlp_epochs, seed=seed)  # migrate: old -> new
+    # the scored corpus: the paired rows (the whole corpus when NEW covers every OLD row)
+    whole = npairs == old.n
+    doc_ids = [list(old.ids())[i] for i in o_rows]
+    ranks = tie_ranks(id_bytes(doc_ids))
+    kk = min(k, npairs)
+    runs = {"keep": U.topk(Qo, Po, kk, ranks), "re-embed": U.topk(Qn, Pn, kk, ranks),
+            "migrate": U.topk(Qn, mig.apply(Po), kk, ranks)}
+    for m in methods:
+        runs[f"bridge:{m}"] = U.topk(adapters[m].apply(Qn), Po, kk, ranks)
+    runs["bridge"] = runs[f"bridge:{best}"]
+    body: dict[str, Any] = {"pairs": npairs, "old_rows": old.n, "new_rows": new.n, "old_dim": old.dim,
+                            "new_dim": new.dim, "queries": qo_src.n, "k": kk, "train_pairs": int(len(train)),
+                            "heldout_pairs": int(len(held)),
+                            "corpus": ("the whole corpus (NEW covers every OLD row)" if whole else
+                                       f"the {npairs} paired rows' sub-corpus (NEW covers {npairs} of {old.n} OLD rows): "
+                                       "every arm is scored on it"),
+                            "adapters": fits, "chosen": best,
+                            "migrate_adapter": {"method": best, **{k2: U.finite(v) if isinstance(v, float) else v
+                                                                   for k2, v in mig_figs.items()}}}
+    if qrels is not None:
+        from ..api.retrieve import _qrels
+        from ..geometry.retrieval import build_qrels, evaluate_run
+
+        qq, dd, gg = _qrels(qrels)
+        keepj = np.isin(dd, id_bytes(doc_ids))
+        qids = id_bytes(list(qo_ids) if qo_ids is not None else [])
+        if qo_ids is None:
+            raise InputError("--queries-old: its rows carry no ids: --qrels names queries by id")
+        judged = build_qrels(qq[keepj], dd[keepj], gg[keepj], qids, id_bytes(doc_ids), what=f"--qrels {qrels}")
+        per = {name: evaluate_run(r, judged, (10,), n_docs=npairs) for name, r in runs.items()}
+        score = {name: p["ndcg_at_10"] for name, p in per.items()}
+        body["scored_by"] = "nDCG@10 against --qrels (trec_eval's definitions, as retrieve)"
+        body["provisional"] = False
+        body["judged_queries"] = int(len(judged.query_rows))
+    else:
+        ref = runs["re-embed"]
+        score = {name: U.overlap_at_k(r, ref, kk) for name, r in runs.items()}
+        per = {name: {"overlap_at_k": s} for name, s in score.items()}
+        body["scored_by"] = f"overlap@{kk} with the re-embedded top {kk} (no --qrels): provisional"
+        body["provisional"] = True
+    from ..stats.paired import paired_items
+
+    arms = {}
+    for name, p in per.items():
+        arms[name] = {key: float(np.mean(v)) for key, v in p.items()}
+    body["arms"] = arms
+    for name in ("keep", "bridge", "re-embed", "migrate"):
+        body[name.replace("-", "_")] = float(np.mean(score[name]))
+
+    def pf(a: str, b: str) -> dict[str, Any]:
+        r = paired_items(score[a], score[b], resamples=resamples, permutations=0, seed=seed).to_dict()
+        return {"difference": r["difference"], "ci95": r["difference_ci95"]}
+
+    gain, b_re, b_keep = pf("keep", "re-embed"), pf("re-embed", "bridge"), pf("keep", "bridge")
+    body["gain"], body["gain_ci95"] = gain["difference"], gain["ci95"]
+    body["bridge_vs_reembed"], body["bridge_vs_reembed_ci95"] = b_re["difference"], b_re["ci95"]
+    body["bridge_vs_keep"], body["bridge_vs_keep_ci95"] = b_keep["difference"], b_keep["ci95"]
+    rec = U.recovered_share(score["keep"], score["bridge"], score["re-embed"], resamples, seed)
+    body["recovered"], body["recovered_ci95"] = rec["value"], rec["ci95"]
+    body["recovered_resamples_without_gain"] = rec["resamples_without_gain"]
+    decision, why = U.decide(gain["ci95"], b_re["ci95"], b_keep["ci95"], decision_margin)
+    body["decision"], body["decision_because"], body["rule"] = decision, why, U.RULE
+    body["decision_keep"] = 1.0 if decision == "keep" else 0.0
+    body["decision_margin"] = decision_margin
+    body["ci_method"] = f"paired bootstrap over queries, {resamples} resamples, seed {seed}"
+    items = {name.replace("-", "_"): np.asarray(score[name], dtype=np.float64) for name in ("keep", "bridge", "re-embed", "migrate")}
+    return Outcome(body=body, items=items)
+
+
+MEASUREMENT = Measurement(
+    name="upgrade",
+    help="a new model without re-embedding? keep, bridge or re-embed, decided on your queries",
+    description=("Adapters (orthogonal Procrustes, ridge, low-rank, residual MLP) fitted on the rows of OLD and NEW "
+                 "paired by id (a train split; hyper-parameters and the chosen adapter by the held-out pairs), and "
+                 "four arms on the same queries: keep (old queries, old index), bridge (new queries mapped into the "
+                 "old index), re-embed (new queries, new vectors) and migrate (old documents mapped into the new "
+                 "space). nDCG@10 with --qrels (else overlap@k with re-embed, provisional), the gain, the recovered "
+                 "share (bridge - keep) / (re-embed - keep) with a paired bootstrap interval and a decision.\n\n"
+                 "Example: embedcheck upgrade old.npy new.npy --queries-old qo.npy --queries-new qn.npy"),
+    run=run,
+    inputs=(Input("old", help="The corpus as indexed today (any matrix source with row ids)."),
+            Input("new", help="The new model's vectors of some or all of the same rows (ids as in OLD).")),
+    options=(Option("queries_old", str, None, "The queries under the old model (any matrix source)."),
+             Option("queries_new", str, None, "The same queries under the new model (same count and ids)."),
+             Option("qrels", str, None, "Relevance judgements (BEIR TSV or JSONL; ids from the sidecars)."),
+             Option("method", str, "all", "Adapters: 'all' or a comma list of procrustes, ridge, low-rank, mlp."),
+             Option("k", int, 10, "Top k of the overlap score without --qrels.", min=1),
+             Option("holdout", float, 0.2, "Share of the paired rows held out for choosing.", min=0.05, max=0.5),
+             Option("decision_margin", float, 0.01, "Decision margin on the score (nDCG@10 or overlap).", min=0.0, max=1.0),
+             Option("resamples", int, 1000, "Bootstrap resamples over queries.", min=10),
+             Option("mlp_epochs", int, 30, "Epochs of the residual MLP adapter.", min=1)),
+    figures={
+        "recovered": Figure("higher", interval="recovered_ci95", always=False,
+                            help="(bridge - keep) / (re-embed - keep): the share of the upgrade's gain the bridge keeps"),
+        "gain": Figure("higher", interval="gain_ci95", help="re-embed - keep: what a full re-embedding gains"),
+        "keep": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
+        "bridge": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
+        "re_embed": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
+        "migrate": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
+        "decision_keep": Figure("lower", headline=False, help="1 when the decision is keep (gate: --fail-above decision_keep=0.5)"),
+    },
+    primary="gain",
+    tolerance=1e-6,
+    example=("retrieve_corpus.npy", "retrieve_corpus.npy", "--queries-old", "retrieve_queries.npy",
+             "--queries-new", "retrieve_queries.npy", "--qrels", "retrieve_qrels.tsv", "--method", "procrustes,ridge",
+             "--resamples", "100"),
+)
+
+__all__ = ["MEASUREMENT", "run"]

@@ -1,0 +1,153 @@
+"""``upgrade``: known maps (a rotation plus noise: the bridge recovers the gain; unrelated spaces: it
+does not), each arm's nDCG@10 equal to ``retrieve`` on the same vectors, Procrustes equal to
+scipy's, ridge to scikit-learn's, and bad input as one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.linalg import orthogonal_procrustes
+from sklearn.linear_model import Ridge
+
+import embedcheck
+from embedcheck.geometry import upgrade as U
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _save(path: Path, X: np.ndarray, ids: list[str]) -> str:
+    np.save(path, X.astype(np.float32))
+    path.with_suffix(".jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
+    return str(path)
+
+
+@pytest.fixture
+def base():
+    C = np.load(FIX / "retrieve_corpus.npy").astype(np.float64)
+    Q = np.load(FIX / "retrieve_queries.npy").astype(np.float64)
+    dids = [json.loads(x)["id"] for x in (FIX / "retrieve_corpus.jsonl").read_text().splitlines()]
+    qids = [json.loads(x)["id"] for x in (FIX / "retrieve_queries.jsonl").read_text().splitlines()]
+    return C, Q, dids, qids
+
+
+def _case(tmp_path, base, kind):
+    C, Q, dids, qids = base
+    rng = np.random.default_rng(7)
+    R = np.linalg.qr(rng.normal(size=(16, 16)))[0]
+    if kind == "rotation":  # the new model: a rotation of the true space; the old one embeds queries badly
+        new_c, new_q = C @ R + 0.01 * rng.normal(size=C.shape), Q @ R
+        old_c, old_q = C, Q + 1.5 * np.linalg.norm(Q, axis=1, keepdims=True) / 4 * rng.normal(size=Q.shape)
+    else:  # unrelated: the old model is random vectors
+        new_c, new_q = C, Q
+        old_c, old_q = rng.normal(size=C.shape), rng.normal(size=Q.shape)
+    return (_save(tmp_path / "old.npy", old_c, dids), _save(tmp_path / "new.npy", new_c, dids),
+            _save(tmp_path / "qo.npy", old_q, qids), _save(tmp_path / "qn.npy", new_q, qids), str(FIX / "retrieve_qrels.tsv"))
+
+
+def _run(files, **kw):
+    old, new, qo, qn, qrels = files
+    kw.setdefault("method", "procrustes,ridge")
+    return embedcheck.upgrade(old, new, queries_old=qo, queries_new=qn, qrels=qrels, resamples=200, **kw).to_dict()
+
+
+def test_a_known_rotation_is_recovered_and_bridged(tmp_path, base):
+    rep = _run(_case(tmp_path, base, "rotation"))
+    assert rep["gain"] > 0.1, rep["gain"]
+    assert rep["recovered"] == pytest.approx(1.0, abs=0.1)
+    assert rep["decision"] == "bridge", rep["decision_because"]
+    assert rep["adapters"][0]["heldout_cosine"] > 0.99
+
+
+def test_unrelated_spaces_recover_nothing(tmp_path, base):
+    rep = _run(_case(tmp_path, base, "unrelated"))
+    assert rep["gain"] > 0.1
+    assert abs(rep["recovered"]) < 0.2
+    assert rep["decision"] in ("re-embed", "keep"), rep["decision_because"]
+
+
+def test_each_arm_equals_retrieve_on_the_same_vectors(tmp_path, base):
+    files = _case(tmp_path, base, "rotation")
+    rep = _run(files, method="procrustes")
+    old, new, qo, qn, qrels = files
+    Xo, Xn = U.unit(np.load(old)), U.unit(np.load(new))
+    Qo, Qn = U.unit(np.load(qo)), U.unit(np.load(qn))
+    tr, _ = U.split(200, 0.2, 0)
+    bridge = U.fit("procrustes", Xn[tr], Xo[tr])
+    migrate = U.fit("procrustes", Xo[tr], Xn[tr])
+    qids = [json.loads(x)["id"] for x in Path(qo).with_suffix(".jsonl").read_text().splitlines()]
+    dids = [json.loads(x)["id"] for x in Path(old).with_suffix(".jsonl").read_text().splitlines()]
+    arms = {"keep": (Qo, Xo), "re_embed": (Qn, Xn), "bridge": (bridge.apply(Qn), Xo), "migrate": (Qn, migrate.apply(Xo))}
+    for name, (q, c) in arms.items():
+        r = embedcheck.retrieve(q.astype(np.float32), c.astype(np.float32), qrels, resamples=0, query_ids=qids, doc_ids=dids)
+        assert rep[name] == pytest.approx(r.metric("ndcg@10"), abs=1e-9), name
+
+
+def test_procrustes_equals_scipy_and_ridge_equals_sklearn():
+    rng = np.random.default_rng(1)
+    S, T = U.unit(rng.normal(size=(80, 12))), U.unit(rng.normal(size=(80, 12)))
+    R, _ = orthogonal_procrustes(S, T)
+    assert np.allclose(U.fit("procrustes", S, T).apply(S), S @ R, atol=1e-10)
+    m = Ridge(alpha=0.1).fit(S, T)
+    assert np.allclose(U.fit("ridge", S, T, alpha=0.1).apply(S), m.predict(S), atol=1e-10)
+    # dimensions that differ: zero-padded, the rotation of the padded space
+    T8 = T[:, :8]
+    Sp = S
+    Tp = np.hstack([T8, np.zeros((80, 4))])
+    R2, _ = orthogonal_procrustes(Sp, Tp)
+    assert np.allclose(U.fit("procrustes", S, T8).apply(S), (S @ R2)[:, :8], atol=1e-10)
+
+
+def test_bad_inputs_are_one_line(cli, tmp_path, base):
+    old, new, qo, qn, qrels = _case(tmp_path, base, "rotation")
+    Path(new).with_suffix(".jsonl").write_text("".join(json.dumps({"id": f"x{i}"}) + "\n" for i in range(200)))
+    r = cli(["upgrade", old, new, "--queries-old", qo, "--queries-new", qn, "--qrels", qrels])
+    assert r.exit_code == 2 and "200 of its 200 rows pair with no OLD row" in r.stderr, r.stderr
+    C, Q, dids, qids = base
+    few = _save(tmp_path / "few.npy", C[:12], dids[:12])
+    r = cli(["upgrade", old, few, "--queries-old", qo, "--queries-new", qn, "--method", "ridge"])
+    assert r.exit_code == 2 and "needs at least 20 paired rows" in r.stderr, r.stderr
+    q2 = _save(tmp_path / "q2.npy", Q[:30], qids[:30])
+    _save(tmp_path / "new.npy", C, dids)
+    r = cli(["upgrade", old, str(tmp_path / "new.npy"), "--queries-old", qo, "--queries-new", q2])
+    assert r.exit_code == 2 and "40 rows but --queries-new has 30" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_gates_and_provisional_without_qrels(cli, tmp_path, base):
+    old, new, qo, qn, qrels = _case(tmp_path, base, "unrelated")
+    r = cli(["upgrade", old, new, "--queries-old", qo, "--queries-new", qn, "--method", "procrustes",
+             "--resamples", "100", "--json"])
+    assert r.exit_code == 0, r
+    assert r.json()["provisional"] is True and r.json()["re_embed"] == 1.0
+    g = cli(["upgrade", old, new, "--queries-old", qo, "--queries-new", qn, "--qrels", qrels, "--method", "procrustes",
+             "--resamples", "100", "--fail-below", "recovered=0.8"])
+    assert g.exit_code == 1
+
+
+def test_no_gain_decides_keep_and_the_keep_gate_fails(cli, tmp_path, base):
+    C, Q, dids, qids = base
+    rng = np.random.default_rng(3)
+    old, qo = _save(tmp_path / "o.npy", C, dids), _save(tmp_path / "qo.npy", Q, qids)
+    new, qn = _save(tmp_path / "n.npy", rng.normal(size=C.shape), dids), _save(tmp_path / "qn.npy", rng.normal(size=Q.shape), qids)
+    args = ["upgrade", old, new, "--queries-old", qo, "--queries-new", qn, "--qrels", str(FIX / "retrieve_qrels.tsv"),
+            "--method", "ridge", "--resamples", "200"]
+    r = cli([*args, "--json"])
+    assert r.exit_code == 0, r
+    rep = r.json()
+    assert rep["gain"] < 0 and rep["decision"] == "keep" and rep["recovered"] is None
+    assert cli([*args, "--fail-above", "decision_keep=0.5"]).exit_code == 1
+
+
+def test_the_mlp_adapter_starts_at_ridge_and_fits_a_rotation():
+    rng = np.random.default_rng(2)
+    S = U.unit(rng.normal(size=(300, 16)))
+    R = np.linalg.qr(rng.normal(size=(16, 16)))[0]
+    T = S @ R
+    tr, held = U.split(300, 0.2, 0)
+    a, figs = U.fit_chosen("mlp", S, T, tr, held, epochs=5, seed=0)
+    assert figs["heldout_cosine"] > 0.99 and a.residual is not None
+    b, _ = U.fit_chosen("mlp", S, T, tr, held, epochs=5, seed=0)
+    assert np.array_equal(a.weight, b.weight)  # seeded
