@@ -96,7 +96,9 @@ def range_task(q_src: Any, q_lo: int, q_hi: int, c_src: Any, c_lo: int, c_hi: in
             ii.append(r + q_lo)
             jj.append(c + t0)
             cc.append(M[r, c])
-    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dtype=dt))
+    def cat(xs: list[Any], dt: Any) -> np.ndarray:
+        return np.concatenate(xs).astype(dt) if xs else np.zeros(0, dtype=dt)
+
     return cat(ii, np.int64), cat(jj, np.int64), cat(cc, np.float32), rv, rr, cv, cr
 
 
