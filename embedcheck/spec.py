@@ -130,15 +130,15 @@ class Option:
 
     def _check_one(self, value: Any) -> Any:
         if self.type in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise InputError(f"{self.flag} must be a number, got {value!r}")
+            raise InputError(f"{self.name} must be a number, got {value!r}")
         if self.type is int and float(value) != int(value):
-            raise InputError(f"{self.flag} must be a whole number, got {value!r}")
+            raise InputError(f"{self.name} must be a whole number, got {value!r}")
         if self.min is not None and (value <= self.min if self.min_open else value < self.min):
-            raise InputError(f"{self.flag} must be {'>' if self.min_open else '>='} {self.min:g}, got {value!r}")
+            raise InputError(f"{self.name} must be {'>' if self.min_open else '>='} {self.min:g}, got {value!r}")
         if self.max is not None and (value >= self.max if self.max_open else value > self.max):
-            raise InputError(f"{self.flag} must be {'<' if self.max_open else '<='} {self.max:g}, got {value!r}")
+            raise InputError(f"{self.name} must be {'<' if self.max_open else '<='} {self.max:g}, got {value!r}")
         if self.choices and value not in self.choices:
-            raise InputError(f"{self.flag} {value!r}: choose from {', '.join(self.choices)}")
+            raise InputError(f"{self.name} {value!r}: choose from {', '.join(self.choices)}")
         return self.type(value)
 
     def check(self, value: Any) -> Any:

@@ -62,7 +62,7 @@ def _checker(o: Any) -> Any:
         try:
             return o.check(value)
         except InputError as exc:
-            raise typer.BadParameter(str(exc).removeprefix(o.flag + " ")) from None
+            raise typer.BadParameter(str(exc).removeprefix(o.name + " ")) from None
 
     return check
 
