@@ -80,6 +80,9 @@ OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
     (("recall",), "--below"): "1.5",  # a recall
     (("hubness",), "--hub-multiple"): "0.5",  # a multiple of k, at least 1
     (("hubness",), "--tolerance"): "-1",
+    (("upgrade",), "--tolerance"): "-1",
+    (("upgrade",), "--holdout"): "0.9",  # a share of the pairs, at most a half
+    (("upgrade",), "--decision-margin"): "1.5",  # a margin on a score in [0, 1]
 }
 
 FLOATS = float_options()
@@ -197,6 +200,7 @@ GATE_OUT_OF_RANGE: dict[tuple[str, ...], str] = {
     ("anisotropy",): "raw.partner_ranked_first=1.5",  # the primary (gap in floor sds) has no bound
     ("drift",): "1.5",  # the classifier's AUC: a fraction
     ("hubness",): "hub_share=1.5",  # the primary (skewness) has no bound; the hub share is a fraction
+    ("upgrade",): "keep=1.5",  # the primary (gain) is a difference; the keep arm's score is a fraction
 }
 GATE_OPTS = gate_options()
 
