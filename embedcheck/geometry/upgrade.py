@@ -3,8 +3,7 @@ arms of a model upgrade scored on the same queries, the recovered share with its
 interval and the decision rule. No I/O: arrays in, arrays and dicts out.
 
 Every adapter maps unit source rows ``U`` to ``U @ weight.T + bias`` (plus, for ``mlp``, a residual
-``fc2(relu(fc1(U)))``), the layout of :class:`embedcheck.heads.Head` kind ``adapter``, so that
-``embedcheck project --adapter`` streams it like a head (the output rows are made unit there).
+``fc2(relu(fc1(U)))``); :meth:`Adapter.tensors` gives those arrays by name (no file format yet).
 
 * ``procrustes`` — :func:`scipy.linalg.orthogonal_procrustes` on the unit rows; when the two
   dimensions differ the smaller side is zero-padded to the larger (the rotation acts in the padded
@@ -34,6 +33,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import InputError
+from ..rows import unit_rows as unit  # float64 unit rows; zero rows kept as zeros
 
 METHODS = ("procrustes", "ridge", "low-rank", "mlp")
 #: the fewest paired rows each method is fitted on (train and held-out together)
@@ -41,12 +41,6 @@ MIN_PAIRS = {"procrustes": 10, "ridge": 20, "low-rank": 20, "mlp": 50}
 RIDGE_ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
 RANKS = (4, 8, 16, 32, 64, 128, 256)
 DECISIONS = ("keep", "bridge", "re-embed", "inconclusive")
-
-
-def unit(X: np.ndarray) -> np.ndarray:
-    X = np.asarray(X, dtype=np.float64)
-    nrm = np.linalg.norm(X, axis=1, keepdims=True)
-    return X / np.where(nrm > 0, nrm, 1.0)
 
 
 @dataclass
@@ -128,15 +122,15 @@ def _ridge(S: np.ndarray, T: np.ndarray, alpha: float) -> Adapter:
                    params={"alpha": alpha})
 
 
-def _low_rank(S: np.ndarray, T: np.ndarray, alpha: float, rank: int) -> Adapter:
+def _low_rank(S: np.ndarray, T: np.ndarray, alpha: float, rank: int, full: Optional[Adapter] = None,
+              Vt: Optional[np.ndarray] = None) -> Adapter:
     """Reduced-rank regression: the ridge map's fitted values projected on their top ``rank`` right
-    singular vectors (the rank-constrained least-squares solution, for the ridge-regularised fit)."""
-    from scipy.linalg import svd
-
-    full = _ridge(S, T, alpha)
+    singular vectors (the rank-constrained least-squares solution, for the ridge-regularised fit).
+    ``full`` and ``Vt`` (that fit and its singular vectors, from :func:`_low_rank_basis`) are given
+    when several ranks are tried on the same rows."""
+    if full is None or Vt is None:
+        full, Vt = _low_rank_basis(S, T, alpha)
     Tc = T.mean(axis=0)
-    fitted = S @ full.weight.T + full.bias - Tc
-    _, _, Vt = svd(fitted, full_matrices=False)
     V = Vt[:rank].T  # (dt, r)
     P = V @ V.T
     W = P @ full.weight
@@ -144,43 +138,51 @@ def _low_rank(S: np.ndarray, T: np.ndarray, alpha: float, rank: int) -> Adapter:
     return Adapter("low-rank", W, b, params={"alpha": alpha, "rank": rank})
 
 
+def _low_rank_basis(S: np.ndarray, T: np.ndarray, alpha: float) -> tuple[Adapter, np.ndarray]:
+    """The ridge fit of ``S`` → ``T`` and the right singular vectors of its centred fitted values."""
+    from scipy.linalg import svd
+
+    full = _ridge(S, T, alpha)
+    _, _, Vt = svd(S @ full.weight.T + full.bias - T.mean(axis=0), full_matrices=False)
+    return full, Vt
+
+
 def _mlp(S: np.ndarray, T: np.ndarray, base: Adapter, *, hidden: int, epochs: int, seed: int) -> Adapter:
     import torch
 
-    if True:  # torch's default CPU threads; seeded
-        torch.manual_seed(seed)
-        Xs = torch.as_tensor(S, dtype=torch.float32)
-        Yt = torch.nn.functional.normalize(torch.as_tensor(T, dtype=torch.float32), dim=1)
-        lin = torch.nn.Linear(S.shape[1], T.shape[1])
-        with torch.no_grad():
-            lin.weight.copy_(torch.as_tensor(base.weight, dtype=torch.float32))
-            lin.bias.copy_(torch.as_tensor(base.bias, dtype=torch.float32))
-        fc1 = torch.nn.Linear(S.shape[1], hidden)
-        fc2 = torch.nn.Linear(hidden, T.shape[1])
-        with torch.no_grad():
-            fc2.weight.zero_()
-            fc2.bias.zero_()
-        params = [*lin.parameters(), *fc1.parameters(), *fc2.parameters()]
-        opt = torch.optim.Adam(params, lr=1e-3)
-        g = torch.Generator().manual_seed(seed)
-        n = Xs.shape[0]
-        batch = min(256, n)
-        for _ in range(epochs):
-            order = torch.randperm(n, generator=g)
-            for i in range(0, n, batch):
-                idx = order[i:i + batch]
-                x = Xs[idx]
-                y = lin(x) + fc2(torch.relu(fc1(x)))
-                loss = 1.0 - torch.nn.functional.cosine_similarity(y, Yt[idx], dim=1).mean()
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-        res = {"fc1.weight": fc1.weight.detach().double().numpy(), "fc1.bias": fc1.bias.detach().double().numpy(),
-               "fc2.weight": fc2.weight.detach().double().numpy(), "fc2.bias": fc2.bias.detach().double().numpy()}
-        return Adapter("mlp", lin.weight.detach().double().numpy(), lin.bias.detach().double().numpy(), res,
-                       params={"alpha": base.params.get("alpha"), "hidden": hidden, "epochs": epochs, "seed": seed,
-                               "start": "the ridge map; residual Linear-ReLU-Linear, its last layer from zero",
-                               "loss": "1 - cosine to the target", "optimiser": "Adam lr 1e-3, batches of 256"})
+    torch.manual_seed(seed)  # torch's default CPU threads; seeded
+    Xs = torch.as_tensor(S, dtype=torch.float32)
+    Yt = torch.nn.functional.normalize(torch.as_tensor(T, dtype=torch.float32), dim=1)
+    lin = torch.nn.Linear(S.shape[1], T.shape[1])
+    with torch.no_grad():
+        lin.weight.copy_(torch.as_tensor(base.weight, dtype=torch.float32))
+        lin.bias.copy_(torch.as_tensor(base.bias, dtype=torch.float32))
+    fc1 = torch.nn.Linear(S.shape[1], hidden)
+    fc2 = torch.nn.Linear(hidden, T.shape[1])
+    with torch.no_grad():
+        fc2.weight.zero_()
+        fc2.bias.zero_()
+    params = [*lin.parameters(), *fc1.parameters(), *fc2.parameters()]
+    opt = torch.optim.Adam(params, lr=1e-3)
+    g = torch.Generator().manual_seed(seed)
+    n = Xs.shape[0]
+    batch = min(256, n)
+    for _ in range(epochs):
+        order = torch.randperm(n, generator=g)
+        for i in range(0, n, batch):
+            idx = order[i:i + batch]
+            x = Xs[idx]
+            y = lin(x) + fc2(torch.relu(fc1(x)))
+            loss = 1.0 - torch.nn.functional.cosine_similarity(y, Yt[idx], dim=1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    res = {"fc1.weight": fc1.weight.detach().double().numpy(), "fc1.bias": fc1.bias.detach().double().numpy(),
+           "fc2.weight": fc2.weight.detach().double().numpy(), "fc2.bias": fc2.bias.detach().double().numpy()}
+    return Adapter("mlp", lin.weight.detach().double().numpy(), lin.bias.detach().double().numpy(), res,
+                   params={"alpha": base.params.get("alpha"), "hidden": hidden, "epochs": epochs, "seed": seed,
+                           "start": "the ridge map; residual Linear-ReLU-Linear, its last layer from zero",
+                           "loss": "1 - cosine to the target", "optimiser": "Adam lr 1e-3, batches of 256"})
 
 
 def fit(method: str, S: np.ndarray, T: np.ndarray, *, alpha: float = 1.0, rank: Optional[int] = None,
@@ -210,7 +212,8 @@ def fit_chosen(method: str, S: np.ndarray, T: np.ndarray, train: np.ndarray, hel
     if method == "low-rank":
         top = min(St.shape[1], Tt.shape[1], St.shape[0] - 1)
         ranks = [r for r in RANKS if r < top] + [top]
-        rs = {r: mean_cosine(_low_rank(St, Tt, chosen["alpha"], r).apply(Sh), Th) for r in ranks}
+        full, Vt = _low_rank_basis(St, Tt, chosen["alpha"])  # one ridge fit and SVD for every rank tried
+        rs = {r: mean_cosine(_low_rank(St, Tt, chosen["alpha"], r, full, Vt).apply(Sh), Th) for r in ranks}
         chosen["rank"] = max(ranks, key=lambda r: (rs[r], -r))
     a = fit(method, St, Tt, alpha=chosen.get("alpha", 1.0), rank=chosen.get("rank"), hidden=hidden, epochs=epochs,
             seed=seed)

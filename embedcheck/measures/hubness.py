@@ -13,6 +13,7 @@ from ..errors import InputError
 from ..result import Figure
 from ..schemas import FRACTION
 from ..spec import Measurement, Option, Outcome
+from . import comma_choices
 
 FIGURE_HELP = {
     "k_skewness": "skewness of how often each row is among the queries' top k (0: even; scikit-hubness's figure)",
@@ -43,13 +44,7 @@ def parse_repairs(value: Optional[str]) -> list[str]:
     """``--repair``: ``all`` or a comma list of :data:`embedcheck.geometry.hubness.REPAIRS`."""
     from ..geometry import hubness as H
 
-    if value is None:
-        return []
-    names = list(H.REPAIRS) if value.strip() == "all" else [v.strip() for v in value.split(",") if v.strip()]
-    bad = [v for v in names if v not in H.REPAIRS]
-    if bad or not names:
-        raise InputError(f"repair {value!r}: choose 'all' or from {', '.join(H.REPAIRS)}")
-    return list(dict.fromkeys(names))
+    return [] if value is None else comma_choices(value, tuple(H.REPAIRS), "repair")
 
 
 def _qrels_for(qrels: str, queries: str, corpus: Any) -> Any:

@@ -13,6 +13,7 @@ from ..errors import InputError
 from ..result import Figure
 from ..schemas import FRACTION
 from ..spec import Input, Measurement, Option, Outcome
+from . import comma_choices
 
 
 def _ids_of(src: Any, what: str) -> list[Any]:
@@ -43,11 +44,9 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     from ..io.source import open_source
 
     old, new = inputs["old"], inputs["new"]
-    methods = list(U.METHODS) if method == "all" else [m.strip() for m in method.split(",") if m.strip()]
-    bad = [m for m in methods if m not in U.METHODS]
-    if bad or not methods:
-        raise InputError(f"--method {method!r}: choose 'all' or from {', '.join(U.METHODS)}")
-    o_rows, n_rows = _pairs(_ids_of(old, "OLD"), _ids_of(new, "NEW"))
+    methods = comma_choices(method, U.METHODS, "--method")
+    old_ids = _ids_of(old, "OLD")
+    o_rows, n_rows = _pairs(old_ids, _ids_of(new, "NEW"))
     npairs = len(o_rows)
     need = max(U.MIN_PAIRS[m] for m in methods)
     if npairs < need:
@@ -85,7 +84,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     mig, mig_figs = U.fit_chosen(best, Po, Pn, train, held, epochs=mlp_epochs, seed=seed)  # migrate: old -> new
     # the scored corpus: the paired rows (the whole corpus when NEW covers every OLD row)
     whole = npairs == old.n
-    doc_ids = [list(old.ids())[i] for i in o_rows]
+    doc_ids = [old_ids[i] for i in o_rows]
     ranks = tie_ranks(id_bytes(doc_ids))
     kk = min(k, npairs)
     runs = {"keep": U.topk(Qo, Po, kk, ranks), "re-embed": U.topk(Qn, Pn, kk, ranks),
@@ -108,9 +107,9 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
 
         qq, dd, gg = _qrels(qrels)
         keepj = np.isin(dd, id_bytes(doc_ids))
-        qids = id_bytes(list(qo_ids) if qo_ids is not None else [])
         if qo_ids is None:
             raise InputError("--queries-old: its rows carry no ids: --qrels names queries by id")
+        qids = id_bytes(list(qo_ids))
         judged = build_qrels(qq[keepj], dd[keepj], gg[keepj], qids, id_bytes(doc_ids), what=f"--qrels {qrels}")
         per = {name: evaluate_run(r, judged, (10,), n_docs=npairs) for name, r in runs.items()}
         score = {name: p["ndcg_at_10"] for name, p in per.items()}
