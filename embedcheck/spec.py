@@ -28,7 +28,11 @@ declaration runs in this process and on Ray.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
+import math
+import numbers
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -119,6 +123,10 @@ class Option:
     multiple: bool = False
     #: other spellings the CLI accepts besides :attr:`flag` (a short ``-o``, an old name kept working)
     aliases: tuple[str, ...] = ()
+    #: the CLI's placeholder for the value in ``--help`` (default: its type, or the choices)
+    metavar: str = ""
+    #: ``--help`` shows the default (off where the default is "none", said in the help instead)
+    show_default: bool = True
 
     @property
     def flag(self) -> str:
@@ -129,8 +137,10 @@ class Option:
         return (self.flag, *self.aliases)
 
     def _check_one(self, value: Any) -> Any:
-        if self.type in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        if self.type in (int, float) and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
             raise InputError(f"{self.name} must be a number, got {value!r}")
+        if self.type in (int, float) and not math.isfinite(value):
+            raise InputError(f"{self.name} must be a finite number, got {value!r}")
         if self.type is int and float(value) != int(value):
             raise InputError(f"{self.name} must be a whole number, got {value!r}")
         if self.min is not None and (value <= self.min if self.min_open else value < self.min):
@@ -139,7 +149,7 @@ class Option:
             raise InputError(f"{self.name} must be {'<' if self.max_open else '<='} {self.max:g}, got {value!r}")
         if self.choices and value not in self.choices:
             raise InputError(f"{self.name} {value!r}: choose from {', '.join(self.choices)}")
-        return self.type(value)
+        return self.type(value) if self.type in (int, float, bool) else value
 
     def check(self, value: Any) -> Any:
         if value is None:
@@ -148,6 +158,60 @@ class Option:
             values = [value] if isinstance(value, (str, int, float)) else list(value)
             return [self._check_one(v) for v in values]
         return self._check_one(value)
+
+
+def takes(*options: Option) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare the options of a built-in API function once (``@takes(Option("k", int, 10, ..., min=1))``):
+    the function's own defaults must be the declared ones (checked when the module is imported, so
+    the two cannot drift), each declared option is checked against its bounds and choices when the
+    function is called (an :class:`InputError` naming the parameter, ``k= must be >= 1, got 0``),
+    and the CLI command makes its options from the same declaration
+    (:func:`embedcheck.cli.generic.declared`). :func:`options_of` reads them back.
+
+    >>> @takes(Option("k", int, 10, "neighbours", min=1))
+    ... def f(x, *, k=10):
+    ...     return k
+    >>> f(1, k=3), [o.flag for o in options_of(f)]
+    (3, ['--k'])
+    >>> f(1, k=0)
+    Traceback (most recent call last):
+    ...
+    embedcheck.errors.InputError: k= must be >= 1, got 0
+    """
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn)
+        for o in options:
+            p = sig.parameters.get(o.name)
+            if p is None:
+                raise TypeError(f"{fn.__qualname__} declares option {o.name!r}, which it does not take")
+            want = list(o.default) if o.multiple and o.default is not None else o.default
+            got = list(p.default) if isinstance(p.default, tuple) and o.multiple else p.default
+            if got is inspect.Parameter.empty or got != want or type(got) is not type(want):
+                raise TypeError(f"{fn.__qualname__}: {o.name}'s default is {p.default!r}, declared {o.default!r}")
+
+        @functools.wraps(fn)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            bound = sig.bind(*args, **kwargs)
+            for o in options:
+                if o.name in bound.arguments:
+                    try:
+                        v = o.check(bound.arguments[o.name])
+                    except InputError as exc:
+                        raise InputError(o.name + "= " + str(exc).removeprefix(o.name + " ")) from None
+                    if o.type in (int, float) and v is not None:
+                        bound.arguments[o.name] = v
+            return fn(*bound.args, **bound.kwargs)
+
+        checked.__options__ = tuple(options)  # type: ignore[attr-defined]
+        return checked
+
+    return deco
+
+
+def options_of(fn: Callable[..., Any]) -> tuple[Option, ...]:
+    """The options :func:`takes` declared on an API function (none for an undeclared one)."""
+    return tuple(getattr(fn, "__options__", ()))
 
 
 @dataclass

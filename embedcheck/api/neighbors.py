@@ -7,6 +7,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..result import Figure, Report
 from ..schemas import BOOL, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
+from ..spec import Option, takes
 from ._common import check_same_rows, in_order, label_of, labels_for, matrix, paired_rows, running, store_models
 
 
@@ -30,6 +31,14 @@ class NeighborsReport(Report):
     }
 
 
+@takes(
+    Option("k", int, 10, "Neighbours per row (cosine, self excluded).", min=1),
+    Option("queries", int, None, "Sample this many query rows (seeded, without replacement); neighbours are still "
+           "searched among all rows.", min=1, show_default=False),
+    Option("resamples", int, 1000, "Bootstrap resamples (over query rows) of the 95% intervals.", min=1),
+    Option("block_mb", int, 128, "Work memory of one block of query rows against a 4,096-row column tile, in MB "
+           "(plus one float32 copy of a matrix).", min=1),
+)
 def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, labels: Any = None,
               label_field: str = "label", resamples: int = 1000, block_mb: int = 128, seed: int = 0,
               progress: Optional[Callable[[int, int], None]] = None, against: Optional[Sequence[Any]] = None,

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..spec import Measurement
+from ..spec import Measurement, Option
 from ._app import app
 from .common import AddressOpt, EngineName, EngineOpt, LabelFieldOpt, SeedOpt, check_engine
 from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
@@ -30,18 +30,7 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
         params.append(P(i.name, P.POSITIONAL_OR_KEYWORD, annotation=ann))
     if any(i.kind == "labels" for i in m.inputs):
         params.append(P("label_field", P.POSITIONAL_OR_KEYWORD, annotation=LabelFieldOpt, default="label"))
-    for o in m.options:
-        kw: dict[str, Any] = {"help": o.help}
-        if o.type in (int, float) and not (o.min_open or o.max_open):
-            kw.update({k: v for k, v in (("min", o.min), ("max", o.max)) if v is not None})
-        elif o.type in (int, float) or o.choices:
-            kw["callback"] = _checker(o)  # open bounds, choices: the declaration's own check and words
-        if o.choices:
-            kw["metavar"] = "[" + "|".join(o.choices) + "]"
-        typ: Any = (list[o.type] if o.multiple else o.type)  # type: ignore[name-defined]
-        typ = Optional[typ] if o.default is None or o.multiple else typ
-        params.append(P(o.name, P.POSITIONAL_OR_KEYWORD, annotation=Annotated[typ, typer.Option(*o.flags, **kw)],
-                        default=list(o.default) if o.multiple and o.default is not None else o.default))
+    params += [option_param(o) for o in m.options]
     params += [P("seed", P.POSITIONAL_OR_KEYWORD, annotation=SeedOpt, default=0),
                P("engine", P.POSITIONAL_OR_KEYWORD, annotation=EngineOpt, default=EngineName.local),
                P("address", P.POSITIONAL_OR_KEYWORD, annotation=AddressOpt, default=None)]
@@ -51,6 +40,58 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
                    P("fail_on", P.POSITIONAL_OR_KEYWORD, annotation=FailOnOpt, default=None)]
     params.append(P("out", P.KEYWORD_ONLY, annotation=Output))
     return params
+
+
+def option_param(o: Option) -> inspect.Parameter:
+    """The typer option of a declared :class:`~embedcheck.spec.Option` (a plugin's, a built-in
+    measurement's, or a built-in command's :func:`~embedcheck.spec.takes`): its flags, help, bounds
+    (closed ones checked by click, open ones and choices by the declaration's own check), metavar."""
+    kw: dict[str, Any] = {"help": o.help}
+    if o.type in (int, float) and not (o.min_open or o.max_open):
+        kw.update({k: v for k, v in (("min", o.min), ("max", o.max)) if v is not None})
+    elif o.type in (int, float) or o.choices:
+        kw["callback"] = _checker(o)  # open bounds, choices: the declaration's own check and words
+    if o.metavar or o.choices:
+        kw["metavar"] = o.metavar or "[" + "|".join(o.choices) + "]"
+    if not o.show_default:
+        kw["show_default"] = False
+    typ: Any = (list[o.type] if o.multiple else o.type)  # type: ignore[name-defined]
+    typ = Optional[typ] if o.default is None or o.multiple else typ
+    return inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                             annotation=Annotated[typ, typer.Option(*o.flags, **kw)],
+                             default=list(o.default) if o.multiple and o.default is not None else o.default)
+
+
+#: the shared options a built-in command's own parameters end with; its declared options go before
+_TAIL = ("seed", "engine", "address")
+
+
+def declared(api_fn: Any) -> Any:
+    """A built-in command's options made from its API function's declaration
+    (:func:`embedcheck.spec.takes`), the path a plugin's options take (:func:`option_param`): the
+    command function declares only its arguments and what is the CLI's own (old gate spellings);
+    the declared options join its signature before ``--seed``, and typer reads them from there."""
+    from ..spec import options_of
+
+    options = options_of(api_fn)
+    if not options:
+        raise TypeError(f"{api_fn.__qualname__} declares no options (embedcheck.spec.takes)")
+
+    def deco(fn: Any) -> Any:
+        sig = inspect.signature(fn, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        if len(own) == len(sig.parameters):
+            raise TypeError(f"{fn.__qualname__} must take its declared options as **options")
+        clash = {p.name for p in own} & {o.name for o in options}
+        if clash:
+            raise TypeError(f"{fn.__qualname__} declares {sorted(clash)} again: they are declared on {api_fn.__qualname__}")
+        at = next((i for i, p in enumerate(own) if p.name in _TAIL or p.kind is p.KEYWORD_ONLY), len(own))
+        params = own[:at] + [option_param(o) for o in options] + own[at:]
+        fn.__signature__ = sig.replace(parameters=params)
+        fn.__annotations__ = {p.name: p.annotation for p in params}
+        return fn
+
+    return deco
 
 
 def _checker(o: Any) -> Any:
@@ -107,4 +148,4 @@ def add_command(m: Measurement) -> None:
     app.command(m.name, short_help=short)(reporting()(command))
 
 
-__all__ = ["add_command"]
+__all__ = ["add_command", "declared", "option_param"]
