@@ -139,6 +139,8 @@ class Option:
     def _check_one(self, value: Any) -> Any:
         if self.type in (int, float) and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
             raise InputError(f"{self.name} must be a number, got {value!r}")
+        if self.type is bool and not isinstance(value, (bool, np_bool())):
+            raise InputError(f"{self.name} must be True or False, got {value!r}")
         if self.type in (int, float) and not math.isfinite(value):
             raise InputError(f"{self.name} must be a finite number, got {value!r}")
         if self.type is int and float(value) != int(value):
@@ -158,6 +160,13 @@ class Option:
             values = [value] if isinstance(value, (str, int, float)) else list(value)
             return [self._check_one(v) for v in values]
         return self._check_one(value)
+
+
+def np_bool() -> type:
+    """numpy's bool (a bool option may come from an array), imported where a check needs it."""
+    import numpy as np
+
+    return np.bool_
 
 
 def takes(*options: Option) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -7,6 +7,7 @@ from typing import Any, Optional, Sequence
 from ..result import Figure, Report
 from ..rows import content_sha256
 from ..schemas import BOOL, COUNTS, INT, NUM, NUM_OR_NULL, PERCENT, obj
+from ..spec import Option, takes
 from ._common import check_not_swapped, check_same_rows, in_order, label_of, labels_for, matrix
 
 
@@ -30,6 +31,15 @@ class ProbeReport(Report):
     }
 
 
+@takes(
+    Option("C", float, 1.0, "Inverse regularisation strength of LogisticRegression.", min=1e-12),
+    Option("max_iter", int, 1000, "LogisticRegression max_iter.", min=1),
+    Option("standardize", bool, False, "Standardise features (StandardScaler fitted on train) before the probe."),
+    Option("shots", int, None, "Few-shot: K training rows per class per draw.", min=1),
+    Option("repeats", int, 10, "Few-shot: number of seeded draws.", min=1),
+    Option("resamples", int, 1000, "Resamples of the 95% intervals of accuracy and macro-F1 (bootstrap over test "
+           "rows); 0: none.", min=0),
+)
 def probe(train: Any, train_labels: Any, test: Any, test_labels: Any, *, label_field: str = "label", C: float = 1.0,
           max_iter: int = 1000, standardize: bool = False, shots: Optional[int] = None, repeats: int = 10,
           resamples: int = 1000, seed: int = 0, against: Optional[Sequence[Any]] = None,

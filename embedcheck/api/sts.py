@@ -18,6 +18,7 @@ import numpy as np
 from ..result import Figure, Report
 from ..rows import content_sha256
 from ..schemas import INT, NUM, NUM_OR_NULL, X100, obj
+from ..spec import Option, takes
 from ._common import check_same_rows, in_order, label_of, labels_for, matrix, pair_sides
 
 
@@ -32,6 +33,11 @@ class StsReport(Report):
     }
 
 
+@takes(
+    Option("score_field", str, "score", "Field of the gold score in a .jsonl file."),
+    Option("resamples", int, 1000, "Resamples of the 95% intervals of Spearman and Pearson (bootstrap over pairs); "
+           "0: none.", min=0),
+)
 def sts(a: Any, b: Any, scores: Any, *, score_field: str = "score", resamples: int = 1000, seed: int = 0,
         against: Optional[tuple[Any, Any]] = None, margins: Optional[dict[str, float]] = None) -> StsReport:
     """Spearman x100 (and Pearson x100) of the cosine of row i of ``a`` and row i of ``b`` against

@@ -57,8 +57,9 @@ def option_param(o: Option) -> inspect.Parameter:
         kw["show_default"] = False
     typ: Any = (list[o.type] if o.multiple else o.type)  # type: ignore[name-defined]
     typ = Optional[typ] if o.default is None or o.multiple else typ
+    flags = (f"{o.flag}/--no-{o.flag[2:]}", *o.aliases) if o.type is bool else o.flags  # a switch both ways
     return inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                             annotation=Annotated[typ, typer.Option(*o.flags, **kw)],
+                             annotation=Annotated[typ, typer.Option(*flags, **kw)],
                              default=list(o.default) if o.multiple and o.default is not None else o.default)
 
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any
 
 import typer
 
+from ..api.probe import probe as api_probe
 from ._app import app
 from .common import (  # --baseline and --fail-below: in out.start() / out.finish()
     LABEL_FORMATS,
     LabelFieldOpt,
     SeedOpt,
 )
+from .generic import declared
 from .reporting import Output, reporting
 
 _P = typer.Argument
@@ -19,21 +21,17 @@ _P = typer.Argument
 
 @app.command("probe")
 @reporting(paired=(2, "TRAIN and TEST"))
+@declared(api_probe)
 def probe_cmd(
     train: Annotated[str, _P(help="Training embeddings (.npy).", show_default=False)],
     train_labels: Annotated[str, _P(help=f"Training labels, one per row: {LABEL_FORMATS}.", show_default=False)],
     test: Annotated[str, _P(help="Test embeddings (.npy).", show_default=False)],
     test_labels: Annotated[str, _P(help=f"Test labels, one per row: {LABEL_FORMATS}.", show_default=False)],
     label_field: LabelFieldOpt = "label",
-    C: Annotated[float, typer.Option("--C", min=1e-12, help="Inverse regularisation strength of LogisticRegression.")] = 1.0,
-    max_iter: Annotated[int, typer.Option("--max-iter", min=1, help="LogisticRegression max_iter.")] = 1000,
-    standardize: Annotated[bool, typer.Option("--standardize/--no-standardize", help="Standardise features (StandardScaler fitted on train) before the probe.")] = False,
-    shots: Annotated[Optional[int], typer.Option("--shots", min=1, help="Few-shot: K training rows per class per draw.")] = None,
-    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Few-shot: number of seeded draws.")] = 10,
-    resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals of accuracy and macro-F1 (bootstrap over test rows); 0: none.")] = 1000,
     seed: SeedOpt = 0,
     *,
     out: Output,
+    **options: Any,
 ) -> None:
     """Logistic-regression probe: is the attribute linearly readable from the vectors?
 
@@ -49,10 +47,8 @@ def probe_cmd(
 
     Example: embedcheck probe train.npy train.jsonl val.npy val.jsonl --shots 2 --repeats 10
     """
-    from ..api.probe import probe
 
-    out.start(primary="few_shot.accuracy_mean" if shots is not None else None)  # a bare --fail-below X: accuracy
-    rep = probe(train, train_labels, test, test_labels, label_field=label_field, C=C, max_iter=max_iter,
-                standardize=standardize, shots=shots, repeats=repeats, resamples=resamples, seed=seed,
-                against=out.pair, margins=out.margins or None)
+    out.start(primary="few_shot.accuracy_mean" if options["shots"] is not None else None)  # a bare --fail-below X: accuracy
+    rep = api_probe(train, train_labels, test, test_labels, label_field=label_field, seed=seed, against=out.pair,
+                    margins=out.margins or None, **options)
     out.finish(rep, title="Linear probe", paired=rep.results.get("paired"))

@@ -3,28 +3,30 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
+from ..api.sts import sts as api_sts
 from ._app import app
 from .common import SeedOpt  # --baseline and --fail-below: in out.start() / out.finish()
+from .generic import declared
 from .reporting import Output, reporting
 
 
 @app.command("sts")
 @reporting(paired=(2, "A and B"))
+@declared(api_sts)
 def sts_cmd(
     a: Annotated[str, typer.Argument(help="First sentences' embeddings (.npy).", show_default=False)],
     b: Annotated[str, typer.Argument(help="Second sentences' embeddings (.npy), row i paired with row i of A.", show_default=False)],
     scores: Annotated[str, typer.Argument(help="Gold scores: 1-D .npy, .txt, or .jsonl (--score-field).", show_default=False)],
-    score_field: Annotated[str, typer.Option("--score-field", help="Field of the gold score in a .jsonl file.")] = "score",
-    resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals of Spearman and Pearson (bootstrap over pairs); 0: none.")] = 1000,
     seed: SeedOpt = 0,
     mteb_json: Annotated[Optional[Path], typer.Option("--mteb-json", help="Also write MTEB's result JSON (TaskResult layout; --task-name) to this file.", dir_okay=False, show_default=False)] = None,
     task_name: Annotated[str, typer.Option("--task-name", help="With --mteb-json: the MTEB task name (e.g. STSBenchmark).")] = "STS",
     *,
     out: Output,
+    **options: Any,
 ) -> None:
     """STS evaluation: Spearman x100 (and Pearson x100) of cos(a_i, b_i) against gold scores,
     each with a 95% interval (bootstrap over pairs).
@@ -36,14 +38,13 @@ def sts_cmd(
 
     Example: embedcheck sts s1.npy s2.npy stsb/test.jsonl
     """
-    from ..api.sts import sts
 
     out.start()
     if mteb_json is not None:
         from ..io.mteb import check_output
 
         check_output(mteb_json, [a, b, scores, out.report_file])
-    rep = sts(a, b, scores, score_field=score_field, resamples=resamples, seed=seed,
+    rep = api_sts(a, b, scores, seed=seed, **options,
               against=(out.pair[0], out.pair[1]) if out.pair else None, margins=out.margins or None)
     if mteb_json is not None:  # MTEB's keys and scale (0 to 1); main score cosine_spearman
         from ..io.mteb import write_json
