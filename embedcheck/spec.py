@@ -127,10 +127,12 @@ class Option:
     metavar: str = ""
     #: ``--help`` shows the default (off where the default is "none", said in the help instead)
     show_default: bool = True
+    #: the CLI's name when it is not the parameter's (aag's ``label_map`` is ``--map``/``--no-map``)
+    spelled: str = ""
 
     @property
     def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+        return "--" + (self.spelled or self.name.replace("_", "-"))
 
     @property
     def flags(self) -> tuple[str, ...]:

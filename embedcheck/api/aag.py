@@ -19,6 +19,7 @@ from typing import Any, Optional
 from ..result import Figure, Report
 from ..rows import content_sha256, encodes_labels_once
 from ..schemas import BOOL, COSINE, COUNTS, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, obj
+from ..spec import Option, takes
 from ._common import (
     Hint,
     check_not_swapped,
@@ -59,6 +60,22 @@ class AagReport(Report):
 
 
 @encodes_labels_once
+@takes(
+    Option("label_map", bool, True, "Compute label-retrieval MAP (O(n²) cosines, blocked).", spelled="map"),
+    Option("map_queries", int, None, "Sample this many MAP queries (seeded) instead of all n.", min=1,
+           spelled="queries", aliases=("--map-queries",), show_default=False),
+    Option("permutations", int, 0, "Label-shuffle null with this many permutations (p-value, null mean, null sd).", min=0),
+    Option("resamples", int, 1000, "Resamples of the 95% intervals (aag_ci95 over row groups, label_map.map_ci95 over "
+           "queries); 0: none.", min=0),
+    Option("ci", bool, False, "Also the intervals that cost more than 20% of the command: variance_share_ci95 (same "
+           "resamples as aag_ci95)."),
+    Option("bootstrap", int, 0, "Also the row bootstrap of AAG (report section 'bootstrap', level --ci-level) with this "
+           "many resamples; O(n·d) each.", min=0),
+    Option("ci_level", float, 0.95, "Confidence level of the --bootstrap section.", min=0.5, max=0.999),
+    Option("plot_pairs", int, 2000, "--plot: sampled pairs per class and kind (within, between), seeded by --seed.", min=1),
+    Option("map_at", int, None, "MAP@K: average precision over each query's top K only (per-shard top-K lists merge "
+           "exactly).", min=1, show_default=False),
+)
 def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: bool = True,
         map_queries: Optional[int] = None, map_at: Optional[int] = None, permutations: int = 0,
         resamples: int = 1000, ci: bool = False, bootstrap: int = 0, ci_level: float = 0.95, seed: int = 0,

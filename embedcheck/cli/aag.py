@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -17,29 +17,24 @@ from .common import (
     hint,
     shown_name,
 )
+from ..api.aag import aag
+from .generic import declared
 from .reporting import Output, reporting
 
 
 @app.command("aag")
 @reporting(engine=True, paired=(1, "EMB"))
+@declared(aag)
 def aag_cmd(
     embeddings: EmbArg,
     labels: LabelsArg,
     label_field: LabelFieldOpt = "label",
-    label_map: Annotated[bool, typer.Option("--map/--no-map", help="Compute label-retrieval MAP (O(n²) cosines, blocked).")] = True,
-    map_queries: Annotated[Optional[int], typer.Option("--queries", "--map-queries", min=1, help="Sample this many MAP queries (seeded) instead of all n.")] = None,
-    permutations: Annotated[int, typer.Option("--permutations", min=0, help="Label-shuffle null with this many permutations (p-value, null mean, null sd).")] = 0,
-    resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the 95% intervals (aag_ci95 over row groups, label_map.map_ci95 over queries); 0: none.")] = 1000,
-    ci: Annotated[bool, typer.Option("--ci", help="Also the intervals that cost more than 20% of the command: variance_share_ci95 (same resamples as aag_ci95).")] = False,
-    bootstrap: Annotated[int, typer.Option("--bootstrap", min=0, help="Also the row bootstrap of AAG (report section 'bootstrap', level --ci-level) with this many resamples; O(n·d) each.")] = 0,
-    ci_level: Annotated[float, typer.Option("--ci-level", min=0.5, max=0.999, help="Confidence level of the --bootstrap section.")] = 0.95,
     seed: SeedOpt = 0,
     plot: PlotOpt = None,
-    plot_pairs: Annotated[int, typer.Option("--plot-pairs", min=1, help="--plot: sampled pairs per class and kind (within, between), seeded by --seed.")] = 2000,
     fail_map_below: Annotated[Optional[float], typer.Option("--fail-map-below", hidden=True, help="Gate (old spelling of --fail-below label_map.map=X): exit 1 when label MAP (x100) is below this.")] = None,
-    map_at: Annotated[Optional[int], typer.Option("--map-at", min=1, help="MAP@K: average precision over each query's top K only (per-shard top-K lists merge exactly).")] = None,
     *,
     out: Output,
+    **options: Any,
 ) -> None:
     """Attribute Alignment Gap: mean cosine of same-label pairs minus different-label pairs.
 
@@ -57,10 +52,8 @@ def aag_cmd(
     out.gate("label_map.map", fail_map_below, option="--fail-map-below")
     out.start()
     check_plot(plot, [embeddings, labels])
-    from ..api.aag import aag
 
-    rep = aag(embeddings, labels, label_field=label_field, label_map=label_map, map_queries=map_queries,
-              map_at=map_at, permutations=permutations, resamples=resamples, ci=ci, bootstrap=bootstrap,
-              ci_level=ci_level, seed=seed, plot=plot, plot_pairs=plot_pairs, engine=out.engine.value,
-              address=out.address, against=out.pair[0] if out.pair else None, margins=out.margins or None, hint=hint)
+    rep = aag(embeddings, labels, label_field=label_field, seed=seed, plot=plot, engine=out.engine.value,
+              address=out.address, against=out.pair[0] if out.pair else None, margins=out.margins or None, hint=hint,
+              **options)
     out.finish(rep, title=f"AAG — {shown_name(embeddings)}", paired=rep.results.get("paired"))

@@ -57,7 +57,8 @@ def option_param(o: Option) -> inspect.Parameter:
         kw["show_default"] = False
     typ: Any = (list[o.type] if o.multiple else o.type)  # type: ignore[name-defined]
     typ = Optional[typ] if o.default is None or o.multiple else typ
-    flags = (f"{o.flag}/--no-{o.flag[2:]}", *o.aliases) if o.type is bool else o.flags  # a switch both ways
+    # a bool on by default is a switch both ways (--map/--no-map); off by default, a plain flag (--ci)
+    flags = (f"{o.flag}/--no-{o.flag[2:]}", *o.aliases) if o.type is bool and o.default else o.flags
     return inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                              annotation=Annotated[typ, typer.Option(*flags, **kw)],
                              default=list(o.default) if o.multiple and o.default is not None else o.default)
