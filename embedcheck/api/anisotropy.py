@@ -16,6 +16,7 @@ from typing import Any, Optional, Sequence
 
 from ..result import Figure, Report
 from ..schemas import COSINE, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
+from ..spec import Option, takes
 from ._common import Hint, in_order, label_of, name_of, pair_sides, paired_rows, running, source, store_models
 
 SDS = "in standard deviations of the floor"
@@ -66,6 +67,19 @@ class AnisotropyReport(Report):
     }
 
 
+@takes(
+    Option("fit_a", str, None, "Fit side A's mean on these (train) rows instead of A's compared rows (a .npy or a "
+           "shard set).", metavar="EMB", show_default=False),
+    Option("fit_b", str, None, "Fit side B's mean on these (train) rows instead of B's compared rows (a .npy or a "
+           "shard set).", metavar="EMB", show_default=False),
+    Option("shared", bool, False, "One mean for both sides (one model, one population), fitted on the union of both "
+           "sides' fit rows."),
+    Option("perms", int, 20, "Derangements of B's rows that make the unrelated pairs (the same for raw and centred).",
+           min=1, spelled="permutations", aliases=("--perms",)),
+    Option("block", int, 1024, "Query rows per block for partner_ranked_first (work memory ~ 4 x block^2 floats plus "
+           "one float32 copy of B; never n x n).", min=1, max=1 << 16),
+    Option("resamples", int, 1000, "With --against: resamples of the paired 95% intervals (bootstrap over rows).", min=2),
+)
 def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: bool = False, perms: int = 20,
                seed: int = 0, map_fit: Optional[tuple[Any, Any]] = None, block: int = 1024,
                plot: Optional[Path] = None, engine: Any = "local", address: Optional[str] = None,

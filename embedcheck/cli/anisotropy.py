@@ -15,6 +15,8 @@ from .common import (
     hint,
     warn,
 )
+from ..api.anisotropy import anisotropy
+from .generic import declared
 from .reporting import Output, reporting
 
 
@@ -66,13 +68,10 @@ def _render(report: dict[str, Any]) -> None:
 
 @app.command("anisotropy")
 @reporting(engine=True, paired=(2, "A.npy and B.npy"))
+@declared(anisotropy)
 def anisotropy_cmd(
     a: Annotated[str, typer.Argument(metavar="A.npy", help="Compared rows of side A (n x d float .npy).", show_default=False)],
     b: Annotated[str, typer.Argument(metavar="B.npy", help="Compared rows of side B; row i pairs with row i of A.", show_default=False)],
-    fit_a: Annotated[Optional[str], typer.Option("--fit-a", metavar="EMB", help="Fit side A's mean on these (train) rows instead of A's compared rows (a .npy or a shard set).")] = None,
-    fit_b: Annotated[Optional[str], typer.Option("--fit-b", metavar="EMB", help="Fit side B's mean on these (train) rows instead of B's compared rows (a .npy or a shard set).")] = None,
-    shared: Annotated[bool, typer.Option("--shared", help="One mean for both sides (one model, one population), fitted on the union of both sides' fit rows.")] = False,
-    perms: Annotated[int, typer.Option("--permutations", "--perms", min=1, help="Derangements of B's rows that make the unrelated pairs (the same for raw and centred).")] = 20,
     seed: SeedOpt = 0,
     map_fit: Annotated[Optional[tuple[str, str]], typer.Option("--map-fit", metavar="TRAIN_A TRAIN_B", help="Two different models: fit an orthogonal Procrustes map from A's space onto B's on these paired training rows (dims may differ: semi-orthogonal map from the thin SVD of A_train^T B_train), then compare mapped rows.")] = None,
     min_gap_sd: Annotated[Optional[float], typer.Option("--min-gap-sd", hidden=True, help="Gate (old spelling of --fail-below centred.gap_over_floor_sd=X): gap_over_floor_sd (on --gate-on) must be >= X.")] = None,
@@ -81,10 +80,9 @@ def anisotropy_cmd(
     floor: Annotated[FloorKind, typer.Option("--floor", hidden=True, help="Old spelling: which floor --min-gap-sd and --max-floor-share test: perms or exact (now: name the figure, e.g. --fail-below centred.gap_over_floor_exact_sd=X).", case_sensitive=False)] = FloorKind.perms,
     plot: PlotOpt = None,
     gate_on: Annotated[GateOn, typer.Option("--gate-on", hidden=True, help="Old spelling: which reading --min-gap-sd and --min-partner-first test (now: name the figure, raw.* or centred.*).", case_sensitive=False)] = GateOn.centred,
-    block: Annotated[int, typer.Option("--block", help="Query rows per block for partner_ranked_first (work memory ~ 4 x block^2 floats plus one float32 copy of B; never n x n).")] = 1024,
-    resamples: Annotated[int, typer.Option("--resamples", min=2, help="With --against: resamples of the paired 95% intervals (bootstrap over rows).")] = 1000,
     *,
     out: Output,
+    **options: Any,
 ) -> None:
     """Matched cosine against a permutation floor, before and after centring.
 
@@ -116,8 +114,6 @@ def anisotropy_cmd(
 
     Example: embedcheck anisotropy halves.a.npy halves.b.npy --shared
     """
-    from ..api.anisotropy import anisotropy
-
     side = gate_on.value
     sd_key, share_key = (("gap_over_floor_exact_sd", "floor_share_exact") if floor == FloorKind.exact
                          else ("gap_over_floor_sd", "floor_share"))
@@ -125,10 +121,9 @@ def anisotropy_cmd(
     out.gate(f"raw.{share_key}", max_floor_share, "<=", option="--max-floor-share")
     out.gate(f"{side}.partner_ranked_first", min_partner_first, option="--min-partner-first")
     out.start()
-    check_plot(plot, [a, b, fit_a, fit_b, *(map_fit or ())])
-    rep = anisotropy(a, b, fit_a=fit_a, fit_b=fit_b, shared=shared, perms=perms, seed=seed, map_fit=map_fit,
-                     block=block, plot=plot, engine=out.engine.value, address=out.address, hint=hint, against=out.pair,
-                     resamples=resamples, margins=out.margins or None)
+    check_plot(plot, [a, b, options["fit_a"], options["fit_b"], *(map_fit or ())])
+    rep = anisotropy(a, b, seed=seed, map_fit=map_fit, plot=plot, engine=out.engine.value, address=out.address,
+                     hint=hint, against=out.pair, margins=out.margins or None, **options)
     report = rep.to_dict()
     if report["warning"]:
         warn(report["warning"])

@@ -239,7 +239,6 @@ OPTION_RANGES: dict[str, tuple[Optional[float], float, bool]] = {
     "--shots": (None, 1_000_000, False),
     "--max-iter": (None, 10_000_000, False),
     "--plot-pairs": (None, 100_000_000, False),
-    "--block": (1, 1 << 16, False),  # ~4 x block² floats of work memory
     "--block-mb": (None, 1 << 20, False),
     "--chunk": (1, 1 << 24, False),
     "--tolerance": (None, 1e12, False),
