@@ -25,6 +25,7 @@ from ..errors import InputError
 from ..io.source import Source
 from ..result import Figure, Report
 from ..schemas import BOOL, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
+from ..spec import Option, takes
 from ._common import Hint, label_of, running, source
 
 #: MMD² is in squared kernel units (a Gaussian kernel lies in [0, 1], so MMD² in [-2, 2] unbiased)
@@ -118,6 +119,19 @@ def _row_entry(side: str, row: int, extra: dict[int, dict[str, Any]], **kw: Any)
     return e
 
 
+@takes(
+    Option("permutations", int, 1000, "Permutations of the pooled MMD² null.", min=1),
+    Option("estimator", str, "auto", "MMD² estimator: exact (blocked kernel), rff (random Fourier features, bounded "
+           "memory) or auto (exact up to 20,000 pooled rows).", choices=("auto", "exact", "rff")),
+    Option("features", int, 1024, "Random Fourier features of --estimator rff.", min=2, max=65536),
+    Option("folds", int, 5, "Cross-fitting folds of the classifier test.", min=2, max=100),
+    Option("clusters", int, 8, "k-means clusters of the attribution.", min=1, max=1000),
+    Option("top", int, 5, "Rows most typical of each side to list.", min=0, max=1000),
+    Option("alpha", float, 0.05, "Level of the drift decision, split over the deciding tests.", min=0, max=1,
+           min_open=True, max_open=True),
+    Option("classifier_rows", int, 20_000, "Pooled rows the classifier and k-means see at most (a seeded stratified "
+           "sample beyond).", min=20),
+)
 def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "auto", features: int = 1024,
           folds: int = 5, clusters: int = 8, top: int = 5, margins: Optional[dict[str, float]] = None,
           alpha: float = 0.05, seed: int = 0, classifier_rows: int = 20_000, attribution: bool = True,

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..api.aag import aag
 from ._app import app
 from .common import (
     EmbArg,
@@ -17,7 +18,6 @@ from .common import (
     hint,
     shown_name,
 )
-from ..api.aag import aag
 from .generic import declared
 from .reporting import Output, reporting
 

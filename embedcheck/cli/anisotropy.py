@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..api.anisotropy import anisotropy
 from ._app import app
 from .common import (
     PlotOpt,
@@ -15,7 +16,6 @@ from .common import (
     hint,
     warn,
 )
-from ..api.anisotropy import anisotropy
 from .generic import declared
 from .reporting import Output, reporting
 
