@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..geometry.threshold import ThresholdResult, binary_labels, calibrate, check_precision, count_pairs_above
+from ..spec import Option, takes
 
 
 def _matrix(x: Any, what: str) -> np.ndarray:
@@ -34,6 +35,16 @@ def _matrix(x: Any, what: str) -> np.ndarray:
     return X
 
 
+@takes(
+    Option("match_at", float, None, "LABELS are scores: a match when >= this (STS-B: 4.0).", show_default=False),
+    Option("precision", float, 0.95, "Target precision in (0, 1] of the calibrated threshold.", min=0, max=1,
+           min_open=True),
+    Option("check", float, None, "A threshold from elsewhere: its precision, recall and floor percentile here.",
+           min=-1, max=1, metavar="T", show_default=False),
+    Option("corpus", str, None, "Count the corpus pairs at or above each threshold (.npy or shard set).", metavar="EMB",
+           show_default=False),
+    Option("resamples", int, 1000, "Bootstrap resamples of the threshold intervals; 0: none.", min=0),
+)
 def threshold(a: Any, b: Any, labels: Any = None, *, precision: float = 0.95, match_at: Optional[float] = None,
               label_field: str = "label", check: Optional[float] = None, corpus: Any = None,
               resamples: int = 1000, seed: int = 0, engine: Any = "local",
