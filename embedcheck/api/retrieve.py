@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..errors import InputError
+from ..geometry.hubness import REPAIRS
 from ..geometry.retrieval import (
     K_VALUES,
     RetrievalReport,
@@ -30,6 +31,7 @@ from ..geometry.retrieval import (
     tie_ranks,
 )
 from ..result import optional
+from ..spec import Option, takes
 
 PathLike = str | os.PathLike
 
@@ -98,6 +100,13 @@ def _qrels(qrels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return id_bytes(list(q)), id_bytes(list(d)), grades.astype(np.int64)
 
 
+@takes(
+    Option("query_id_field", str, "id", "Sidecar field holding the query ids.", spelled="query-field"),
+    Option("doc_id_field", str, "id", "Sidecar field holding the document ids.", spelled="doc-field"),
+    Option("resamples", int, 1000, "Bootstrap resamples over queries of the 95% intervals; 0: none.", min=0),
+    Option("rerank", str, None, "A hubness repair re-scoring the neighbours: 'paired' compares it (B) with plain cosine "
+           "(A) on the same queries.", choices=tuple(REPAIRS), show_default=False),
+)
 def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALUES, resamples: int = 1000,
              seed: int = 0, engine: Any = "local", address: Optional[str] = None,
              query_ids: Optional[Sequence[Any]] = None, doc_ids: Optional[Sequence[Any]] = None,

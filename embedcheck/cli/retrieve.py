@@ -8,12 +8,14 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..api.retrieve import retrieve
 from ._app import app
 from .common import (
     SeedOpt,
     hint,
     progress,
 )
+from .generic import declared
 from .reporting import Output, reporting
 
 
@@ -60,22 +62,20 @@ def render(report: dict[str, Any], title: str) -> None:
 
 @app.command("retrieve")
 @reporting(engine=True, paired=(2, "QUERIES and CORPUS"))
+@declared(retrieve)
 def retrieve_cmd(
     queries: Annotated[str, typer.Argument(metavar="QUERIES", help="Query vectors: .npy (ids in its .jsonl sidecar), a shard set or a store (ids from its id column; docs/stores.md).", show_default=False)],
     corpus: Annotated[str, typer.Argument(metavar="CORPUS", help="Document vectors: .npy (ids in its .jsonl sidecar), a shard set or a store (ids from its id column; docs/stores.md).", show_default=False)],
     qrels: Annotated[Path, typer.Argument(metavar="QRELS", help="Judgements: TSV query-id, corpus-id, score (header optional) or JSONL with those fields.", show_default=False)],
     k: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated (10 is always added: nDCG@10 is the main score).")] = "1,3,5,10,100,1000",
-    query_id_field: Annotated[str, typer.Option("--query-field", help="Sidecar field holding the query ids.")] = "id",
-    doc_id_field: Annotated[str, typer.Option("--doc-field", help="Sidecar field holding the document ids.")] = "id",
-    resamples: Annotated[int, typer.Option("--resamples", min=0, help="Bootstrap resamples over queries of the 95% intervals; 0: none.")] = 1000,
     seed: SeedOpt = 0,
     mteb_json: Annotated[Optional[Path], typer.Option("--mteb-json", help="Also write MTEB's result JSON (TaskResult layout) to this file.", dir_okay=False, show_default=False)] = None,
     task_name: Annotated[str, typer.Option("--task-name", help="With --mteb-json: the MTEB task name (e.g. SciFact).")] = "Retrieval",
     dataset_revision: Annotated[str, typer.Option("--revision", help="With --mteb-json: the data set revision recorded.")] = "unknown",
     split: Annotated[str, typer.Option("--split", help="With --mteb-json: the split the scores are filed under.")] = "test",
-    rerank: Annotated[Optional[str], typer.Option("--rerank", metavar="ARM", help="A hubness repair re-scoring the neighbours (centring, csls, mutual-proximity, qbnorm): 'paired' compares it (B) with plain cosine (A) on the same queries.", show_default=False)] = None,
     *,
     out: Output,
+    **options: Any,
 ) -> None:
     """Retrieval quality of precomputed vectors: nDCG, MAP, recall, P and MRR at each cut-off,
     with 95% intervals over queries, exactly as MTEB's evaluator (trec_eval) computes them.
@@ -106,10 +106,9 @@ def retrieve_cmd(
     with progress() as bar, option_errors({"k": "--k", "resamples": "--resamples", "query_ids": "QUERIES",
                                            "doc_ids": "CORPUS", "margins": "--margin", "rerank": "--rerank"}):
         task = bar.add_task("retrieve", total=None, info="")
-        rep = embedcheck.retrieve(queries, corpus, qrels, k=ks, resamples=resamples, seed=seed,
-                                  engine=out.engine.value, address=out.address, query_id_field=query_id_field,
-                                  doc_id_field=doc_id_field, against=out.pair, margins=out.margins or None, rerank=rerank,
-                                  progress=lambda done, total: bar.update(task, completed=done, total=total))
+        rep = embedcheck.retrieve(queries, corpus, qrels, k=ks, seed=seed, engine=out.engine.value, address=out.address,
+                                  against=out.pair, margins=out.margins or None,
+                                  progress=lambda done, total: bar.update(task, completed=done, total=total), **options)
     report: dict[str, Any] = rep.to_dict()
     if mteb_json is not None:
         from ..io.mteb import write_task_result
