@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import InputError
 from ..result import Figure, Report
 from ..schemas import BOOL, FRACTION, INT, INTERVAL, NUM, STR, obj
+from ..spec import Option, takes
 from ._common import Hint
 
 #: queries sampled from the index's rows when none are given
@@ -271,6 +272,23 @@ def _run(idx: Any, truth: _Truth, ids: np.ndarray, settings: dict[str, Any], ask
     return truth.score(rows_of(ids, got)), secs
 
 
+@takes(
+    Option("k", int, 10, "Neighbours per query (recall@k).", min=1),
+    Option("queries", str, None, "Real query vectors (.npy or shard set). Without it: --n-queries rows of the index, "
+           "each query's own row removed from both sides (in-corpus queries over-state recall).", metavar="SOURCE",
+           show_default=False),
+    Option("n_queries", int, N_QUERIES, "Without --queries: rows of the index drawn as queries (seeded; all rows when "
+           "fewer).", min=1),
+    Option("target", str, None, "With --sweep: the cheapest setting meeting recall@K=X (or knn-recall@K=X); "
+           "recall@K.lower=X: its interval's lower end.", metavar="FIGURE@K=X", show_default=False),
+    Option("below", float, 0.9, "Report the share of queries whose recall is below this.", min=0, max=1, min_open=True),
+    Option("vectors", str, None, "The original vectors (.npy, index row order) when the index stores only quantised "
+           "codes (FAISS PQ/SQ).", metavar="SOURCE", show_default=False),
+    Option("space", str, None, "hnswlib index: its space (else PATH.json).", choices=("cosine", "ip", "l2"),
+           show_default=False),
+    Option("dim", int, None, "hnswlib index: its dimension (else PATH.json).", min=1, show_default=False),
+    Option("resamples", int, 1000, "Bootstrap resamples over queries of the 95% intervals; 0: none.", min=0),
+)
 def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: int = 10,
            settings: Optional[dict[str, Any]] = None, sweep: Optional[dict[str, Any]] = None,
            target: Optional[str] = None, gate_on: str = "mean", vectors: Any = None, space: Optional[str] = None,

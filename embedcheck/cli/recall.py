@@ -9,8 +9,10 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..api.recall import recall
 from ._app import app
-from .common import SeedOpt, check_plot, hint, in_range
+from .common import SeedOpt, check_plot, hint
+from .generic import declared
 from .paired_opts import FailOnOpt, MarginOpt, paired_gates, parse_margins
 from .reporting import Output, reporting
 
@@ -18,12 +20,6 @@ from .reporting import Output, reporting
 class GateOn(str, Enum):
     mean = "mean"
     lower_end = "lower"
-
-
-class Space(str, Enum):
-    cosine = "cosine"
-    ip = "ip"
-    l2 = "l2"
 
 
 def parse_settings(items: Optional[list[str]], option: str) -> dict[str, str]:
@@ -54,21 +50,13 @@ def parse_sweep(items: Optional[list[str]]) -> dict[str, list[str]]:
 
 @app.command("recall")
 @reporting(gates=False, engine=True)  # its own --fail-below FIGURE@K[.lower]=X (recall@K or knn-recall@K: the K is the run's)
+@declared(recall)
 def recall_cmd(
     index: Annotated[str, typer.Argument(metavar="INDEX", help="The index: PATH.faiss / PATH.index (FAISS), an hnswlib file (--space/--dim or PATH.json), postgresql://USER@HOST/DB?table=T&column=C[&id=I] (pgvector HNSW or IVFFlat) or lancedb://DBDIR/TABLE (IVF_PQ, IVF_HNSW_SQ).", show_default=False)],
-    k: Annotated[int, typer.Option("--k", min=1, help="Neighbours per query (recall@k).")] = 10,
-    queries: Annotated[Optional[str], typer.Option("--queries", metavar="SOURCE", help="Real query vectors (.npy or shard set). Without it: --n-queries rows of the index, each query's own row removed from both sides (in-corpus queries over-state recall).", show_default=False)] = None,
-    n_queries: Annotated[int, typer.Option("--n-queries", min=1, help="Without --queries: rows of the index drawn as queries (seeded; all rows when fewer).")] = 1000,
     set_: Annotated[Optional[list[str]], typer.Option("--set", metavar="NAME=V", help="A search setting of the index (efSearch, nprobe, ef, hnsw.ef_search, ivfflat.probes, nprobes, refine_factor). Repeatable.", show_default=False)] = None,
     sweep: Annotated[Optional[list[str]], typer.Option("--sweep", metavar="NAME=V1,V2,...", help="One row per setting value with recall (interval) and latency, the Pareto frontier. Repeatable (all combinations).", show_default=False)] = None,
-    target: Annotated[Optional[str], typer.Option("--target", metavar="FIGURE@K=X", help="With --sweep: the cheapest setting meeting recall@K=X (or knn-recall@K=X); recall@K.lower=X: its interval's lower end.", show_default=False)] = None,
     fail_below: Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="FIGURE@K=X", help="Gate: exit 1 when recall@K (or knn-recall@K) is below X; recall@K.lower=X: the lower end of its 95% interval; a bare X (or recall.mean=X, the report's name) gates recall@K. Repeatable.", show_default=False)] = None,
     gate_on: Annotated[GateOn, typer.Option("--gate-on", hidden=True, help="Old spelling: what --fail-below and --target gate when the figure does not say (recall@K.lower=X: the lower end of its 95% interval).", case_sensitive=False)] = GateOn.mean,
-    below: Annotated[float, typer.Option("--below", callback=in_range(0, 1, lo_open=True), help="Report the share of queries whose recall is below this.")] = 0.9,
-    vectors: Annotated[Optional[str], typer.Option("--vectors", metavar="SOURCE", help="The original vectors (.npy, index row order) when the index stores only quantised codes (FAISS PQ/SQ).", show_default=False)] = None,
-    space: Annotated[Optional[Space], typer.Option("--space", help="hnswlib index: its space (else PATH.json).", case_sensitive=False, show_default=False)] = None,
-    dim: Annotated[Optional[int], typer.Option("--dim", min=1, help="hnswlib index: its dimension (else PATH.json).", show_default=False)] = None,
-    resamples: Annotated[int, typer.Option("--resamples", min=0, help="Bootstrap resamples over queries of the 95% intervals; 0: none.")] = 1000,
     seed: SeedOpt = 0,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="With --sweep: draw recall against latency into this .png (atomically).", dir_okay=False, show_default=False)] = None,
     against: Annotated[Optional[str], typer.Option("--against", metavar="INDEX2", help="Paired comparison: a second index over the same rows (or the same index with --against-set), on the same queries; the report gains 'paired'.", show_default=False)] = None,
@@ -77,6 +65,7 @@ def recall_cmd(
     fail_on: FailOnOpt = None,
     *,
     out: Output,
+    **options: Any,
 ) -> None:
     """Recall@k of an approximate-nearest-neighbour index against exact search over its own vectors.
 
@@ -90,12 +79,12 @@ def recall_cmd(
 
     Example: embedcheck recall h.faiss --sweep efSearch=16,64 --target recall@10=0.95
     """
-    from ..api.recall import IN_CORPUS_LOWER, recall, recall_gates
+    from ..api.recall import IN_CORPUS_LOWER, recall_gates
     from ..errors import InputError
     from ..gates import add_gates
 
     out.start()
-    check_plot(plot, [p for p in (index, queries, vectors) if p and "://" not in p])
+    check_plot(plot, [p for p in (index, options["queries"], options["vectors"]) if p and "://" not in p])
     if plot is not None and not sweep:
         raise InputError("--plot needs --sweep (recall against latency over the settings)")
     margins = parse_margins(margin)
@@ -106,12 +95,10 @@ def recall_cmd(
     for item in fail_below or []:
         from ..api.recall import parse_gate
 
-        parse_gate(item, k, what="fail_below")
-    rep = recall(index, queries=queries, n_queries=n_queries, k=k, settings=settings, sweep=grid or None,
-                 target=target, gate_on=gate_on.value, vectors=vectors, space=space.value if space else None,
-                 dim=dim, resamples=resamples, seed=seed, below=below, plot=plot, against=against,
+        parse_gate(item, options["k"], what="fail_below")
+    rep = recall(index, settings=settings, sweep=grid or None, gate_on=gate_on.value, seed=seed, plot=plot, against=against,
                  against_settings=parse_settings(against_set, "--against-set"), margins=margins or None,
-                 engine=out.engine.value, address=out.address, hint=hint)
+                 engine=out.engine.value, address=out.address, hint=hint, **options)
     recall_gates(rep, list(fail_below or []), gate_on.value)
     report: dict[str, Any] = rep.to_dict()
     add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
