@@ -23,6 +23,7 @@ from ..errors import InputError
 from ..geometry.compress_sweep import SweepResult
 from ..result import Result, hidden, optional
 from ..schemas import INT, NUM, STR, obj
+from ..spec import Option, takes
 
 ArrayOrPath = Union[str, os.PathLike, np.ndarray]
 
@@ -96,6 +97,12 @@ def _check_output(output: Path, inputs: list[Optional[Path]]) -> None:
                 raise InputError(f"output {o} would write into the input shard set {p}")
 
 
+@takes(
+    Option("calibration", str, None, "Rows that calibrate int8/uint8 ranges and fit pca (default: EMB itself).",
+           metavar="CAL", show_default=False),
+    Option("overwrite", bool, False, "A store output (table, file) that exists is replaced (in one step: a failure "
+           "leaves it intact)."),
+)
 def compress(emb: ArrayOrPath, to: str, output: Optional[Union[str, os.PathLike]] = None, *,
              calibration: Optional[ArrayOrPath] = None, overwrite: bool = False) -> CompressResult:
     """Compress an embedding artifact (``.npy``, shard set, store or array) to format ``to``
@@ -263,6 +270,17 @@ def _retrieval_inputs(retrieval: Any, id_field: str) -> Any:
     return RetrievalInput(np.asarray(Q, dtype=np.float32), C, trip, q_ids, c_ids)
 
 
+@takes(
+    Option("calibration", str, None, "Rows that calibrate int8/uint8 and fit pca (default: each input itself).",
+           metavar="CAL", show_default=False),
+    Option("rescore_multiplier", int, 4, "binary+rescore: candidates searched = this x k.", min=1),
+    Option("resamples", int, 1000, "Resamples of the paired 95% intervals; 0: none.", min=0),
+    Option("map_queries", int, None, "Label MAP on this many seeded query rows.", min=1, spelled="queries",
+           aliases=("--map-queries",), show_default=False),
+    Option("id_field", str, "id", "Id field of the .jsonl rows (retrieval)."),
+    Option("label_field", str, "label", "Label field of a .jsonl labels file."),
+    Option("score_field", str, "score", "Score field of a .jsonl STS file."),
+)
 def compress_sweep(*, retrieval: Any = None, labels: Any = None, sts: Any = None,
                    calibration: Optional[ArrayOrPath] = None, precisions: Optional[list[str]] = None,
                    rescore_multiplier: int = 4, resamples: int = 1000, seed: int = 0,

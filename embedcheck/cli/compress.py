@@ -15,9 +15,11 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
+from ..api.compress import compress, compress_sweep
 from ..errors import InputError
 from ._app import sub_app
 from .common import LABEL_FORMATS, AddressOpt, EngineName, EngineOpt, check_engine, option_errors
+from .generic import declared
 from .reporting import Output, reporting
 
 
@@ -42,14 +44,14 @@ compress_app = sub_app(
 
 @compress_app.command("write")
 @reporting(gated=False)
+@declared(compress)
 def write_cmd(
     emb: Annotated[str, typer.Argument(metavar="EMB", help="Embeddings: a 2-D float .npy, a shard set or a store (docs/stores.md).", show_default=False)],
     to: Annotated[str, typer.Option("--to", metavar="FORMAT", help="float16, int8, uint8, binary, ubinary, dims:K, pca:K, or REDUCTION,PRECISION (pca:96,int8).", show_default=False)],
     output: Annotated[str, typer.Option("--output", "-o", help="Output .npy (with .meta.json, .jsonl rows, pca projection), or a store: PATH.parquet, lancedb://DBDIR/TABLE, a .lance folder, postgresql://...?table=T&column=C (codes, the input's id and other columns, the compression record in the store's metadata; see docs/stores.md).", show_default=False)],
-    calibration: Annotated[Optional[str], typer.Option("--calibration", metavar="CAL", help="Rows that calibrate int8/uint8 ranges and fit pca (default: EMB itself).", show_default=False)] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="A store output (table, file) that exists is replaced (in one step: a failure leaves it intact).")] = False,
     *,
     out: Output,
+    **options: Any,
 ) -> None:
     """Write a compressed copy of EMB that aag, sts, anisotropy, neighbors ... read.
 
@@ -59,14 +61,12 @@ def write_cmd(
 
     Example: embedcheck compress corpus.npy --to int8 -o corpus.int8.npy
     """
-    from ..api.compress import compress
-
     out.start()
     with option_errors({"to": "--to", "calibration": "--calibration", "output": "--output"}):
         from ..io.stores import display_name, output_locator
 
         store = not output.lower().endswith(".npy") and output_locator(output) is not None
-        res = compress(emb, to, output if store else Path(output), calibration=calibration, overwrite=overwrite)
+        res = compress(emb, to, output if store else Path(output), **options)
     out.finish(res, title=f"compress — {display_name(output) if store else Path(output).name}")
 
 
@@ -119,19 +119,13 @@ def _render(report: dict[str, Any]) -> None:
 
 @compress_app.command("sweep")
 @reporting(gated=False)
+@declared(compress_sweep)
 def sweep_cmd(
     retrieval: Annotated[Optional[tuple[str, str, str]], typer.Option("--retrieval", metavar="Q C QRELS", help="Queries, corpus (.npy or shard set; ids in their .jsonl rows) and qrels (TSV or JSONL).", show_default=False)] = None,
     labels: Annotated[Optional[tuple[str, str]], typer.Option("--labelled", "--labels", metavar="EMB LABELS", help=f"Embeddings and their labels ({LABEL_FORMATS}): aag and label MAP.", show_default=False)] = None,
     sts: Annotated[Optional[tuple[str, str, str]], typer.Option("--sts", metavar="A B SCORES", help="STS pairs (row i of A with row i of B) and gold scores: Spearman.", show_default=False)] = None,
-    calibration: Annotated[Optional[str], typer.Option("--calibration", metavar="CAL", help="Rows that calibrate int8/uint8 and fit pca (default: each input itself).", show_default=False)] = None,
     precisions: Annotated[Optional[str], typer.Option("--precisions", help="Comma list of the precision rows to measure (default: all six).", show_default=False)] = None,
-    rescore_multiplier: Annotated[int, typer.Option("--rescore-multiplier", min=1, help="binary+rescore: candidates searched = this x k.")] = 4,
-    resamples: Annotated[int, typer.Option("--resamples", min=0, help="Resamples of the paired 95% intervals; 0: none.")] = 1000,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed of every resample.")] = 0,
-    map_queries: Annotated[Optional[int], typer.Option("--queries", "--map-queries", min=1, help="Label MAP on this many seeded query rows.", show_default=False)] = None,
-    id_field: Annotated[str, typer.Option("--id-field", help="Id field of the .jsonl rows (retrieval).")] = "id",
-    label_field: Annotated[str, typer.Option("--label-field", help="Label field of a .jsonl labels file.")] = "label",
-    score_field: Annotated[str, typer.Option("--score-field", help="Score field of a .jsonl STS file.")] = "score",
     fail_below: Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="METRIC=P", help="Gate: exit 1 when the --ship row keeps less than P % of METRIC (ndcg@10, recall@100, label_map, aag, sts_spearman; P in percent of float32, e.g. 97). Repeatable.", show_default=False)] = None,
     fail_below_retention: Annotated[Optional[list[str]], typer.Option("--fail-below-retention", metavar="METRIC=P", hidden=True, help="Old spelling of --fail-below METRIC=P.", show_default=False)] = None,
     ship: Annotated[str, typer.Option("--ship", metavar="FORMAT", help="The row the gates check (e.g. int8, dims:192,int8, binary+rescore).")] = "int8",
@@ -140,6 +134,7 @@ def sweep_cmd(
     address: AddressOpt = None,
     *,
     out: Output,
+    **options: Any,
 ) -> None:
     """Can I ship int8, binary or fewer dimensions? One table over precisions x truncation / PCA.
 
@@ -149,7 +144,7 @@ def sweep_cmd(
 
     Example: embedcheck compress sweep --retrieval q.npy c.npy qrels.tsv --plot s.png
     """
-    from ..api.compress import check_gate_targets, compress_sweep, parse_retention, retention_gates
+    from ..api.compress import check_gate_targets, parse_retention, retention_gates
     from ..gates import add_gates
     from ..geometry.compress_sweep import PRECISION_ROWS
     from .common import check_plot, hint, stderr_is_terminal, write_plot
@@ -167,14 +162,12 @@ def sweep_cmd(
             raise InputError("give at least one input: --retrieval Q C QRELS, --labelled EMB LABELS or --sts A B SCORES")
         check_gate_targets(below, ship, inputs=given, precisions=precs)
     ins = [p for group in (retrieval, labels, sts) if group for p in group]
-    check_plot(plot, [*ins, calibration])
+    check_plot(plot, [*ins, options["calibration"]])
     with option_errors({"precisions": "--precisions", "rescore_multiplier": "--rescore-multiplier",
                         "fail_below_retention": "--fail-below", "retrieval": "--retrieval"}):
-        res = compress_sweep(retrieval=retrieval, labels=labels, sts=sts, calibration=calibration, precisions=precs,
-                             rescore_multiplier=rescore_multiplier, resamples=resamples, seed=seed,
-                             map_queries=map_queries, id_field=id_field, label_field=label_field,
-                             score_field=score_field, engine=engine, address=address,
-                             progress=(lambda m: hint(f"sweep: {m}")) if stderr_is_terminal() else None)
+        res = compress_sweep(retrieval=retrieval, labels=labels, sts=sts, precisions=precs, seed=seed, engine=engine,
+                             address=address,
+                             progress=(lambda m: hint(f"sweep: {m}")) if stderr_is_terminal() else None, **options)
     for n in res.notes:
         hint(f"note: {n}")
     with option_errors({"format": "--ship", "metric": "--fail-below"}):
