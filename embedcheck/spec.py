@@ -155,6 +155,27 @@ class Option:
             raise InputError(f"{self.name} {value!r}: choose from {', '.join(self.choices)}")
         return self.type(value) if self.type in (int, float, bool) else value
 
+    def outside(self) -> Optional[Any]:
+        """A value just outside the declared bounds (the lower one first), or a word outside the
+        choices — what the conformance suite feeds each declared option to see it refused; None
+        when every value of the type has a meaning.
+
+        >>> Option("k", int, 10, min=1).outside(), Option("p", float, 0.5, min=0, max=1, min_open=True).outside()
+        (0, 0.0)
+        >>> Option("x", float, 1.0, max=2.0).outside(), Option("m", str, "a", choices=("a", "b")).outside()
+        (2.5, 'no-such-choice')
+        """
+        if self.choices:
+            return "no-such-choice"
+        if self.type not in (int, float):
+            return None
+        step = 1 if self.type is int else 0.5
+        if self.min is not None:
+            return self.type(self.min if self.min_open else self.min - step)
+        if self.max is not None:
+            return self.type(self.max if self.max_open else self.max + step)
+        return None
+
     def check(self, value: Any) -> Any:
         if value is None:
             return value

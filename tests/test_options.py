@@ -54,9 +54,20 @@ def gate_options() -> list[tuple[tuple[str, ...], str]]:
             if getattr(prm, "param_type_name", "") == "option" for o in prm.opts if o in ("--fail-below", "--fail-above")]
 
 
-#: an out-of-range value for each float option (None: every finite value has a meaning)
+def declared_options() -> list[tuple[tuple[str, ...], Any]]:
+    """(command path, :class:`embedcheck.spec.Option`) of every option a command takes from a
+    declaration — a built-in API function's :func:`embedcheck.spec.takes`, a declared measurement's
+    (built-in or plugin) — read off the command the CLI registered."""
+    root = typer.main.get_command(app)
+    return [(path, o) for path, cmd in _walk(root) for o in getattr(cmd.callback, "__options__", ())]
+
+
+DECLARED = declared_options()
+
+#: an out-of-range value for each float option (None: every finite value has a meaning): a declared
+#: option's from its declaration (:meth:`embedcheck.spec.Option.outside`), the others' by hand
 OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
-    (("aag",), "--ci-level"): "1.5",
+    **{(p, o.flag): (None if o.outside() is None else str(o.outside())) for p, o in DECLARED if o.type is float},
     (("aag",), "--fail-map-below"): "101",  # MAP x100 lies in [0, 100] (the old spelling of --fail-below label_map.map=X)
     (("anisotropy",), "--min-gap-sd"): None,
     (("anisotropy",), "--max-floor-share"): None,  # floor / matched: any sign, any size
@@ -66,23 +77,14 @@ OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
     (("train-head",), "--weight-decay"): "-1",
     (("train-head",), "--scale"): "0",
     (("project",), "--alpha"): "1.5",
-    (("probe",), "--C"): "0",
     # --baseline's noise tolerance: a non-negative absolute difference
     **{(c, "--tolerance"): "-1" for c in (("aag",), ("anisotropy",), ("probe",), ("sts",), ("physscore", "score"),
                                          ("physscore", "run"), ("neighbors",), ("compare",), ("retrieve",),
                                          ("recall",), ("drift",))},
-    (("drift",), "--alpha"): "1.5",  # a level in (0, 1)
     (("neighbors",), "--min-overlap"): "1.5",  # a share of k
-    (("threshold",), "--match-at"): None,  # any score scale
-    (("threshold",), "--precision"): "0",  # in (0, 1]
-    (("threshold",), "--check"): "1.5",  # a cosine
     (("threshold",), "--fail-if-below-floor-pct"): "101",  # a percentile
-    (("recall",), "--below"): "1.5",  # a recall
-    (("hubness",), "--hub-multiple"): "0.5",  # a multiple of k, at least 1
     (("hubness",), "--tolerance"): "-1",
     (("upgrade",), "--tolerance"): "-1",
-    (("upgrade",), "--holdout"): "0.9",  # a share of the pairs, at most a half
-    (("upgrade",), "--decision-margin"): "1.5",  # a margin on a score in [0, 1]
 }
 
 FLOATS = float_options()
@@ -260,3 +262,80 @@ def test_an_option_range_joins_the_declared_minimum_and_the_table(cli, work, pat
     res = cli([*_base(path, work), opt, value])
     assert_one_line_error(res)
     assert want in res.stderr, res.stderr
+
+
+OUTSIDE = [(p, o) for p, o in DECLARED if o.outside() is not None]
+
+
+@pytest.mark.parametrize(("path", "option"), OUTSIDE, ids=[f"{' '.join(p)} {o.flag}" for p, o in OUTSIDE])
+def test_a_declared_bound_is_the_cli_bound(cli, work, path, option):
+    """Every declared option of every command — ints, floats, open bounds, choices — refuses the
+    value just outside its declaration with one line naming the flag, before anything is written:
+    the bound is declared once, where the API checks it too."""
+    before = _snapshot(work)
+    res = cli([*_base(path, work), option.flag, str(option.outside()), "--report", work / "r.json", "--json"])
+    assert_one_line_error(res)
+    assert option.flag in res.stderr, res.stderr
+    assert _snapshot(work) == before
+
+
+def test_a_declared_default_is_the_cli_default():
+    """The CLI shows and uses the declaration's default (the API's is checked against the same
+    declaration when its module is imported)."""
+    root = typer.main.get_command(app)
+    for path, cmd in _walk(root):
+        params = {p.name: p for p in cmd.params}
+        for o in getattr(cmd.callback, "__options__", ()):
+            want = list(o.default) if o.multiple and o.default is not None else o.default
+            assert params[o.name].default == want, (path, o.name)
+            assert o.flag in params[o.name].opts + params[o.name].secondary_opts, (path, o.name)
+
+
+def _api_functions() -> list[tuple[str, Any]]:
+    """Every function of the Python API whose options are declared (:func:`embedcheck.spec.takes`,
+    or a declared measurement's ``embedcheck.<name>``)."""
+    import importlib
+    import pkgutil
+
+    import embedcheck
+    import embedcheck.api
+    from embedcheck.spec import measurements, options_of
+
+    found: dict[str, Any] = {}
+    for info in pkgutil.iter_modules(embedcheck.api.__path__):
+        mod = importlib.import_module(f"embedcheck.api.{info.name}")
+        for name, fn in vars(mod).items():
+            if callable(fn) and options_of(fn) and getattr(fn, "__module__", "") == mod.__name__:
+                found[f"{mod.__name__}.{name}"] = fn
+    for m in measurements():
+        if m.source == "built-in":
+            found[f"embedcheck.{m.api_name}"] = getattr(embedcheck, m.api_name)
+    return sorted(found.items())
+
+
+def test_every_declared_api_function_refuses_a_value_outside_its_declaration():
+    """The library checks the same declaration the CLI reads: each out-of-bound value is an
+    InputError naming the parameter (``k=``), raised before any input is opened (the inputs here
+    are None)."""
+    import inspect
+
+    from embedcheck.errors import InputError
+    from embedcheck.spec import measurements, options_of
+
+    fns = _api_functions()
+    assert {"embedcheck.api.aag.aag", "embedcheck.api.drift.drift", "embedcheck.api.recall.recall",
+            "embedcheck.api.threshold.threshold", "embedcheck.hubness"} <= dict(fns).keys()
+    by_name = {m.api_name: m for m in measurements()}
+    checked = 0
+    for qual, fn in fns:
+        opts = options_of(fn) or by_name[qual.rsplit(".", 1)[1]].options
+        required = [p for p in inspect.signature(fn).parameters.values()
+                    if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        for o in opts:
+            bad = o.outside()
+            if bad is None:
+                continue
+            with pytest.raises(InputError, match=rf"^{o.name}=? "):
+                fn(*[None] * len(required), **{o.name: bad})
+            checked += 1
+    assert checked >= 40

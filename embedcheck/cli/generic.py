@@ -90,6 +90,7 @@ def declared(api_fn: Any) -> Any:
         at = next((i for i, p in enumerate(own) if p.name in _TAIL or p.kind is p.KEYWORD_ONLY), len(own))
         params = own[:at] + [option_param(o) for o in options] + own[at:]
         fn.__signature__ = sig.replace(parameters=params)
+        fn.__options__ = options  # the command's declared options (tests/test_options.py reads them)
         fn.__annotations__ = {p.name: p.annotation for p in params}
         return fn
 
@@ -141,6 +142,7 @@ def add_command(m: Measurement) -> None:
         out.finish(report, title=f"{m.name} — {inputs[0]}")
 
     command.__name__ = m.api_name + "_cmd"
+    command.__options__ = m.options  # type: ignore[attr-defined]
     command.__doc__ = (m.description or m.help) + f"\n\nA plugin measurement ({m.source})." \
         if m.source != "built-in" else (m.description or m.help)
     params = _params(m)
