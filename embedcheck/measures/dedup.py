@@ -53,7 +53,7 @@ def _form(threshold: Optional[float], floor_percentile: Optional[float], keep_ro
 
 
 def _floor_section(floor: np.ndarray, pairs: int, seed: int, threshold: float) -> dict[str, Any]:
-    pts = {f"p{p:g}": float(np.percentile(floor, p)) for p in FLOOR_POINTS}
+    pts = {f"p{p:g}".replace(".", "_"): float(np.percentile(floor, p)) for p in FLOOR_POINTS}
     return {"pairs": int(pairs), "seed": seed,
             "method": "cosines of unrelated row pairs (i, pi(i)), pi seeded derangements of the rows",
             "mean": float(floor.mean()), **pts, "max": float(floor.max()),
@@ -61,16 +61,18 @@ def _floor_section(floor: np.ndarray, pairs: int, seed: int, threshold: float) -
 
 
 def _band_samples(cos: np.ndarray, threshold: float, size: int, rng: np.random.Generator,
-                  record: Any) -> list[dict[str, Any]]:
+                  record: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The similarity bands above ``threshold`` with their pair counts, and up to ``size`` pairs
+    drawn from each (seeded; in pair order within a band), each with its band's lower edge."""
     from ..geometry import dedup as D
 
-    out = []
+    bands, examples = [], []
     for lo, hi in D.bands(threshold):
         idx = D.sample_pairs(cos, lo, hi, size, rng)
         inside = int(np.count_nonzero((cos >= np.float32(lo)) & (cos < np.float32(hi))))
-        out.append({"from": lo, "to": hi if np.isfinite(hi) else 1.0, "pairs": inside,
-                    "examples": [record(int(x)) for x in idx]})
-    return out
+        bands.append({"from": lo, "to": hi if np.isfinite(hi) else 1.0, "pairs": inside, "sampled": int(idx.size)})
+        examples += [{"band": lo, **record(int(x))} for x in idx]
+    return bands, examples
 
 
 def write_kept(path: str, kept: np.ndarray, ids: Optional[list[Any]]) -> None:
@@ -152,7 +154,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
         return {**_row(int(i[x]), ids, texts, "a_"), **_row(int(j[x]), ids, texts, "b_"), "cosine": float(cos[x])}
 
     rng = np.random.default_rng(seed)
-    body["bands"] = _band_samples(cos, thr, examples, rng, pair)
+    body["bands"], body["examples"] = _band_samples(cos, thr, examples, rng, pair)
     big = []
     if g.sizes.size and top:
         counts = np.bincount(g.label)
@@ -179,8 +181,9 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
             return {**_row(q, t_ids, t_texts, "test_"), **_row(int(lk.nn_row[q]), ids, texts, "train_"),
                     "cosine": float(lk.nn_cos[q])}
 
+        lb, le = _band_samples(lk.nn_cos[rows_l], thr, examples, rng, leak)
         body["leakage_check"] = {"test": leakage_of, "test_rows": mq, "leaked_rows": k, "pairs": int(lk.i.size),
-                                 "bands": _band_samples(lk.nn_cos[rows_l], thr, examples, rng, leak),
+                                 "bands": lb, "examples": le,
                                  "ci_method": "Wilson score interval over the TEST rows (scipy.stats.binomtest)"}
     if output is not None:
         write_kept(output, g.kept, ids)
