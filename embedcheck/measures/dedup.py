@@ -48,7 +48,8 @@ def _form(threshold: Optional[float], floor_percentile: Optional[float], keep_ro
     given = [name for name, v in (("threshold", threshold), ("floor_percentile", floor_percentile),
                                   ("keep_rows", keep_rows)) if v is not None]
     if len(given) > 1:
-        raise InputError(f"{' and '.join(FORMS[g] for g in given)} are {len(given)} forms of the threshold: give one")
+        flags = [FORMS[g] for g in given]
+        raise InputError(f"{', '.join(flags[:-1])} and {flags[-1]} are {len(given)} forms of the threshold: give one")
     return given[0] if given else "floor_percentile"
 
 
@@ -133,7 +134,6 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
     if form == "keep_rows":
         body["keep_rows"] = keep_rows
     body["floor"] = _floor_section(floor, floor_pairs, seed, thr)
-    body["floor"]["chance_pairs_expected"] = float(body["floor"]["share_at_or_above_threshold"] * n * (n - 1) / 2)
     g = D.groups(n, i, j)
     in_groups = int(g.sizes.sum())
     body["pairs"] = int(i.size)
