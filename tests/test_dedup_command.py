@@ -172,6 +172,18 @@ def test_bad_input_is_one_line_naming_the_option_and_nothing_written(cli, data, 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_output_over_the_test_set_or_stdout_is_refused_before_any_work(cli, data, tmp_path):
+    d, _, _ = data
+    for f in ("t.npy", "t.jsonl"):
+        (tmp_path / f).write_bytes((d / f).read_bytes())
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for out, words in ((tmp_path / "t.npy", ("--output", "t.npy")), ("-", ("--output", "stdout"))):
+        res = cli(["dedup", d / "x.npy", "--threshold", "0.9", "--leakage-of", tmp_path / "t.npy", "-o", out])
+        assert_one_line_error(res)
+        assert all(w in res.stderr for w in words), res.stderr
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
 def test_gates_fire_and_pass(cli, data):
     d, _, _ = data
     base = ["dedup", d / "x.npy", "--threshold", "0.9", "--leakage-of", d / "t.npy", "--json"]

@@ -97,6 +97,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
     form = _form(threshold, floor_percentile, keep_rows)
     if n < 2:
         raise InputError(f"embeddings: {n} rows; dedup needs at least 2")
+    if output is not None and str(output) in ("", "-"):
+        raise InputError(f"output {output!r}: name a file for the kept rows' ids (the report goes to stdout)")
     if keep_rows is not None and keep_rows > n:
         raise InputError(f"keep_rows must be at most the {n} rows, got {keep_rows}")
     test = open_source(leakage_of, what="--leakage-of") if leakage_of is not None else None
