@@ -158,6 +158,36 @@ def test_output_holds_the_kept_rows_ids(cli, data, tmp_path):
     assert res.json()["output"]["rows"] == len(kept)
 
 
+def test_copy_holds_the_kept_rows_and_their_sidecar_rows(cli, data, tmp_path):
+    d, X, _ = data
+    res = cli(["dedup", d / "x.npy", "--threshold", "0.9", "--copy", tmp_path / "c.npy", "--json"])
+    assert res.exit_code == 0, res
+    kept = _kept(_components(N, _brute_pairs(X, 0.9)))
+    assert np.array_equal(np.load(tmp_path / "c.npy"), X[kept])
+    lines = (d / "x.jsonl").read_text().splitlines()
+    assert (tmp_path / "c.jsonl").read_text().splitlines() == [lines[r] for r in kept]
+    meta = json.loads((tmp_path / "c.meta.json").read_text())
+    assert meta["command"] == "dedup" and meta["rows"] == len(kept) and meta["options"]["threshold"] == 0.9
+    again = cli(["dedup", tmp_path / "c.npy", "--threshold", "0.9", "--json"]).json()
+    assert again["n"] == len(kept) and again["pairs"] == 0  # two kept rows are never a pair
+
+
+def test_copy_to_a_store_carries_the_ids_and_a_store_that_exists_is_refused(cli, data, tmp_path):
+    import pyarrow.parquet as pq
+
+    d, X, _ = data
+    out = tmp_path / "c.parquet"
+    assert cli(["dedup", d / "x.npy", "--threshold", "0.9", "--copy", out, "--json"]).exit_code == 0
+    kept = _kept(_components(N, _brute_pairs(X, 0.9)))
+    t = pq.read_table(out)
+    assert t.column("id").to_pylist() == [f"doc-{r}" for r in kept]
+    assert np.array_equal(np.array(t.column("embedding").to_pylist(), dtype=np.float32), X[kept])
+    before = out.read_bytes()
+    res = cli(["dedup", d / "x.npy", "--threshold", "0.9", "--copy", out])
+    assert_one_line_error(res)
+    assert "--copy" in res.stderr and "exists" in res.stderr and out.read_bytes() == before
+
+
 @pytest.mark.parametrize("args,option", [(("--threshold", "1.5"), "--threshold"),
                                          (("--floor-percentile", "0"), "--floor-percentile"),
                                          (("--floor-percentile", "100"), "--floor-percentile"),
@@ -177,8 +207,10 @@ def test_an_output_over_the_test_set_or_stdout_is_refused_before_any_work(cli, d
     for f in ("t.npy", "t.jsonl"):
         (tmp_path / f).write_bytes((d / f).read_bytes())
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    for out, words in ((tmp_path / "t.npy", ("--output", "t.npy")), ("-", ("--output", "stdout"))):
-        res = cli(["dedup", d / "x.npy", "--threshold", "0.9", "--leakage-of", tmp_path / "t.npy", "-o", out])
+    for flag, out, words in (("-o", tmp_path / "t.npy", ("--output", "t.npy")), ("-o", "-", ("--output", "stdout")),
+                             ("--copy", tmp_path / "t.npy", ("--copy", "t.npy")),
+                             ("--copy", tmp_path / "t.jsonl", ("--copy", "t.jsonl"))):
+        res = cli(["dedup", d / "x.npy", "--threshold", "0.9", "--leakage-of", tmp_path / "t.npy", flag, out])
         assert_one_line_error(res)
         assert all(w in res.stderr for w in words), res.stderr
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

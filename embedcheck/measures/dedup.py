@@ -86,9 +86,83 @@ def write_kept(path: str, kept: np.ndarray, ids: Optional[list[Any]]) -> None:
             f.write(json.dumps({"row": r, **({"id": ids[r]} if ids is not None else {})}, ensure_ascii=False) + "\n")
 
 
+def _locator(src: Any) -> Any:
+    """The input as it was named: a store's locator (its parts carry it, password included), else the
+    ``.npy`` or shard-set path; None for an array."""
+    if getattr(src, "store", None) is not None:
+        return src.parts[0].store
+    return None if src.name.startswith("<") else src.name
+
+
+def check_copy(copy: str, src: Any, others: list[Any]) -> str:
+    """Before any work: ``--copy`` is a ``.npy`` (its ``.jsonl`` rows and ``.meta.json`` beside it) or a
+    store embedcheck writes (not existing yet), and none of the inputs. Returns ``"npy"`` or ``"store"``."""
+    from pathlib import Path
+
+    from ..io import atomic, provenance
+    from ..io.stores import check_output, output_locator
+
+    inputs = [x for x in (_locator(src), *others) if x is not None]
+    if str(copy).lower().endswith(".npy"):
+        out = Path(copy)
+        files = [x for x in inputs if not str(x).startswith(("lancedb://", "postgresql://", "postgres://"))]
+        for p in (out, out.with_suffix(".jsonl"), provenance.meta_path(out)):
+            atomic.check_not_input(p, files, what="copy")
+        return "npy"
+    if output_locator(copy) is None:
+        raise InputError(f"copy {copy}: a .npy, PATH.parquet, lancedb://DBDIR/TABLE, a .lance folder or "
+                         "postgresql://...?table=T&column=C")
+    try:
+        check_output(copy, False, inputs=inputs)
+    except InputError as exc:  # the store's own words name "output" and --overwrite, which dedup has not
+        msg = str(exc).replace("; pass --overwrite to replace it", "; remove it or name another")
+        raise InputError("copy " + msg.removeprefix("output ") if msg.startswith("output ") else msg) from None
+    return "store"
+
+
+def write_copy(copy: str, kind: str, src: Any, kept: np.ndarray, meta: dict[str, Any]) -> None:
+    """The kept rows (float32, in row order) with their rows' ids and other fields: a ``.npy`` with its
+    ``.jsonl`` rows and ``.meta.json`` (written together, atomically), or a store with the input's
+    columns."""
+    from pathlib import Path
+
+    from ..io import atomic, provenance
+    from ..io.rowids import row_lines
+    from ..io.stores import carried_columns, write_store
+    from ..rows import iter_chunks
+
+    def blocks() -> Any:
+        for sl in iter_chunks(src.n):
+            sel = kept[(kept >= sl.start) & (kept < sl.stop)] - sl.start
+            if sel.size:
+                yield np.ascontiguousarray(src.rows(sl.start, sl.stop)[sel], dtype="<f4")
+
+    loc = _locator(src)
+    if kind == "store":
+        cols = carried_columns(loc, src.n) if loc is not None else {}
+        write_store(copy, blocks(), dim=src.dim, columns={c: [v[r] for r in kept.tolist()] for c, v in cols.items()},
+                    metadata={"command": "dedup", "dim": src.dim, "dtype": "float32", "options": meta})
+        return
+    out = Path(copy)
+    lines = row_lines(loc) if loc is not None else None
+    with atomic.AtomicBatch() as batch:
+        if lines is not None:
+            with batch.open(out.with_suffix(".jsonl"), "w") as f:
+                f.write("".join(lines[r] + "\n" for r in kept.tolist()))
+        with batch.open(out, "wb") as f:
+            np.lib.format.write_array_header_1_0(
+                f, {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False,
+                    "shape": (int(kept.size), src.dim)})
+            for b in blocks():
+                f.write(b.data.cast("B"))
+        batch.save_json(provenance.meta_path(out), provenance.provenance(
+            "dedup", {"embeddings": {"source": src.name}}, meta, rows=int(kept.size), dtype="float32",
+            kept_from=src.n))
+
+
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[float], floor_percentile: Optional[float],
         keep_rows: Optional[int], floor_pairs: int, leakage_of: Optional[str], examples: int, top: int,
-        output: Optional[str]) -> Outcome:
+        output: Optional[str], copy: Optional[str]) -> Outcome:
     from ..geometry import dedup as D
     from ..io.source import open_source
 
@@ -104,6 +178,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
     test = open_source(leakage_of, what="--leakage-of") if leakage_of is not None else None
     if test is not None and test.dim != corpus.dim:
         raise InputError(f"--leakage-of {leakage_of}: dimension {test.dim}, the embeddings have {corpus.dim}")
+    copy_kind = check_copy(copy, corpus, [leakage_of]) if copy is not None else None
     U = _unit(corpus[:])
     floor = D.floor_cosines(U, floor_pairs, seed)
     del U
@@ -191,6 +266,11 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
         write_kept(output, g.kept, ids)
         body["output"] = {"path": output, "rows": int(g.kept.size),
                           "format": "JSON lines, one per kept row in row order: row (and id)"}
+    if copy is not None:
+        assert copy_kind is not None
+        write_copy(copy, copy_kind, corpus, g.kept, {"threshold": thr, "threshold_from": FORMS[form],
+                                                     "representative": "lowest row index", "seed": seed})
+        body["copy"] = {"path": copy, "rows": int(g.kept.size), "dim": corpus.dim, "dtype": "float32"}
     return Outcome(body=body)
 
 
@@ -219,7 +299,10 @@ MEASUREMENT = Measurement(
              Option("examples", int, 5, "Pairs sampled from each similarity band for review.", min=0),
              Option("top", int, 10, "Largest groups listed with their kept row.", min=0),
              Option("output", str, None, "Write the kept rows' ids here (JSON lines: row and id).", aliases=("-o",),
-                    metavar="FILE", show_default=False)),
+                    metavar="FILE", show_default=False),
+             Option("copy", str, None, "Write the kept rows here: a .npy (with its .jsonl rows and .meta.json) "
+                    "or a store (PATH.parquet, lancedb://, .lance, postgresql://), ids and columns carried.",
+                    metavar="OUT", show_default=False)),
     figures={
         "duplicate_share": Figure("lower", unit=FRACTION, range=(0, 1),
                                   help="share of rows removed: in a group, not its kept (lowest) row"),
@@ -231,7 +314,7 @@ MEASUREMENT = Measurement(
     primary="duplicate_share",
     paired=False,
     tolerance=1e-9,
-    writes=(Writes("output", "file"),),
+    writes=(Writes("output", "file"), Writes("copy", "vectors")),
     runs={"": ("topics.npy", "-o", "kept.jsonl")},
     example=("topics.npy", "--leakage-of", "topics_test.npy", "--floor-pairs", "100000"),
 )
