@@ -242,3 +242,13 @@ def test_a_parquet_store_gives_the_npy_figures(data, tmp_path):
     b = embedcheck.dedup(str(tmp_path / "x.parquet"), **kw).to_dict()
     a["leakage_check"].pop("test"), b["leakage_check"].pop("test")
     assert a == b and a["pairs"] > 0
+
+
+def test_ray_gives_the_local_report_over_several_query_blocks(cli, data, ray_local):
+    """2,500 rows are three query blocks of the one pass: their pairs and nearest rows merged from
+    Ray's tasks give the local report, byte for byte."""
+    d, _, _ = data
+    args = ["dedup", d / "x.npy", "--threshold", "0.9", "--leakage-of", d / "t.npy", "--floor-pairs", "20000", "--json"]
+    local, ray = cli(args), cli([*args, "--engine", "ray"])
+    assert local.exit_code == 0 and ray.exit_code == 0, ray
+    assert local.json() == ray.json() and local.json()["pairs"] > 0
