@@ -282,7 +282,7 @@ MEASUREMENT = Measurement(
                  f"(--floor-percentile; the default, {DEFAULT_FLOOR_PERCENTILE:g}) or the size to keep "
                  "(--keep-rows). The duplicate-rate curve, the groups (each keeps its lowest row index), "
                  "sampled pairs of each similarity band with ids and texts, the largest groups, the kept rows' "
-                 "ids (-o, JSON lines) and, with --leakage-of TEST, the share of TEST rows with a "
+                 "ids (-o, JSON lines) or the rows themselves (--copy) and, with --leakage-of TEST, the share of TEST rows with a "
                  "near-duplicate here, with a Wilson interval.\n\n"
                  "Example: embedcheck dedup train.npy --leakage-of test.npy --fail-above leakage=0.01"),
     run=run,
