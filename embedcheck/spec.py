@@ -283,6 +283,9 @@ class Measurement:
     #: what it writes besides the reporting outputs (an option named by :attr:`Writes.param`), declared
     #: once: the CLI refuses outputs that collide before any work, as for a built-in :class:`Command`
     writes: tuple["Writes", ...] = ()
+    #: a run on the fixtures that writes its outputs (``{"": (...)}``, as :attr:`Command.runs`), where
+    #: the :attr:`example` names none, for the suites that drive every writer (``tests/test_conformance_outputs.py``)
+    runs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: the terminal view of a report (``view(report_dict) -> list[str]`` of lines), where the default
     #: view from the figures (:mod:`embedcheck.cli.views`) does not read well
     view: Optional[Callable[[dict[str, Any]], list[str]]] = None

@@ -69,7 +69,9 @@ def _run_of(path: str) -> tuple[str, ...] | None:
     c, verb = _command(path)
     if c is None:  # a built-in declared measurement (embedcheck.measures): its example
         m = spec.measurement(path)
-        return tuple(m.example) if m is not None and m.source == "built-in" and m.example else None
+        if m is None or m.source != "built-in":
+            return None
+        return tuple(m.runs.get(verb) or m.example) or None
     if verb in c.runs:
         return c.runs[verb]
     ex = c.example

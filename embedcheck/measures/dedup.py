@@ -1,0 +1,322 @@
+"""``dedup``: near-duplicate pairs of a corpus above a threshold given as a cosine, a percentile of
+the data's own unrelated-pair floor or a target size; the duplicate-rate curve, the groups (each
+keeps its lowest row index), sampled pairs of each similarity band for review, the kept rows' ids
+(``-o``), and — with ``--leakage-of TEST`` — the share of TEST rows with a near-duplicate in the
+corpus, with a Wilson interval. The maths: :mod:`embedcheck.geometry.dedup`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+import numpy as np
+
+from ..errors import InputError
+from ..result import Figure
+from ..schemas import FRACTION
+from ..spec import Measurement, Option, Outcome, Writes
+from .hubness import _row_meta, _unit
+
+#: the floor percentile used when no threshold form is given
+DEFAULT_FLOOR_PERCENTILE = 99.99
+#: the floor's percentiles the report states
+FLOOR_POINTS = (50.0, 90.0, 99.0, 99.9, 99.99)
+#: rows of a group listed beside its kept representative
+GROUP_ROWS = 10
+RULE = "each group keeps its lowest row index (the first in row order); its other rows are removed"
+FORMS = {"threshold": "--threshold", "floor_percentile": "--floor-percentile", "keep_rows": "--keep-rows"}
+
+
+def _row(r: int, ids: Optional[list[Any]], texts: Optional[list[str]], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {f"{prefix}row": int(r)}
+    if ids is not None:
+        out[f"{prefix}id"] = ids[r]
+    if texts is not None:
+        out[f"{prefix}text"] = texts[r]
+    return out
+
+
+def wilson(k: int, m: int) -> list[float]:
+    """The 95 % Wilson score interval of ``k`` successes in ``m`` trials (scipy's ``binomtest``)."""
+    from scipy.stats import binomtest
+
+    ci = binomtest(int(k), int(m)).proportion_ci(confidence_level=0.95, method="wilson")
+    return [float(ci.low), float(ci.high)]
+
+
+def _form(threshold: Optional[float], floor_percentile: Optional[float], keep_rows: Optional[int]) -> str:
+    given = [name for name, v in (("threshold", threshold), ("floor_percentile", floor_percentile),
+                                  ("keep_rows", keep_rows)) if v is not None]
+    if len(given) > 1:
+        flags = [FORMS[g] for g in given]
+        raise InputError(f"{', '.join(flags[:-1])} and {flags[-1]} are {len(given)} forms of the threshold: give one")
+    return given[0] if given else "floor_percentile"
+
+
+def _floor_section(floor: np.ndarray, pairs: int, seed: int, threshold: float) -> dict[str, Any]:
+    pts = {f"p{p:g}".replace(".", "_"): float(np.percentile(floor, p)) for p in FLOOR_POINTS}
+    return {"pairs": int(pairs), "seed": seed,
+            "method": "cosines of unrelated row pairs (i, pi(i)), pi seeded derangements of the rows",
+            "mean": float(floor.mean()), **pts, "max": float(floor.max()),
+            "share_at_or_above_threshold": float(np.mean(floor >= threshold))}
+
+
+def _band_samples(cos: np.ndarray, threshold: float, size: int, rng: np.random.Generator,
+                  record: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The similarity bands above ``threshold`` with their pair counts, and up to ``size`` pairs
+    drawn from each (seeded; in pair order within a band), each with its band's lower edge."""
+    from ..geometry import dedup as D
+
+    bands, examples = [], []
+    for lo, hi in D.bands(threshold):
+        idx = D.sample_pairs(cos, lo, hi, size, rng)
+        inside = int(np.count_nonzero((cos >= np.float32(lo)) & (cos < np.float32(hi))))
+        bands.append({"from": lo, "to": hi if np.isfinite(hi) else 1.0, "pairs": inside, "sampled": int(idx.size)})
+        examples += [{"band": lo, **record(int(x))} for x in idx]
+    return bands, examples
+
+
+def write_kept(path: str, kept: np.ndarray, ids: Optional[list[Any]]) -> None:
+    """``-o``: one JSON line per kept row, in row order: ``{"row": r, "id": ...}`` (``id`` when the
+    input has ids), written atomically."""
+    from ..io.atomic import atomic_writer
+
+    with atomic_writer(path, "w") as f:
+        for r in kept.tolist():
+            f.write(json.dumps({"row": r, **({"id": ids[r]} if ids is not None else {})}, ensure_ascii=False) + "\n")
+
+
+def _locator(src: Any) -> Any:
+    """The input as it was named: a store's locator (its parts carry it, password included), else the
+    ``.npy`` or shard-set path; None for an array."""
+    if getattr(src, "store", None) is not None:
+        return src.parts[0].store
+    return None if src.name.startswith("<") else src.name
+
+
+def check_copy(copy: str, src: Any, others: list[Any]) -> str:
+    """Before any work: ``--copy`` is a ``.npy`` (its ``.jsonl`` rows and ``.meta.json`` beside it) or a
+    store embedcheck writes (not existing yet), and none of the inputs. Returns ``"npy"`` or ``"store"``."""
+    from pathlib import Path
+
+    from ..io import atomic, provenance
+    from ..io.stores import check_output, output_locator
+
+    inputs = [x for x in (_locator(src), *others) if x is not None]
+    if str(copy).lower().endswith(".npy"):
+        out = Path(copy)
+        files = [x for x in inputs if not str(x).startswith(("lancedb://", "postgresql://", "postgres://"))]
+        for p in (out, out.with_suffix(".jsonl"), provenance.meta_path(out)):
+            atomic.check_not_input(p, files, what="copy")
+        return "npy"
+    if output_locator(copy) is None:
+        raise InputError(f"copy {copy}: a .npy, PATH.parquet, lancedb://DBDIR/TABLE, a .lance folder or "
+                         "postgresql://...?table=T&column=C")
+    try:
+        check_output(copy, False, inputs=inputs)
+    except InputError as exc:  # the store's own words name "output" and --overwrite, which dedup has not
+        msg = str(exc).replace("; pass --overwrite to replace it", "; remove it or name another")
+        raise InputError("copy " + msg.removeprefix("output ") if msg.startswith("output ") else msg) from None
+    return "store"
+
+
+def write_copy(copy: str, kind: str, src: Any, kept: np.ndarray, meta: dict[str, Any]) -> None:
+    """The kept rows (float32, in row order) with their rows' ids and other fields: a ``.npy`` with its
+    ``.jsonl`` rows and ``.meta.json`` (written together, atomically), or a store with the input's
+    columns."""
+    from pathlib import Path
+
+    from ..io import atomic, provenance
+    from ..io.rowids import row_lines
+    from ..io.stores import carried_columns, write_store
+    from ..rows import iter_chunks
+
+    def blocks() -> Any:
+        for sl in iter_chunks(src.n):
+            sel = kept[(kept >= sl.start) & (kept < sl.stop)] - sl.start
+            if sel.size:
+                yield np.ascontiguousarray(src.rows(sl.start, sl.stop)[sel], dtype="<f4")
+
+    loc = _locator(src)
+    if kind == "store":
+        cols = carried_columns(loc, src.n) if loc is not None else {}
+        write_store(copy, blocks(), dim=src.dim, columns={c: [v[r] for r in kept.tolist()] for c, v in cols.items()},
+                    metadata={"command": "dedup", "dim": src.dim, "dtype": "float32", "options": meta})
+        return
+    out = Path(copy)
+    lines = row_lines(loc) if loc is not None else None
+    with atomic.AtomicBatch() as batch:
+        if lines is not None:
+            with batch.open(out.with_suffix(".jsonl"), "w") as f:
+                f.write("".join(lines[r] + "\n" for r in kept.tolist()))
+        with batch.open(out, "wb") as f:
+            np.lib.format.write_array_header_1_0(
+                f, {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False,
+                    "shape": (int(kept.size), src.dim)})
+            for b in blocks():
+                f.write(b.data.cast("B"))
+        batch.save_json(provenance.meta_path(out), provenance.provenance(
+            "dedup", {"embeddings": {"source": src.name}}, meta, rows=int(kept.size), dtype="float32",
+            kept_from=src.n))
+
+
+def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[float], floor_percentile: Optional[float],
+        keep_rows: Optional[int], floor_pairs: int, leakage_of: Optional[str], examples: int, top: int,
+        output: Optional[str], copy: Optional[str]) -> Outcome:
+    from ..geometry import dedup as D
+    from ..io.source import open_source
+
+    corpus = inputs["embeddings"]
+    n = corpus.n
+    form = _form(threshold, floor_percentile, keep_rows)
+    if n < 2:
+        raise InputError(f"embeddings: {n} rows; dedup needs at least 2")
+    if output is not None and str(output) in ("", "-"):
+        raise InputError(f"output {output!r}: name a file for the kept rows' ids (the report goes to stdout)")
+    if keep_rows is not None and keep_rows > n:
+        raise InputError(f"keep_rows must be at most the {n} rows, got {keep_rows}")
+    test = open_source(leakage_of, what="--leakage-of") if leakage_of is not None else None
+    if test is not None and test.dim != corpus.dim:
+        raise InputError(f"--leakage-of {leakage_of}: dimension {test.dim}, the embeddings have {corpus.dim}")
+    copy_kind = check_copy(copy, corpus, [leakage_of]) if copy is not None else None
+    U = _unit(corpus[:])
+    floor = D.floor_cosines(U, floor_pairs, seed)
+    del U
+    body: dict[str, Any] = {"n": n, "dim": corpus.dim}
+    if form == "threshold":
+        assert threshold is not None
+        thr = float(threshold)
+        r = D.range_pairs(corpus, thr, engine=engine)
+        i, j, cos = r.i, r.j, r.cos
+    elif form == "floor_percentile":
+        pct = DEFAULT_FLOOR_PERCENTILE if floor_percentile is None else float(floor_percentile)
+        thr = float(np.percentile(floor, pct))
+        r = D.range_pairs(corpus, thr, engine=engine)
+        i, j, cos = r.i, r.j, r.cos
+    else:
+        assert keep_rows is not None
+        first = D.range_pairs(corpus, float("inf"), engine=engine)  # each row's nearest only
+        bound = D.keep_bound(first.nn_cos, keep_rows)
+        r = D.range_pairs(corpus, bound, engine=engine) if np.isfinite(bound) else first
+        thr = D.threshold_for_keep(n, r.i, r.j, r.cos, keep_rows)
+        if not np.isfinite(thr):  # keep every row: the least float32 above every pair's cosine
+            thr = float(np.nextafter(np.float32(first.nn_cos.max()), np.float32(np.inf)))
+        m = r.cos >= np.float32(thr)
+        i, j, cos = r.i[m], r.j[m], r.cos[m]
+    body["threshold"] = thr
+    body["threshold_from"] = FORMS[form]
+    if form == "floor_percentile":
+        body["floor_percentile"] = pct
+        body["floor_percentile_default"] = floor_percentile is None
+    if form == "keep_rows":
+        body["keep_rows"] = keep_rows
+    body["floor"] = _floor_section(floor, floor_pairs, seed, thr)
+    g = D.groups(n, i, j)
+    in_groups = int(g.sizes.sum())
+    body["pairs"] = int(i.size)
+    body["groups"] = int(g.sizes.size)
+    body["rows_in_groups"] = in_groups
+    body["kept"] = int(g.kept.size)
+    body["removed"] = int(g.removed.size)
+    body["duplicate_share"] = g.removed.size / n
+    body["near_duplicate_share"] = in_groups / n
+    body["largest_group"] = int(g.sizes[0]) if g.sizes.size else 1
+    body["representative"] = RULE
+    grid = sorted(set(D.CURVE) | {thr})
+    body["curve"] = [{"threshold": c["threshold"], "near_duplicate_share": c["duplicate_share"]}
+                     for c in D.rate_curve(r.nn_cos, grid)]
+    ids, texts = _row_meta(corpus)
+
+    def pair(x: int) -> dict[str, Any]:
+        return {**_row(int(i[x]), ids, texts, "a_"), **_row(int(j[x]), ids, texts, "b_"), "cosine": float(cos[x])}
+
+    rng = np.random.default_rng(seed)
+    body["bands"], body["examples"] = _band_samples(cos, thr, examples, rng, pair)
+    big = []
+    if g.sizes.size and top:
+        counts = np.bincount(g.label)
+        labels = [lab for lab in np.flatnonzero(counts > 1)]
+        first_row = {int(g.label[k]): int(k) for k in g.kept}
+        labels.sort(key=lambda lab: (-counts[lab], first_row[int(lab)]))
+        for lab in labels[:top]:
+            rows = np.flatnonzero(g.label == lab)
+            big.append({"size": int(counts[lab]), **_row(int(rows[0]), ids, texts, "kept_"),
+                        "removed_rows": [int(x) for x in rows[1:GROUP_ROWS + 1]],
+                        **({"removed_ids": [ids[x] for x in rows[1:GROUP_ROWS + 1]]} if ids is not None else {})})
+    body["largest_groups"] = big
+    if test is not None:
+        lk = D.range_pairs(corpus, thr, queries=test, engine=engine)
+        leaked = lk.nn_cos >= np.float32(thr)
+        k, mq = int(leaked.sum()), test.n
+        body["leakage"] = k / mq
+        body["leakage_ci95"] = wilson(k, mq)
+        t_ids, t_texts = _row_meta(test)
+        rows_l = np.flatnonzero(leaked)
+
+        def leak(x: int) -> dict[str, Any]:
+            q = int(rows_l[x])
+            return {**_row(q, t_ids, t_texts, "test_"), **_row(int(lk.nn_row[q]), ids, texts, "train_"),
+                    "cosine": float(lk.nn_cos[q])}
+
+        lb, le = _band_samples(lk.nn_cos[rows_l], thr, examples, rng, leak)
+        body["leakage_check"] = {"test": leakage_of, "test_rows": mq, "leaked_rows": k, "pairs": int(lk.i.size),
+                                 "bands": lb, "examples": le,
+                                 "ci_method": "Wilson score interval over the TEST rows (scipy.stats.binomtest)"}
+    if output is not None:
+        write_kept(output, g.kept, ids)
+        body["output"] = {"path": output, "rows": int(g.kept.size),
+                          "format": "JSON lines, one per kept row in row order: row (and id)"}
+    if copy is not None:
+        assert copy_kind is not None
+        write_copy(copy, copy_kind, corpus, g.kept, {"threshold": thr, "threshold_from": FORMS[form],
+                                                     "representative": "lowest row index", "seed": seed})
+        body["copy"] = {"path": copy, "rows": int(g.kept.size), "dim": corpus.dim, "dtype": "float32"}
+    return Outcome(body=body)
+
+
+MEASUREMENT = Measurement(
+    name="dedup",
+    help="near-duplicates and test-set leakage by exact cosine: pairs, groups, what to keep",
+    description=("Every pair of rows with cosine at or above a threshold, in one exact pass: the threshold a "
+                 "cosine (--threshold), a percentile of this model and corpus's unrelated-pair floor "
+                 f"(--floor-percentile; the default, {DEFAULT_FLOOR_PERCENTILE:g}) or the size to keep "
+                 "(--keep-rows). The duplicate-rate curve, the groups (each keeps its lowest row index), "
+                 "sampled pairs of each similarity band with ids and texts, the largest groups, the kept rows' "
+                 "ids (-o, JSON lines) or the rows themselves (--copy) and, with --leakage-of TEST, the share of TEST rows with a "
+                 "near-duplicate here, with a Wilson interval.\n\n"
+                 "Example: embedcheck dedup train.npy --leakage-of test.npy --fail-above leakage=0.01"),
+    run=run,
+    options=(Option("threshold", float, None, "A cosine: pairs at or above it are near-duplicates.", min=-1.0, max=1.0,
+                    show_default=False),
+             Option("floor_percentile", float, None, "A percentile of the unrelated-pair floor's cosines as the "
+                    f"threshold (the default form, {DEFAULT_FLOOR_PERCENTILE:g}).", min=0, max=100, min_open=True,
+                    max_open=True, show_default=False),
+             Option("keep_rows", int, None, "Keep this many rows: the single-linkage threshold that leaves this "
+                    "many groups.", min=1, show_default=False),
+             Option("floor_pairs", int, 1_000_000, "Unrelated row pairs drawn for the floor.", min=1000),
+             Option("leakage_of", str, None, "A test set (any matrix source): the share of its rows with a "
+                    "near-duplicate among the rows.", metavar="TEST", show_default=False),
+             Option("examples", int, 5, "Pairs sampled from each similarity band for review.", min=0),
+             Option("top", int, 10, "Largest groups listed with their kept row.", min=0),
+             Option("output", str, None, "Write the kept rows' ids here (JSON lines: row and id).", aliases=("-o",),
+                    metavar="FILE", show_default=False),
+             Option("copy", str, None, "Write the kept rows here: a .npy (with its .jsonl rows and .meta.json) "
+                    "or a store (PATH.parquet, lancedb://, .lance, postgresql://), ids and columns carried.",
+                    metavar="OUT", show_default=False)),
+    figures={
+        "duplicate_share": Figure("lower", unit=FRACTION, range=(0, 1),
+                                  help="share of rows removed: in a group, not its kept (lowest) row"),
+        "near_duplicate_share": Figure("lower", headline=False, unit=FRACTION, range=(0, 1),
+                                       help="share of rows with a near-duplicate"),
+        "leakage": Figure("lower", interval="leakage_ci95", unit=FRACTION, range=(0, 1), always=False,
+                          help="share of --leakage-of rows with a near-duplicate among the rows"),
+    },
+    primary="duplicate_share",
+    paired=False,
+    tolerance=1e-9,
+    writes=(Writes("output", "file"), Writes("copy", "vectors")),
+    runs={"": ("topics.npy", "-o", "kept.jsonl")},
+    example=("topics.npy", "--leakage-of", "topics_test.npy", "--floor-pairs", "100000"),
+)
+
+__all__ = ["DEFAULT_FLOOR_PERCENTILE", "MEASUREMENT", "run", "wilson", "write_kept"]
