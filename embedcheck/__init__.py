@@ -4,14 +4,14 @@ The Python API is one function per command at this top level (``embedcheck.aag``
 ``embedcheck.anisotropy`` ...; the list is :data:`embedcheck.api.MODULES`), imported on first
 use. Each takes arrays or opened inputs and keyword options and returns a typed result whose
 ``to_dict()`` is the JSON report the CLI prints; gates are functions of a report
-(:mod:`embedcheck.gates`). The command line (:mod:`embedcheck.cli`) parses, calls, gates and prints.
+(:mod:`embedcheck.report.gates`). The command line (:mod:`embedcheck.cli`) parses, calls, gates and prints.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import schemas as _schemas
+from .report import schemas as _schemas
 from .version import __version__  # noqa: F401  (re-exported)
 
 

@@ -45,7 +45,7 @@ def main() -> int:
     available = [n for n in ORDER if (HERE / "benchmarks" / f"{n}.py").is_file()]
     names = args.names or available
     sys.path.insert(0, str(HERE.parent))
-    from embedcheck import cpu
+    from embedcheck.engine import cpu
 
     where = cpu.describe()
     print(f"# CPU: {where}", flush=True)

@@ -420,7 +420,7 @@ EMBED_CASES = ["out is a folder", "sidecar is a folder", "out links into the inp
 @pytest.mark.parametrize("case", EMBED_CASES)
 def test_embed_bad_output_or_input_is_refused_before_any_work(tmp_path: Path, case: str, monkeypatch, minilm_path):
     import embedcheck
-    from embedcheck import encode
+    from embedcheck.encode import model as encode
     from embedcheck.errors import InputError
 
     def no_model(*a, **k):

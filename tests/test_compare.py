@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from conftest import FIXTURES, assert_one_line_error
 
-from embedcheck.comparison import check_compatible, compare_reports, flatten_figures, parse_max_drops
 from embedcheck.errors import InputError
+from embedcheck.report.comparison import check_compatible, compare_reports, flatten_figures, parse_max_drops
 
 PA, PB = FIXTURES / "pairs_a.npy", FIXTURES / "pairs_b.npy"
 TOPICS, TOPIC_LABELS = FIXTURES / "topics.npy", FIXTURES / "topics.labels.jsonl"
@@ -279,8 +279,8 @@ def test_every_direction_is_the_declared_one():
     """compare reads each figure's direction from its declaration: a report class's ``Figure``
     (headline or context), ``rows[]`` for any item of a list, the paired section's
     ``PairedFigure``; an undeclared figure counts as higher-is-better."""
-    from embedcheck.comparison import direction
-    from embedcheck.schemas import figures_of
+    from embedcheck.report.comparison import direction
+    from embedcheck.report.schemas import figures_of
     from embedcheck.spec import report_versions
     from embedcheck.stats.paired import PairedFigure
 

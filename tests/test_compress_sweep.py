@@ -160,7 +160,7 @@ def test_retrieval_rows_use_the_retrieval_metrics():
 
 def test_reports_validate_against_their_schemas(cli, tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
-    from embedcheck.schemas import json_schema
+    from embedcheck.report.schemas import json_schema
 
     X, y = _labelled(n=80)
     np.save(tmp_path / "x.npy", X)

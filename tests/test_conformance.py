@@ -202,7 +202,7 @@ def test_gates_exit_0_when_met_1_when_not_2_when_malformed(case: Case, request) 
     """A bare ``--fail-below X`` gates the primary figure and ``--fail-below FIGURE=X`` names it:
     exit 0 when met, 1 when not; an unknown figure and a bound outside the primary figure's declared
     range are bad usage, exit 2 (one line)."""
-    from embedcheck.schemas import figures_of
+    from embedcheck.report.schemas import figures_of
 
     assert_one_line_error(case.run("--fail-below", "no_such_figure=1"))
     if case.primary is None:

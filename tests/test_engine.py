@@ -341,7 +341,7 @@ def shard_bytes(folder: Path) -> dict[str, bytes]:
 @pytest.mark.data
 @pytest.mark.slow
 def test_resume_after_the_driver_is_killed_gives_identical_output(sst60, minilm_path, tmp_path):
-    from embedcheck.encode import DEFAULT_MODEL, encode_texts, load_model
+    from embedcheck.encode.model import DEFAULT_MODEL, encode_texts, load_model
 
     opts = ["--shard-rows", "10", "--batch-size", "2", "--quiet"]
     env = dict(os.environ)

@@ -1,4 +1,4 @@
-"""The torch-free embedding path (embedcheck.fastpath) against sentence-transformers itself.
+"""The torch-free embedding path (embedcheck.encode.fastpath) against sentence-transformers itself.
 
 Every pooling mode and Normalize setting the path accepts is compared with sentence-transformers'
 own modules on two architectures: the packaged all-MiniLM-L6-v2 (BERT) and a tiny random-weight
@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from conftest import ROOT, assert_one_line_error
 
-from embedcheck import encode as enc
-from embedcheck import fastpath
+from embedcheck.encode import fastpath
+from embedcheck.encode import model as enc
 from embedcheck.errors import InputError
 
 pytest.importorskip("onnxruntime")

@@ -14,7 +14,7 @@ from conftest import FIXTURES, assert_one_line_error
 import embedcheck
 from embedcheck.geometry.anisotropy import _floor_moments, _gap_over_floor_sd
 from embedcheck.geometry.probe import macro_f1_statistic
-from embedcheck.schemas import json_schema
+from embedcheck.report.schemas import json_schema
 
 TOPICS, TOPICS_LABELS = FIXTURES / "topics.npy", FIXTURES / "topics.labels.jsonl"
 TEST, TEST_LABELS = FIXTURES / "topics_test.npy", FIXTURES / "topics_test.labels.jsonl"

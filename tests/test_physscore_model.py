@@ -46,7 +46,7 @@ def _one_torch_thread():
 @pytest.fixture(scope="module")
 def minilm_vectors(minilm):
     """Unit float32 embeddings of every phrase Tables 1, 3 and 4 need (bare strings, batch 32)."""
-    from embedcheck.encode import encode_texts
+    from embedcheck.encode.model import encode_texts
 
     texts = ps_tables.needed_texts((1, 3, 4))
     X = encode_texts(minilm, texts, batch_size=32, normalize=True)
@@ -123,7 +123,7 @@ def test_unique_embedding_equals_per_cell_embedding(minilm, minilm_vectors):
 
 
 def test_cli_run_in_process(cli, minilm, minilm_report, tmp_path, monkeypatch):
-    from embedcheck import encode
+    from embedcheck.encode import model as encode
 
     # reuse the session's loaded model (loading is covered by the subprocess test and the benchmark)
     monkeypatch.setattr(encode, "load_model", lambda name, device=None, **kw: (minilm, encode.resolve_model(name)))

@@ -16,7 +16,7 @@ import pytest
 from conftest import assert_one_line_error
 
 import embedcheck
-from embedcheck.schemas import json_schema
+from embedcheck.report.schemas import json_schema
 
 faiss = pytest.importorskip("faiss")
 

@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 import numpy as np
 from conftest import FIXTURES, assert_one_line_error
 
-from embedcheck.comparison import headlines
+from embedcheck.report.comparison import headlines
 from embedcheck.stats.paired import Paired, paired_items
 
 
@@ -165,8 +165,8 @@ def test_empty_folder_and_bad_output_are_one_line_errors(cli, tmp_path):
 
 
 def test_page_explains_each_figure_and_formats_numbers_for_people(cli, tmp_path):
-    from embedcheck.htmlreport import build_report
-    from embedcheck.schemas import figures_of
+    from embedcheck.report.html import build_report
+    from embedcheck.report.schemas import figures_of
 
     d = tmp_path / "out"
     d.mkdir()

@@ -354,7 +354,7 @@ def test_api_errors_name_the_parameter():
 
 def test_report_validates_against_its_schema_and_table_fits_80_columns(cli, task_files, monkeypatch):
     jsonschema = pytest.importorskip("jsonschema")
-    from embedcheck.schemas import json_schema
+    from embedcheck.report.schemas import json_schema
 
     q, c, qrels_tsv, _ = task_files
     res = cli(["retrieve", q, c, qrels_tsv, "--json", "--resamples", 50])

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import FIXTURES, assert_one_line_error
 
-from embedcheck.schemas import VERSIONS, json_schema
+from embedcheck.report.schemas import VERSIONS, json_schema
 
 jsonschema = pytest.importorskip("jsonschema")
 

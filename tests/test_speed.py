@@ -10,9 +10,9 @@ import os
 import numpy as np
 import pytest
 
+from embedcheck.engine.threads import one_blas_thread
 from embedcheck.geometry import aag as geo
 from embedcheck.rows import iter_chunks
-from embedcheck.threads import one_blas_thread
 
 
 def class_sums(X, codes, k, *, weights=None):

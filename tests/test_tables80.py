@@ -434,7 +434,7 @@ def test_view_headline_comes_from_the_declarations():
     with the interval its declaration names; an undeclared report has no headline table."""
     from rich.console import Console
 
-    from embedcheck.schemas import figures_of
+    from embedcheck.report.schemas import figures_of
 
     report = {"schema": "embedcheck.sts/1", "spearman": 86.5, "spearman_ci95": [80.25, 89.5], "pearson": 85.0,
               "pearson_ci95": [81.0, 88.0], "n": 10, "rows": [{"i": 1, "score": 0.5}, {"i": 2, "score": 0.25}]}

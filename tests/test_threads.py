@@ -1,4 +1,4 @@
-"""Thread choice under load (embedcheck.threads) and heads that are the same bytes for any thread count."""
+"""Thread choice under load (embedcheck.engine.threads) and heads that are the same bytes for any thread count."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from embedcheck import threads as thr
+from embedcheck.engine import threads as thr
 
 
 @pytest.fixture(autouse=True)

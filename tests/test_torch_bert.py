@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from embedcheck import encode as enc
+from embedcheck.encode import model as enc
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -29,7 +29,7 @@ def test_bert_forward_gives_transformers_hidden_states_on_padded_batches(folder)
     transformers = pytest.importorskip("transformers")
     from tokenizers import Tokenizer
 
-    from embedcheck import torch_bert
+    from embedcheck.encode import torch_bert
 
     ours = torch_bert.load(folder)
     assert ours is not None
@@ -58,7 +58,7 @@ def test_bert_forward_gives_transformers_hidden_states_on_padded_batches(folder)
     {"is_decoder": True},
 ])
 def test_anything_but_a_plain_bert_encoder_is_left_to_transformers(folder, tmp_path, change):
-    from embedcheck import torch_bert
+    from embedcheck.encode import torch_bert
 
     copy = tmp_path / "m"
     shutil.copytree(folder, copy)
@@ -71,7 +71,7 @@ def test_missing_or_mismatched_weights_are_left_to_transformers(folder, tmp_path
     pytest.importorskip("torch")
     from safetensors.numpy import load_file, save_file
 
-    from embedcheck import torch_bert
+    from embedcheck.encode import torch_bert
 
     copy = tmp_path / "m"
     shutil.copytree(folder, copy)
@@ -88,7 +88,7 @@ def test_old_layernorm_names_gamma_beta_are_read(folder, tmp_path):
     torch = pytest.importorskip("torch")
     from safetensors.numpy import load_file, save_file
 
-    from embedcheck import torch_bert
+    from embedcheck.encode import torch_bert
 
     copy = tmp_path / "m"
     shutil.copytree(folder, copy)

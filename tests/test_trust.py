@@ -397,9 +397,9 @@ def test_resume_never_writes_through_a_symbolic_link(minilm_path, tmp_path, cli)
 @pytest.mark.parametrize("entry", [{"index": 0, "path": "../victim.npy"}, {"index": 7}, {"index": "0"}],
                          ids=["path_outside", "index_outside", "index_not_int"])
 def test_resume_refuses_entries_that_are_not_the_plans(entry, minilm_path, tmp_path, cli):
-    from embedcheck.encode import DEFAULT_MODEL, resolve_model
-    from embedcheck.engine import embed as E
-    from embedcheck.engine.embed import EmbedOptions, make_plan
+    from embedcheck.encode import job as E
+    from embedcheck.encode.job import EmbedOptions, make_plan
+    from embedcheck.encode.model import DEFAULT_MODEL, resolve_model
     from embedcheck.io.provenance import model_digest
 
     inputs = _texts(tmp_path / "in", files=2)
@@ -477,8 +477,8 @@ def _torch_vectors(folder: Path, texts: list[str]) -> np.ndarray:
 def test_the_fast_path_cache_is_keyed_by_content_and_verified(tiny_model, tmp_path, monkeypatch):
     from safetensors.numpy import load_file, save_file
 
-    from embedcheck import encode as enc
-    from embedcheck import fastpath
+    from embedcheck.encode import fastpath
+    from embedcheck.encode import model as enc
 
     monkeypatch.setenv("EMBEDCHECK_CACHE", str(tmp_path / "cache"))
     texts = ["a small test", "another sentence, longer than the first one"]
@@ -638,7 +638,7 @@ def test_int8_quantisation_prints_nothing_on_stderr_with_quiet(tiny_model, tmp_p
 
 def test_shards_reports_carry_a_schema_and_validate(tmp_path, cli):
     jsonschema = pytest.importorskip("jsonschema")
-    from embedcheck.schemas import json_schema
+    from embedcheck.report.schemas import json_schema
 
     out = {}
     res = cli(["shards", "split", TOPICS, "--rows", "250", "-o", tmp_path / "s", "--json"])
@@ -655,7 +655,7 @@ def test_shards_reports_carry_a_schema_and_validate(tmp_path, cli):
 
 def test_identical_rows_give_a_report_its_schema_accepts(tmp_path, cli):
     jsonschema = pytest.importorskip("jsonschema")
-    from embedcheck.schemas import json_schema
+    from embedcheck.report.schemas import json_schema
 
     np.save(tmp_path / "x.npy", np.full((40, 8), 1 / np.sqrt(8), dtype=np.float32))
     np.save(tmp_path / "y.npy", np.arange(40) % 2)

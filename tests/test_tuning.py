@@ -1,5 +1,5 @@
 """bf16's fidelity check, the auto backend's calibration cache and threads that follow the free
-cores (embedcheck.tuning, embedcheck.encode, embedcheck.threads.CoreWatch), on the packaged model."""
+cores (embedcheck.encode.tuning, embedcheck.encode.model, embedcheck.engine.threads.CoreWatch), on the packaged model."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 from conftest import assert_one_line_error
 
-from embedcheck import cpu, tuning
-from embedcheck import encode as enc
+from embedcheck.encode import model as enc
+from embedcheck.encode import tuning
+from embedcheck.engine import cpu
 from embedcheck.errors import InputError
 
 SHORT = ["a fine film", "dull and slow", "it 's a charming and often affecting journey .", "bleak"] * 3
@@ -202,7 +203,7 @@ def test_autos_torch_gives_the_vectors_of_sentence_transformers_without_importin
     fresh process that chose torch never imports sentence-transformers (nor, for a BERT encoder
     such as the default model, transformers)."""
     monkeypatch.setenv("EMBEDCHECK_THREADS", "1")  # one thread count (part of the cache key) here and in the child
-    from embedcheck.fastpath import TorchEncoder, read_spec
+    from embedcheck.encode.fastpath import TorchEncoder, read_spec
 
     spec, why = read_spec(enc.resolve_model(enc.DEFAULT_MODEL).folder)
     assert spec is not None, why
@@ -214,7 +215,7 @@ def test_autos_torch_gives_the_vectors_of_sentence_transformers_without_importin
     body, _ = tuning.read_entry("calibration", first["key"])
     body["candidates"]["fast"]["seconds_per_row"] = 10.0  # a sound entry in which torch wins
     tuning.write_entry("calibration", first["key"], body)
-    code = ("import sys, embedcheck.encode as enc\n"
+    code = ("import sys, embedcheck.encode.model as enc\n"
             f"texts = {LONG!r} * 40\n"
             "m, _ = enc.load_model(enc.DEFAULT_MODEL, backend='auto', texts=texts, batch_size=4)\n"
             "v = m.encode(texts[:3], batch_size=4)\n"
@@ -245,7 +246,7 @@ def test_a_cached_choice_of_torch_starts_no_onnx_session(fresh, monkeypatch):
     assert body is not None and not why
     body["candidates"]["fast"]["seconds_per_row"] = 10.0  # a sound entry in which torch wins
     tuning.write_entry("calibration", first["key"], body)
-    code = ("import sys, embedcheck.encode as enc\n"
+    code = ("import sys, embedcheck.encode.model as enc\n"
             f"texts = {LONG!r} * 40\n"
             "m, _ = enc.load_model(enc.DEFAULT_MODEL, backend='auto', texts=texts, batch_size=4)\n"
             "print(m._embedcheck_calibration['chosen'], m._embedcheck_calibration['cached'], 'onnxruntime' in sys.modules)\n")
@@ -267,7 +268,7 @@ BUSY = "import time\nt = time.time() + {s}\nwhile time.time() < t: pass\n"
 
 @pytest.mark.slow
 def test_a_long_embed_takes_the_second_core_back_when_a_busy_process_ends(fresh, shared_data):
-    from embedcheck import threads
+    from embedcheck.engine import threads
 
     if threads.available_cores() < 2:
         pytest.skip("needs two cores")

@@ -28,6 +28,6 @@ def resolve(name: str) -> Any:
 
 def load_all() -> None:
     """Import every module of this package: each report class registers its figures and its
-    report's JSON Schema (:mod:`embedcheck.schemas`) — a new module's reports are found without a list."""
+    report's JSON Schema (:mod:`embedcheck.report.schemas`) — a new module's reports are found without a list."""
     for m in sorted(info.name for info in pkgutil.iter_modules(__path__)):
         importlib.import_module(f"{__name__}.{m}")

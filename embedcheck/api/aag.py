@@ -16,9 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from ..result import Figure, Report
+from ..report.result import Figure, Report
+from ..report.schemas import BOOL, COSINE, COUNTS, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, obj
 from ..rows import content_sha256, encodes_labels_once
-from ..schemas import BOOL, COSINE, COUNTS, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, obj
 from ..spec import Option, takes
 from ._common import (
     Hint,

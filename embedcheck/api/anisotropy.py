@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..result import Figure, Report
-from ..schemas import COSINE, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
+from ..report.result import Figure, Report
+from ..report.schemas import COSINE, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
 from ..spec import Option, takes
 from ._common import Hint, in_order, label_of, name_of, pair_sides, paired_rows, running, source, store_models
 

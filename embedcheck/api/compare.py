@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import InputError
-from ..result import Report
-from ..schemas import COMPARISON, STR, obj
+from ..report.result import Report
+from ..report.schemas import COMPARISON, STR, obj
 
 
 class CompareReport(Report):
-    """The ``compare`` report; ``results["comparison"]`` is the :class:`~embedcheck.comparison.Comparison`."""
+    """The ``compare`` report; ``results["comparison"]`` is the :class:`~embedcheck.report.comparison.Comparison`."""
 
     command = "compare"
     report_schema = obj({**COMPARISON["properties"], "current": STR})
@@ -62,13 +62,13 @@ def compare(baseline: Any, current: Any, *, tolerance: float = 0.0, max_drop: Op
     baseline, current, difference with its 95 % interval (quadrature of the two sides' intervals:
     the runs taken as independent) and whether it is beyond noise; ``max_drop`` (figure → largest
     allowed worsening) and ``fail_on_significant_drop`` add gates."""
-    from ..comparison import check_figures_exist, compare_reports
-    from ..gates import add_gates, comparison_gates
+    from ..report.comparison import check_figures_exist, compare_reports
+    from ..report.gates import add_gates, comparison_gates
 
     base, bname = _report(baseline, "baseline report")
     cur, cname = _report(current, "current report")
     if fail_on_significant_drop:  # a gate that cannot be evaluated is bad input (exit 2)
-        from ..comparison import check_gate_figures
+        from ..report.comparison import check_gate_figures
 
         check_gate_figures(base, cur, (f"baseline {bname}", f"current {cname}"))
     cmp = compare_reports(base, cur, tolerance=tolerance, names=(f"baseline {bname}", f"current {cname}"),

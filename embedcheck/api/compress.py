@@ -21,8 +21,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..geometry.compress_sweep import SweepResult
-from ..result import Result, hidden, optional
-from ..schemas import INT, NUM, STR, obj
+from ..report.result import Result, hidden, optional
+from ..report.schemas import INT, NUM, STR, obj
 from ..spec import Option, takes
 
 ArrayOrPath = Union[str, os.PathLike, np.ndarray]
@@ -58,7 +58,7 @@ class CompressResult(Result):
 
     def to_dict(self) -> dict[str, Any]:
         """The report ``embedcheck compress write`` prints: ``schema`` first, as every command's report."""
-        from ..schemas import schema_id
+        from ..report.schemas import schema_id
 
         return {"schema": schema_id(self.command), **super().to_dict()}
 
@@ -328,7 +328,7 @@ def compress_sweep(*, retrieval: Any = None, labels: Any = None, sts: Any = None
 
 def retention_gates(result: Any, below: dict[str, float], ship: str) -> list[dict[str, Any]]:
     """Gates ``<metric> retention of <ship> >= P`` for each ``metric → P`` of ``below``."""
-    from ..gates import min_gate
+    from ..report.gates import min_gate
 
     return [min_gate(f"retention.{ship}.{m}", result.retention(ship, m), p) for m, p in below.items()]
 

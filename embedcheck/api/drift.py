@@ -23,8 +23,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.source import Source
-from ..result import Figure, Report
-from ..schemas import BOOL, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
+from ..report.result import Figure, Report
+from ..report.schemas import BOOL, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
 from ..spec import Option, takes
 from ._common import Hint, label_of, running, source
 

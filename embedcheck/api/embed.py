@@ -10,7 +10,7 @@ wrote (:class:`EmbedOutput`, whose ``to_dict()`` is the command's ``--json``):
 * a store (``PATH.parquet``, ``lancedb://DBDIR/TABLE``, a ``.lance`` folder,
   ``postgresql://...?table=T&column=C``) through :func:`embedcheck.io.stores.write_store`;
 * a shard-set folder (a folder or glob input, ``shard_rows``, ``engine="ray"`` or ``resume``):
-  the sharded job of :mod:`embedcheck.engine.embed` (one shard per input file or per
+  the sharded job of :mod:`embedcheck.encode.job` (one shard per input file or per
   ``shard_rows`` rows, resumable after a kill), then ``manifest.meta.json``.
 
 Messages name the parameters as ``name=`` (``shard_rows=``, ``engine='ray'``); the CLI shows
@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union
 import numpy as np
 
 from ..errors import InputError
-from ..result import Result, hidden
+from ..report.result import Result, hidden
 from ._common import Hint
 
 #: what ``texts`` may be: a list of strings, or an input spec (a file, ``-`` for stdin, ``hf:NAME``,
@@ -89,7 +89,7 @@ class EmbedOutput(Result):
         return self.metas.get("") or {}
 
     def to_dict(self) -> dict[str, Any]:
-        from ..result import plain
+        from ..report.result import plain
 
         if self.kind == "shards":
             return {"output": self.outputs["output"], **plain(self.meta)}
@@ -142,7 +142,7 @@ def sidecar_rows(records: Sequence[Any], *, with_text: bool, labelled: bool, hal
 @contextlib.contextmanager
 def _threads(threads: Optional[int]) -> Iterator[None]:
     """``threads``: every thread choice of the call (torch, onnxruntime, BLAS) uses this many."""
-    from ..threads import THREADS_ENV
+    from ..engine.threads import THREADS_ENV
 
     if threads is None:
         yield
@@ -185,7 +185,7 @@ def _list_input(texts: Sequence[str], skip_empty: bool, limit: Optional[int]) ->
 
 
 def _check_common(prompt: Optional[str], prompt_name: Optional[str], backend: str, device: Optional[str]) -> None:
-    from .. import encode as enc
+    from ..encode import model as enc
 
     if prompt is not None and prompt_name is not None:
         raise InputError("pass prompt= or prompt_name=, not both")
@@ -323,7 +323,7 @@ def embed(texts: TextsOrPath, *, out: Any = None, model: Optional[str] = None, b
 
 
 def _default_model() -> str:
-    from .. import encode as enc
+    from ..encode import model as enc
 
     return enc.DEFAULT_MODEL
 
@@ -332,7 +332,7 @@ def _in_memory(texts: TextsOrPath, *, name: str, batch_size: int, normalize: boo
                prompt_name: Optional[str], device: Optional[str], backend: str, max_seq_length: Optional[int],
                on_progress: Optional[Callable[[int], None]], precision: str, follow_threads: bool,
                unsupported: list[str], **read: Any) -> Embeddings:
-    from .. import encode as enc
+    from ..encode import model as enc
 
     if unsupported:
         raise InputError(f"{unsupported[0]} writes files: pass out=")
@@ -394,7 +394,7 @@ def _one_output(texts: TextsOrPath, out: Any, store_out: Any, *, is_list: bool, 
                 complement_sample: Optional[int], skip_empty: bool, no_text: bool, halves: bool, overwrite: bool,
                 on_rows: Optional[Callable[[int, int], None]], hint: Hint) -> EmbedOutput:
     """One ``.npy`` (or two halves) with sidecars and meta, or a store, all written at the end."""
-    from .. import encode as enc
+    from ..encode import model as enc
     from ..io import texts as T
     from ..io.atomic import AtomicBatch, check_not_input
     from ..io.provenance import provenance
@@ -573,10 +573,10 @@ def _sharded(spec: str, out: Path, *, name: str, eng: str, address: Optional[str
              batch_size: int, max_seq_length: Optional[int], device: Optional[str], normalize: bool, backend: str,
              no_text: bool, precision: str) -> EmbedOutput:
     """``embed`` into a shard-set folder: a folder/glob of .jsonl/.parquet files (one shard each) or one
-    file cut by ``shard_rows``, in-process or on Ray (:mod:`embedcheck.engine.embed`), then
+    file cut by ``shard_rows``, in-process or on Ray (:mod:`embedcheck.encode.job`), then
     ``manifest.meta.json``."""
-    from .. import encode as enc
-    from ..engine import embed as E
+    from ..encode import job as E
+    from ..encode import model as enc
     from ..io.atomic import save_json
     from ..io.provenance import model_digest, package_versions
 

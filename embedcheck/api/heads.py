@@ -12,8 +12,8 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..errors import InputError
-from ..result import Figure, Report
-from ..schemas import COSINE, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, STR, obj
+from ..report.result import Figure, Report
+from ..report.schemas import COSINE, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, STR, obj
 from ._common import Hint, check_not_swapped, labels_for, matrix, running
 
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..errors import InputError
-from ..result import Report
+from ..report.result import Report
 from ..rows import content_sha256
 from ..spec import Measurement, Outcome
 from ._common import check_same_rows, in_order, label_of, labels_for, running, source
@@ -23,7 +23,7 @@ _REPORT_CLASSES: dict[str, type[Report]] = {}
 
 
 def report_class(m: Measurement) -> type[Report]:
-    """The :class:`~embedcheck.result.Report` subclass of ``m`` (made once; registers its figures)."""
+    """The :class:`~embedcheck.report.result.Report` subclass of ``m`` (made once; registers its figures)."""
     if m.name not in _REPORT_CLASSES:
         name = "".join(p.title() for p in m.name.split("-")) + "Report"
         _REPORT_CLASSES[m.name] = type(name, (Report,), {"command": m.name, "figures": dict(m.figures),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-from ..result import Figure, Report
-from ..schemas import BOOL, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
+from ..report.result import Figure, Report
+from ..report.schemas import BOOL, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
 from ..spec import Option, takes
 from ._common import check_same_rows, in_order, label_of, labels_for, matrix, paired_rows, running, store_models
 

@@ -16,8 +16,8 @@ from ..io.atomic import AtomicBatch
 from ..io.jsonio import read_jsonl
 from ..io.provenance import meta_path
 from ..physscore_protocol import tables as ps_tables
-from ..result import Figure, Report
-from ..schemas import COUNTS, INT, NUM_OR_NULL, PERCENT, STR, X100, obj
+from ..report.result import Figure, Report
+from ..report.schemas import COUNTS, INT, NUM_OR_NULL, PERCENT, STR, X100, obj
 from ._common import Hint, matrix
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -134,7 +134,7 @@ def _check_coverage(lookup: Callable[[Sequence[str]], np.ndarray], needed: Seque
 
 def _load_tokenizer(name: str) -> Any:
     """The model's tokenizer only (transformers AutoTokenizer; no remote code, no network)."""
-    from ..encode import resolve_model
+    from ..encode.model import resolve_model
 
     resolved = resolve_model(name)
     try:
@@ -265,8 +265,8 @@ def physscore_run(*, model: str = DEFAULT_MODEL_NAME, tables: Optional[str] = No
         from ..physscore_protocol import plots as pp
 
         pp.require_matplotlib()  # fail before the model load, not after
-    from .. import encode as enc
-    from ..encode import encode_texts, load_model, resolve_model
+    from ..encode import model as enc
+    from ..encode.model import encode_texts, load_model, resolve_model
 
     if backend not in enc.BACKENDS:
         raise InputError(f"backend {backend!r} is not available here; choose one of {', '.join(enc.BACKENDS)}")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from ..result import Figure, Report
+from ..report.result import Figure, Report
+from ..report.schemas import BOOL, COUNTS, INT, NUM, NUM_OR_NULL, PERCENT, obj
 from ..rows import content_sha256
-from ..schemas import BOOL, COUNTS, INT, NUM, NUM_OR_NULL, PERCENT, obj
 from ..spec import Option, takes
 from ._common import check_not_swapped, check_same_rows, in_order, label_of, labels_for, matrix
 

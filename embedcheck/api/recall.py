@@ -25,8 +25,8 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import InputError
-from ..result import Figure, Report
-from ..schemas import BOOL, FRACTION, INT, INTERVAL, NUM, STR, obj
+from ..report.result import Figure, Report
+from ..report.schemas import BOOL, FRACTION, INT, INTERVAL, NUM, STR, obj
 from ..spec import Option, takes
 from ._common import Hint
 
@@ -196,7 +196,7 @@ def recall_gates(report: RecallReport, items: list[str], gate_on: str = "mean") 
     """Gates ``recall@K=X`` on the report: the mean (``recall@K.mean=X``, or ``gate_on="mean"``)
     or the lower end of its 95 % interval (``recall@K.lower=X``, or ``gate_on="lower"``) must be
     ≥ X. Attached to the report and returned."""
-    from ..gates import min_gate
+    from ..report.gates import min_gate
 
     if gate_on not in GATE_ON:
         raise InputError(f"gate_on must be mean or lower, got {gate_on!r}")
@@ -432,7 +432,7 @@ def _exact_latency(Q: np.ndarray, X: np.ndarray, truth: _Truth, k: int, metric: 
     m = min(LATENCY_QUERIES, Q.shape[0])
     secs = np.empty(m)
     kk = min(k + 2, X.shape[0])
-    from ..threads import one_blas_thread
+    from ..engine.threads import one_blas_thread
 
     with one_blas_thread():  # a skinny (1 x d) product: a second BLAS thread only spins
         for i in range(m):

@@ -1,6 +1,6 @@
 """``embedcheck.html_report``: one self-contained HTML page of every embedcheck report and plot in
 a pipeline's output folder — the report of ``embedcheck report`` (page built by
-:mod:`embedcheck.htmlreport`)."""
+:mod:`embedcheck.report.html`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 from ..errors import InputError
-from ..result import Figure, Result, hidden
-from ..schemas import INT, STR, obj
+from ..report.result import Figure, Result, hidden
+from ..report.schemas import INT, STR, obj
 
 
 @dataclass(kw_only=True)
@@ -35,7 +35,7 @@ def html_report(folder: Any, output: Optional[Any] = None, *, title: Optional[st
     """Gather every report (``*.json`` with an embedcheck schema), plot (``*.png``) and provenance
     sidecar (``*.meta.json``) under ``folder`` into one HTML page with no external reference;
     write it atomically to ``output`` when given."""
-    from ..htmlreport import build_report
+    from ..report.html import build_report
     from ._params import path_arg
 
     folder = path_arg(folder, "folder")

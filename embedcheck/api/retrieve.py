@@ -30,7 +30,7 @@ from ..geometry.retrieval import (
     report_from_run,
     tie_ranks,
 )
-from ..result import optional
+from ..report.result import optional
 from ..spec import Option, takes
 
 PathLike = str | os.PathLike

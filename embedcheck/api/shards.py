@@ -22,8 +22,8 @@ from typing import Any, Callable, ClassVar, Optional, Union
 import numpy as np
 
 from ..errors import InputError
-from ..result import Report
-from ..schemas import BOOL, INT, STR, obj
+from ..report.result import Report
+from ..report.schemas import BOOL, INT, STR, obj
 from ._common import Hint
 from ._params import callable_arg, int_arg, optional_path_arg, path_arg, str_arg
 

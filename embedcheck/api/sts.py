@@ -15,9 +15,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..result import Figure, Report
+from ..report.result import Figure, Report
+from ..report.schemas import INT, NUM, NUM_OR_NULL, X100, obj
 from ..rows import content_sha256
-from ..schemas import INT, NUM, NUM_OR_NULL, X100, obj
 from ..spec import Option, takes
 from ._common import check_same_rows, in_order, label_of, labels_for, matrix, pair_sides
 

@@ -33,7 +33,7 @@ BaselineOpt = Annotated[Optional[Path], typer.Option("--baseline", help="Compare
 MaxDropOpt = Annotated[Optional[list[str]], typer.Option("--max-drop", metavar="FIGURE=X", help="With --baseline (or compare): gate, the figure (dotted key, e.g. centred.gap_over_floor_sd) may worsen by at most X. Repeatable.", show_default=False)]
 ToleranceOpt = Annotated[float, typer.Option("--tolerance", min=0.0, help="With --baseline (or compare): a figure without a 95% interval (FIGURE_ci95) changed beyond noise when |difference| > this.")]
 
-# ---- gates: one spelling on every measuring command (added by reporting(); logic in embedcheck.gates) ----
+# ---- gates: one spelling on every measuring command (added by reporting(); logic in embedcheck.report.gates) ----
 FailBelowOpt = Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="[FIGURE=]X", help="Gate: exit 1 when FIGURE is below X (a bare X: the command's primary figure). X is in the unit FIGURE is printed in (accuracy and label MAP in percent, 0-100; nDCG, overlap in fractions; AAG in cosine units); a bound outside its range is refused. Repeatable.", show_default=False)]
 FailAboveOpt = Annotated[Optional[list[str]], typer.Option("--fail-above", metavar="[FIGURE=]X", help="Gate: exit 1 when FIGURE is above X (for figures where lower is better, e.g. top1_changed, raw.floor_share). Repeatable.", show_default=False)]
 
@@ -75,11 +75,11 @@ def _check_address(value: Optional[str]) -> Optional[str]:
 
 def force_threads(threads: Optional[int]) -> None:
     """``--threads N``: every thread choice of this command (torch, onnxruntime, BLAS through
-    :func:`embedcheck.threads.choose_threads`) uses N — in this process and in Ray workers, which
+    :func:`embedcheck.engine.threads.choose_threads`) uses N — in this process and in Ray workers, which
     inherit ``EMBEDCHECK_*`` variables; restored when the command ends."""
     import os
 
-    from ..threads import THREADS_ENV
+    from ..engine.threads import THREADS_ENV
 
     ctx = _current_context()
     if threads is None or ctx is None:
@@ -179,9 +179,9 @@ def command_name() -> Optional[str]:
 
 def _check_baseline(base: Optional[Path], max_drop: Optional[list[str]]) -> None:
     """Before any work: --baseline is a readable report of this very command and schema version."""
-    from ..comparison import parse_max_drops, report_command
     from ..io.jsonio import load_report
-    from ..schemas import VERSIONS
+    from ..report.comparison import parse_max_drops, report_command
+    from ..report.schemas import VERSIONS
 
     if parse_max_drops(list(max_drop or [])) and base is None:
         raise InputError("--max-drop needs --baseline FILE (the report to compare with)")
@@ -516,7 +516,7 @@ def finish(report: dict[str, Any], *, title: str, as_json: bool, fmt: Optional[O
            baseline: Optional[Path] = None, max_drop: Optional[list[str]] = None, tolerance: float = 0.0) -> None:
     """Stamp the report's ``schema``, compare it with ``--baseline`` (when the command has it), print
     it, write ``--report``, exit 1 if a gate failed (else return → exit 0)."""
-    from ..schemas import VERSIONS, schema_id
+    from ..report.schemas import VERSIONS, schema_id
 
     name = command_name()
     if name is not None and name in VERSIONS:
@@ -526,8 +526,8 @@ def finish(report: dict[str, Any], *, title: str, as_json: bool, fmt: Optional[O
     view = renderer
     base = baseline
     if base is not None:
-        from ..comparison import check_figures_exist, check_gate_figures, compare_reports, parse_max_drops
         from ..io.jsonio import load_report
+        from ..report.comparison import check_figures_exist, check_gate_figures, compare_reports, parse_max_drops
 
         drops = parse_max_drops(list(max_drop or []))
         stored = load_report(base, "--baseline")
@@ -557,7 +557,7 @@ def print_verdicts(report: dict[str, Any], *, shown_on_terminal: bool = False) -
     then ``gate failed: ...`` when one failed — whatever stdout is (a pipe, ``--json``) and with
     ``--quiet`` too (``-q`` hides progress, never verdicts): a CI log always shows why a step
     failed. Skipped only when the table view already printed them to the terminal stderr shares."""
-    from ..gates import verdict_line
+    from ..report.gates import verdict_line
 
     gates = report.get("gates", [])
     if not gates:

@@ -45,7 +45,7 @@ def compare_cmd(
     Example: embedcheck compare base.json aag.json --fail-on significant-drop --max-drop aag=0.01
     """
     from ..api.compare import compare
-    from ..comparison import parse_max_drops
+    from ..report.comparison import parse_max_drops
     from .output import render_comparison
 
     start_command(quiet)

@@ -145,8 +145,8 @@ def sweep_cmd(
     Example: embedcheck compress sweep --retrieval q.npy c.npy qrels.tsv --plot s.png
     """
     from ..api.compress import check_gate_targets, parse_retention, retention_gates
-    from ..gates import add_gates
     from ..geometry.compress_sweep import PRECISION_ROWS
+    from ..report.gates import add_gates
     from .common import check_plot, hint, stderr_is_terminal, write_plot
 
     check_engine(engine, address)

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..api.drift import drift
-from ..gates import add_gates, verdict_gate
+from ..report.gates import add_gates, verdict_gate
 from ._app import app
 from .common import SeedOpt, hint
 from .generic import declared

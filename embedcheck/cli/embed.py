@@ -3,9 +3,9 @@ a store or a shard-set folder out.
 
 Thin: the options, one call of :func:`embedcheck.api.embed.embed` (which reads the records with
 :func:`embedcheck.io.texts.read_records`, samples, splits halves, loads the model with
-:func:`embedcheck.encode.load_model`, encodes, and writes every output in one
+:func:`embedcheck.encode.model.load_model`, encodes, and writes every output in one
 :class:`~embedcheck.io.atomic.AtomicBatch`, a store through :func:`embedcheck.io.stores.write_store`
-or a shard set through :mod:`embedcheck.engine.embed`), then the progress bar, hints and ``--json``.
+or a shard set through :mod:`embedcheck.encode.job`), then the progress bar, hints and ``--json``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .. import encode as enc
+from ..encode import model as enc
 from ..io import texts
 from ..io.jsonio import dumps
 from ._app import app

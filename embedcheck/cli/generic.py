@@ -116,7 +116,7 @@ def add_command(m: Measurement) -> None:
 
     def command(**kw: Any) -> None:
         from ..api.measure import run_measurement
-        from ..gates import add_gates
+        from ..report.gates import add_gates
 
         out: Output = kw.pop("out")
         out.start(primary=m.primary, figures=dict(m.figures))  # --fail-below/--fail-above: the one gate spelling

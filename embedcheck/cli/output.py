@@ -15,9 +15,9 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, Optional
 
-from ..gates import EXIT_GATE, EXIT_OK, add_gates, comparison_gates, exit_code, max_gate, min_gate  # noqa: F401  (re-exported)
 from ..io.atomic import save_json
 from ..io.jsonio import dumps
+from ..report.gates import EXIT_GATE, EXIT_OK, add_gates, comparison_gates, exit_code, max_gate, min_gate  # noqa: F401  (re-exported)
 
 
 def printable(text: str) -> str:
@@ -170,7 +170,7 @@ def print_gates(console: Any, report: dict[str, Any], fmt: Callable[[Any], str] 
     end of every terminal view."""
     if isinstance(report.get("paired"), dict):
         render_paired(console, report["paired"], fmt)
-    from ..gates import verdict_line
+    from ..report.gates import verdict_line
 
     for g in report.get("gates", []):
         word, rest = verdict_line(g, fmt).split(" ", 1)

@@ -60,7 +60,7 @@ def paired_gates(paired: Any, fail_on: Optional[FailOn]) -> list[dict[str, Any]]
     """``--fail-on worse``: per figure, ``paired.<f>.difference_ci95_high >= 0`` (the interval does not
     lie below 0); ``--fail-on not-non-inferior``: ``paired.<f>.difference_ci95_low >= -margin`` for
     every figure given a margin (the others are reported, not gated)."""
-    from ..gates import min_gate
+    from ..report.gates import min_gate
 
     if fail_on is None or paired is None:
         return []

@@ -81,7 +81,7 @@ def recall_cmd(
     """
     from ..api.recall import IN_CORPUS_LOWER, recall_gates
     from ..errors import InputError
-    from ..gates import add_gates
+    from ..report.gates import add_gates
 
     out.start()
     check_plot(plot, [p for p in (index, options["queries"], options["vectors"]) if p and "://" not in p])

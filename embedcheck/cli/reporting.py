@@ -69,7 +69,7 @@ class Output:
     def gate(self, figure: str, bound: Optional[float], op: str = ">=", *, option: str) -> None:
         """A gate given by an old spelling (``--fail-map-below X`` is ``--fail-below label_map.map=X``):
         kept as a hidden alias of the one spelling; call before :meth:`start`."""
-        from ..gates import GateSpec
+        from ..report.gates import GateSpec
 
         if bound is not None:
             self.gates.append(GateSpec(figure, op, float(bound), f"{option} {bound:g}"))
@@ -77,12 +77,12 @@ class Output:
     def start(self, *, primary: Optional[str] = None, figures: Optional[dict[str, Any]] = None) -> None:
         """The first line of every command (``--quiet``, finite float options, no output over an
         input, a readable ``--baseline`` of this command), then every asked-for gate checked against
-        the command's declared figures (:func:`embedcheck.gates.resolve_gates`: the figure exists,
+        the command's declared figures (:func:`embedcheck.report.gates.resolve_gates`: the figure exists,
         the bound is in the unit it is printed in) — before anything is read. ``primary``: the
         figure a bare ``--fail-below X`` gates when it is not the declared one (probe's few-shot mean);
         ``figures``: the figures this run reports, when they depend on its options (retrieve's cut-offs)."""
-        from ..gates import parse_gate, resolve_gates
-        from ..schemas import figures_of
+        from ..report.gates import parse_gate, resolve_gates
+        from ..report.schemas import figures_of
         from ..spec import primary_figure
         from .common import check_engine, command_name, start_command
 
@@ -104,7 +104,7 @@ class Output:
                paired: Any = None) -> None:
         """Compare with ``--baseline``, print, write ``--report``, exit 1 when a gate failed.
         ``paired``: the report's paired section (``--against``), gated by ``--fail-on``."""
-        from ..gates import add_gates, evaluate
+        from ..report.gates import add_gates, evaluate
         from .common import finish
         from .paired_opts import paired_gates
 

@@ -21,6 +21,6 @@ def schema_cmd(
     Example: embedcheck schema anisotropy > anisotropy.schema.json
     """
     from ..io.jsonio import dumps
-    from ..schemas import json_schema
+    from ..report.schemas import json_schema
 
     typer.echo(dumps(json_schema(command)))

@@ -123,7 +123,7 @@ def _get(report: dict[str, Any], dotted: str) -> Any:
 
 
 def _command(report: dict[str, Any]) -> Optional[str]:
-    from ..schemas import parse_schema_id
+    from ..report.schemas import parse_schema_id
 
     parsed = parse_schema_id(report.get("schema"))
     return parsed[0] if parsed else None
@@ -132,7 +132,7 @@ def _command(report: dict[str, Any]) -> Optional[str]:
 def headline_rows(report: dict[str, Any], command: Optional[str] = None) -> tuple[list[dict[str, Any]], set[str]]:
     """The declared headline figures present in ``report``, each with its interval and, from the
     same section, its p-value, minimum detectable effect, margin and verdict; and the keys they use."""
-    from ..schemas import figures_of
+    from ..report.schemas import figures_of
 
     command = command or _command(report)
     if command is None:

@@ -31,8 +31,21 @@ numpy commands never import it.
 
 from __future__ import annotations
 
-from ..io.source import PART_ROWS, Part, Source, open_source
-from .runner import ENGINES, Engine, LocalEngine, RayEngine, make_engine, or_local, running
+from typing import Any
+
+#: the names this package gives, from the module that holds each (imported on first use, so that
+#: ``engine.threads`` and ``engine.cpu``, which the lowest floors use, import nothing above them)
+_FROM = {**{n: "..io.source" for n in ("PART_ROWS", "Part", "Source", "open_source")},
+         **{n: ".runner" for n in ("ENGINES", "Engine", "LocalEngine", "RayEngine", "make_engine", "or_local", "running")}}
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name not in _FROM:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_FROM[name], __name__), name)
+
 
 __all__ = ["ENGINES", "PART_ROWS", "Engine", "LocalEngine", "Part", "RayEngine", "Source",
            "make_engine", "open_source", "or_local", "running"]

@@ -93,9 +93,9 @@ class Engine:
 
 
 def run_task(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` as every engine runs a task: BLAS on one thread (:func:`embedcheck.threads.one_blas_thread`),
+    """``fn(*args)`` as every engine runs a task: BLAS on one thread (:func:`embedcheck.engine.threads.one_blas_thread`),
     so a task's products have the same bits in this process and on a Ray worker, whatever the cores."""
-    from ..threads import one_blas_thread
+    from .threads import one_blas_thread
 
     with one_blas_thread():
         return fn(*args)

@@ -26,11 +26,11 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
+from ..engine.threads import one_blas_thread
 from ..errors import InputError
-from ..result import Result, hidden, optional
+from ..report.result import Result, hidden, optional
 from ..rows import CHUNK_ROWS, encode_labels, iter_chunks, label_key, unit_rows
 from ..stats import paired as P
-from ..threads import one_blas_thread
 from . import rowsums
 from .intervals import bca_ci, percentile_ci
 from .paired import check_margins, margin_of
@@ -117,7 +117,7 @@ def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]
     computed by a few workers (each its own buffer; BLAS on one thread), at most two per worker
     ahead of the caller: the caller adds the partials in row order, the additions of one sequential
     loop, so the bits do not depend on the number of workers."""
-    from ..threads import FreeCoresSoon, choose_threads
+    from ..engine.threads import FreeCoresSoon, choose_threads
 
     n, d = X.shape
     slices = list(iter_chunks(n, chunk))

@@ -57,7 +57,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.source import Part, Source, ranges, read_range, source_of_parts
-from ..result import Result, hidden, optional
+from ..report.result import Result, hidden, optional
 from ..rows import iter_chunks
 from ..stats import paired as P
 from .intervals import normal_mean_ci, wilson_ci

@@ -41,8 +41,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.compressed import Spec
-from ..result import Result, optional
-from ..schemas import INT, STR, obj
+from ..report.result import Result, optional
+from ..report.schemas import INT, STR, obj
 from .compress import CompressedIndex, compress_matrix
 
 #: precision rows of the sweep, in table order
@@ -104,7 +104,7 @@ class SweepResult(Result):
 
     def to_dict(self) -> dict[str, Any]:
         """The report ``embedcheck compress sweep`` prints: ``schema`` first, as every command's report."""
-        from ..schemas import schema_id
+        from ..report.schemas import schema_id
 
         return {"schema": schema_id(self.command), **super().to_dict()}
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional, cast
 import numpy as np
 
 from ..io.source import Part, Source, source_of_parts
-from ..result import Result, hidden, optional
+from ..report.result import Result, hidden, optional
 from ..rows import iter_chunks, unit_rows
 from . import intervals
 from .aag import _check_labels, _maybe_in_memory
@@ -258,7 +258,7 @@ def label_map(X: np.ndarray, labels: np.ndarray, *, queries: int | None = None, 
     differently on 2 threads than on 1: other last bits, other order of near-equal cosines) are the
     same bits whatever the thread count or the machine's core count.
     """
-    from ..threads import choose_threads
+    from ..engine.threads import choose_threads
 
     n = X.shape[0]
     _classes, codes, counts = _check_labels(n, labels)
@@ -288,7 +288,7 @@ def label_map(X: np.ndarray, labels: np.ndarray, *, queries: int | None = None, 
     q_sorted = q_idx[order]
     aps_sorted = np.empty(len(q_idx))
 
-    from ..threads import one_blas_thread
+    from ..engine.threads import one_blas_thread
 
     def one_block(start: int) -> None:  # each worker its own Gram block on one core (docstring)
         qi = q_sorted[start:start + block]

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..result import Result, hidden, optional
+from ..report.result import Result, hidden, optional
 from ..rows import label_key
 from ..stats import paired as P
 from . import intervals

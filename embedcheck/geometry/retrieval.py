@@ -37,9 +37,9 @@ from typing import Any, ClassVar, Optional
 import numpy as np
 
 from ..errors import InputError
-from ..result import Figure, Result, hidden, optional
+from ..report.result import Figure, Result, hidden, optional
+from ..report.schemas import FRACTION, INT, INTERVAL, NUM, STR, obj
 from ..rows import unit_rows
-from ..schemas import FRACTION, INT, INTERVAL, NUM, STR, obj
 from ..stats import paired as P
 from . import intervals
 from .paired import ItemFigure, items_paired
@@ -329,7 +329,7 @@ class RetrievalReport(Result):
 
     def to_dict(self) -> dict[str, Any]:
         """The report the CLI prints: ``schema`` first, as every command's report."""
-        from ..schemas import schema_id
+        from ..report.schemas import schema_id
 
         return {"schema": schema_id(self.command), **super().to_dict()}
 

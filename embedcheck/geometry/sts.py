@@ -17,7 +17,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import InputError
-from ..result import Result, optional
+from ..report.result import Result, optional
 from ..stats import paired as P
 from ..stats.paired import weighted_pearson, weighted_ranks
 from . import intervals

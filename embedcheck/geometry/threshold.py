@@ -40,9 +40,9 @@ from typing import Any, ClassVar, Optional, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..result import Figure, Result, hidden, optional
+from ..report.result import Figure, Result, hidden, optional
+from ..report.schemas import COSINE, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, obj
 from ..rows import unit_rows
-from ..schemas import COSINE, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, obj
 
 #: rows of A per block of the floor count (block x n float64 products)
 FLOOR_BLOCK = 1024
@@ -376,7 +376,7 @@ class ThresholdResult(Result):
 
     def to_dict(self) -> dict[str, Any]:
         """The report, ``schema`` first: the JSON ``embedcheck threshold`` prints."""
-        from ..schemas import schema_id
+        from ..report.schemas import schema_id
 
         return {"schema": schema_id(self.command), **super().to_dict()}
 

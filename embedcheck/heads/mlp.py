@@ -45,7 +45,7 @@ def train_mlp(X: np.ndarray, labels: np.ndarray, params: MLPParams = MLPParams()
     passively (``OMP_WAIT_POLICY=PASSIVE`` before torch loads): a busy machine does not make them spin. The last batch of an epoch may be smaller than ``batch_size``;
     a batch in which no row has a positive is skipped (no optimiser step).
     """
-    from ..threads import choose_threads, passive_wait
+    from ..engine.threads import choose_threads, passive_wait
 
     passive_wait()
     import torch

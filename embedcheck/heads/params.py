@@ -50,7 +50,7 @@ class MLPParams:
     epochs: int = 60
     seed: int = 0
     #: torch threads; None (default): chosen at training time from the free cores
-    #: (:func:`embedcheck.threads.choose_threads`). The weights are the same bytes for any count,
+    #: (:func:`embedcheck.engine.threads.choose_threads`). The weights are the same bytes for any count,
     #: so the count is not part of the head's recorded hyper-parameters.
     threads: Optional[int] = None
 

@@ -51,7 +51,7 @@ def project_rows(head: Head, X: np.ndarray, mode: str = "compact", alpha: float 
     if X.shape[1] != head.input_dim:
         raise InputError(f"the vectors have dimension {X.shape[1]} but the head expects {head.input_dim}")
     U = _unit32(X)
-    from ..threads import one_blas_thread
+    from ..engine.threads import one_blas_thread
 
     with one_blas_thread():  # the bits of a product follow BLAS's thread count: one thread, as a Ray worker
         Hh = _unit32(head.raw(U))

@@ -12,8 +12,8 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import InputError
-from ..result import Figure
-from ..schemas import FRACTION
+from ..report.result import Figure
+from ..report.schemas import FRACTION
 from ..spec import Measurement, Option, Outcome, Writes
 from .hubness import _row_meta, _unit
 

@@ -10,8 +10,8 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import InputError
-from ..result import Figure
-from ..schemas import FRACTION
+from ..report.result import Figure
+from ..report.schemas import FRACTION
 from ..spec import Input, Measurement, Option, Outcome
 from . import comma_choices
 

@@ -43,7 +43,7 @@ from typing import Any, Callable, ClassVar, Iterator, Optional
 import numpy as np
 
 from ..errors import InputError
-from ..result import Figure, Result, hidden, optional
+from ..report.result import Figure, Result, hidden, optional
 
 #: resamples and permutations by default
 RESAMPLES = 1000

@@ -58,8 +58,8 @@ def run(quick: bool = False) -> list[dict]:
     from sentence_transformers import SentenceTransformer
     from typer.testing import CliRunner
 
-    from embedcheck import encode as enc
     from embedcheck.cli import app
+    from embedcheck.encode import model as enc
 
     rows_in = [json.loads(l) for l in src.read_text(encoding="utf-8").splitlines() if l.strip()]
     if quick:

@@ -170,8 +170,8 @@ def _int8_row(quick: bool) -> dict:
     if not src.is_file():
         return _row("onnx-int8", "skipped", None, None, "-", None, f"{src} not found")
     sys.path.insert(0, str(ROOT))
-    from embedcheck import encode as enc
-    from embedcheck.fastpath import min_cosine
+    from embedcheck.encode import model as enc
+    from embedcheck.encode.fastpath import min_cosine
 
     texts = [json.loads(line)["text"] for line in src.open()][: 200 if quick else 872]
     fp32, _ = enc.load_model(enc.DEFAULT_MODEL, backend="onnx")

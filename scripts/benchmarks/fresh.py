@@ -76,7 +76,7 @@ def _wall(cmd: list[str], env: dict[str, str], *, timed: bool = True) -> float:
 
 
 def run(quick: bool = False) -> list[dict]:
-    from embedcheck import cpu
+    from embedcheck.engine import cpu
 
     pairs = int(os.environ.get("EMBEDCHECK_BENCH_PAIRS", "1" if quick else "5"))
     n_docs = int(os.environ.get("EMBEDCHECK_BENCH_DOCS", "100" if quick else "300"))

@@ -43,8 +43,8 @@ def _ndcg10(Q: np.ndarray, C: np.ndarray, rel: list[set[int]]) -> float:
 def run(quick: bool = False) -> list[dict]:
     from scipy.stats import spearmanr
 
-    from embedcheck import cpu
-    from embedcheck import encode as enc
+    from embedcheck.encode import model as enc
+    from embedcheck.engine import cpu
 
     sci, stsb = DATA / "scifact", DATA / "stsb" / "test.jsonl"
     if not (sci / "corpus.jsonl").is_file() or not stsb.is_file():

@@ -5,8 +5,8 @@
 ``.jsonl`` sidecar (global ``index``, ``id``, ``label``, kept fields, ``text``). A job names its
 input file (a worker reads it: the driver never holds the texts of a folder of files) or, for one
 file cut with ``--shard-rows``, carries its rows. Each job encodes its texts with one
-:func:`embedcheck.encode.encode_texts` call on a model loaded once per worker with
-:func:`embedcheck.encode.load_model` — the same call, on the same texts, whichever engine runs it,
+:func:`embedcheck.encode.model.encode_texts` call on a model loaded once per worker with
+:func:`embedcheck.encode.model.load_model` — the same call, on the same texts, whichever engine runs it,
 so local and Ray shards are the same bytes **when both encode with the same number of torch
 threads** (``--threads``: a forward pass's float32 sums are split across threads, so 1 and 2
 threads differ in the last bit of a few rows, ≤ 3e-7). A Ray actor reserves ``--threads`` CPUs
@@ -201,9 +201,9 @@ def sidecar_rows(rows: list[dict[str, Any]], offset: int, with_text: bool) -> li
 
 def run_job(model: Any, job: Job, opts: EmbedOptions, folder: str) -> dict[str, Any]:
     """Encode one job's texts and write its shard (npy + sidecar, atomically). Returns its entry."""
-    from .. import encode as enc
     from ..io.atomic import AtomicBatch
     from ..io.shards import write_shard
+    from . import model as enc
 
     fault = os.environ.get(FAULT_ENV)
     if fault and not os.path.exists(fault):
@@ -220,7 +220,7 @@ def run_job(model: Any, job: Job, opts: EmbedOptions, folder: str) -> dict[str, 
 
 
 def load(opts: EmbedOptions) -> Any:
-    from .. import encode as enc
+    from . import model as enc
 
     if opts.threads:  # the float32 sums of a forward pass depend on how many threads split them
         import torch
@@ -454,7 +454,7 @@ def _embed_into(plan: Plan, opts: EmbedOptions, out: Path, done: dict[int, dict[
 
 def _run_ray(todo: list[Job], opts: EmbedOptions, out: Path, address: str | None, workers: int | None,
              gpus: float, landed: Callable[[dict[str, Any]], None]) -> float:
-    from .runner import RayEngine, worker_env
+    from ..engine.runner import RayEngine, worker_env
 
     eng = RayEngine(address)
     try:

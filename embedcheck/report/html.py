@@ -6,7 +6,7 @@ input hashes, package versions). The page has no external reference at all — s
 images as ``data:image/png;base64`` URIs — so it opens from disk, offline, and can be uploaded
 as one CI artifact.
 
-Per report: its declared figures (:func:`embedcheck.schemas.figures_of`: headline figures in bold
+Per report: its declared figures (:func:`embedcheck.report.schemas.figures_of`: headline figures in bold
 with their better direction, context figures such as a threshold's cosine) with their 95 %
 intervals, the chance level or floor each is read against and its one-line meaning — all from the
 figure declarations, written once; a ``threshold`` report's chosen thresholds; the
@@ -30,8 +30,8 @@ import math
 from pathlib import Path
 from typing import Any, Optional
 
-from .errors import InputError
-from .io.jsonio import loads
+from ..errors import InputError
+from ..io.jsonio import loads
 
 #: the largest file read as a report or a plot (bigger ones are listed, not inlined)
 MAX_JSON_BYTES = 50 << 20

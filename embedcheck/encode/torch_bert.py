@@ -1,5 +1,5 @@
 """A BERT encoder's forward pass in plain torch, from the model folder's ``config.json`` and
-``model.safetensors``, for the fast path's torch backend (:class:`~embedcheck.fastpath.TorchEncoder`).
+``model.safetensors``, for the fast path's torch backend (:class:`~embedcheck.encode.fastpath.TorchEncoder`).
 
 The default model (all-MiniLM-L6-v2) and many sentence-embedding models are BERT encoders. Their
 forward is a few torch calls — embeddings and LayerNorm, then per layer scaled-dot-product

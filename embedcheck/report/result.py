@@ -70,7 +70,7 @@ class Result:
     #: dotted report key → :class:`Figure` (headline figures, direction, interval key)
     figures: ClassVar[dict[str, Figure]] = {}
     #: the JSON Schema of the report's own keys (``schemas.obj({...})``), declared beside the report;
-    #: :func:`embedcheck.schemas.json_schema` adds ``schema``, ``gates``, ``comparison``, ``paired``
+    #: :func:`embedcheck.report.schemas.json_schema` adds ``schema``, ``gates``, ``comparison``, ``paired``
     #: and the headline figures
     report_schema: ClassVar[Optional[dict[str, Any]]] = None
 
@@ -128,7 +128,7 @@ class Report(Result):
         """Evaluate gates on this report's figures (dotted keys or short names, as ``--fail-below``
         takes them; bounds in the unit each figure is printed in, checked against its declared
         range), attach them to the report (``gates``) and return them;
-        ``embedcheck.gates.failed(report.to_dict())`` lists failures."""
+        ``embedcheck.report.gates.failed(report.to_dict())`` lists failures."""
         from .gates import GateSpec, evaluate, resolve_gates
 
         specs = [GateSpec(k, ">=", float(t), f"minimum {k}={t}") for k, t in (minimum or {}).items()]

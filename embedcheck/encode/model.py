@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 from .hub import HUB_PROBE_TIMEOUT, hf_offline_env, hub_reachable  # noqa: F401  (re-exported)
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -53,7 +53,7 @@ _BATCHES_PER_CALL = 4
 #: tokenisation, pooling and normalisation stay sentence-transformers' own modules.
 BACKENDS = ("auto", "torch", "onnx", "onnx-int8")
 #: "fp32" (default, exact) or "bf16": torch.autocast(device, dtype=torch.bfloat16), checked against fp32
-#: once per model and machine (:func:`embedcheck.tuning.check_bf16`)
+#: once per model and machine (:func:`embedcheck.encode.tuning.check_bf16`)
 PRECISIONS = ("fp32", "bf16")
 ONNX_OPSET = 17
 
@@ -232,7 +232,7 @@ def _has(module: str) -> bool:
 def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, backend: str = "auto",
                max_seq_length: int | None = None, precision: str = "fp32", texts: Sequence[str] | None = None,
                batch_size: int = 32) -> tuple[Any, ResolvedModel]:
-    """Resolve and load a model: a :class:`~embedcheck.fastpath.FastEncoder` (tokenizers +
+    """Resolve and load a model: a :class:`~embedcheck.encode.fastpath.FastEncoder` (tokenizers +
     onnxruntime + numpy pooling, no torch import on a cached export) or a
     :class:`sentence_transformers.SentenceTransformer`; both have ``encode``, ``prompts``,
     ``max_seq_length``, ``device`` and ``tokenizer``, and :func:`encode_texts` takes either.
@@ -247,10 +247,10 @@ def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, 
 
     ``texts`` (the job's texts) with ``backend="auto"`` on the CPU: the fast path and torch are timed on
     a probe of them and the one with the least expected time for the job is returned
-    (:mod:`embedcheck.tuning`, cached per CPU, model and sequence-length band); the measurement is
+    (:mod:`embedcheck.encode.tuning`, cached per CPU, model and sequence-length band); the measurement is
     ``model._embedcheck_calibration``. ``precision="bf16"``: the model on torch (behind the fast
     path's tokenizer and pooling where the fast path implements it, else sentence-transformers) under
-    bf16 autocast, after the fidelity check (:func:`embedcheck.tuning.check_bf16`; its figures are
+    bf16 autocast, after the fidelity check (:func:`embedcheck.encode.tuning.check_bf16`; its figures are
     ``model._embedcheck_bf16_check``). Returns ``(model, resolved)``.
     """
     if backend not in BACKENDS:
@@ -273,7 +273,7 @@ def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, 
         from .fastpath import refuse_pickled_checkpoint
 
         refuse_pickled_checkpoint(resolved.folder, resolved.model_id)
-    from .threads import passive_wait
+    from ..engine.threads import passive_wait
 
     passive_wait()
     if precision == "bf16":
@@ -298,7 +298,7 @@ def _load_sentence_transformer(resolved: ResolvedModel, device: str | None, max_
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from .threads import choose_threads
+    from ..engine.threads import choose_threads
 
     torch.set_num_threads(choose_threads())
     _quiet_libraries()
@@ -320,7 +320,8 @@ def _load_sentence_transformer(resolved: ResolvedModel, device: str | None, max_
 def _load_bf16(resolved: ResolvedModel, device: str | None, max_seq_length: int | None) -> Any:
     """The model on torch (:func:`_torch_encoder`, else sentence-transformers), run under bf16
     autocast once the fidelity check passed."""
-    from . import cpu, tuning
+    from ..engine import cpu
+    from . import tuning
 
     if device in (None, "cpu") and not _gpu_present() and not cpu.has_bf16_units():
         _warn("--precision bf16 on a CPU without bf16 units (no avx512_bf16 or amx_bf16 in /proc/cpuinfo): "
@@ -335,13 +336,13 @@ def _load_bf16(resolved: ResolvedModel, device: str | None, max_seq_length: int 
 
 def _torch_encoder(resolved: ResolvedModel, device: str | None, max_seq_length: int | None) -> Any:
     """The model's transformer on torch behind the fast path's tokenizer and pooling
-    (:class:`embedcheck.fastpath.TorchEncoder`: sentence-transformers' vectors without its import)
+    (:class:`embedcheck.encode.fastpath.TorchEncoder`: sentence-transformers' vectors without its import)
     when the fast path implements the model and it runs on the CPU; else None."""
     if resolved.folder is None or device not in (None, "cpu") or (device is None and _gpu_present()) \
             or not _has("tokenizers"):
         return None
+    from ..engine.threads import choose_threads
     from . import fastpath
-    from .threads import choose_threads
 
     spec = _fast_spec(resolved, max_seq_length)
     return None if spec is None else fastpath.TorchEncoder(spec, threads=choose_threads(), max_seq_length=max_seq_length)
@@ -379,7 +380,7 @@ TORCH_STARTUP_GUESS = 3.0
 
 def _torch_candidate(fast: Any, max_seq_length: int | None) -> Any:
     """``auto``'s torch: the model's own transformer on torch behind the fast path's tokenizer and
-    pooling (:class:`embedcheck.fastpath.TorchEncoder`; the vectors of sentence-transformers on
+    pooling (:class:`embedcheck.encode.fastpath.TorchEncoder`; the vectors of sentence-transformers on
     torch, without its import)."""
     from .fastpath import TorchEncoder
 
@@ -391,7 +392,7 @@ def _torch_candidate(fast: Any, max_seq_length: int | None) -> Any:
 def _calibrated(fast: Any, fast_startup: float, resolved: ResolvedModel, texts: list[str], batch_size: int,
                 max_seq_length: int | None) -> Any:
     """The ``auto`` backend's choice between the fast path (already loaded) and torch for this job
-    (:mod:`embedcheck.tuning`): the cached timings for this CPU, model, versions, threads and
+    (:mod:`embedcheck.encode.tuning`): the cached timings for this CPU, model, versions, threads and
     length band, or measured now on a probe of ``texts``."""
     from . import tuning
 
@@ -596,7 +597,7 @@ def attach_onnx(model: Any, resolved: ResolvedModel) -> Path:
     import torch
     from transformers.modeling_outputs import BaseModelOutput
 
-    from .threads import ort_session_options
+    from ..engine.threads import ort_session_options
 
     hf, _sample, names = _onnx_names(model, resolved.model_id)
     folder = _cache_root() / "onnx" / _onnx_key(model, resolved, names)
@@ -692,13 +693,13 @@ def encode_texts(model: Any, texts: list[str], *, batch_size: int = 32, normaliz
 
     A model loaded with ``precision="bf16"`` runs under ``torch.autocast(..., dtype=torch.bfloat16)``.
     ``follow_threads``: the encoder's thread count follows the free cores while the job runs (a
-    background reading of ``/proc/stat`` every few seconds, :class:`embedcheck.threads.CoreWatch`,
+    background reading of ``/proc/stat`` every few seconds, :class:`embedcheck.engine.threads.CoreWatch`,
     applied between slices); the counts used are ``model._embedcheck_threads_log`` (``[row, seconds,
     threads]`` at the start and at every change). Never when ``EMBEDCHECK_THREADS``/``--threads`` fixes them.
     """
     import contextlib
 
-    from .threads import CoreWatch, available_cores, env_threads
+    from ..engine.threads import CoreWatch, available_cores, env_threads
 
     if batch_size < 1:
         raise InputError(f"--batch-size must be >= 1, got {batch_size}")

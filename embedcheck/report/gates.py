@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from .errors import InputError, InputWarning
+from ..errors import InputError, InputWarning
 
 EXIT_OK = 0
 EXIT_GATE = 1

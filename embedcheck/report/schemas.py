@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .errors import InputError
+from ..errors import InputError
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -74,7 +74,7 @@ class Figure:
 
 
 #: how a figure is printed (``Figure.unit``; a gate bound is in this unit). On the x100 scales a
-#: non-zero gate bound in [-1, 1] reads as a fraction and is refused (:func:`embedcheck.gates.check_bound`).
+#: non-zero gate bound in [-1, 1] reads as a fraction and is refused (:func:`embedcheck.report.gates.check_bound`).
 PERCENT, X100, FRACTION, COSINE = "in percent", "x100", "as a fraction", "in cosine units"
 
 
@@ -105,7 +105,7 @@ def figures_of(command: str) -> dict[str, Figure]:
     classes' declarations, or a plugin measurement's."""
     load_declarations()
     if command not in REGISTRY:
-        from .spec import measurement
+        from ..spec import measurement
 
         m = measurement(command)
         if m is not None:
@@ -118,7 +118,7 @@ class _Versions(Mapping[str, int]):
     commands' declarations (:data:`embedcheck.spec.COMMANDS`) and every plugin measurement's."""
 
     def _all(self) -> dict[str, int]:
-        from .spec import report_versions
+        from ..spec import report_versions
 
         return report_versions()
 
@@ -216,7 +216,7 @@ INPUTS = {"type": "object", "properties": {"rows_matched_by": {"type": "object",
 
 def json_schema(command: str) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of ``command``'s report."""
-    from .spec import measurement, paired_commands
+    from ..spec import measurement, paired_commands
 
     sid = schema_id(command)
     name = command_name(command)

@@ -10,7 +10,7 @@ sentence-transformers:
   tokenizer's ``model_max_length`` capped at ``max_position_embeddings``), ``do_lower_case`` honoured,
   padded to the longest text of the batch (right padding);
 * the transformer by onnxruntime on an export made once with torch (:func:`build_export`, which
-  reuses :func:`embedcheck.encode.export_onnx`) and cached under ``$EMBEDCHECK_CACHE/fast/KEY/``,
+  reuses :func:`embedcheck.encode.model.export_onnx`) and cached under ``$EMBEDCHECK_CACHE/fast/KEY/``,
   KEY a hash of every model file's name and **contents** (sha256) plus the opset and this path's
   version — another model's export is never found, whatever its width, names, sizes or mtimes;
 * pooling — ``cls``, ``max``, ``mean``, ``mean_sqrt_len_tokens``, ``weightedmean``, ``lasttoken``,
@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 #: bump when the pipeline below changes what it computes (invalidates cached verdicts)
 FAST_VERSION = 1
@@ -195,7 +195,7 @@ def file_sha256(path: Path) -> str:
     """sha256 of a file's bytes, remembered (in this process and in ``fast/hashes.json``) under its
     identity — device, inode, size, mtime and ctime — so an unchanged model costs a ``stat`` per
     file on a warm start; any change to the file (ctime cannot be set back) re-reads it."""
-    from .io.provenance import sha256_file
+    from ..io.provenance import sha256_file
 
     st = path.stat()
     ident = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -229,7 +229,7 @@ def file_sha256(path: Path) -> str:
 def model_digest(folder: Path) -> str:
     """:func:`embedcheck.io.provenance.model_digest` of the model folder, its files hashed through
     the memo of :func:`file_sha256` (the identity ``embed``'s resume fingerprint uses too)."""
-    from .io.provenance import model_digest as digest
+    from ..io.provenance import model_digest as digest
 
     return digest(folder, file_hash=file_sha256)
 
@@ -368,7 +368,7 @@ class FastEncoder:
                  threads: int | None = None, max_seq_length: int | None = None, lazy: bool = False) -> None:
         from tokenizers import Tokenizer, normalizers
 
-        from .threads import choose_threads
+        from ..engine.threads import choose_threads
 
         self.spec = spec
         self.backend = backend
@@ -408,7 +408,7 @@ class FastEncoder:
         model ignores, e.g. DistilBERT's token_type_ids, is pruned)."""
         import onnxruntime as ort
 
-        from .threads import ort_session_options
+        from ..engine.threads import ort_session_options
 
         self._session = ort.InferenceSession(str(self.onnx_path), ort_session_options(threads),
                                              providers=["CPUExecutionProvider"])
@@ -549,7 +549,7 @@ class FastEncoder:
 
 class TorchEncoder(FastEncoder):
     """The fast path's tokenizer and pooling around the model's own transformer on torch — a BERT
-    encoder as a few plain torch calls (:mod:`embedcheck.torch_bert`), any other through
+    encoder as a few plain torch calls (:mod:`embedcheck.encode.torch_bert`), any other through
     transformers' ``AutoModel`` of the folder — without importing sentence-transformers (nor, for
     a BERT encoder, transformers). Its vectors are sentence-transformers' (the same token ids, the
     same forward, the same pooling; checked in the tests)."""

@@ -6,7 +6,7 @@
   packaged probe batch (:data:`PROBE_TEXTS`, short to longer than ``max_seq_length``) is encoded in
   fp32 and in bf16 and the minimum cosine between the two must be ≥ :data:`BF16_MIN_COSINE`, else
   the run is refused in one line naming the figure. The verdict is cached per CPU
-  (:func:`embedcheck.cpu.fingerprint`: model name and all flags), model contents, torch version and
+  (:func:`embedcheck.engine.cpu.fingerprint`: model name and all flags), model contents, torch version and
   probe version.
 * **the ``auto`` backend's calibration** (:func:`choose`): the candidates (the torch-free onnx fast
   path and sentence-transformers on torch, both fp32 and checked against each other) are timed on a
@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 #: bf16 vectors must have at least this cosine to fp32 on every probe text
 BF16_MIN_COSINE = 0.9999
@@ -124,7 +124,7 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def bf16_key(resolved: Any, torch_version: str, max_seq_length: int | None) -> str:
-    from . import cpu
+    from ..engine import cpu
 
     return _key("bf16", PROBE_VERSION, cpu.fingerprint(), model_fingerprint(resolved), torch_version, max_seq_length)
 
@@ -199,7 +199,7 @@ def probe_texts(texts: Sequence[str], k: int) -> list[str]:
 
 def calibration_key(resolved: Any, band: str, threads: int, versions: dict[str, str | None],
                     max_seq_length: int | None, batch_size: int) -> str:
-    from . import cpu
+    from ..engine import cpu
 
     return _key("calibration", CALIBRATION_VERSION, cpu.fingerprint(), model_fingerprint(resolved), band, threads,
                 json.dumps(versions, sort_keys=True), max_seq_length, batch_size)

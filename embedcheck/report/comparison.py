@@ -29,7 +29,7 @@ quadrature interval ignores that, and the paired comparison (``--against``, the 
 ``paired`` section) is the one to read.
 
 **Direction.** Which way a figure is better is what its report class declares
-(:attr:`embedcheck.result.Result.figures`: ``Figure("lower", ...)`` for ``raw.floor_share``,
+(:attr:`embedcheck.report.result.Result.figures`: ``Figure("lower", ...)`` for ``raw.floor_share``,
 ``top1_changed``, latencies ...; a plugin's ``Measurement.figures``); the paired section's
 ``p_value`` and ``min_detectable_effect`` are lower-is-better (:class:`~embedcheck.stats.paired.PairedFigure`);
 an undeclared figure counts as higher-is-better (:func:`direction`). ``drop`` is the worsening:
@@ -51,13 +51,13 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from .errors import InputError
+from ..errors import InputError
 from .schemas import parse_schema_id
 
 
 def headlines(command: str) -> dict[str, str]:
     """Headline figures of a command (dotted key → the better direction), as the command's report
-    class declares them (:attr:`embedcheck.result.Result.figures`)."""
+    class declares them (:attr:`embedcheck.report.result.Result.figures`)."""
     from .schemas import figures_of
 
     return {k: f.better for k, f in figures_of(command).items() if f.headline}
@@ -149,7 +149,7 @@ def direction(command: str, figure: str) -> str:
         if key in declared:
             return declared[key].better
     if figure.startswith("paired.") and figure.count(".") >= 2:
-        from .stats.paired import PairedFigure
+        from ..stats.paired import PairedFigure
 
         field = PairedFigure.figures.get(figure.rsplit(".", 1)[1])
         if field is not None:
@@ -304,7 +304,7 @@ def compare_reports(baseline: dict[str, Any], current: dict[str, Any], *, tolera
 def check_gate_figures(baseline: dict[str, Any], current: dict[str, Any], names: tuple[str, str]) -> None:
     """Before a significant-drop gate: every headline figure of the command is a finite number in both
     reports (:func:`embedcheck.io.reports.check_headline_figures`; exit 2 naming figure and file)."""
-    from .io.reports import check_headline_figures
+    from ..io.reports import check_headline_figures
 
     command, _ = report_command(current, names[1])
     check_headline_figures(baseline, current, sorted(headlines(command)), names)
