@@ -227,10 +227,14 @@ def options_of(fn: Callable[..., Any]) -> tuple[Option, ...]:
 class Outcome:
     """What a measurement's ``run`` returns: the report ``body`` (figures by key, their ``_ci95``
     intervals, counts) and, per figure that is a mean over rows, the per-row ``items`` that a paired
-    comparison (``--against``) resamples."""
+    comparison (``--against``) resamples; and ``files``, the bytes of each declared output
+    (:attr:`Measurement.writes`: the option's name → bytes) that was asked for — written by the API,
+    atomically, after the run (never for ``--against``'s second run), so Python and the CLI write
+    the same bytes and a run that fails writes nothing."""
 
     body: dict[str, Any]
     items: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -258,8 +262,12 @@ class Measurement:
     #: do not pair with another embedding of the same rows (it may then declare an ``against`` option)
     paired: bool = True
     #: what it writes besides the reporting outputs (an option named by :attr:`Writes.param`), declared
-    #: once: the CLI refuses outputs that collide before any work, as for a built-in :class:`Command`
+    #: once: the CLI refuses outputs that collide before any work, as for a built-in :class:`Command`;
+    #: ``run`` returns the bytes (:attr:`Outcome.files`), the API writes them
     writes: tuple["Writes", ...] = ()
+    #: a run on the fixtures that writes its outputs (``{"": (...)}``, as :attr:`Command.runs`), where
+    #: the :attr:`example` does not, for the suites that drive every writer
+    runs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: the terminal view of a report (``view(report_dict) -> list[str]`` of lines), where the default
     #: view from the figures (:mod:`embedcheck.cli.views`) does not read well
     view: Optional[Callable[[dict[str, Any]], list[str]]] = None

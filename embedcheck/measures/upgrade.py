@@ -10,9 +10,10 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import InputError
+from ..geometry.upgrade import METHODS
 from ..result import Figure
 from ..schemas import FRACTION
-from ..spec import Input, Measurement, Option, Outcome
+from ..spec import Input, Measurement, Option, Outcome, Writes
 from . import comma_choices
 
 
@@ -36,15 +37,95 @@ def _pairs(old_ids: list[Any], new_ids: list[Any]) -> tuple[np.ndarray, np.ndarr
     return np.array([pos[k] for k in new_ids], dtype=np.int64), np.arange(len(new_ids), dtype=np.int64)
 
 
+def _record(src: Any) -> dict[str, Any]:
+    """An input as the project records it (:func:`embedcheck.io.provenance.input_record`: a file's
+    sha256, a shard set's manifest's; a store by its name; an array by the sha256 of its rows as
+    little-endian float32), with the sha256 of its ``.jsonl`` rows (the ids that pair it)."""
+    import hashlib
+    from pathlib import Path
+
+    from ..io import provenance
+
+    part = src.parts[0]
+    if part.store:
+        from ..io.stores import display_name
+
+        return {"store": display_name(part.store)}
+    if part.array is not None:
+        h = hashlib.sha256()
+        for p in src.parts:
+            h.update(np.ascontiguousarray(p.read(), dtype="<f4").tobytes())
+        return {"array": src.name, "array_sha256": h.hexdigest()}
+    rec = dict(provenance.input_record(src.name))
+    if src.sidecar and Path(src.sidecar).is_file():
+        rec["jsonl_sha256"] = provenance.sha256_file(src.sidecar)
+    return rec
+
+
+def _model(src: Any) -> dict[str, Any]:
+    """The model an input was written by (its metadata: ``.meta.json``, a shard set's manifest, a
+    store's), else its file name."""
+    from pathlib import Path
+
+    from ..io.retrieval import artifact_model
+
+    part = src.parts[0]
+    if part.array is None:
+        try:
+            m = artifact_model(part.store or src.name)
+        except (InputError, OSError, ValueError):
+            m = None
+        if m:
+            return {"name": m, "from": "metadata"}
+    return {"name": Path(src.name).name if part.array is None else src.name, "from": "file name"}
+
+
+def _adapter_file(a: Any, fit: dict[str, Any], old: Any, new: Any, body: dict[str, Any], *, holdout: float,
+                  seed: int) -> bytes:
+    """The bridge adapter's file (:mod:`embedcheck.heads.adapter`: the head format, kind ``adapter``)
+    and its manifest: direction, models, dimensions, method, hyper-parameters, held-out fit
+    figures, the inputs it was fitted on."""
+    from ..heads import adapter as HA
+    from ..version import __version__
+
+    m = a.method
+    manifest = {
+        "direction": HA.BRIDGE,
+        "maps": "new-model vectors (queries) into the old model's space: search the old index with them",
+        "models": {"new": _model(new), "old": _model(old)},
+        "input_dim": a.source_dim, "output_dim": a.target_dim,
+        "method": m, "orthogonal": m == "procrustes",
+        "hyperparameters": {k: v for k, v in a.params.items()},
+        "fit": {k: fit[k] for k in ("heldout_cosine", "variance_explained", "train_cosine", "parameters")},
+        "fitted_on": {"pairs": body["pairs"], "train_pairs": body["train_pairs"], "heldout_pairs": body["heldout_pairs"],
+                      "holdout": holdout, "seed": seed},
+        "bridge_arm": {"score": body["arms"][f"bridge:{m}"], "scored_by": body["scored_by"],
+                       "chosen_by_report": m == body["chosen"]},
+        "inputs": {"old": _record(old), "new": _record(new)},
+        "input_normalisation": "l2", "output_normalisation": "l2",
+        "apply": "embedcheck project NEW_QUERIES.npy --adapter FILE --side queries -o OUT.npy",
+        "embedcheck_version": __version__,
+    }
+    return HA.to_bytes(a, manifest)
+
+
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional[str], queries_new: Optional[str],
         qrels: Optional[str], method: str, k: int, holdout: float, decision_margin: float, resamples: int,
-        mlp_epochs: int) -> Outcome:
+        mlp_epochs: int, output: Optional[str] = None, adapter_method: Optional[str] = None) -> Outcome:
     from ..geometry import upgrade as U
     from ..geometry.retrieval import id_bytes, tie_ranks
     from ..io.source import open_source
 
     old, new = inputs["old"], inputs["new"]
     methods = comma_choices(method, U.METHODS, "--method")
+    if output is not None and not str(output).lower().endswith(".safetensors"):
+        raise InputError(f"output {output} must end in .safetensors (the adapter file)")
+    if adapter_method is not None:
+        if output is None:
+            raise InputError("adapter_method chooses the adapter that -o writes: give -o (output=) too")
+        if adapter_method not in methods:
+            raise InputError(f"adapter_method {adapter_method} was not fitted: --method {method} fits "
+                             f"{', '.join(methods)}")
     old_ids = _ids_of(old, "OLD")
     o_rows, n_rows = _pairs(old_ids, _ids_of(new, "NEW"))
     npairs = len(o_rows)
@@ -148,7 +229,14 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     body["decision_margin"] = decision_margin
     body["ci_method"] = f"paired bootstrap over queries, {resamples} resamples, seed {seed}"
     items = {name.replace("-", "_"): np.asarray(score[name], dtype=np.float64) for name in ("keep", "bridge", "re-embed", "migrate")}
-    return Outcome(body=body, items=items)
+    files = {}
+    if output is not None:
+        written = adapter_method or best
+        fit = next(f for f in fits if f["method"] == written)
+        files["output"] = _adapter_file(adapters[written], fit, old, new, body, holdout=holdout, seed=seed)
+        body["adapter_file"] = {"output": str(output), "method": written, "direction": "new->old",
+                                "input_dim": adapters[written].source_dim, "output_dim": adapters[written].target_dim}
+    return Outcome(body=body, items=items, files=files)
 
 
 MEASUREMENT = Measurement(
@@ -172,7 +260,16 @@ MEASUREMENT = Measurement(
              Option("holdout", float, 0.2, "Share of the paired rows held out for choosing.", min=0.05, max=0.5),
              Option("decision_margin", float, 0.01, "Decision margin on the score (nDCG@10 or overlap).", min=0.0, max=1.0),
              Option("resamples", int, 1000, "Bootstrap resamples over queries.", min=10),
-             Option("mlp_epochs", int, 30, "Epochs of the residual MLP adapter.", min=1)),
+             Option("mlp_epochs", int, 30, "Epochs of the residual MLP adapter.", min=1),
+             Option("output", str, None, "Write the bridge adapter (new -> old; the one the report chooses) to this "
+                    ".safetensors file with its manifest; apply it with project --adapter.", aliases=("-o",),
+                    metavar="FILE", show_default=False),
+             Option("adapter_method", str, None, "The adapter -o writes instead of the chosen one (one fitted by --method).",
+                    choices=METHODS, show_default=False)),
+    writes=(Writes("output", "file"),),
+    runs={"": ("retrieve_corpus.npy", "retrieve_corpus.npy", "--queries-old", "retrieve_queries.npy",
+               "--queries-new", "retrieve_queries.npy", "--method", "procrustes", "--resamples", "100",
+               "-o", "adapter.safetensors")},
     figures={
         "recovered": Figure("higher", interval="recovered_ci95", always=False,
                             help="(bridge - keep) / (re-embed - keep): the share of the upgrade's gain the bridge keeps"),
