@@ -83,12 +83,11 @@ def use_for(head: Head, side: str, invert: bool, source: str) -> str:
     return "adapter"
 
 
-def expected_model(head: Head, use: str) -> Optional[str]:
-    """The model the vectors given to the adapter must come from, when its manifest took it from the
-    inputs' metadata (None when it only had file names)."""
-    src, _, dst = str(head.config.get("direction", BRIDGE)).partition("->")
-    side = dst if use == "adapter-inverse" else src
-    rec = (head.config.get("models") or {}).get(side) or {}
+def expected_model(head: Head) -> Optional[str]:
+    """The model the vectors given to the adapter ``head`` (as read, or its :func:`inverse`) must come
+    from, when its manifest took it from the inputs' metadata (None when it only had file names)."""
+    src = str(head.config.get("direction", BRIDGE)).partition("->")[0]
+    rec = (head.config.get("models") or {}).get(src) or {}
     return rec.get("name") if rec.get("from") == "metadata" else None
 
 
