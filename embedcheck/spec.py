@@ -324,7 +324,7 @@ COMMANDS: tuple[Command, ...] = (
             {"train_head": "heads", "project": "heads"}, {"train-head": 1, "project": 1}, primary="train_aag.after",
             role="repair", writes=(Writes("out", "with-meta"),),
             runs={"": ("topics.npy", "topics.labels.jsonl", "--kind", "lda", "-o", "h.safetensors")}),
-    Command("project", "apply a head to existing vectors, streamed, without re-embedding", "head", role="repair",
+    Command("project", "apply a head or an upgrade adapter to existing vectors, without re-embedding", "head", role="repair",
             writes=(Writes("out", "vectors"),), runs={"": ("topics.npy", "--head", "topics_lda.safetensors", "-o", "p.npy")}),
     Command("neighbors", "how much do two embeddings' nearest neighbours agree?", "neighbors",
             {"neighbors": "neighbors"}, {"neighbors": 1}, primary="overlap", paired=True, measurement=True, role="measure",

@@ -225,3 +225,15 @@ def test_the_python_api_writes_the_same_bytes(cli, rotation):
     embedcheck.upgrade(f["old"], f["new"], queries_old=f["qo"], queries_new=f["qn"], qrels=QRELS,
                        method="procrustes,ridge", resamples=100, output=str(b))
     assert a.read_bytes() == b.read_bytes()
+
+
+def test_a_shard_set_of_queries_is_bridged_as_the_one_file(cli, rotation):
+    from embedcheck.io.source import open_source
+
+    f, out = rotation, rotation["dir"] / "a.safetensors"
+    _upgrade(cli, f, out)
+    assert cli(["shards", "split", f["qn"], "--rows", "16", "-o", f["dir"] / "qn_set"]).exit_code == 0
+    assert cli(["project", f["qn"], "--adapter", out, "--side", "queries", "-o", f["dir"] / "one.npy"]).exit_code == 0
+    r = cli(["project", f["dir"] / "qn_set", "--adapter", out, "--side", "queries", "-o", f["dir"] / "b_set"])
+    assert r.exit_code == 0, r
+    assert np.array_equal(np.asarray(open_source(str(f["dir"] / "b_set"))[:]), np.load(f["dir"] / "one.npy"))

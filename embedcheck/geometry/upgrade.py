@@ -3,7 +3,8 @@ arms of a model upgrade scored on the same queries, the recovered share with its
 interval and the decision rule. No I/O: arrays in, arrays and dicts out.
 
 Every adapter maps unit source rows ``U`` to ``U @ weight.T + bias`` (plus, for ``mlp``, a residual
-``fc2(relu(fc1(U)))``); :meth:`Adapter.tensors` gives those arrays by name (no file format yet).
+``fc2(relu(fc1(U)))``); :meth:`Adapter.tensors` gives those arrays by name (the file ``upgrade -o`` writes:
+:mod:`embedcheck.heads.adapter`).
 
 * ``procrustes`` — :func:`scipy.linalg.orthogonal_procrustes` on the unit rows; when the two
   dimensions differ the smaller side is zero-padded to the larger (the rotation acts in the padded

@@ -1,7 +1,8 @@
 """``upgrade``: keep the old model's index, bridge new-model queries into it, or re-embed? Adapters
 fitted on rows paired by id, the four arms (keep, bridge, re-embed, migrate) scored on the same
-queries, the recovered share with its paired interval, and a decision from a stated rule. The
-maths: :mod:`embedcheck.geometry.upgrade`."""
+queries, the recovered share with its paired interval, and a decision from a stated rule; with
+``-o``, the bridge adapter's file (:mod:`embedcheck.heads.adapter`), applied by ``project --adapter``.
+The maths: :mod:`embedcheck.geometry.upgrade`."""
 
 from __future__ import annotations
 
