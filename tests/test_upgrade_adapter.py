@@ -237,3 +237,42 @@ def test_a_shard_set_of_queries_is_bridged_as_the_one_file(cli, rotation):
     r = cli(["project", f["dir"] / "qn_set", "--adapter", out, "--side", "queries", "-o", f["dir"] / "b_set"])
     assert r.exit_code == 0, r
     assert np.array_equal(np.asarray(open_source(str(f["dir"] / "b_set"))[:]), np.load(f["dir"] / "one.npy"))
+
+
+def test_labels_aag_and_label_map_before_and_after_the_bridge(cli, rotation):
+    """With --old-labels: AAG and label MAP of the paired rows as NEW has them, as the chosen bridge maps
+    them and as OLD has them — each the project's own aag() and label_map() on those rows."""
+    from embedcheck.geometry.aag import aag
+    from embedcheck.geometry.label_map import label_map
+
+    f = rotation
+    C = np.load(FIX / "retrieve_corpus.npy")
+    y = np.argmax(C[:, :3], axis=1)  # three classes the true space separates
+    order = np.random.default_rng(1).permutation(len(y))  # the labels file in another order: matched by id
+    lab = f["dir"] / "labels.jsonl"
+    lab.write_text("".join(json.dumps({"id": f["dids"][i], "label": f"c{y[i]}"}) + "\n" for i in order))
+    rep = _upgrade(cli, f, f["dir"] / "a.safetensors", "--old-labels", lab)
+    got = rep["labels"]
+    assert got["rows"] == 200 and got["classes"] == 3 and got["bridged_by"] == rep["chosen"] == "procrustes"
+    assert got["rows_matched_by"] == "id"
+    labels = np.array([f"c{v}" for v in y])
+    a, _, _ = _python_bridge(f, "procrustes")
+    Xn, Xo = U.unit(np.load(f["new"])), U.unit(np.load(f["old"]))
+    spaces = {"new": Xn, "bridged": U.unit(a.apply(Xn)), "old": Xo}
+    for name, X in spaces.items():
+        assert got["aag"][name] == pytest.approx(aag(X, labels).aag, abs=1e-12), name
+        assert got["label_map"][name] == pytest.approx(label_map(X, labels).map, abs=1e-9), name
+    assert got["label_map"]["chance"] == pytest.approx(label_map(Xo, labels).chance, abs=1e-12)
+    # a rotation keeps the geometry: the bridged rows' AAG is the new rows' (and near the old ones')
+    assert abs(got["aag_change"]) < 0.01 and got["aag"]["new"] > 0.05
+    assert got["aag_change"] == pytest.approx(got["aag"]["bridged"] - got["aag"]["new"], abs=1e-15)
+    # the figures gate like any other
+    r = cli(["upgrade", f["old"], f["new"], "--queries-old", f["qo"], "--queries-new", f["qn"], "--method", "procrustes",
+             "--resamples", "100", "--old-labels", lab, "--fail-below", "labels.aag.bridged=0.99"])
+    assert r.exit_code == 1, r
+    # labels that are not OLD's rows: one line
+    bad = f["dir"] / "bad.jsonl"
+    bad.write_text("".join(json.dumps({"id": f"x{i}", "label": "a"}) + "\n" for i in range(200)))
+    res = cli(["upgrade", f["old"], f["new"], "--queries-old", f["qo"], "--queries-new", f["qn"], "--old-labels", bad])
+    assert_one_line_error(res)
+    assert "--old-labels" in res.stderr

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import InputError
 from ..geometry.upgrade import METHODS
 from ..result import Figure
-from ..schemas import FRACTION
+from ..schemas import COSINE, FRACTION, PERCENT
 from ..spec import Input, Measurement, Option, Outcome, Writes
 from . import comma_choices
 
@@ -61,6 +61,18 @@ def _record(src: Any) -> dict[str, Any]:
     if src.sidecar and Path(src.sidecar).is_file():
         rec["jsonl_sha256"] = provenance.sha256_file(src.sidecar)
     return rec
+
+
+def _labels(old: Any, labels: str) -> tuple[np.ndarray, str]:
+    """``--old-labels``: one label per OLD row (a labels file or table, its ``label`` column; matched to
+    OLD's rows by id as ``aag`` matches them: the same set, reordered by id), and how they matched."""
+    from ..api._common import labels_for
+
+    part = old.parts[0]
+    rows = part.store or (old.name if part.array is None else None)
+    matched: dict[str, str] = {}
+    y = labels_for(labels, old.n, "label", what="--old-labels", rows=rows, matched=matched, key="labels")
+    return np.asarray(y), matched["labels"]
 
 
 def _model(src: Any) -> dict[str, Any]:
@@ -112,7 +124,8 @@ def _adapter_file(a: Any, fit: dict[str, Any], old: Any, new: Any, body: dict[st
 
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional[str], queries_new: Optional[str],
         qrels: Optional[str], method: str, k: int, holdout: float, decision_margin: float, resamples: int,
-        mlp_epochs: int, output: Optional[str] = None, adapter_method: Optional[str] = None) -> Outcome:
+        mlp_epochs: int, output: Optional[str] = None, adapter_method: Optional[str] = None,
+        old_labels: Optional[str] = None) -> Outcome:
     from ..geometry import upgrade as U
     from ..geometry.retrieval import id_bytes, tie_ranks
     from ..io.source import open_source
@@ -149,6 +162,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
         raise InputError(f"--queries-old: dimension {qo_src.dim}, OLD has {old.dim}")
     if qn_src.dim != new.dim:
         raise InputError(f"--queries-new: dimension {qn_src.dim}, NEW has {new.dim}")
+    y = _labels(old, old_labels) if old_labels is not None else None  # read (and matched) before any fitting
     Xo = U.unit(np.asarray(old[:], dtype=np.float64))
     Xn = U.unit(np.asarray(new[:], dtype=np.float64))
     Qo = U.unit(np.asarray(qo_src[:], dtype=np.float64))
@@ -230,6 +244,17 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     body["decision_margin"] = decision_margin
     body["ci_method"] = f"paired bootstrap over queries, {resamples} resamples, seed {seed}"
     items = {name.replace("-", "_"): np.asarray(score[name], dtype=np.float64) for name in ("keep", "bridge", "re-embed", "migrate")}
+    if y is not None:
+        from ..rows import content_sha256
+
+        lab = y[0][o_rows]
+        geo = U.attribute_geometry({"new": Pn, "bridged": U.unit(adapters[best].apply(Pn)), "old": Po}, lab, seed=seed)
+        body["labels"] = {"rows": npairs, "classes": int(len(np.unique(lab))), "bridged_by": best,
+                          "on": "the paired rows (train and held-out): NEW's vectors, NEW's mapped by the chosen "
+                                "bridge into the old space, OLD's vectors", **geo,
+                          "aag_change": geo["aag"]["bridged"] - geo["aag"]["new"],
+                          "label_map_change": geo["label_map"]["bridged"] - geo["label_map"]["new"],
+                          "labels_sha256": content_sha256(lab), "rows_matched_by": y[1]}
     files = {}
     if output is not None:
         written = adapter_method or best
@@ -265,6 +290,8 @@ MEASUREMENT = Measurement(
              Option("output", str, None, "Write the bridge adapter (new -> old; the one the report chooses) to this "
                     ".safetensors file with its manifest; apply it with project --adapter.", aliases=("-o",),
                     metavar="FILE", show_default=False),
+             Option("old_labels", str, None, "Labels of OLD's rows (a file or table with ids, its 'label' column): AAG and "
+                    "label MAP of the paired rows before and after the bridge.", metavar="FILE", show_default=False),
              Option("adapter_method", str, None, "The adapter -o writes instead of the chosen one (one fitted by --method).",
                     choices=METHODS, show_default=False)),
     writes=(Writes("output", "file"),),
@@ -280,6 +307,11 @@ MEASUREMENT = Measurement(
         "re_embed": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
         "migrate": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
         "decision_keep": Figure("lower", headline=False, help="1 when the decision is keep (gate: --fail-above decision_keep=0.5)"),
+        "labels.aag.bridged": Figure("higher", headline=False, always=False, reference="labels.aag.new", unit=COSINE,
+                                     range=(-2, 2), help="AAG of the bridged rows (with --old-labels); read against the new vectors'"),
+        "labels.label_map.bridged": Figure("higher", headline=False, always=False, reference="labels.label_map.new",
+                                           unit=PERCENT, range=(0, 100),
+                                           help="label MAP x100 of the bridged rows (with --old-labels); read against the new vectors'"),
     },
     primary="gain",
     tolerance=1e-6,
