@@ -108,9 +108,10 @@ def test_the_manifest_says_what_the_adapter_is(cli, rotation):
         assert man["fit"][k] == fit[k], k
     assert man["hyperparameters"] == fit["params"]
     assert man["fitted_on"] == {"pairs": 200, "train_pairs": 160, "heldout_pairs": 40, "holdout": 0.2, "seed": 0}
-    for role in ("old", "new"):
-        assert man["inputs"][role]["sha256"] == sha256_file(f[role])
-        assert man["inputs"][role]["jsonl_sha256"] == sha256_file(Path(f[role]).with_suffix(".jsonl"))
+    for role, key in (("old", "old"), ("new", "new"), ("queries_old", "qo"), ("queries_new", "qn")):
+        assert man["inputs"][role]["sha256"] == sha256_file(f[key])
+        assert man["inputs"][role]["jsonl_sha256"] == sha256_file(Path(f[key]).with_suffix(".jsonl"))
+    assert man["inputs"]["qrels"]["sha256"] == sha256_file(QRELS)
     a, figs, _ = _python_bridge(f, "procrustes")
     assert sorted(tensors) == ["bias", "weight"]
     assert np.array_equal(tensors["weight"], a.weight.astype(np.float32))
@@ -225,6 +226,11 @@ def test_the_python_api_writes_the_same_bytes(cli, rotation):
     embedcheck.upgrade(f["old"], f["new"], queries_old=f["qo"], queries_new=f["qn"], qrels=QRELS,
                        method="procrustes,ridge", resamples=100, output=str(b))
     assert a.read_bytes() == b.read_bytes()
+    # with against, the file is A's adapter, written once, after both runs
+    c = f["dir"] / "against.safetensors"
+    rep = embedcheck.upgrade(f["old"], f["new"], queries_old=f["qo"], queries_new=f["qn"], qrels=QRELS,
+                             method="procrustes,ridge", resamples=100, output=str(c), against=(f["old"], f["old"]))
+    assert "paired" in rep.to_dict() and c.read_bytes() == a.read_bytes()
 
 
 def test_a_shard_set_of_queries_is_bridged_as_the_one_file(cli, rotation):

@@ -107,7 +107,6 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
     opened = _open_inputs(m, inputs, label_field, matched)
     with running(engine, address) as eng:
         out = _run(m, opened, eng, seed, opts)
-        _write(m, out, writes)
         body = dict(out.body)
         labels = {i.name: opened[i.name] for i in m.inputs if i.kind == "labels"}
         if labels:
@@ -142,6 +141,7 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
                                   margins=margins, against=", ".join(label_of(b, "array") for b in b_args))
             body["paired"] = paired.to_dict()
             results["paired"] = paired
+    _write(m, out, writes)  # A's files, once every run succeeded (B's, with against, are not written)
     return report_class(m)(body=body, results=results)
 
 

@@ -94,7 +94,7 @@ def _model(src: Any) -> dict[str, Any]:
 
 
 def _adapter_file(a: Any, fit: dict[str, Any], old: Any, new: Any, body: dict[str, Any], *, holdout: float,
-                  seed: int) -> bytes:
+                  seed: int, scored_on: dict[str, Any]) -> bytes:
     """The bridge adapter's file (:mod:`embedcheck.heads.adapter`: the head format, kind ``adapter``)
     and its manifest: direction, models, dimensions, method, hyper-parameters, held-out fit
     figures, the inputs it was fitted on."""
@@ -114,7 +114,7 @@ def _adapter_file(a: Any, fit: dict[str, Any], old: Any, new: Any, body: dict[st
                       "holdout": holdout, "seed": seed},
         "bridge_arm": {"score": body["arms"][f"bridge:{m}"], "scored_by": body["scored_by"],
                        "chosen_by_report": m == body["chosen"]},
-        "inputs": {"old": _record(old), "new": _record(new)},
+        "inputs": {"old": _record(old), "new": _record(new), **scored_on},
         "input_normalisation": "l2", "output_normalisation": "l2",
         "apply": "embedcheck project NEW_QUERIES.npy --adapter FILE --side queries -o OUT.npy",
         "embedcheck_version": __version__,
@@ -259,7 +259,12 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     if output is not None:
         written = adapter_method or best
         fit = next(f for f in fits if f["method"] == written)
-        files["output"] = _adapter_file(adapters[written], fit, old, new, body, holdout=holdout, seed=seed)
+        from ..io.provenance import input_record
+
+        scored_on = {"queries_old": _record(qo_src), "queries_new": _record(qn_src),
+                     **({"qrels": input_record(qrels)} if qrels is not None else {})}  # what the bridge arm was scored on
+        files["output"] = _adapter_file(adapters[written], fit, old, new, body, holdout=holdout, seed=seed,
+                                        scored_on=scored_on)
         body["adapter_file"] = {"output": str(output), "method": written, "direction": "new->old",
                                 "input_dim": adapters[written].source_dim, "output_dim": adapters[written].target_dim}
     return Outcome(body=body, items=items, files=files)
