@@ -243,6 +243,11 @@ def test_a_shard_set_of_queries_is_bridged_as_the_one_file(cli, rotation):
     r = cli(["project", f["dir"] / "qn_set", "--adapter", out, "--side", "queries", "-o", f["dir"] / "b_set"])
     assert r.exit_code == 0, r
     assert np.array_equal(np.asarray(open_source(str(f["dir"] / "b_set"))[:]), np.load(f["dir"] / "one.npy"))
+    # a store output: the same rows
+    pytest.importorskip("pyarrow")
+    r = cli(["project", f["qn"], "--adapter", out, "--side", "queries", "-o", f["dir"] / "b.parquet"])
+    assert r.exit_code == 0, r
+    assert np.array_equal(np.asarray(open_source(str(f["dir"] / "b.parquet"))[:]), np.load(f["dir"] / "one.npy"))
 
 
 def test_labels_aag_and_label_map_before_and_after_the_bridge(cli, rotation):

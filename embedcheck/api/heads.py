@@ -158,6 +158,10 @@ class _Map:
                 raise InputError(f"embeddings {display_name(embeddings)} were written by {got!r} but adapter "
                                  f"{self.path} takes {self.adapter['side']} of {want!r}: the wrong direction")
 
+    def fields(self) -> dict[str, Any]:
+        """The adapter's record for a report or a provenance sidecar (none for a head)."""
+        return {"adapter": self.adapter} if self.adapter else {}
+
     def options(self) -> dict[str, Any]:
         return {self.label: self.path.name, **({"side": self.adapter["side"], "invert": self.adapter["inverted"]}
                                                if self.adapter else {})}
@@ -223,15 +227,14 @@ def _project_to_store(embeddings: Any, the: _Map, output: Any, *, mode: str, alp
 
     meta = {"command": "project", "model": model, "dim": k, "dtype": "float32", "normalisation": "l2 (unit rows)",
             "options": {**the.options(), "kind": hd.kind, "mode": mode, "alpha": alpha, "input_dim": d}}
-    if the.adapter is not None:
-        meta["adapter"] = the.adapter
+    meta.update(the.fields())
     name = write_store(output, blocks(), dim=k, columns=columns, metadata=meta, overwrite=overwrite)
     seconds = time.perf_counter() - t0
     if hint is not None:
         hint(f"wrote {name} ({n:,} x {k} float32{', with ' + ', '.join(columns) if columns else ''})")
     return ProjectReport(body={"kind": hd.kind, "mode": mode, "alpha": alpha if mode == "fused" else None, "n": n,
                                "input_dim": d, "output_dim": k, "output": name, "model": model,
-                               **({"adapter": the.adapter} if the.adapter else {}), "seconds": round(seconds, 3),
+                               **the.fields(), "seconds": round(seconds, 3),
                                "rows_per_second": round(n / seconds, 1) if seconds > 0 else None})
 
 
@@ -283,7 +286,7 @@ def project(embeddings: Any, head: Any = None, output: Any = None, *, adapter: A
     if output_locator(output) is not None:
         return _project_to_store(embeddings, the, output, mode=mode, alpha=alpha, chunk=chunk, on_rows=on_rows,
                                  hint=hint, overwrite=overwrite)
-    output, head_path = Path(output), the.path
+    output, head_path = path_arg(output, "output"), the.path
     to_file = output.suffix.lower() == ".npy"
     if not to_file and not is_shard_set(embeddings) and getattr(engine, "value", engine) == "local":
         raise InputError(f"output {output} must end in .npy (a shard-set folder output needs a shard-set "
@@ -332,13 +335,13 @@ def project(embeddings: Any, head: Any = None, output: Any = None, *, adapter: A
                                          kind=hd.kind, dims={"input": d, "head_output": hd.output_dim, "output": k},
                                          rows=n, dtype="float32", normalisation="l2 (unit rows)", cosine=cosine,
                                          head_input=hd.config.get("input"), seconds=round(seconds, 3),
-                                         **({"adapter": the.adapter} if the.adapter else {}))
+                                         **the.fields())
             named = {"path": str(embeddings), "sha256": sha.hexdigest()} if from_file else \
                 {"store": display_name(embeddings)} if isinstance(embeddings, (str, os.PathLike)) else {"array": True}
             meta["inputs"] = {"embeddings": named, **meta["inputs"]}
             batch.save_json(sidecar, meta)
         body = {"kind": hd.kind, "mode": mode, "alpha": alpha if mode == "fused" else None, "n": n, "input_dim": d,
-                "output_dim": k, "output": str(output), **({"adapter": the.adapter} if the.adapter else {}),
+                "output_dim": k, "output": str(output), **the.fields(),
                 "seconds": round(seconds, 3),
                 "rows_per_second": round(n / seconds, 1) if seconds > 0 else None}
         if hint is not None:
@@ -361,11 +364,11 @@ def project(embeddings: Any, head: Any = None, output: Any = None, *, adapter: A
                                 kind=hd.kind, dims={"input": d, "head_output": hd.output_dim, "output": k},
                                 rows=n, dtype="float32", normalisation="l2 (unit rows)", shards=shards,
                                 cosine=cosine, head_input=hd.config.get("input"), seconds=round(seconds, 3),
-                                **({"adapter": the.adapter} if the.adapter else {})))
+                                **the.fields()))
     seconds = time.perf_counter() - t0
     body = {"kind": hd.kind, "mode": mode, "alpha": alpha if mode == "fused" else None, "n": res["rows"],
             "input_dim": d, "output_dim": k, "output": str(output), "shards": res["shards"],
-            **({"adapter": the.adapter} if the.adapter else {}),
+            **the.fields(),
             "seconds": round(seconds, 3), "rows_per_second": round(res["rows"] / seconds, 1) if seconds > 0 else None}
     if hint is not None:
         hint(f"wrote {output}: {res['shards']} shards, {res['rows']:,} x {k} float32")
