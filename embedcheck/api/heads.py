@@ -183,14 +183,14 @@ def _the_map(head: Any, adapter: Any, side: Optional[str], invert: bool, mode: s
         return _Map(path, "head", read_map(path, "head"))
     path = path_arg(adapter, "adapter")
     if side is None:
-        raise InputError("side: an adapter needs --side queries (new-model queries, mapped into the old index) "
-                         "or --side documents (old-model documents: an orthogonal adapter with --invert)")
+        raise InputError("side is needed with an adapter: queries (new-model queries, mapped into the old index) "
+                         "or documents (old-model documents: an orthogonal adapter, inverted)")
     if mode != "compact":
         raise InputError(f"mode {mode} applies to a head; an adapter maps vectors into the other model's space "
                          "(compact only)")
     raw = read_map(path, "adapter")
     use = HA.use_for(raw, side, invert, f"adapter {path}")
-    hd = read_map(path, use) if use != "adapter" else raw
+    hd = HA.inverse(raw, f"adapter {path}") if use == "adapter-inverse" else raw
     return _Map(path, use, hd, {"direction": hd.config.get("direction"), "side": side, "inverted": bool(invert),
                                 "method": raw.config.get("method"), "written_as": raw.config.get("direction"),
                                 "models": raw.config.get("models")})
