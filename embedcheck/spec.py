@@ -250,10 +250,14 @@ def options_of(fn: Callable[..., Any]) -> tuple[Option, ...]:
 class Outcome:
     """What a measurement's ``run`` returns: the report ``body`` (figures by key, their ``_ci95``
     intervals, counts) and, per figure that is a mean over rows, the per-row ``items`` that a paired
-    comparison (``--against``) resamples."""
+    comparison (``--against``) resamples; and ``files``, the bytes of each declared output
+    (:attr:`Measurement.writes`: the option's name → bytes) that was asked for — written by the API,
+    atomically, after the run (never for ``--against``'s second run), so Python and the CLI write
+    the same bytes and a run that fails writes nothing."""
 
     body: dict[str, Any]
     items: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -281,7 +285,8 @@ class Measurement:
     #: do not pair with another embedding of the same rows (it may then declare an ``against`` option)
     paired: bool = True
     #: what it writes besides the reporting outputs (an option named by :attr:`Writes.param`), declared
-    #: once: the CLI refuses outputs that collide before any work, as for a built-in :class:`Command`
+    #: once: the CLI refuses outputs that collide before any work, as for a built-in :class:`Command`;
+    #: ``run`` returns the bytes (:attr:`Outcome.files`), the API writes them
     writes: tuple["Writes", ...] = ()
     #: a run on the fixtures that writes its outputs (``{"": (...)}``, as :attr:`Command.runs`), where
     #: the :attr:`example` names none, for the suites that drive every writer (``tests/test_conformance_outputs.py``)
@@ -342,7 +347,7 @@ COMMANDS: tuple[Command, ...] = (
             {"train_head": "heads", "project": "heads"}, {"train-head": 1, "project": 1}, primary="train_aag.after",
             role="repair", writes=(Writes("out", "with-meta"),),
             runs={"": ("topics.npy", "topics.labels.jsonl", "--kind", "lda", "-o", "h.safetensors")}),
-    Command("project", "apply a head to existing vectors, streamed, without re-embedding", "head", role="repair",
+    Command("project", "apply a head or an upgrade adapter to existing vectors, without re-embedding", "head", role="repair",
             writes=(Writes("out", "vectors"),), runs={"": ("topics.npy", "--head", "topics_lda.safetensors", "-o", "p.npy")}),
     Command("neighbors", "how much do two embeddings' nearest neighbours agree?", "neighbors",
             {"neighbors": "neighbors"}, {"neighbors": 1}, primary="overlap", paired=True, measurement=True, role="measure",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -122,23 +123,93 @@ def train_head(embeddings: Any, labels: Any, output: Optional[Path] = None, *, k
     return TrainHeadReport(body=body, results={"train": res})
 
 
-def _project_to_store(embeddings: Any, head_path: Path, output: Any, *, mode: str, alpha: float, chunk: int,
+@dataclass
+class _Map:
+    """What ``project`` applies: a head, or an upgrade adapter on one side (as written or inverted)."""
+
+    path: Path
+    use: str  #: :data:`embedcheck.heads.io.USES`
+    head: Any  #: the :class:`~embedcheck.heads.Head` ready to apply
+    adapter: Optional[dict[str, Any]] = None  #: for an adapter: direction, side, inverted, method (the report's)
+
+    @property
+    def label(self) -> str:
+        return "head" if self.use == "head" else "adapter"
+
+    def check(self, embeddings: Any, d: int) -> None:
+        """The vectors' dimension is the map's input, and, for an adapter whose manifest names its
+        models from their metadata, the vectors' model is the one that side takes."""
+        from ..io.stores import display_name
+
+        hd = self.head
+        if d != hd.input_dim:
+            if self.adapter is None:
+                raise InputError(f"embeddings {display_name(embeddings)} have dimension {d} but head {self.path} "
+                                 f"expects {hd.input_dim}")
+            raise InputError(f"embeddings {display_name(embeddings)} have dimension {d} but adapter {self.path} "
+                             f"({self.adapter['direction']}) takes {hd.input_dim}-dimensional "
+                             f"{self.adapter['side']}: the wrong vectors or the wrong direction")
+        if self.adapter is not None and isinstance(embeddings, (str, os.PathLike)):
+            from ..heads.adapter import expected_model
+            from ..io.retrieval import artifact_model
+
+            want, got = expected_model(hd), artifact_model(embeddings)
+            if want and got and want != got:
+                raise InputError(f"embeddings {display_name(embeddings)} were written by {got!r} but adapter "
+                                 f"{self.path} takes {self.adapter['side']} of {want!r}: the wrong direction")
+
+    def fields(self) -> dict[str, Any]:
+        """The adapter's record for a report or a provenance sidecar (none for a head)."""
+        return {"adapter": self.adapter} if self.adapter else {}
+
+    def options(self) -> dict[str, Any]:
+        return {self.label: self.path.name, **({"side": self.adapter["side"], "invert": self.adapter["inverted"]}
+                                               if self.adapter else {})}
+
+
+def _the_map(head: Any, adapter: Any, side: Optional[str], invert: bool, mode: str) -> _Map:
+    """The head or adapter ``project`` applies, read and checked — exactly one of them, an adapter on a
+    side its direction allows — before anything is opened for writing."""
+    from ..heads import adapter as HA
+    from ..heads.io import read_map
+    from ._params import path_arg
+
+    if (head is None) == (adapter is None):
+        raise InputError("give exactly one of --head (a projection head) and --adapter (an upgrade adapter)")
+    if head is not None:
+        if side is not None or invert:
+            raise InputError("side and invert apply to an adapter (--adapter), not a head")
+        path = path_arg(head, "head")
+        return _Map(path, "head", read_map(path, "head"))
+    path = path_arg(adapter, "adapter")
+    if side is None:
+        raise InputError("side is needed with an adapter: queries (new-model queries, mapped into the old index) "
+                         "or documents (old-model documents: an orthogonal adapter, inverted)")
+    if mode != "compact":
+        raise InputError(f"mode {mode} applies to a head; an adapter maps vectors into the other model's space "
+                         "(compact only)")
+    raw = read_map(path, "adapter")
+    use = HA.use_for(raw, side, invert, f"adapter {path}")
+    hd = HA.inverse(raw, f"adapter {path}") if use == "adapter-inverse" else raw
+    return _Map(path, use, hd, {"direction": hd.config.get("direction"), "side": side, "inverted": bool(invert),
+                                "method": raw.config.get("method"), "written_as": raw.config.get("direction"),
+                                "models": raw.config.get("models")})
+
+
+def _project_to_store(embeddings: Any, the: _Map, output: Any, *, mode: str, alpha: float, chunk: int,
                       on_rows: Optional[Callable[[int, int], None]], hint: Hint, overwrite: bool) -> ProjectReport:
     """``project`` into a store (parquet, LanceDB / Lance, pgvector): the input's id and other columns
     carried over, the head and mode in the store's metadata; streamed in ``chunk``-row blocks."""
     from .. import heads as H
-    from ..heads.io import read_head
     from ..io.source import open_source
-    from ..io.stores import carried_columns, check_output, display_name, is_store, open_store, write_store
+    from ..io.stores import carried_columns, check_output, is_store, open_store, write_store
     from ..rows import iter_chunks
 
-    check_output(output, overwrite, inputs=[embeddings, head_path])
-    hd = read_head(head_path)
+    check_output(output, overwrite, inputs=[embeddings, the.path])
+    hd = the.head
     src = open_source(embeddings)
     n, d = src.n, src.dim
-    if d != hd.input_dim:
-        raise InputError(f"embeddings {display_name(embeddings)} have dimension {d} but head {head_path} expects "
-                         f"{hd.input_dim}")
+    the.check(embeddings, d)
     k = H.project_dim(hd, mode)
     columns = carried_columns(embeddings, n) if isinstance(embeddings, (str, Path)) else {}
     model = open_store(embeddings).model() if isinstance(embeddings, (str, Path)) and is_store(embeddings) else None
@@ -155,14 +226,15 @@ def _project_to_store(embeddings: Any, head_path: Path, output: Any, *, mode: st
                 on_rows(sl.stop, n)
 
     meta = {"command": "project", "model": model, "dim": k, "dtype": "float32", "normalisation": "l2 (unit rows)",
-            "options": {"head": head_path.name, "kind": hd.kind, "mode": mode, "alpha": alpha, "input_dim": d}}
+            "options": {**the.options(), "kind": hd.kind, "mode": mode, "alpha": alpha, "input_dim": d}}
+    meta.update(the.fields())
     name = write_store(output, blocks(), dim=k, columns=columns, metadata=meta, overwrite=overwrite)
     seconds = time.perf_counter() - t0
     if hint is not None:
         hint(f"wrote {name} ({n:,} x {k} float32{', with ' + ', '.join(columns) if columns else ''})")
     return ProjectReport(body={"kind": hd.kind, "mode": mode, "alpha": alpha if mode == "fused" else None, "n": n,
                                "input_dim": d, "output_dim": k, "output": name, "model": model,
-                               "seconds": round(seconds, 3),
+                               **the.fields(), "seconds": round(seconds, 3),
                                "rows_per_second": round(n / seconds, 1) if seconds > 0 else None})
 
 
@@ -179,24 +251,28 @@ def _row_blocks(embeddings: Any, src: Any, chunk: int, sha: Any, from_file: bool
         yield slice(start, stop), src.rows(start, stop, check=True)
 
 
-def project(embeddings: Any, head: Any, output: Any, *, mode: str = "compact", alpha: float = 0.5,
+def project(embeddings: Any, head: Any = None, output: Any = None, *, adapter: Any = None,
+            side: Optional[str] = None, invert: bool = False, mode: str = "compact", alpha: float = 0.5,
             chunk: int = 8192, engine: Any = "local", address: Optional[str] = None,
             on_rows: Optional[Callable[[int, int], None]] = None, hint: Hint = None,
             overwrite: bool = False) -> ProjectReport:
-    """Apply the head file ``head`` to stored vectors without re-embedding (float32 unit rows).
+    """Apply the head file ``head`` — or the upgrade adapter ``adapter`` (``embedcheck upgrade -o``)
+    on ``side`` ``"queries"`` (new-model queries mapped into the old model's index) or, inverting an
+    orthogonal adapter (``invert=True``), ``"documents"`` (old-model documents into the new space) —
+    to stored vectors without re-embedding (float32 unit rows). Exactly one of ``head`` and
+    ``adapter``; the wrong direction (a dimension or recorded model that is not the adapter's input,
+    documents through a new->old adapter) is refused before anything is written.
 
     ``output`` ending in ``.npy``: one file, streamed in ``chunk``-row blocks in this process.
     Otherwise a new shard-set folder, one output shard per input part (a shard set's shards keep
     their names and sidecars), written by per-part tasks on ``engine`` in the same global blocks —
     the same bytes on every engine; the folder appears whole or not at all."""
     from .. import heads as H
-    from ..heads.io import read_head
     from ..io import atomic, provenance
     from ..io.shards import is_shard_set
     from ..io.source import open_source
     from ._params import path_arg
 
-    head = path_arg(head, "head")
     path_arg(output, "output")  # checked, kept as given: a store locator is no file path
     if mode not in H.MODES:
         raise InputError(f"mode must be compact or fused, got {mode!r}")
@@ -204,12 +280,13 @@ def project(embeddings: Any, head: Any, output: Any, *, mode: str = "compact", a
         raise InputError(f"alpha must be in [0, 1], got {alpha}")
     if chunk < 1:
         raise InputError(f"chunk must be a positive integer, got {chunk}")
+    the = _the_map(head, adapter, side, invert, mode)
     from ..io.stores import output_locator
 
     if output_locator(output) is not None:
-        return _project_to_store(embeddings, Path(head), output, mode=mode, alpha=alpha, chunk=chunk, on_rows=on_rows,
+        return _project_to_store(embeddings, the, output, mode=mode, alpha=alpha, chunk=chunk, on_rows=on_rows,
                                  hint=hint, overwrite=overwrite)
-    output, head_path = Path(output), Path(head)
+    output, head_path = path_arg(output, "output"), the.path
     to_file = output.suffix.lower() == ".npy"
     if not to_file and not is_shard_set(embeddings) and getattr(engine, "value", engine) == "local":
         raise InputError(f"output {output} must end in .npy (a shard-set folder output needs a shard-set "
@@ -220,11 +297,10 @@ def project(embeddings: Any, head: Any, output: Any, *, mode: str = "compact", a
         atomic.check_not_input(output.with_suffix(".jsonl"), [embeddings, head_path])
         if getattr(engine, "value", engine) != "local":
             raise InputError(f"output {output}: project on Ray writes a shard-set folder; pass a folder (not a .npy)")
-    hd = read_head(head_path)
+    hd = the.head
     src = open_source(embeddings)
     n, d = src.n, src.dim
-    if d != hd.input_dim:
-        raise InputError(f"embeddings {embeddings} have dimension {d} but head {head_path} expects {hd.input_dim}")
+    the.check(embeddings, d)
     k = H.project_dim(hd, mode)
     cosine = "head cosine" if mode == "compact" else f"(1-{alpha})*cos_original + {alpha}*cos_head"
     t0 = time.perf_counter()
@@ -254,16 +330,19 @@ def project(embeddings: Any, head: Any, output: Any, *, mode: str = "compact", a
                     if on_rows is not None:
                         on_rows(sl.stop, n)
             seconds = time.perf_counter() - t0
-            meta = provenance.provenance("project", {"head": head_path}, {"mode": mode, "alpha": alpha, "chunk": chunk},
+            meta = provenance.provenance("project", {the.label: head_path}, {"mode": mode, "alpha": alpha, "chunk": chunk,
+                                                                             **the.options()},
                                          kind=hd.kind, dims={"input": d, "head_output": hd.output_dim, "output": k},
                                          rows=n, dtype="float32", normalisation="l2 (unit rows)", cosine=cosine,
-                                         head_input=hd.config.get("input"), seconds=round(seconds, 3))
+                                         head_input=hd.config.get("input"), seconds=round(seconds, 3),
+                                         **the.fields())
             named = {"path": str(embeddings), "sha256": sha.hexdigest()} if from_file else \
                 {"store": display_name(embeddings)} if isinstance(embeddings, (str, os.PathLike)) else {"array": True}
             meta["inputs"] = {"embeddings": named, **meta["inputs"]}
             batch.save_json(sidecar, meta)
         body = {"kind": hd.kind, "mode": mode, "alpha": alpha if mode == "fused" else None, "n": n, "input_dim": d,
-                "output_dim": k, "output": str(output), "seconds": round(seconds, 3),
+                "output_dim": k, "output": str(output), **the.fields(),
+                "seconds": round(seconds, 3),
                 "rows_per_second": round(n / seconds, 1) if seconds > 0 else None}
         if hint is not None:
             hint(f"wrote {output} ({n:,} x {k} float32)" + (f", {rows_file}" if lines is not None else "") + f" and {sidecar}")
@@ -275,19 +354,21 @@ def project(embeddings: Any, head: Any, output: Any, *, mode: str = "compact", a
             src.shard_set.read_sidecar(i)
     with running(engine, address) as eng:
         res = project_parts(eng, src, head_path, output, mode=mode, alpha=alpha, chunk=chunk,
-                            model=src.shard_set.model if src.sharded else None,
+                            model=src.shard_set.model if src.sharded else None, use=the.use,
                             meta=lambda seconds, shards: provenance.provenance(
                                 "project", {"manifest" if src.sharded else "embeddings":
                                             src.shard_set.manifest_path if src.sharded else Path(embeddings),
-                                            "head": head_path},
+                                            the.label: head_path},
                                 {"mode": mode, "alpha": alpha, "chunk": chunk,
-                                 "engine": getattr(engine, "value", engine)},
+                                 "engine": getattr(engine, "value", engine), **the.options()},
                                 kind=hd.kind, dims={"input": d, "head_output": hd.output_dim, "output": k},
                                 rows=n, dtype="float32", normalisation="l2 (unit rows)", shards=shards,
-                                cosine=cosine, head_input=hd.config.get("input"), seconds=round(seconds, 3)))
+                                cosine=cosine, head_input=hd.config.get("input"), seconds=round(seconds, 3),
+                                **the.fields()))
     seconds = time.perf_counter() - t0
     body = {"kind": hd.kind, "mode": mode, "alpha": alpha if mode == "fused" else None, "n": res["rows"],
             "input_dim": d, "output_dim": k, "output": str(output), "shards": res["shards"],
+            **the.fields(),
             "seconds": round(seconds, 3), "rows_per_second": round(res["rows"] / seconds, 1) if seconds > 0 else None}
     if hint is not None:
         hint(f"wrote {output}: {res['shards']} shards, {res['rows']:,} x {k} float32")

@@ -9,6 +9,7 @@ the same rows and add the paired comparison of every figure it returned per-row 
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -58,6 +59,39 @@ def _run(m: Measurement, opened: dict[str, Any], engine: Any, seed: int, options
     return out
 
 
+def _check_writes(m: Measurement, opts: dict[str, Any], inputs: tuple[Any, ...], against: Any) -> dict[str, Any]:
+    """The declared outputs asked for (option → path), each refused before any work when it would
+    replace an input (:func:`embedcheck.io.atomic.check_not_input`)."""
+    from ..io import atomic
+
+    given = {w.param: opts[w.param] for w in m.writes if opts.get(w.param) not in (None, "")}
+    b_in = list(against) if isinstance(against, (list, tuple)) else [against]
+    paths = [x for x in (*inputs, *b_in, *opts.values()) if isinstance(x, (str, os.PathLike))
+             and x not in given.values()]
+    for name, path in given.items():
+        atomic.check_not_input(path, paths, what=name)
+    return given
+
+
+def _write(m: Measurement, out: Outcome, writes: dict[str, Any]) -> None:
+    """Write the bytes ``run`` returned for each declared output asked for, in one atomic batch."""
+    from ..io.atomic import AtomicBatch
+
+    extra = sorted(set(out.files) - set(writes))
+    if extra:
+        raise TypeError(f"measurement {m.name!r}: run returned files for {extra}, which are not declared outputs "
+                        "that were asked for (Measurement.writes)")
+    missing = sorted(set(writes) - set(out.files))
+    if missing:
+        raise TypeError(f"measurement {m.name!r}: {missing} were asked for but run returned no bytes for them")
+    if not writes:
+        return
+    with AtomicBatch() as batch:
+        for name, path in writes.items():
+            with batch.open(path, "wb") as f:
+                f.write(out.files[name])
+
+
 def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", seed: int = 0, engine: Any = "local",
                     address: Optional[str] = None, against: Any = None, margins: Optional[dict[str, float]] = None,
                     paired_resamples: int = 1000, **options: Any) -> Report:
@@ -68,6 +102,7 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
         raise InputError(f"{m.name} takes no against: its rows do not pair with another embedding of the same rows")
     opts = m.check_options(options)
     resamples = int(opts.get("resamples") or paired_resamples) if "resamples" in opts else paired_resamples
+    writes = _check_writes(m, opts, inputs, against)
     matched: dict[str, str] = {}
     opened = _open_inputs(m, inputs, label_field, matched)
     with running(engine, address) as eng:
@@ -106,6 +141,7 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
                                   margins=margins, against=", ".join(label_of(b, "array") for b in b_args))
             body["paired"] = paired.to_dict()
             results["paired"] = paired
+    _write(m, out, writes)  # A's files, once every run succeeded (B's, with against, are not written)
     return report_class(m)(body=body, results=results)
 
 

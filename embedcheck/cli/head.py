@@ -41,6 +41,11 @@ class Mode(str, Enum):
     fused = "fused"
 
 
+class Side(str, Enum):
+    queries = "queries"
+    documents = "documents"
+
+
 # ------------------------------------------------------------------------------------------
 # train-head
 
@@ -101,18 +106,23 @@ def train_head(
 @reporting(gated=False, name="o", engine=True)
 def project(
     emb: EmbArg,
-    head_path: Annotated[Path, typer.Option("--head", help="Head file written by train-head (.safetensors).", dir_okay=False, show_default=False)],
     out: Annotated[str, typer.Option("--output", "-o", help="Output .npy (written atomically); for a shard-set input, a new folder: one output shard per input shard, same sidecars, manifest last; or a store: PATH.parquet, lancedb://DBDIR/TABLE, a .lance folder, postgresql://...?table=T&column=C (the input's id and other columns carried over; see docs/stores.md).", show_default=False)],
+    head_path: Annotated[Optional[Path], typer.Option("--head", help="Head file written by train-head (.safetensors); or --adapter.", dir_okay=False, show_default=False)] = None,
     mode: Annotated[Mode, typer.Option("--mode", help="compact: head output only; fused: [√(1−α)·original, √α·head], unit rows.", case_sensitive=False)] = Mode.compact,
     alpha: Annotated[float, typer.Option("--alpha", help="fused: weight of the head cosine (0.5 = plain concatenation of unit vectors).")] = 0.5,
     chunk: Annotated[int, typer.Option("--chunk", help="Rows per streamed block.")] = 8192,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="A store output (table, file) that exists is replaced (in one step: a failure leaves it intact).")] = False,
+    adapter: Annotated[Optional[Path], typer.Option("--adapter", help="Upgrade adapter written by upgrade -o (new -> old): instead of --head; needs --side.", dir_okay=False, show_default=False)] = None,
+    side: Annotated[Optional[Side], typer.Option("--side", help="With --adapter: queries (new-model queries, mapped into the old index) or documents (old-model documents into the new space: an orthogonal adapter with --invert).", case_sensitive=False, show_default=False)] = None,
+    invert: Annotated[bool, typer.Option("--invert", help="With --adapter --side documents: apply the inverse (the transpose) of an orthogonal (procrustes) adapter.")] = False,
     *,
     o: Output,
 ) -> None:
-    """Apply a head to stored vectors without re-embedding; streams the input, writes float32 unit rows.
+    """Apply a head (or an upgrade adapter) to stored vectors without re-embedding; streams the input, writes float32 unit rows.
 
     Example: embedcheck project index.npy --head sst2.safetensors -o index.fused.npy --mode fused
+
+    Example: embedcheck project qn.npy --adapter a.safetensors --side queries -o qb.npy
     """
     from ..api.heads import project
 
@@ -121,7 +131,8 @@ def project(
         task = prog.add_task("project", total=None, info="")
         from ..io.stores import output_locator
 
-        rep = project(emb, head_path, out if output_locator(out) is not None else Path(out), mode=mode.value, alpha=alpha, chunk=chunk, engine=o.engine.value,
+        rep = project(emb, head_path, out if output_locator(out) is not None else Path(out), adapter=adapter,
+                      side=side.value if side is not None else None, invert=invert, mode=mode.value, alpha=alpha, chunk=chunk, engine=o.engine.value,
                       address=o.address, on_rows=lambda done, total: prog.update(task, completed=done, total=total),
                       hint=hint, overwrite=overwrite)
     o.finish(rep, title="project")

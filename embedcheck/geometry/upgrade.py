@@ -3,7 +3,8 @@ arms of a model upgrade scored on the same queries, the recovered share with its
 interval and the decision rule. No I/O: arrays in, arrays and dicts out.
 
 Every adapter maps unit source rows ``U`` to ``U @ weight.T + bias`` (plus, for ``mlp``, a residual
-``fc2(relu(fc1(U)))``); :meth:`Adapter.tensors` gives those arrays by name (no file format yet).
+``fc2(relu(fc1(U)))``); :meth:`Adapter.tensors` gives those arrays by name (the file ``upgrade -o`` writes:
+:mod:`embedcheck.heads.adapter`).
 
 * ``procrustes`` — :func:`scipy.linalg.orthogonal_procrustes` on the unit rows; when the two
   dimensions differ the smaller side is zero-padded to the larger (the rotation acts in the padded
@@ -283,6 +284,27 @@ RULE = ("keep when the gain (re-embed − keep) has its 95% interval below the m
         "inconclusive. The intervals are paired bootstrap intervals over the same queries.")
 
 
+def attribute_geometry(spaces: dict[str, np.ndarray], labels: np.ndarray, *, map_queries: int = 2000,
+                       seed: int = 0) -> dict[str, Any]:
+    """What a map keeps of the labels' geometry: AAG (:func:`embedcheck.geometry.aag.aag`) and
+    label MAP x100 (:func:`embedcheck.geometry.label_map.label_map`; sampled above ``map_queries``
+    rows, seeded) of the same rows in each space of ``spaces`` (name → rows: the new vectors, the
+    bridged ones, the old ones), under one set of ``labels``."""
+    from .aag import aag
+    from .label_map import label_map
+
+    out: dict[str, Any] = {"aag": {}, "label_map": {}}
+    chance = None
+    for name, X in spaces.items():
+        n = X.shape[0]
+        out["aag"][name] = float(aag(X, labels).aag)
+        m = label_map(X, labels, queries=map_queries if n > map_queries else None, seed=seed)
+        out["label_map"][name] = float(m.map)
+        chance = float(m.chance)
+    out["label_map"]["chance"] = chance
+    return out
+
+
 def finite(v: Any) -> Any:
     """``v`` as a float, None when not finite (a JSON report carries no NaN)."""
     if v is None:
@@ -291,5 +313,5 @@ def finite(v: Any) -> Any:
     return v if math.isfinite(v) else None
 
 
-__all__ = ["DECISIONS", "METHODS", "MIN_PAIRS", "RULE", "Adapter", "decide", "fit", "fit_chosen", "mean_cosine",
+__all__ = ["DECISIONS", "METHODS", "MIN_PAIRS", "RULE", "Adapter", "attribute_geometry", "decide", "fit", "fit_chosen", "mean_cosine",
            "overlap_at_k", "recovered_share", "split", "topk", "unit", "variance_explained"]

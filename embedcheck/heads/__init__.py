@@ -5,6 +5,8 @@
 * :mod:`.supcon` — the supervised contrastive loss; :mod:`.mlp` — the SISE head;
 * :mod:`.linear` — the ``lda`` and ``probe-scale`` baselines;
 * :mod:`.format` — the versioned safetensors file; :mod:`.project` — compact / fused projection.
+* :mod:`.adapter` — an upgrade adapter (``upgrade -o``) in the same file format, applied by the
+  same projection (``project --adapter``).
 
 This package computes only: it takes arrays and bytes and returns arrays, bytes and dataclasses.
 """

@@ -11,6 +11,9 @@ import numpy as np
 from ..rows import encode_labels, label_key, unit_rows
 
 KINDS = ("mlp", "lda", "probe-scale")
+#: the kind of an upgrade adapter's file (``embedcheck upgrade -o``, :mod:`.adapter`): not trained
+#: here, read and applied by the same format and projection as a head
+ADAPTER = "adapter"
 MODES = ("compact", "fused")
 
 
@@ -19,7 +22,9 @@ class Head:
     """A trained head: its kind, float32 tensors and its configuration (JSON-able).
 
     Tensors: ``mlp`` → ``fc1.weight (h, d)``, ``fc1.bias (h)``, ``fc2.weight (k, h)``,
-    ``fc2.bias (k)``; ``lda`` / ``probe-scale`` → ``weight (k, d)``, ``bias (k)``.
+    ``fc2.bias (k)``; ``lda`` / ``probe-scale`` → ``weight (k, d)``, ``bias (k)``; ``adapter`` →
+    ``weight (k, d)``, ``bias (k)`` and, for an ``mlp`` adapter, the residual ``fc1.*``/``fc2.*``
+    added to the affine map (:class:`embedcheck.geometry.upgrade.Adapter`).
     """
 
     kind: str
@@ -53,6 +58,12 @@ class Head:
             return Y
         Y = U @ t["weight"].T
         Y += t["bias"]
+        if self.kind == ADAPTER and "fc1.weight" in t:  # an mlp adapter: the affine map plus its residual
+            H = U @ t["fc1.weight"].T
+            H += t["fc1.bias"]
+            np.maximum(H, 0.0, out=H)
+            Y += H @ t["fc2.weight"].T
+            Y += t["fc2.bias"]
         return Y
 
     def apply(self, X: np.ndarray) -> np.ndarray:

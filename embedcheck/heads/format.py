@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.integrity import truncated
-from .base import KINDS, Head
+from .base import ADAPTER, KINDS, Head
 
 FORMAT = "embedcheck-head"
 
@@ -103,7 +103,7 @@ def head_from_bytes(data: bytes, source: str = "head") -> Head:
     if not isinstance(config, dict):
         raise InputError(f"{source}: head config metadata must be a JSON object, got {type(config).__name__}")
     kind = meta.get("kind")
-    if kind not in KINDS or config.get("kind") != kind:
+    if kind not in (*KINDS, ADAPTER) or config.get("kind") != kind:
         raise InputError(f"{source}: unknown head kind {kind!r}")
     _check_tensors(kind, tensors, source)
     return Head(kind, {k: v.astype(np.float32, copy=False) for k, v in tensors.items()}, config)
@@ -144,8 +144,13 @@ def _check_layout(header: dict[str, Any], n: int, size: int, source: str) -> Non
                                                              f"tensors of {end} bytes after it"))
 
 
+_MLP_TENSORS = ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
+
+
 def _check_tensors(kind: str, t: dict[str, np.ndarray], source: str) -> None:
-    need = ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias") if kind == "mlp" else ("weight", "bias")
+    need: tuple[str, ...] = _MLP_TENSORS if kind == "mlp" else ("weight", "bias")
+    if kind == ADAPTER and any(k in t for k in _MLP_TENSORS):  # an mlp adapter: the affine map and its residual
+        need = ("weight", "bias", *_MLP_TENSORS)
     if sorted(t) != sorted(need):
         raise InputError(f"{source}: a {kind} head holds tensors {sorted(need)}, found {sorted(t)}")
     for k, v in t.items():
@@ -159,5 +164,9 @@ def _check_tensors(kind: str, t: dict[str, np.ndarray], source: str) -> None:
     else:
         w, b = t["weight"], t["bias"]
         ok = w.ndim == 2 and b.shape == (w.shape[0],)
+        if ok and kind == ADAPTER and "fc1.weight" in t:
+            w1, b1, w2, b2 = t["fc1.weight"], t["fc1.bias"], t["fc2.weight"], t["fc2.bias"]
+            ok = (w1.ndim == 2 and w1.shape[1] == w.shape[1] and b1.shape == (w1.shape[0],)
+                  and w2.shape == (w.shape[0], w1.shape[0]) and b2.shape == (w.shape[0],))
     if not ok:
         raise InputError(f"{source}: tensor shapes {[(k, v.shape) for k, v in sorted(t.items())]} do not form a {kind} head")

@@ -68,16 +68,16 @@ def project_rows(head: Head, X: np.ndarray, mode: str = "compact", alpha: float 
 
 
 def project_part(parts: tuple[Part, ...], start: int, stop: int, n: int, sidecar: str | None, head_path: str,
-                 mode: str, alpha: float, chunk: int, folder: str, name: str) -> dict[str, Any]:
+                 mode: str, alpha: float, chunk: int, folder: str, name: str, use: str = "head") -> dict[str, Any]:
     """Project global rows ``[start, stop)`` (one output shard) in the global ``chunk``-row blocks of
     the one-file run — a block that straddles the shard is projected whole and cut — so the bytes are
     those of ``project`` in-process; rows are checked as ``project`` checks them."""
     from ..io.atomic import AtomicBatch
     from ..io.npy import check_rows
     from ..io.shards import write_shard
-    from .io import read_head
+    from .io import read_map
 
-    head = read_head(Path(head_path))
+    head = read_map(Path(head_path), use)
     k = project_dim(head, mode)
     Y = np.empty((stop - start, k), dtype="<f4")
     first = (start // chunk) * chunk
@@ -111,10 +111,12 @@ def project_part(parts: tuple[Part, ...], start: int, stop: int, n: int, sidecar
 
 
 def project_parts(engine: Any, src: Source, head_path: Path, out: Path, *, mode: str, alpha: float, chunk: int,
-                  model: str | None = None, meta: Callable[[float, int], dict[str, Any]] | None = None) -> dict[str, Any]:
+                  model: str | None = None, meta: Callable[[float, int], dict[str, Any]] | None = None,
+                  use: str = "head") -> dict[str, Any]:
     """Project every part of ``src`` (a shard of a shard set, or a fixed row range) into one output
     shard each of the new shard-set folder ``out``, on ``engine``; the manifest (and ``meta(seconds,
-    shards)`` as ``manifest.meta.json``) is written last and the folder appears whole or not at all."""
+    shards)`` as ``manifest.meta.json``) is written last and the folder appears whole or not at all.
+    ``use``: how each task applies the file (:data:`embedcheck.heads.io.USES`: a head, an adapter, its inverse)."""
     import time
 
     from ..io.atomic import save_json
@@ -128,7 +130,7 @@ def project_parts(engine: Any, src: Source, head_path: Path, out: Path, *, mode:
     sidecars = [str(Path(p.path).with_suffix(".jsonl")) for p in src.parts]
     with new_shard_folder(out) as tmp:  # the whole set appears at once, or nothing does
         res = engine.map(project_part, [(src.parts, p.offset, p.offset + p.rows, src.n, sc, str(head_path.resolve()),
-                                         mode, alpha, chunk, str(tmp.resolve()), nm)
+                                         mode, alpha, chunk, str(tmp.resolve()), nm, use)
                                         for p, sc, nm in zip(src.parts, sidecars, names)])
         dim = res[0]["dim"]
         write_manifest(tmp, [ShardEntry(path=r["path"], rows=r["rows"], sha256=r["sha256"], start=r["start"],

@@ -1,7 +1,8 @@
 """``upgrade``: keep the old model's index, bridge new-model queries into it, or re-embed? Adapters
 fitted on rows paired by id, the four arms (keep, bridge, re-embed, migrate) scored on the same
-queries, the recovered share with its paired interval, and a decision from a stated rule. The
-maths: :mod:`embedcheck.geometry.upgrade`."""
+queries, the recovered share with its paired interval, and a decision from a stated rule; with
+``-o``, the bridge adapter's file (:mod:`embedcheck.heads.adapter`), applied by ``project --adapter``.
+The maths: :mod:`embedcheck.geometry.upgrade`."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import InputError
+from ..geometry.upgrade import METHODS
 from ..report.result import Figure
-from ..report.schemas import FRACTION
-from ..spec import Input, Measurement, Option, Outcome
+from ..report.schemas import COSINE, FRACTION, PERCENT
+from ..spec import Input, Measurement, Option, Outcome, Writes
 from . import comma_choices
 
 
@@ -36,15 +38,108 @@ def _pairs(old_ids: list[Any], new_ids: list[Any]) -> tuple[np.ndarray, np.ndarr
     return np.array([pos[k] for k in new_ids], dtype=np.int64), np.arange(len(new_ids), dtype=np.int64)
 
 
+def _record(src: Any) -> dict[str, Any]:
+    """An input as the project records it (:func:`embedcheck.io.provenance.input_record`: a file's
+    sha256, a shard set's manifest's; a store by its name; an array by the sha256 of its rows as
+    little-endian float32), with the sha256 of its ``.jsonl`` rows (the ids that pair it)."""
+    import hashlib
+    from pathlib import Path
+
+    from ..io import provenance
+
+    part = src.parts[0]
+    if part.store:
+        from ..io.stores import display_name
+
+        return {"store": display_name(part.store)}
+    if part.array is not None:
+        h = hashlib.sha256()
+        for p in src.parts:
+            h.update(np.ascontiguousarray(p.read(), dtype="<f4").tobytes())
+        return {"array": src.name, "array_sha256": h.hexdigest()}
+    rec = dict(provenance.input_record(src.name))
+    if src.sidecar and Path(src.sidecar).is_file():
+        rec["jsonl_sha256"] = provenance.sha256_file(src.sidecar)
+    return rec
+
+
+def _labels(old: Any, labels: str) -> tuple[np.ndarray, str]:
+    """``--old-labels``: one label per OLD row (a labels file or table, its ``label`` column; matched to
+    OLD's rows by id as ``aag`` matches them: the same set, reordered by id), and how they matched."""
+    from ..api._common import labels_for
+
+    part = old.parts[0]
+    rows = part.store or (old.name if part.array is None else None)
+    matched: dict[str, str] = {}
+    y = labels_for(labels, old.n, "label", what="--old-labels", rows=rows, matched=matched, key="labels")
+    return np.asarray(y), matched["labels"]
+
+
+def _model(src: Any) -> dict[str, Any]:
+    """The model an input was written by (its metadata: ``.meta.json``, a shard set's manifest, a
+    store's), else its file name."""
+    from pathlib import Path
+
+    from ..io.retrieval import artifact_model
+
+    part = src.parts[0]
+    if part.array is None:
+        try:
+            m = artifact_model(part.store or src.name)
+        except (InputError, OSError, ValueError):
+            m = None
+        if m:
+            return {"name": m, "from": "metadata"}
+    return {"name": Path(src.name).name if part.array is None else src.name, "from": "file name"}
+
+
+def _adapter_file(a: Any, fit: dict[str, Any], old: Any, new: Any, body: dict[str, Any], *, holdout: float,
+                  seed: int, scored_on: dict[str, Any]) -> bytes:
+    """The bridge adapter's file (:mod:`embedcheck.heads.adapter`: the head format, kind ``adapter``)
+    and its manifest: direction, models, dimensions, method, hyper-parameters, held-out fit
+    figures, the inputs it was fitted on."""
+    from ..heads import adapter as HA
+    from ..version import __version__
+
+    m = a.method
+    manifest = {
+        "direction": HA.BRIDGE,
+        "maps": "new-model vectors (queries) into the old model's space: search the old index with them",
+        "models": {"new": _model(new), "old": _model(old)},
+        "input_dim": a.source_dim, "output_dim": a.target_dim,
+        "method": m, "orthogonal": m == "procrustes",
+        "hyperparameters": {k: v for k, v in a.params.items()},
+        "fit": {k: fit[k] for k in ("heldout_cosine", "variance_explained", "train_cosine", "parameters")},
+        "fitted_on": {"pairs": body["pairs"], "train_pairs": body["train_pairs"], "heldout_pairs": body["heldout_pairs"],
+                      "holdout": holdout, "seed": seed},
+        "bridge_arm": {"score": body["arms"][f"bridge:{m}"], "scored_by": body["scored_by"],
+                       "chosen_by_report": m == body["chosen"]},
+        "inputs": {"old": _record(old), "new": _record(new), **scored_on},
+        "input_normalisation": "l2", "output_normalisation": "l2",
+        "apply": "embedcheck project NEW_QUERIES.npy --adapter FILE --side queries -o OUT.npy",
+        "embedcheck_version": __version__,
+    }
+    return HA.to_bytes(a, manifest)
+
+
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional[str], queries_new: Optional[str],
         qrels: Optional[str], method: str, k: int, holdout: float, decision_margin: float, resamples: int,
-        mlp_epochs: int) -> Outcome:
+        mlp_epochs: int, output: Optional[str] = None, adapter_method: Optional[str] = None,
+        old_labels: Optional[str] = None) -> Outcome:
     from ..geometry import upgrade as U
     from ..geometry.retrieval import id_bytes, tie_ranks
     from ..io.source import open_source
 
     old, new = inputs["old"], inputs["new"]
     methods = comma_choices(method, U.METHODS, "--method")
+    if output is not None and not str(output).lower().endswith(".safetensors"):
+        raise InputError(f"output {output} must end in .safetensors (the adapter file)")
+    if adapter_method is not None:
+        if output is None:
+            raise InputError("adapter_method chooses the adapter that -o writes: give -o (output=) too")
+        if adapter_method not in methods:
+            raise InputError(f"adapter_method {adapter_method} was not fitted: --method {method} fits "
+                             f"{', '.join(methods)}")
     old_ids = _ids_of(old, "OLD")
     o_rows, n_rows = _pairs(old_ids, _ids_of(new, "NEW"))
     npairs = len(o_rows)
@@ -67,6 +162,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
         raise InputError(f"--queries-old: dimension {qo_src.dim}, OLD has {old.dim}")
     if qn_src.dim != new.dim:
         raise InputError(f"--queries-new: dimension {qn_src.dim}, NEW has {new.dim}")
+    y = _labels(old, old_labels) if old_labels is not None else None  # read (and matched) before any fitting
     Xo = U.unit(np.asarray(old[:], dtype=np.float64))
     Xn = U.unit(np.asarray(new[:], dtype=np.float64))
     Qo = U.unit(np.asarray(qo_src[:], dtype=np.float64))
@@ -148,7 +244,30 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     body["decision_margin"] = decision_margin
     body["ci_method"] = f"paired bootstrap over queries, {resamples} resamples, seed {seed}"
     items = {name.replace("-", "_"): np.asarray(score[name], dtype=np.float64) for name in ("keep", "bridge", "re-embed", "migrate")}
-    return Outcome(body=body, items=items)
+    if y is not None:
+        from ..rows import content_sha256
+
+        lab = y[0][o_rows]
+        geo = U.attribute_geometry({"new": Pn, "bridged": U.unit(adapters[best].apply(Pn)), "old": Po}, lab, seed=seed)
+        body["labels"] = {"rows": npairs, "classes": int(len(np.unique(lab))), "bridged_by": best,
+                          "on": "the paired rows (train and held-out): NEW's vectors, NEW's mapped by the chosen "
+                                "bridge into the old space, OLD's vectors", **geo,
+                          "aag_change": geo["aag"]["bridged"] - geo["aag"]["new"],
+                          "label_map_change": geo["label_map"]["bridged"] - geo["label_map"]["new"],
+                          "labels_sha256": content_sha256(lab), "rows_matched_by": y[1]}
+    files = {}
+    if output is not None:
+        written = adapter_method or best
+        fit = next(f for f in fits if f["method"] == written)
+        from ..io.provenance import input_record
+
+        scored_on = {"queries_old": _record(qo_src), "queries_new": _record(qn_src),
+                     **({"qrels": input_record(qrels)} if qrels is not None else {})}  # what the bridge arm was scored on
+        files["output"] = _adapter_file(adapters[written], fit, old, new, body, holdout=holdout, seed=seed,
+                                        scored_on=scored_on)
+        body["adapter_file"] = {"output": str(output), "method": written, "direction": "new->old",
+                                "input_dim": adapters[written].source_dim, "output_dim": adapters[written].target_dim}
+    return Outcome(body=body, items=items, files=files)
 
 
 MEASUREMENT = Measurement(
@@ -172,7 +291,18 @@ MEASUREMENT = Measurement(
              Option("holdout", float, 0.2, "Share of the paired rows held out for choosing.", min=0.05, max=0.5),
              Option("decision_margin", float, 0.01, "Decision margin on the score (nDCG@10 or overlap).", min=0.0, max=1.0),
              Option("resamples", int, 1000, "Bootstrap resamples over queries.", min=10),
-             Option("mlp_epochs", int, 30, "Epochs of the residual MLP adapter.", min=1)),
+             Option("mlp_epochs", int, 30, "Epochs of the residual MLP adapter.", min=1),
+             Option("output", str, None, "Write the bridge adapter (new -> old; the one the report chooses) to this "
+                    ".safetensors file with its manifest; apply it with project --adapter.", aliases=("-o",),
+                    metavar="FILE", show_default=False),
+             Option("old_labels", str, None, "Labels of OLD's rows (a file or table with ids, its 'label' column): AAG and "
+                    "label MAP of the paired rows before and after the bridge.", metavar="FILE", show_default=False),
+             Option("adapter_method", str, None, "The adapter -o writes instead of the chosen one (one fitted by --method).",
+                    choices=METHODS, show_default=False)),
+    writes=(Writes("output", "file"),),
+    runs={"": ("retrieve_corpus.npy", "retrieve_corpus.npy", "--queries-old", "retrieve_queries.npy",
+               "--queries-new", "retrieve_queries.npy", "--method", "procrustes", "--resamples", "100",
+               "-o", "adapter.safetensors")},
     figures={
         "recovered": Figure("higher", interval="recovered_ci95", always=False,
                             help="(bridge - keep) / (re-embed - keep): the share of the upgrade's gain the bridge keeps"),
@@ -182,6 +312,11 @@ MEASUREMENT = Measurement(
         "re_embed": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
         "migrate": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
         "decision_keep": Figure("lower", headline=False, help="1 when the decision is keep (gate: --fail-above decision_keep=0.5)"),
+        "labels.aag.bridged": Figure("higher", headline=False, always=False, reference="labels.aag.new", unit=COSINE,
+                                     range=(-2, 2), help="AAG of the bridged rows (with --old-labels); read against the new vectors'"),
+        "labels.label_map.bridged": Figure("higher", headline=False, always=False, reference="labels.label_map.new",
+                                           unit=PERCENT, range=(0, 100),
+                                           help="label MAP x100 of the bridged rows (with --old-labels); read against the new vectors'"),
     },
     primary="gain",
     tolerance=1e-6,
