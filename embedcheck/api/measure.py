@@ -74,8 +74,13 @@ def _check_writes(m: Measurement, opts: dict[str, Any], inputs: tuple[Any, ...],
 
 
 def _write(m: Measurement, out: Outcome, writes: dict[str, Any]) -> None:
-    """Write the bytes ``run`` returned for each declared output asked for, in one atomic batch."""
+    """Write the bytes ``run`` returned for each declared ``file`` output asked for, in one atomic
+    batch, once every run succeeded. Outputs of the other kinds (a ``.npy`` with its sidecars, a
+    store, a shard set) are not bytes to hold: ``run`` writes them itself, atomically, last."""
     from ..io.atomic import AtomicBatch
+
+    kinds = {w.param: w.kind for w in m.writes}
+    writes = {name: path for name, path in writes.items() if kinds[name] == "file"}
 
     extra = sorted(set(out.files) - set(writes))
     if extra:

@@ -76,14 +76,11 @@ def _band_samples(cos: np.ndarray, threshold: float, size: int, rng: np.random.G
     return bands, examples
 
 
-def write_kept(path: str, kept: np.ndarray, ids: Optional[list[Any]]) -> None:
+def kept_lines(kept: np.ndarray, ids: Optional[list[Any]]) -> bytes:
     """``-o``: one JSON line per kept row, in row order: ``{"row": r, "id": ...}`` (``id`` when the
-    input has ids), written atomically."""
-    from ..io.atomic import atomic_writer
-
-    with atomic_writer(path, "w") as f:
-        for r in kept.tolist():
-            f.write(json.dumps({"row": r, **({"id": ids[r]} if ids is not None else {})}, ensure_ascii=False) + "\n")
+    input has ids); the API writes them atomically once the run succeeded."""
+    return "".join(json.dumps({"row": r, **({"id": ids[r]} if ids is not None else {})}, ensure_ascii=False) + "\n"
+                   for r in kept.tolist()).encode()
 
 
 def _locator(src: Any) -> Any:
@@ -262,8 +259,9 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
         body["leakage_check"] = {"test": leakage_of, "test_rows": mq, "leaked_rows": k, "pairs": int(lk.i.size),
                                  "bands": lb, "examples": le,
                                  "ci_method": "Wilson score interval over the TEST rows (scipy.stats.binomtest)"}
+    files = {}
     if output is not None:
-        write_kept(output, g.kept, ids)
+        files["output"] = kept_lines(g.kept, ids)
         body["output"] = {"path": output, "rows": int(g.kept.size),
                           "format": "JSON lines, one per kept row in row order: row (and id)"}
     if copy is not None:
@@ -271,7 +269,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
         write_copy(copy, copy_kind, corpus, g.kept, {"threshold": thr, "threshold_from": FORMS[form],
                                                      "representative": "lowest row index", "seed": seed})
         body["copy"] = {"path": copy, "rows": int(g.kept.size), "dim": corpus.dim, "dtype": "float32"}
-    return Outcome(body=body)
+    return Outcome(body=body, files=files)
 
 
 MEASUREMENT = Measurement(
@@ -319,4 +317,4 @@ MEASUREMENT = Measurement(
     example=("topics.npy", "--leakage-of", "topics_test.npy", "--floor-pairs", "100000"),
 )
 
-__all__ = ["DEFAULT_FLOOR_PERCENTILE", "MEASUREMENT", "run", "wilson", "write_kept"]
+__all__ = ["DEFAULT_FLOOR_PERCENTILE", "MEASUREMENT", "run", "wilson", "kept_lines"]
