@@ -613,7 +613,7 @@ BAD_CASES = {
     "sample_too_big": ("in.txt", b"a\nb\n", ["--sample", "3"], "--sample 3 is more than the 2 rows"),
     "split_without_hf": ("in.txt", b"a\n", ["--split", "train"], "--split applies only to hf:"),
     "prompt_and_name": ("in.txt", b"a\n", ["--prompt", "x", "--prompt-name", "query"], "not both"),
-    "bad_backend": ("in.txt", b"a\n", ["--backend", "tensorrt"], "--backend 'tensorrt': choose from auto, torch, onnx, onnx-int8"),
+    "bad_backend": ("in.txt", b"a\n", ["--backend", "tensorrt"], "'tensorrt': choose from auto, torch, onnx, onnx-int8"),
     "zero_batch": ("in.txt", b"a\n", ["--batch-size", "0"], "--batch-size"),
 }
 
