@@ -18,14 +18,13 @@ different-label pairs (unordered pairs ``i != j``, unit rows). It is exact in O(
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
+from ..engine.chunks import over_chunks
 from ..engine.threads import one_blas_thread
 from ..errors import InputError
 from ..report.result import Result, hidden, optional
@@ -110,85 +109,6 @@ def _chunk_stats(Xc: Any, codes: np.ndarray, k: int, weights: Optional[np.ndarra
     return acc[:k].copy(), qcell[:k], acc[k:], qcell[k:]
 
 
-def _over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any]) -> Iterator[Any]:
-    """``fn(sl, X[sl], buf)`` for every chunk ``sl`` of rows (``buf`` a reused float64 work buffer of
-    :data:`_SUB_ROWS` rows), yielded in row order. The first chunks are computed on the calling thread
-    while the free cores are measured in the background; with a second core free the rest are
-    computed by a few workers (each its own buffer; BLAS on one thread), at most two per worker
-    ahead of the caller: the caller adds the partials in row order, the additions of one sequential
-    loop, so the bits do not depend on the number of workers."""
-    from ..engine.threads import FreeCoresSoon, choose_threads
-
-    n, d = X.shape
-    slices = list(iter_chunks(n, chunk))
-    rows = min(n, chunk, _SUB_ROWS)
-    local = threading.local()
-
-    def one(sl: slice) -> Any:
-        if getattr(local, "buf", None) is None:
-            local.buf = np.empty((rows, d))
-        return fn(sl, X[sl], local.buf)
-
-    # the free cores are measured (~60 ms) on a background thread while this one computes the first
-    # chunks; the workers start only if a second core is free (a pool on one free core costs more)
-    threads = choose_threads(4, work=len(slices), min_work_per_thread=2, measure=False)
-    with one_blas_thread():
-        soon = FreeCoresSoon(threads)
-        i = 0
-        while i < len(slices) and (soon.get() or 1) <= 1:
-            yield one(slices[i])
-            i += 1
-        if i == len(slices):
-            return
-        threads = soon.get() or 1
-        pool = _workers(threads)
-        ahead: deque[Any] = deque()
-        try:
-            for sl in slices[i:]:
-                ahead.append(pool.submit(one, sl))
-                if len(ahead) >= 2 * threads:
-                    yield ahead.popleft().result()
-            while ahead:
-                yield ahead.popleft().result()
-        finally:  # a consumer that stops early (an error) leaves no chunk running
-            for f in ahead:
-                f.cancel()
-            for f in ahead:
-                if not f.cancelled():
-                    f.exception()
-
-
-_POOLS: dict[tuple[int, int], Any] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def _forget_pools() -> None:
-    """In a forked child: the parent's chunk workers do not exist there, and the lock may have been
-    held by one of its threads at the fork."""
-    global _POOLS_LOCK
-    _POOLS.clear()
-    _POOLS_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pools)
-
-
-def _workers(threads: int) -> Any:
-    """The process's chunk workers for ``threads`` threads, made once and kept (numpy and BLAS
-    release the GIL): a pass of a few chunks then pays no thread start-up, and the several passes
-    of one command share the same threads. A forked child makes its own (the parent's threads do
-    not exist in it)."""
-    key = (os.getpid(), threads)
-    with _POOLS_LOCK:
-        pool = _POOLS.get(key)
-        if pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            pool = _POOLS[key] = ThreadPoolExecutor(threads, thread_name_prefix="embedcheck-chunks")
-        return pool
-
-
 def class_sums_chunks(X: Any, codes: np.ndarray, k: int, *, weights: Optional[np.ndarray] = None,
                       chunk: int = AAG_CHUNK_ROWS, check: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per chunk of ``chunk`` rows, in row order: (k × d class sums of unit rows, k sums of squared
@@ -199,7 +119,7 @@ def class_sums_chunks(X: Any, codes: np.ndarray, k: int, *, weights: Optional[np
     def part(sl: slice, Xc: Any, buf: np.ndarray) -> Any:
         return _chunk_stats(Xc, codes[sl], k, None if w is None else w[sl], None, 0, check)
 
-    return list(_over_chunks(X, chunk, part))
+    return list(over_chunks(X, chunk, part, _SUB_ROWS))
 
 
 @dataclass(kw_only=True)
@@ -320,7 +240,7 @@ def _group_sums_steps(X: Any, codes: np.ndarray, k: int, cells: np.ndarray, G: i
 
     per = max(1, step // chunk)
     done = 0
-    for s, q, acc, gq, inv in _over_chunks(X, chunk, part):  # row order
+    for s, q, acc, gq, inv in over_chunks(X, chunk, part, _SUB_ROWS):  # row order
         if done % per == 0:
             class_parts: list[tuple[np.ndarray, np.ndarray]] = []
             gsums, gsq = np.zeros((G * k, d)), np.zeros(G * k)
@@ -453,7 +373,7 @@ def class_sums_steps(parts: Any, start: int, stop: int, codes: np.ndarray, k: in
         except _BadRows:
             raise refuse(sl) from None
 
-    yield from _over_chunks(_RangeRows(parts, start, stop), chunk, part)
+    yield from over_chunks(_RangeRows(parts, start, stop), chunk, part, _SUB_ROWS)
 
 
 def group_sums_steps(parts: Any, start: int, stop: int, codes: np.ndarray, k: int, cells: np.ndarray, G: int,
@@ -536,7 +456,7 @@ def along_steps(parts: Any, start: int, stop: int, mu: np.ndarray, Q: np.ndarray
         Z -= Qmu
         return float(np.einsum("ij,ij->", Z, Z))
 
-    yield from _over_chunks(_RangeRows(parts, start, stop), chunk, part)
+    yield from over_chunks(_RangeRows(parts, start, stop), chunk, part, _SUB_ROWS)
 
 
 def _listed(fn: Callable[..., Iterator[Any]], *args: Any) -> list[Any]:
