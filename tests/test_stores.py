@@ -809,9 +809,10 @@ def test_a_range_block_reuses_memory_only_once_no_view_of_it_is_left(tmp_path, m
     """Large range blocks reuse the memory of released ones, never while a view of it lives: a view
     kept from store A's read still shows A's rows after store B's read of the same shape."""
     from embedcheck.io import stores
+    from embedcheck.io.stores import base  # the range buffers' home
 
-    monkeypatch.setattr(stores, "REUSE_MIN_BYTES", 1)
-    monkeypatch.setattr(stores, "_SPARE", [])
+    monkeypatch.setattr(base, "REUSE_MIN_BYTES", 1)
+    monkeypatch.setattr(base, "_SPARE", [])
     a = put("lance", tmp_path / "a", "ra", PA, list(range(400)))
     b = put("lance", tmp_path / "b", "rb", PB, list(range(400)))
     sa, sb = stores.open_store(a), stores.open_store(b)
@@ -821,10 +822,10 @@ def test_a_range_block_reuses_memory_only_once_no_view_of_it_is_left(tmp_path, m
     del XA
     XB = sb.read(0, 400)
     where_b = XB.__array_interface__["data"][0]
-    assert where_b != where and not stores._SPARE  # A's block is still in use by the view
+    assert where_b != where and not base._SPARE  # A's block is still in use by the view
     assert np.array_equal(view, PA[10:20]) and np.array_equal(XB, PB)
     del view, XB  # both blocks released: both become spares, and the next reads take them
-    assert len(stores._SPARE) == 2
+    assert len(base._SPARE) == 2
     XA2, XB2 = sa.read(0, 400), sb.read(0, 400)
     assert {XA2.__array_interface__["data"][0], XB2.__array_interface__["data"][0]} == {where, where_b}
     assert np.array_equal(XA2, PA) and np.array_equal(XB2, PB)

@@ -1,0 +1,107 @@
+"""Opening a store from its locator, one per locator and process (:func:`open_store`), and a store read as rows (:class:`StoreRows`)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Optional
+
+import numpy as np
+
+from ...errors import InputError
+from .arrow import ArrowStore
+from .base import BATCH_ROWS, Store, display_name, parse_locator
+from .faiss import FaissStore
+from .lance import LanceStore
+from .postgres import PgStore
+
+_OPEN: dict[str, Store] = {}
+_OPEN_LOCK = threading.Lock()
+_KINDS = {"parquet": ArrowStore, "arrow": ArrowStore, "lance": LanceStore, "lancedb": LanceStore,
+          "faiss": FaissStore, "postgres": PgStore}
+
+
+def open_store(x: Any, *, fresh: bool = False) -> Store:
+    """The :class:`Store` named by ``x`` (a locator), opened once per process and locator."""
+    loc = parse_locator(x)
+    if loc is None:
+        raise InputError(f"{display_name(x)} is not a store")
+    key = loc.raw
+    with _OPEN_LOCK:
+        st = None if fresh else _OPEN.get(key)
+        if st is None:
+            st = _KINDS[loc.kind](loc)
+            old = _OPEN.pop(key, None)
+            if old is not None:
+                old.close()
+            if len(_OPEN) >= 16:
+                _OPEN.pop(next(iter(_OPEN))).close()
+            _OPEN[key] = st
+        return st
+
+
+def close_all() -> None:
+    with _OPEN_LOCK:
+        for st in _OPEN.values():
+            st.close()
+        _OPEN.clear()
+
+
+class StoreRows:
+    """A store as the read-only array a :class:`~embedcheck.io.source.Part` opens: ``shape``,
+    ``dtype``, ``X[a:b]``, ``X[i]``, ``X[int array]`` — rows read from the store on demand."""
+
+    ndim = 2
+
+    def __init__(self, locator: str):
+        self.locator = locator
+        st = open_store(locator)
+        self.shape = (st.n, st.dim)
+        self.dtype = st.dtype
+
+    @property
+    def store(self) -> Store:
+        return open_store(self.locator)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        n = self.shape[0]
+        if isinstance(key, tuple):
+            rows = self[key[0]]
+            return rows[(slice(None),) + key[1:]] if rows.ndim == 2 else rows[key[1:]]
+        if isinstance(key, (int, np.integer)):
+            k = int(key) % n if -n <= int(key) < n else int(key)
+            return self.store.read(k, k + 1)[0]
+        if isinstance(key, slice):
+            a, b, step = key.indices(n)
+            if step == 1:
+                return self.store.read(a, max(a, b))
+            return self[np.arange(a, b, step)]
+        idx = np.asarray(key)
+        if idx.dtype == bool:
+            idx = np.flatnonzero(idx)
+        idx = idx.astype(np.int64).ravel()
+        out = np.empty((idx.size, self.shape[1]), dtype=self.dtype)
+        if not idx.size:
+            return out
+        order = np.argsort(idx, kind="stable")
+        s = idx[order]
+        i = 0
+        while i < s.size:  # runs of rows close together are read as one range
+            j = i
+            while j + 1 < s.size and s[j + 1] - s[i] < BATCH_ROWS:
+                j += 1
+            block = self.store.read(int(s[i]), int(s[j]) + 1)
+            out[order[i:j + 1]] = block[s[i:j + 1] - s[i]]
+            i = j + 1
+        return out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        X = self.store.read(0, self.shape[0])
+        return X.astype(dtype, copy=False) if dtype is not None else X
+
+
+def store_model(x: Any) -> Optional[str]:
+    """The model a store says it holds, or None."""
+    return open_store(x).model()
