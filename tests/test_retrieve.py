@@ -386,3 +386,20 @@ def test_sts_mteb_json_loads_with_mtebs_reader(cli, tmp_path):
     assert tr.task_name == "STSBenchmark"
     assert tr.get_score() == pytest.approx(res.json()["spearman"] / 100)
     assert tr.scores["test"][0]["cosine_pearson"] == pytest.approx(res.json()["pearson"] / 100)
+
+
+@pytest.mark.parametrize("rounded", [False, True], ids=["distinct", "many ties"])
+def test_a_wide_score_block_selects_the_same_top_k_as_a_full_sort(rounded):
+    """select_topk's threshold pass on wide blocks (a lower bound from the first columns, then only
+    the entries reaching it sorted) gives the columns and order of a full sort by the tie rule."""
+    from embedcheck.geometry.retrieval import select_topk
+
+    rng = np.random.default_rng(3)
+    for t, k in ((4096, 1), (9000, 10), (16384, 64)):
+        S = rng.standard_normal((48, t)).astype(np.float32)
+        if rounded:
+            S = np.round(S, 1)
+        ranks = rng.permutation(t).astype(np.int64)
+        cols, vals = select_topk(S, ranks, k)
+        want = np.lexsort((np.broadcast_to(ranks, S.shape), -S), axis=1)[:, :k]
+        assert np.array_equal(cols, want) and np.array_equal(vals, np.take_along_axis(S, want, axis=1))

@@ -80,6 +80,30 @@ def tie_ranks(ids: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def _topk_by_threshold(S: np.ndarray, ranks: np.ndarray, kk: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """:func:`select_topk` of a wide block without a partition of every row: each row's ``kk``-th
+    best among its first ``sub`` columns is a lower bound of its ``kk``-th best overall, so the
+    entries at or above it (one comparison pass) hold the whole top ``kk`` — ties included — and
+    only they are sorted by the tie rule. None when too many entries reach the bound (rows of
+    near-equal scores): the caller partitions instead. The same columns and order as the partition."""
+    b, t = S.shape
+    sub = max(8 * kk, 1024)
+    thr = np.partition(S[:, :sub], sub - kk, axis=1)[:, sub - kk]
+    mask = S >= thr[:, None]
+    counts = mask.sum(axis=1)
+    width = int(counts.max(initial=0))
+    if width > max(t // 8, kk):
+        return None
+    r, c = np.nonzero(mask)  # row-major: grouped by row
+    pos = np.arange(r.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    cand = np.zeros((b, width), dtype=np.int64)
+    vals = np.full((b, width), -np.inf, dtype=S.dtype)
+    rk = np.full((b, width), np.iinfo(np.int64).max, dtype=np.int64)
+    cand[r, pos], vals[r, pos], rk[r, pos] = c, S[r, c], ranks[c]
+    order = np.lexsort((rk, -vals), axis=1)[:, :kk]
+    return np.take_along_axis(cand, order, axis=1), np.take_along_axis(vals, order, axis=1)
+
+
 def select_topk(S: np.ndarray, ranks: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The best ``min(k, t)`` columns of each row of the score block ``S`` (b, t) by the tie rule
     (score descending, then ``ranks`` ascending), in that order: ``(columns (b, kk), scores)``."""
@@ -87,6 +111,10 @@ def select_topk(S: np.ndarray, ranks: np.ndarray, k: int) -> tuple[np.ndarray, n
     kk = min(k, t)
     if kk == 0:
         return np.zeros((b, 0), dtype=np.int64), np.zeros((b, 0), dtype=S.dtype)
+    if kk < t and t >= 4096 and 64 * kk <= t:
+        got = _topk_by_threshold(S, ranks, kk)
+        if got is not None:
+            return got
     if kk < t:
         cols = np.argpartition(S, t - kk, axis=1)[:, t - kk:]
         vals = np.take_along_axis(S, cols, axis=1)
