@@ -21,8 +21,8 @@ TOY = '''"""toy-share: the share of rows whose first coordinate is positive (a m
 
 import numpy as np
 
-from ..result import Figure
-from ..schemas import FRACTION
+from ..report.result import Figure
+from ..report.schemas import FRACTION
 from ..spec import Measurement, Option, Outcome
 
 
