@@ -83,6 +83,8 @@ OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
     (("upgrade",), "--tolerance"): "-1",
     (("upgrade",), "--holdout"): "0.9",  # a share of the pairs, at most a half
     (("upgrade",), "--decision-margin"): "1.5",  # a margin on a score in [0, 1]
+    (("integrity",), "--tolerance"): "-1",
+    (("integrity",), "--match-tolerance"): "1.5",  # a cosine in [0, 1]
 }
 
 FLOATS = float_options()
@@ -201,6 +203,7 @@ GATE_OUT_OF_RANGE: dict[tuple[str, ...], str] = {
     ("drift",): "1.5",  # the classifier's AUC: a fraction
     ("hubness",): "hub_share=1.5",  # the primary (skewness) has no bound; the hub share is a fraction
     ("upgrade",): "keep=1.5",  # the primary (gain) is a difference; the keep arm's score is a fraction
+    ("integrity",): "1.5",  # the match share: a fraction
 }
 GATE_OPTS = gate_options()
 

@@ -390,8 +390,9 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
         ["", *STANDARD_PREFIXES, *prefixes])), "max_seq_lengths": sorted({c.max_seq_length for _, c in cands}),
         "normalization": "unit or raw, read from each stored row's norm (unit: |norm - 1| <= 0.001; raw: the "
                          "re-embedding's norm within 0.1 %)",
-        "candidates": len(cands), "stages": found["stages"], "texts_encoded": found["encoded"],
-        "encode_seconds": round(found["seconds"], 3), "seconds": round(time.perf_counter() - t0, 3)}
+        "candidates": len(cands), "stages": found["stages"],
+        "encoding": {"texts": found["encoded"], "seconds": round(found["seconds"], 3)},
+        "seconds": round(time.perf_counter() - t0, 3)}
     body["notes"] = notes or None
     items = {"match_share": matches[best].astype(np.float64)} if best else {}
     return Outcome(body=body, items=items)
@@ -471,7 +472,7 @@ MEASUREMENT = Measurement(
     tolerance=1e-9,
     paired=False,
     view=view,
-    example=("topics.npy", "--null-draws", "3"),
+    example=("integrity.npy", "--rows", "all", "--probe-rows", "2", "--null-draws", "3"),
 )
 
 __all__ = ["MEASUREMENT", "run"]
