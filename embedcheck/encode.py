@@ -670,7 +670,7 @@ def pooled(model: Any) -> Any:
             finally:
                 model.spec = spec
             return
-        mods = getattr(model, "_modules", None)
+        mods: Any = getattr(model, "_modules", None) or {}
         last = next(reversed(mods)) if mods else None
         if last is not None and type(mods[last]).__name__ == "Normalize":
             norm = mods.pop(last)

@@ -95,7 +95,7 @@ def claimed(src: Any) -> tuple[Optional[dict[str, Any]], Optional[str]]:
             where = str(cand)
     if not isinstance(meta, dict) or not meta:
         return None, None
-    opts = meta.get("options") if isinstance(meta.get("options"), dict) else {}
+    opts: dict[str, Any] = meta["options"] if isinstance(meta.get("options"), dict) else {}
     model = meta.get("model")
     if isinstance(model, dict):
         model = model.get("id") or model.get("name")
@@ -203,7 +203,7 @@ def _recipe_search(stored: np.ndarray, texts: list[str], models: list[str], pref
     probe_rows = np.arange(min(probe, m))
     for ci in range(len(cands)):
         run(ci, probe_rows)
-    hit = (unit_ok | raw_ok)[probe_rows].any(axis=0)
+    hit = np.asarray((unit_ok | raw_ok)[probe_rows].any(axis=0))
     survivors = [ci for ci in range(len(cands)) if hit[ci]]
     stages.append({"stage": "probe", "rows": int(len(probe_rows)), "candidates": len(cands),
                    "candidates_matching": len(survivors)})
