@@ -207,7 +207,7 @@ def test_without_texts_the_label_free_checks_run_and_one_line_says_what_needs_te
     X = rng.normal(size=(120, 16)).astype(np.float32)
     X[:60] /= np.linalg.norm(X[:60], axis=1, keepdims=True)  # unit and unnormalised rows side by side
     np.save(tmp_path / "t.npy", X)
-    res = cli(["integrity", tmp_path / "t.npy", "--null-draws", "5", "--fail-above", "mixed=0.5", "--json"])
+    res = cli(["integrity", tmp_path / "t.npy", "--null-draws", "2", "--fail-above", "mixed=0.5", "--json"])
     assert res.exit_code == 1, res  # the label-free norm check finds two kinds of rows
     rep = res.json()
     assert rep["match_share"] is None and "needs texts" in rep["needs_texts"]
@@ -217,13 +217,24 @@ def test_without_texts_the_label_free_checks_run_and_one_line_says_what_needs_te
     assert len(notes) == 1 and notes[0].startswith("notice:"), res.stderr
 
 
-def test_the_split_test_on_gaussian_rows_and_two_separated_populations():
+def test_the_split_reads_one_shared_direction_as_clean_and_two_as_mixed():
+    from embedcheck.measures.integrity import label_free_mixed, split_says_mixed
+
     rng = np.random.default_rng(2)
-    one = rng.normal(size=(300, 16))
-    assert G.split_test(one, draws=19, seed=0)["p_value"] > 0.05
-    two = np.concatenate([rng.normal(size=(150, 16)) + 3 * np.eye(16)[0], rng.normal(size=(150, 16)) - 3 * np.eye(16)[0]])
-    r = G.split_test(two, draws=19, seed=0)
-    assert r["p_value"] == 0.05 and r["smaller_group_share"] == pytest.approx(0.5, abs=0.05)
+    e = np.eye(16)
+    one = rng.normal(size=(300, 16)) + 4 * e[0]  # one population around one mean direction
+    sp = G.split_test(one, draws=5, seed=0)
+    assert sp["mean_norm"] > 0.5 and sp["centroid_cosine"] > 0.5 and not split_says_mixed(sp)
+    two = np.concatenate([rng.normal(size=(150, 16)) + 4 * e[0], rng.normal(size=(150, 16)) + 4 * e[1]])
+    sp = G.split_test(two, draws=5, seed=0)
+    U = two / np.linalg.norm(two, axis=1, keepdims=True)
+    c0, c1 = U[:150].mean(axis=0), U[150:].mean(axis=0)
+    assert sp["centroid_cosine"] == pytest.approx(c0 @ c1 / np.linalg.norm(c0) / np.linalg.norm(c1), abs=0.02)
+    assert sp["smaller_group_share"] == 0.5 and split_says_mixed(sp)
+    assert label_free_mixed(G.norm_mix(two), sp)
+    centred = rng.normal(size=(300, 16))  # no shared direction: the split is not read
+    sp = G.split_test(centred, draws=5, seed=0)
+    assert sp["mean_norm"] < 0.1 and sp["centroid_cosine"] < -0.5 and not split_says_mixed(sp)
 
 
 def test_a_model_folder_that_does_not_exist_is_one_error_line(cli, planted, tmp_path):

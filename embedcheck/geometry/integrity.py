@@ -180,17 +180,20 @@ def unit_rows(X: np.ndarray) -> np.ndarray:
 
 
 def split_test(X: np.ndarray, *, draws: int, seed: int, max_rows: int = 2000) -> dict[str, Any]:
-    """Is there a split of the rows' directions beyond what one Gaussian population of the same mean
-    and covariance gives? The best 2-means split's R² of the unit rows (a seeded sample of at most
-    ``max_rows``) against ``draws`` Gaussian draws of the same size, mean and covariance; the
-    p-value is (1 + draws at or above) / (1 + draws)."""
+    """Do the rows' directions split into two groups pointing apart? The best 2-means split of the unit
+    rows (a seeded sample of at most ``max_rows``): its R², the cosine of its two centroids (rows of
+    one model share a mean direction, so a clean index's groups stay at a positive cosine; rows of
+    two unrelated spaces split near 0), and its R² against ``draws`` Gaussian draws of the same size,
+    mean and covariance (``ratio``; the p-value is (1 + draws at or above) / (1 + draws) — real rows
+    beat a Gaussian null without being mixed, so it is context, not a call)."""
     rng = np.random.default_rng(seed)
     U = unit_rows(X)
     if U.shape[0] > max_rows:
         U = U[np.sort(rng.choice(U.shape[0], max_rows, replace=False))]
     n, d = U.shape
     if n < 8:
-        return {"rows": int(n), "r2": None, "p_value": None, "null_r2_mean": None, "draws": 0}
+        return {"rows": int(n), "r2": None, "ratio": None, "p_value": None, "null_r2_mean": None, "draws": 0,
+                "centroid_cosine": None, "mean_norm": None}
     r2, lab = _two_means(U, rng)
     mu = U.mean(axis=0)
     centred = U - mu
@@ -203,9 +206,13 @@ def split_test(X: np.ndarray, *, draws: int, seed: int, max_rows: int = 2000) ->
     null_arr = np.asarray(null)
     p = (1 + int((null_arr >= r2).sum())) / (1 + draws) if draws else None
     smaller = int(min((lab == 0).sum(), (lab == 1).sum()))
-    return {"rows": int(n), "r2": float(r2), "null_r2_mean": float(null_arr.mean()) if draws else None,
+    c0, c1 = U[lab == 0].mean(axis=0), U[lab == 1].mean(axis=0)
+    den = float(np.linalg.norm(c0) * np.linalg.norm(c1))
+    ccos = float(c0 @ c1 / den) if den > 0 else None
+    ratio = float(r2 / null_arr.mean()) if draws and null_arr.mean() > 0 else None
+    return {"rows": int(n), "r2": float(r2), "ratio": ratio, "null_r2_mean": float(null_arr.mean()) if draws else None,
             "null_r2_max": float(null_arr.max()) if draws else None, "draws": int(draws), "p_value": p,
-            "smaller_group_share": smaller / n}
+            "smaller_group_share": smaller / n, "centroid_cosine": ccos, "mean_norm": float(np.linalg.norm(mu))}
 
 
 def norm_mix(X: np.ndarray) -> dict[str, Any]:
