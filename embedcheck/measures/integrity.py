@@ -26,7 +26,7 @@ STANDARD_PREFIXES = ("query: ", "passage: ", "search_query: ", "search_document:
 STANDARD_LENGTHS = (128, 256, 512)
 #: the label-free split calls an index mixed when its best 2-means split's centroids are at most
 #: this cosine apart (calibrated A/A on SciFact abstracts, docs/integrity.md: a clean index's groups
-#: stay at 0.26-0.46; the Gaussian null's p-value calls every real index mixed, so it is not the call)
+#: stay at 0.25-0.40; the Gaussian null's p-value calls every real index mixed, so it is not the call)
 CENTROID_COSINE = 0.1
 #: the split is read only when the unit rows share a mean direction at least this long (a text
 #: encoder's rows do: 0.4-0.5 for MiniLM on SciFact; centred or isotropic rows split at cosine -1)
