@@ -202,6 +202,23 @@ def test_health_header_equals_numpy(cli, tmp_path):
     assert _snapshot(tmp_path) == before
 
 
+def test_a_store_that_refuses_nan_rows_gives_the_header_it_can_and_says_so(cli, tmp_path):
+    from embedcheck.io.stores import write_store
+
+    X = np.random.default_rng(0).normal(size=(20, 8)).astype(np.float32)
+    X[3, 2] = np.nan
+    write_store(str(tmp_path / "nan.parquet"), iter([X]), dim=8, columns={"id": [f"a{i}" for i in range(20)]})
+    before = _snapshot(tmp_path)
+    res = cli(["integrity", tmp_path / "nan.parquet", "--json"])
+    assert res.exit_code == 0, res
+    rep = res.json()
+    assert rep["health"]["rows"] == 20 and rep["health"]["dim"] == 8 and rep["health"]["dtype"] == "float32"
+    assert "row 3" in rep["notes"][0] and rep["label_free"] is None
+    warn = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warn) == 1 and "row 3" in warn[0], res.stderr
+    assert _snapshot(tmp_path) == before
+
+
 def test_without_texts_the_label_free_checks_run_and_one_line_says_what_needs_texts(cli, tmp_path):
     rng = np.random.default_rng(1)
     X = rng.normal(size=(120, 16)).astype(np.float32)

@@ -281,6 +281,12 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
     except InputError as exc:
         X = None
         notes.append(f"the rows could not be read ({exc}): the header gives what the input's header says")
+        import warnings
+
+        from ..errors import InputWarning
+
+        warnings.warn(f"{src.name}: its rows could not be read ({exc}); the health header gives rows, dimension "
+                      "and dtype only, and nothing else ran", InputWarning, stacklevel=2)
     if X is not None:
         head = G.health(X, ids)
     else:
@@ -324,7 +330,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
         body["match_share"] = None
         body["match_share_ci95"] = None
         body["mixed"] = 1.0 if lf.get("mixed") else 0.0
-        body["mixed_by"] = "label-free checks (unit and non-unit rows side by side; a 2-means split whose centroids point apart)"
+        body["mixed_by"] = ("label-free checks (unit and non-unit rows side by side; a 2-means split whose centroids "
+                            "point apart)" if X is not None else "nothing: the rows could not be read")
         body["notes"] = notes or None
         return Outcome(body=body)
     good = np.flatnonzero(np.isfinite(X).all(axis=1) & (G.row_norms(X) > 0)
