@@ -86,6 +86,14 @@ def planted(minilm_path, tmp_path_factory):
     with open(d / "clean.jsonl", "w", encoding="utf-8") as f:
         for i, t in enumerate(tw[:16]):
             f.write(json.dumps({"index": i, "id": f"c{i}", "text": t}) + "\n")
+    def save(name, V, rows):
+        np.save(d / f"{name}.npy", V)
+        with open(d / f"{name}.jsonl", "w", encoding="utf-8") as f:
+            for i, t in enumerate(rows):
+                f.write(json.dumps({"index": i, "id": f"{name}{i}", "text": t}) + "\n")
+
+    save("passage", enc(tw[:10], prompt="passage: "), tw[:10])  # an e5-style corpus
+    save("queries", enc(tw[30:36], prompt="query: "), tw[30:36])  # e5-style queries
     return {"dir": d, "X": X, "texts": texts, "truth": truth, "ids": ids}
 
 
@@ -268,3 +276,32 @@ def test_bad_rows_option_is_one_error_line(cli, planted):
     res = cli(["integrity", planted["dir"] / "clean.npy", "--rows", "lots", "--json"])
     assert_one_line_error(res)
     assert "--rows" in res.stderr
+
+
+def test_queries_are_checked_against_the_recipe_the_corpus_expects(cli, planted):
+    d = planted["dir"]
+    # a plain corpus expects plain queries: 'query: ' queries are all mismatched
+    rep = cli(["integrity", d / "clean.npy", "--queries", d / "queries.npy", "--json"]).json()
+    q = rep["queries"]
+    assert q["sampled_rows"] == 6 and q["recipe"]["prefix"] == "query: "
+    assert q["expected"] == {"model": MODEL, "prefix": "", "normalized": True}
+    assert q["expected_share"] == 0.0 and len(q["mismatched"]) == 6
+    # a 'passage: ' corpus expects 'query: ' queries: all of them match
+    res = cli(["integrity", d / "passage.npy", "--queries", d / "queries.npy", "--fail-below",
+               "queries.expected_share=0.99", "--json"])
+    assert res.exit_code == 0, res
+    q = res.json()["queries"]
+    assert res.json()["recipe"]["prefix"] == "passage: " and q["expected"]["prefix"] == "query: "
+    assert q["expected_share"] == 1.0 and q["expected_share_ci95"] == pytest.approx(G.wilson(6, 6))
+
+
+def test_queries_without_texts_or_of_another_dimension_are_one_error_line(cli, planted, tmp_path):
+    d = planted["dir"]
+    np.save(tmp_path / "q.npy", np.load(d / "queries.npy"))
+    res = cli(["integrity", d / "clean.npy", "--queries", tmp_path / "q.npy", "--json"])
+    assert_one_line_error(res)
+    assert "--queries" in res.stderr and "texts" in res.stderr
+    np.save(tmp_path / "q8.npy", np.ones((3, 8), dtype=np.float32))
+    res = cli(["integrity", d / "clean.npy", "--queries", tmp_path / "q8.npy", "--json"])
+    assert_one_line_error(res)
+    assert "dimension 8" in res.stderr

