@@ -358,7 +358,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
     body["match_tolerance"] = match_tolerance
     if texts is None or X is None:
         why = ("the rows carry no texts (a 'text' column or sidecar field; --text-field NAME): which recipe made "
-               "them needs texts, so only the label-free checks ran")
+               "them needs texts, so only the label-free checks ran") if texts is None else \
+            "the rows could not be read, so no recipe was looked for"
         body["needs_texts"] = why
         if X is not None:
             from ..io.rowids import notice
