@@ -166,6 +166,23 @@ def test_gates_fire_on_a_mixed_index_and_pass_on_a_clean_one(cli, planted):
     assert rep["claimed"] is None  # no .meta.json beside it
 
 
+def test_text_field_names_a_store_column(cli, planted, tmp_path):
+    from embedcheck.io.stores import write_store
+
+    d = planted["dir"]
+    X = np.load(d / "clean.npy")
+    texts = [json.loads(line)["text"] for line in open(d / "clean.jsonl", encoding="utf-8")]
+    write_store(str(tmp_path / "c.parquet"), iter([X]), dim=X.shape[1],
+                columns={"id": [f"c{i}" for i in range(16)], "abstract": texts})
+    res = cli(["integrity", tmp_path / "c.parquet", "--json"])
+    assert res.json()["match_share"] is None  # no 'text' column
+    rep = cli(["integrity", tmp_path / "c.parquet", "--text-field", "abstract", "--json"]).json()
+    assert rep["match_share"] == 1.0 and rep["texts_from"] == "field 'abstract'" and rep["health"]["duplicate_ids"] == 0
+    res = cli(["integrity", tmp_path / "c.parquet", "--text-field", "body", "--json"])
+    assert_one_line_error(res)
+    assert "--text-field" in res.stderr and "body" in res.stderr
+
+
 def test_a_seeded_sample_of_rows(cli, planted):
     d = planted["dir"]
     a = cli(["integrity", d / "clean.npy", "--rows", "5", "--seed", "3", "--json"]).json()

@@ -527,36 +527,6 @@ def _same_model(a: str, b: str) -> bool:
     return norm(a) == norm(b)
 
 
-def view(rep: dict[str, Any]) -> list[str]:
-    """The terminal view: the health header first, then what the recipes or the label-free checks found."""
-    h = rep.get("health") or {}
-    lines = [f"rows {h.get('rows')}  dim {h.get('dim')}  dtype {h.get('dtype')}"]
-    if "unit_norm_share" in h:
-        lines.append(f"unit-norm rows {h['unit_norm_rows']} ({h['unit_norm_share']:.1%})  NaN/inf rows "
-                     f"{h['nonfinite_rows']}  zero rows {h['zero_rows']}  duplicate vectors {h['duplicate_vectors']}  "
-                     f"duplicate ids {'—' if h.get('duplicate_ids') is None else h['duplicate_ids']}")
-    lines.append(f"model (metadata) {h.get('model_claimed') or '—'}")
-    if rep.get("needs_texts"):
-        lines.append(f"recipe: {rep['needs_texts']}")
-    else:
-        lo, hi = rep["match_share_ci95"]
-        lines.append(f"match_share {rep['match_share']:.4f}  [{lo:.4f}, {hi:.4f}]  of {rep['sampled_rows']} sampled rows")
-        for r in rep.get("recipes") or []:
-            lines.append(f"  {r['rows']:>6}  {r['share']:.1%}  {r['recipe']}")
-        if rep.get("unexplained_rows"):
-            lines.append(f"  {rep['unexplained_rows']:>6}  unexplained")
-            for u in rep.get("unexplained") or []:
-                lines.append(f"     row {u['row']}{' id ' + str(u['id']) if 'id' in u else ''}  best cosine "
-                             f"{u['best_cosine']:.5f}  {u['text'][:60]!r}")
-    lf = rep.get("label_free") or {}
-    if lf:
-        sp = lf["split"]
-        lines.append(f"label-free: norms {'mixed' if lf['norms']['mixed'] else 'one kind'}; 2-means split R² "
-                     f"{sp['r2'] if sp['r2'] is None else round(sp['r2'], 4)}, centroid cosine {sp['centroid_cosine']}")
-    lines.append(f"mixed {int(rep['mixed'])} ({rep['mixed_by']})")
-    return lines
-
-
 MEASUREMENT = Measurement(
     name="integrity",
     help="is this index what you think it is? health, the recipe that made the rows, one population or two",
@@ -597,7 +567,6 @@ MEASUREMENT = Measurement(
     primary="match_share",
     tolerance=1e-9,
     paired=False,
-    view=view,
     example=("integrity.npy", "--rows", "all", "--probe-rows", "2", "--null-draws", "3"),
 )
 
