@@ -31,51 +31,92 @@ def row_norms(X: np.ndarray) -> np.ndarray:
         return np.sqrt(np.einsum("ij,ij->i", X64, X64))
 
 
+class Health:
+    """The health header accumulated over consecutive chunks of rows (:meth:`add`, in row order), so
+    an index of any size is read once, a chunk at a time; :meth:`result` is :func:`health`'s dict.
+    Per row it keeps one byte (finite and non-zero), the norm (float64) and a 16-byte digest of the
+    row's bytes for exact duplicates."""
+
+    def __init__(self, dim: int, dtype: Any, examples: int = 5) -> None:
+        self.dim, self.dtype, self.examples = int(dim), np.dtype(dtype), examples
+        self.n = 0
+        self.norms: list[np.ndarray] = []
+        self.finite: list[np.ndarray] = []
+        self.first: dict[bytes, int] = {}
+        self.dups: list[list[int]] = []
+        self.dup_rows = 0
+        self.groups: set[int] = set()
+
+    def add(self, X: np.ndarray) -> None:
+        import hashlib
+
+        X = np.ascontiguousarray(X)
+        fin = np.isfinite(X).all(axis=1)
+        self.finite.append(fin)
+        self.norms.append(row_norms(X))
+        for i, row in enumerate(X):
+            key = hashlib.blake2b(row.tobytes(), digest_size=16).digest()
+            at = self.first.setdefault(key, self.n + i)
+            if at != self.n + i:
+                self.dup_rows += 1
+                self.groups.add(at)
+                if len(self.dups) < self.examples:
+                    self.dups.append([int(at), self.n + i])
+        self.n += X.shape[0]
+
+    def good(self) -> np.ndarray:
+        """Rows with finite values and a non-zero norm (what has a direction)."""
+        fin = np.concatenate(self.finite) if self.finite else np.zeros(0, dtype=bool)
+        nrm = np.concatenate(self.norms) if self.norms else np.zeros(0)
+        return fin & (nrm > 0)
+
+    def result(self, ids: Optional[Sequence[Any]] = None) -> dict[str, Any]:
+        n, ex = self.n, self.examples
+        finite = np.concatenate(self.finite) if self.finite else np.zeros(0, dtype=bool)
+        nrm = np.concatenate(self.norms) if self.norms else np.zeros(0)
+        zero = finite & (nrm == 0)
+        unit = finite & (np.abs(nrm - 1.0) <= UNIT_TOL)
+        out: dict[str, Any] = {"rows": int(n), "dim": self.dim, "dtype": str(self.dtype),
+                               "unit_norm_rows": int(unit.sum()), "unit_norm_share": float(unit.mean()) if n else None,
+                               "nonfinite_rows": int((~finite).sum()), "nonfinite_examples": np.flatnonzero(~finite)[:ex].tolist(),
+                               "zero_rows": int(zero.sum()), "zero_examples": np.flatnonzero(zero)[:ex].tolist()}
+        good = finite & ~zero
+        out["norm"] = ({"min": float(nrm[good].min()), "median": float(np.median(nrm[good])), "max": float(nrm[good].max())}
+                       if good.any() else None)
+        out["duplicate_vectors"] = int(self.dup_rows)
+        out["duplicate_vector_groups"] = len(self.groups)
+        out["duplicate_vector_examples"] = list(self.dups)
+        if ids is None:
+            out["duplicate_ids"] = None
+        else:
+            seen: set[Any] = set()
+            rep: list[Any] = []
+            reps = 0
+            for k in ids:
+                key = k.item() if isinstance(k, np.generic) else k
+                if key in seen:
+                    reps += 1
+                    if len(rep) < ex and key not in rep:
+                        rep.append(key)
+                else:
+                    seen.add(key)
+            out["duplicate_ids"] = int(reps)
+            out["duplicate_id_examples"] = rep
+        out["norm_mix"] = {"unit_rows": int(unit.sum()), "other_rows": int((good & ~unit).sum()),
+                           "mixed": bool(unit.sum() > 0 and (good & ~unit).sum() > 0)}
+        return out
+
+
 def health(X: np.ndarray, ids: Optional[Sequence[Any]] = None, *, examples: int = 5) -> dict[str, Any]:
     """The checks users write by hand before trusting an index, of the rows ``X`` (and their ``ids``):
     rows, dimension, dtype, the unit-norm share (``|norm - 1| <= UNIT_TOL``, of all rows), rows with a
     NaN or inf, all-zero rows, ids that repeat, and exact duplicate vectors (rows whose bytes equal an
-    earlier row's; ``-0.0`` and ``0.0`` differ), each with the first rows that show it."""
-    X = np.ascontiguousarray(X)
-    n, d = X.shape
-    finite = np.isfinite(X).all(axis=1)
-    nrm = row_norms(X)
-    zero = finite & (nrm == 0)
-    unit = finite & (np.abs(nrm - 1.0) <= UNIT_TOL)
-    out: dict[str, Any] = {"rows": int(n), "dim": int(d), "dtype": str(X.dtype),
-                           "unit_norm_rows": int(unit.sum()), "unit_norm_share": float(unit.mean()) if n else None,
-                           "nonfinite_rows": int((~finite).sum()), "nonfinite_examples": np.flatnonzero(~finite)[:examples].tolist(),
-                           "zero_rows": int(zero.sum()), "zero_examples": np.flatnonzero(zero)[:examples].tolist()}
-    good = finite & ~zero
-    if good.any():
-        g = nrm[good]
-        out["norm"] = {"min": float(g.min()), "median": float(np.median(g)), "max": float(g.max())}
-    else:
-        out["norm"] = None
-    # exact duplicates: the rows' bytes, as one opaque item each
-    view = X.view(np.dtype((np.void, X.dtype.itemsize * d))).ravel() if d else np.zeros(n, dtype="V1")
-    _, first, inverse, counts = np.unique(view, return_index=True, return_inverse=True, return_counts=True)
-    inverse = inverse.ravel()
-    dup_rows = np.flatnonzero(first[inverse] != np.arange(n))  # rows that copy an earlier row
-    out["duplicate_vectors"] = int(len(dup_rows))
-    out["duplicate_vector_groups"] = int((counts > 1).sum())
-    out["duplicate_vector_examples"] = [[int(first[inverse[r]]), int(r)] for r in dup_rows[:examples]]
-    if ids is None:
-        out["duplicate_ids"] = None
-    else:
-        seen: dict[Any, int] = {}
-        rep: list[Any] = []
-        reps = 0
-        for i, k in enumerate(ids):
-            key = k.item() if isinstance(k, np.generic) else k
-            if key in seen:
-                reps += 1
-                if len(rep) < examples and key not in rep:
-                    rep.append(key)
-            else:
-                seen[key] = i
-        out["duplicate_ids"] = int(reps)
-        out["duplicate_id_examples"] = rep
+    earlier row's; ``-0.0`` and ``0.0`` differ), each with the first rows that show it. The same as
+    :class:`Health` over chunks."""
+    h = Health(X.shape[1], X.dtype, examples)
+    h.add(X)
+    out = h.result(ids)
+    out.pop("norm_mix")
     return out
 
 
@@ -225,5 +266,5 @@ def norm_mix(X: np.ndarray) -> dict[str, Any]:
     return {"unit_rows": u, "other_rows": v, "mixed": bool(u > 0 and v > 0)}
 
 
-__all__ = ["NORM_RTOL", "UNIT_TOL", "attribute", "cosines", "health", "norm_mix", "reproduces", "row_norms",
+__all__ = ["Health", "NORM_RTOL", "UNIT_TOL", "attribute", "cosines", "health", "norm_mix", "reproduces", "row_norms",
            "split_test", "unit_rows", "wilson"]

@@ -33,6 +33,8 @@ CENTROID_COSINE = 0.1
 MEAN_NORM = 0.1
 #: characters of a row's text shown in the report
 TEXT_CHARS = 300
+#: rows (a seeded sample) the label-free split reads
+SPLIT_ROWS = 2000
 
 
 @dataclass(frozen=True)
@@ -313,19 +315,27 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
                              "the queries' recipe is found by re-embedding their texts")
     ids = src.ids()
     notes: list[str] = []
-    try:
-        X = np.asarray(src[:])
-    except InputError as exc:
-        X = None
-        notes.append(f"the rows could not be read ({exc}): the header gives what the input's header says")
-        import warnings
+    acc = G.Health(src.dim, src.dtype)
+    readable = True
+    from ..rows import iter_chunks
 
-        from ..errors import InputWarning
+    for sl in iter_chunks(src.n):  # the header: every row, a chunk at a time
+        try:
+            acc.add(np.asarray(src[sl.start:sl.stop]))
+        except InputError as exc:
+            readable = False
+            notes.append(f"the rows could not be read ({exc}): the header gives what the input's header says")
+            import warnings
 
-        warnings.warn(f"{src.name}: its rows could not be read ({exc}); the health header gives rows, dimension "
-                      "and dtype only, and nothing else ran", InputWarning, stacklevel=2)
-    if X is not None:
-        head = G.health(X, ids)
+            from ..errors import InputWarning
+
+            warnings.warn(f"{src.name}: its rows could not be read ({exc}); the health header gives rows, dimension "
+                          "and dtype only, and nothing else ran", InputWarning, stacklevel=2)
+            break
+    if readable:
+        head = acc.result(ids)
+        nm = head.pop("norm_mix")
+        good_mask = acc.good()
     else:
         head = {"rows": src.n, "dim": src.dim, "dtype": str(src.dtype)}
     claim, claim_from = claimed(src)
@@ -335,9 +345,12 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
 
     # ---- label-free: two populations without texts
     lf: dict[str, Any] = {}
-    if X is not None:
-        nm = G.norm_mix(X)
-        sp = G.split_test(X, draws=null_draws, seed=seed)
+    if readable:
+        rng0 = np.random.default_rng(seed)
+        cand = np.flatnonzero(good_mask)
+        pick = cand if len(cand) <= SPLIT_ROWS else np.sort(rng0.choice(cand, SPLIT_ROWS, replace=False))
+        rows_s = np.asarray(src[pick]) if len(pick) else np.zeros((0, src.dim), dtype=np.float32)
+        sp = G.split_test(rows_s, draws=null_draws, seed=seed, max_rows=SPLIT_ROWS)
         split_mixed = split_says_mixed(sp)
         read = sp["mean_norm"] is not None and sp["mean_norm"] >= MEAN_NORM
         lf = {"norms": nm, "split": {**sp, "threshold_centroid_cosine": CENTROID_COSINE, "mixed": bool(split_mixed),
@@ -356,12 +369,12 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
     if texts is not None and not all(isinstance(t, str) or t is None for t in texts):
         raise InputError(f"{src.name}: its {texts_from} holds values that are not text")
     body["match_tolerance"] = match_tolerance
-    if texts is None or X is None:
+    if texts is None or not readable:
         why = ("the rows carry no texts (a 'text' column or sidecar field; --text-field NAME): which recipe made "
                "them needs texts, so only the label-free checks ran") if texts is None else \
             "the rows could not be read, so no recipe was looked for"
         body["needs_texts"] = why
-        if X is not None:
+        if readable:
             from ..io.rowids import notice
 
             notice(f"{src.name}: {why}")
@@ -369,8 +382,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
         body["match_share_ci95"] = None
         body["mixed"] = 1.0 if lf.get("mixed") else 0.0
         body["mixed_by"] = ("label-free checks (unit and non-unit rows side by side; a 2-means split whose centroids "
-                            "point apart)" if X is not None else "nothing: the rows could not be read")
-        if q_src is not None and X is not None:
+                            "point apart)" if readable else "nothing: the rows could not be read")
+        if q_src is not None and readable:
             full = claim if claim and all(claim.get(k) is not None for k in ("model", "prefix", "normalized")) else None
             body["queries"] = _queries(q_src, text_field, want, seed, _models(folders, claim, notes), prefixes,
                                        match_tolerance, probe_rows, full)
@@ -378,8 +391,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
                 body["queries"]["expected_from"] = "the recipe the corpus's metadata claims (the corpus has no texts)"
         body["notes"] = notes or None
         return Outcome(body=body)
-    good = np.flatnonzero(np.isfinite(X).all(axis=1) & (G.row_norms(X) > 0)
-                          & np.array([isinstance(t, str) and bool(t.strip()) for t in texts]))
+    good = np.flatnonzero(good_mask & np.array([isinstance(t, str) and bool(t.strip()) for t in texts]))
     if not len(good):
         raise InputError(f"{src.name}: no row has both a finite non-zero vector and a text")
     rng = np.random.default_rng(seed)
@@ -387,7 +399,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
     s_texts = [str(texts[int(r)]) for r in take]
     models = _models(folders, claim, notes)
     t0 = time.perf_counter()
-    found = _recipe_search(X[take], s_texts, models, prefixes, match_tolerance,
+    stored = np.asarray(src[take])
+    found = _recipe_search(stored, s_texts, models, prefixes, match_tolerance,
                            probe_rows, src.dim)
     m = len(take)
     order, who, matches = found["order"], found["who"], found["matches"]
@@ -417,7 +430,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
         b = float(found["best_sim"][i])
         item["best_cosine"] = b if np.isfinite(b) else None
         c = cands[int(found["best_ci"][i])][1]
-        item["closest"] = c.name(bool(abs(G.row_norms(X[r:r + 1])[0] - 1) <= G.UNIT_TOL))
+        item["closest"] = c.name(bool(abs(G.row_norms(stored[i:i + 1])[0] - 1) <= G.UNIT_TOL))
         listed.append(item)
     body["unexplained"] = listed
     row_fields = src.row_fields([int(r) for r in take], ("id",))
