@@ -24,6 +24,9 @@ What they are (all float32 unless stated):
   (``topics.npy`` as a shard set of 3 x 200 rows, for ``shards merge|verify``) and
   ``reports/topics_aag.json`` (the aag report of the topics, for ``compare`` and ``report``): the
   inputs the writers' runs (``spec.Command.runs``) name.
+- ``integrity.npy`` (20 x 384) + ``integrity.jsonl`` (ids and texts): the first 20 tweets of
+  ``examples/data/tweets.csv`` embedded with the packaged all-MiniLM-L6-v2 (one thread), the last 4
+  with the prefix ``passage: `` (two recipes in one index), for ``integrity``.
 """
 
 from __future__ import annotations
@@ -87,7 +90,23 @@ def main() -> None:
     _recall(np.random.default_rng(20261202))
     _physscore(np.random.default_rng(20261203))
     _writer_inputs()
+    _integrity()
     print(f"wrote fixtures to {OUT}")
+
+
+def _integrity(n: int = 20, prefixed: int = 4) -> None:
+    import csv
+
+    import embedcheck
+
+    with open(OUT.parent / "examples" / "data" / "tweets.csv", encoding="utf-8") as f:
+        texts = [r["tweet"] for r in csv.DictReader(f)][:n]
+    plain = embedcheck.embed(texts[:n - prefixed], threads=1, backend="torch").vectors
+    pre = embedcheck.embed(texts[n - prefixed:], prompt="passage: ", threads=1, backend="torch").vectors
+    np.save(OUT / "integrity.npy", np.concatenate([plain, pre]).astype(np.float32))
+    with open(OUT / "integrity.jsonl", "w", encoding="utf-8") as f:
+        for i, t in enumerate(texts):
+            f.write(json.dumps({"index": i, "id": f"t{i}", "text": t}) + "\n")
 
 
 def _ids(name: str, prefix: str, n: int) -> None:

