@@ -326,10 +326,11 @@ def _render_list(console: Any, tab: ListTable, fmt: Callable[[Any], str], width:
     else:
         share = TEXT_CELL
     for g, group in enumerate(_split_columns(widths, width)):
-        if g and len(group) == 2:  # one column left over: packed "key value" lines, not a table of its own
-            key, col = group
-            items = [f"{row[key]}: {row[col]}" for row in cells]
-            console.print(f"[bold]{tab.name}[/bold] {names[col]} by {names[key]}:", overflow="fold", highlight=False)
+        if g and len(group) <= 3:  # one or two columns left over: packed "key: value" lines, not a table
+            key, cols = group[0], group[1:]
+            items = [f"{row[key]}: " + ", ".join(row[c] for c in cols) for row in cells]
+            console.print(f"[bold]{tab.name}[/bold] {', '.join(names[c] for c in cols)} by {names[key]}:",
+                          overflow="fold", highlight=False)
             for line in pack(items, width - 2, sep="   "):
                 console.print("  " + line, overflow="fold", highlight=False)
             continue
