@@ -94,6 +94,13 @@ def planted(minilm_path, tmp_path_factory):
 
     save("passage", enc(tw[:10], prompt="passage: "), tw[:10])  # an e5-style corpus
     save("queries", enc(tw[30:36], prompt="query: "), tw[30:36])  # e5-style queries
+    # the passage corpus's own texts as queries: stored without the 'query: ' prefix the corpus
+    # expects (qplain), and as that recipe embeds them (qquery); query i is judged relevant to row i
+    save("qplain", enc(tw[:10]), tw[:10])
+    save("qquery", enc(tw[:10], prompt="query: "), tw[:10])
+    for name in ("qplain", "qquery"):
+        (d / f"{name}.qrels.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                             + "".join(f"{name}{i}\tpassage{i}\t1\n" for i in range(10)))
     return {"dir": d, "X": X, "texts": texts, "truth": truth, "ids": ids}
 
 
@@ -322,3 +329,31 @@ def test_queries_without_texts_or_of_another_dimension_are_one_error_line(cli, p
     res = cli(["integrity", d / "clean.npy", "--queries", tmp_path / "q8.npy", "--json"])
     assert_one_line_error(res)
     assert "dimension 8" in res.stderr
+
+
+def test_qrels_price_the_queries_recipe_as_retrieve_scores_both(cli, planted):
+    """--qrels: nDCG@10 of the queries as stored equals ``retrieve`` on them; re-embedded with the
+    recipe the corpus expects (``query: `` for a ``passage: `` corpus) it equals ``retrieve`` on the
+    queries sentence-transformers embeds with that prompt; the change is their paired difference."""
+    import embedcheck
+
+    d = planted["dir"]
+    rep = cli(["integrity", d / "passage.npy", "--queries", d / "qplain.npy", "--qrels", d / "qplain.qrels.tsv",
+               "--resamples", "200", "--json"]).json()
+    q = rep["queries"]
+    assert q["expected"]["prefix"] == "query: " and q["expected_share"] == 0.0
+    price = q["price"]
+    stored = embedcheck.retrieve(str(d / "qplain.npy"), str(d / "passage.npy"), str(d / "qplain.qrels.tsv"),
+                                 k=[10], resamples=0).to_dict()
+    fixed = embedcheck.retrieve(str(d / "qquery.npy"), str(d / "passage.npy"), str(d / "qquery.qrels.tsv"),
+                                k=[10], resamples=0).to_dict()
+    want_a, want_b = stored["metrics"]["ndcg_at_10"], fixed["metrics"]["ndcg_at_10"]
+    assert price["judged_queries"] == 10
+    assert price["ndcg_at_10_stored"] == pytest.approx(want_a, abs=1e-12)
+    assert price["ndcg_at_10_reembedded"] == pytest.approx(want_b, abs=1e-6)
+    assert price["change"] == pytest.approx(want_b - want_a, abs=1e-6)
+    lo, hi = price["change_ci95"]
+    assert lo <= price["change"] <= hi and price["verdict"] in {"better", "worse", "inconclusive", "equivalent"}
+    bad = cli(["integrity", d / "passage.npy", "--qrels", d / "qplain.qrels.tsv"])
+    assert_one_line_error(bad)
+    assert "--qrels" in bad.stderr and "--queries" in bad.stderr

@@ -293,7 +293,7 @@ def _models(folders: list[str], claim: Optional[dict[str, Any]], notes: list[str
 
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field: Optional[str],
         match_tolerance: float, model: Optional[list[str]], prefix: Optional[list[str]], probe_rows: int,
-        null_draws: int, unexplained: int, queries: Optional[str]) -> Outcome:
+        null_draws: int, unexplained: int, queries: Optional[str], qrels: Optional[str], resamples: int) -> Outcome:
     from ..encode import model as enc
     from ..geometry import integrity as G
 
@@ -313,6 +313,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
         if _texts_of(q_src, text_field)[0] is None:
             raise InputError(f"--queries {queries}: its rows carry no texts (a 'text' column or sidecar field): "
                              "the queries' recipe is found by re-embedding their texts")
+    if qrels is not None and queries is None:
+        raise InputError("--qrels needs --queries: it prices the queries' recipe against the corpus's")
     ids = src.ids()
     notes: list[str] = []
     acc = G.Health(src.dim, src.dtype)
@@ -462,6 +464,9 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
     if q_src is not None:
         body["queries"] = _queries(q_src, text_field, want, seed, models, prefixes, match_tolerance, probe_rows,
                                    found["recipe_of"][best] if best else None)
+        if qrels is not None:
+            body["queries"]["price"] = _price(q_src, text_field, src, qrels, body["queries"].get("expected"),
+                                              found["recipe_of"][best] if best else None, resamples, seed)
     body["notes"] = notes or None
     items = {"match_share": matches[best].astype(np.float64)} if best else {}
     return Outcome(body=body, items=items)
@@ -532,6 +537,45 @@ def _queries(q_src: Any, text_field: Optional[str], want: Optional[int], seed: i
     return out
 
 
+def _price(q_src: Any, text_field: Optional[str], corpus: Any, qrels: str, expected: Optional[dict[str, Any]],
+           corpus_recipe: Optional[dict[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
+    """``--qrels``: what the queries' recipe costs. Every query is re-embedded with the recipe the
+    corpus expects; ``retrieve``'s exact search and trec_eval's nDCG@10 score the stored queries (A)
+    and the re-embedded ones (B) against the stored corpus, and the paired bootstrap over the judged
+    queries gives B − A with its 95 % interval and verdict."""
+    if expected is None or corpus_recipe is None:
+        return {"ndcg_at_10_stored": None, "why": "the corpus's recipe was not found: nothing to re-embed the queries with"}
+    from ..api.retrieve import _ids, _qrels
+    from ..encode import model as enc
+    from ..geometry.retrieval import build_qrels, evaluate_run, tie_ranks
+    from ..geometry.search import search_topk
+    from ..stats.paired import paired_items
+
+    qq, dd, gg = _qrels(qrels)
+    qids = _ids(None, q_src.name, "id", "--queries", "query_ids", q_src.n)
+    dids = _ids(None, corpus.name, "id", "embeddings", "doc_ids", corpus.n)
+    judged = build_qrels(qq, dd, gg, qids, dids, what=f"--qrels {qrels}")
+    texts, _ = _texts_of(q_src, text_field)
+    assert texts is not None
+    model, _resolved = enc.load_model(expected["model"])
+    if corpus_recipe.get("max_seq_length"):
+        model.max_seq_length = int(corpus_recipe["max_seq_length"])
+    V = enc.encode_texts(model, [str(t) for t in texts], normalize=bool(expected["normalized"]),
+                         prompt=expected["prefix"] or None)
+    ranks = tie_ranks(dids)
+    k = min(10, corpus.n)
+    a = evaluate_run(search_topk(q_src, corpus, k, ranks), judged, (10,), n_docs=corpus.n)["ndcg_at_10"]
+    b = evaluate_run(search_topk(V, corpus, k, ranks), judged, (10,), n_docs=corpus.n)["ndcg_at_10"]
+    pf = paired_items(a, b, resamples=resamples, permutations=resamples, seed=seed).to_dict()
+    return {"qrels": qrels, "judged_queries": int(len(a)), "reembedded_with": expected,
+            "ndcg_at_10_stored": float(a.mean()), "ndcg_at_10_reembedded": float(b.mean()),
+            "change": pf["difference"], "change_ci95": pf["difference_ci95"], "p_value": pf["p_value"],
+            "verdict": pf["verdict"],
+            "method": (f"exact top {k} (retrieve's search and tie rule), trec_eval's nDCG@10 over the judged queries; "
+                       f"paired bootstrap and permutation test over those queries, {resamples} resamples, seed {seed}; "
+                       "B = the queries re-embedded with the recipe the corpus expects, A = the queries as stored")}
+
+
 def _same_model(a: str, b: str) -> bool:
     """``all-MiniLM-L6-v2`` and ``sentence-transformers/all-MiniLM-L6-v2`` are the same model."""
     def norm(s: str) -> str:
@@ -566,13 +610,20 @@ MEASUREMENT = Measurement(
              Option("null_draws", int, 5, "Gaussian null draws beside the label-free split (context).", min=1),
              Option("unexplained", int, 20, "Unexplained rows listed by id and text.", min=0),
              Option("queries", str, None, "Queries with their texts (any matrix source): their recipe against the "
-                                          "one the corpus expects (query: for passage:, ...).")),
+                                          "one the corpus expects (query: for passage:, ...)."),
+             Option("qrels", str, None, "With --queries: relevance judgements (BEIR TSV or JSONL, ids from the sidecars); "
+                                        "prices the queries' recipe: nDCG@10 as stored against re-embedded with the "
+                                        "corpus's, paired over the judged queries."),
+             Option("resamples", int, 1000, "Resamples of --qrels' paired interval.", min=10)),
     figures={
         "match_share": Figure("higher", interval="match_share_ci95", unit=FRACTION, range=(0, 1),
                               help="share of the sampled rows the best single recipe reproduces (null without texts)"),
         "mixed": Figure("lower", unit=FRACTION, range=(0, 1),
                         help="1 when two populations are found (two recipes; without texts the label-free checks)"),
         "unexplained_share": Figure("lower", headline=False, always=False, unit=FRACTION, range=(0, 1)),
+        "queries.price.change": Figure("higher", interval="queries.price.change_ci95", always=False, headline=False,
+                                       help="nDCG@10 of the queries re-embedded with the corpus's recipe minus as stored "
+                                            "(--qrels)"),
         "queries.expected_share": Figure("higher", interval="queries.expected_share_ci95", always=False, unit=FRACTION,
                                          range=(0, 1), help="share of the queries embedded with the recipe the corpus "
                                                             "expects (--queries)"),
