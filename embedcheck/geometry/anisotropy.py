@@ -57,6 +57,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.source import Part, Source, ranges, read_range, source_of_parts
+from ..report import readings as R
 from ..report.result import Result, hidden, optional
 from ..rows import iter_chunks
 from ..stats import paired as P
@@ -391,57 +392,6 @@ def _section(matched: np.ndarray, unrelated_by_perm: np.ndarray, first: int, n: 
         sec.gap_over_floor_exact_sd = (m - fe) / fsd if fsd >= ZERO_SD else None
         sec.floor_share_exact = fe / m if m > 0 else None
     return sec
-
-
-def _gap_words(sec: dict[str, Any]) -> str:
-    if sec["gap_over_floor_sd"] is None:
-        return f"a plain {sec['gap']:.4f} (the floor has no spread)"
-    return f"{sec['gap_over_floor_sd']:.2f} floor sd"
-
-
-def reading(report: dict[str, Any]) -> str:
-    """One or two plain sentences in the skill's words (floor share, gap in floor sd, partner first)."""
-    raw, cen, n = report["raw"], report["centred"], report["n"]
-    if raw["floor"] <= 0 and raw["matched"] > 0:
-        s1 = (f"Before centring an unrelated pair scores {raw['floor']:.4f}, at or below zero, against "
-              f"{raw['matched']:.4f} for the matched pair.")
-    elif raw["floor_share"] is not None:
-        s1 = (f"Before centring an unrelated pair already scores {100 * raw['floor_share']:.0f}% of what "
-              f"the matched pair scores (floor {raw['floor']:.4f}, matched {raw['matched']:.4f}).")
-    else:
-        s1 = (f"Before centring the matched pairs average {raw['matched']:.4f}, not above zero, so the "
-              f"floor share is undefined (floor {raw['floor']:.4f}).")
-    s2 = (f"The matched-minus-floor gap is {_gap_words(raw)} raw and {_gap_words(cen)} centred, and the "
-          f"partner ranks first for {raw['partner_ranked_first_count']} and "
-          f"{cen['partner_ranked_first_count']} of {n} rows (chance 1/{n}).")
-    weak = [name for name, sec in (("raw", raw), ("centred", cen)) if abs(sec["gap"]) < sec["min_detectable_gap"]]
-    s3 = ""
-    if weak:
-        s3 = (f" The {' and '.join(weak)} gap is below the smallest gap this comparison could detect "
-              f"({(raw if weak[0] == 'raw' else cen)['min_detectable_gap']:.4f}, 80% power at alpha 0.05): "
-              "it is underpowered, not a refutation.")
-    return f"{s1} {s2}{s3}"
-
-
-def _warning(aniso: dict[str, float]) -> Optional[str]:
-    high = [f"side {k.upper()} ({v:.4f})" for k, v in aniso.items() if v > WARN_ANISOTROPY]
-    if not high:
-        return None
-    return (f"anisotropy above {WARN_ANISOTROPY} on {' and '.join(high)}: rows cluster strongly around a "
-            "mean direction; check raw.floor for how much of it is shared across sides and report the raw "
-            "and centred matched-versus-floor readings side by side")
-
-
-def _note(means: dict[str, dict[str, Any]]) -> Optional[str]:
-    if means["a"]["shared"]:
-        few = [("the shared mean", means["a"]["rows"])] if means["a"]["rows"] < NOTE_MIN_FIT_ROWS else []
-    else:
-        few = [(f"the mean of side {k.upper()}", m["rows"]) for k, m in means.items() if m["rows"] < NOTE_MIN_FIT_ROWS]
-    if not few:
-        return None
-    parts = " and ".join(f"{what} on {rows} rows" for what, rows in few)
-    return (f"{parts} (fewer than {NOTE_MIN_FIT_ROWS:,}): the centred figures rest on a noisy mean; fit it on "
-            "a larger train split from the same domain, model and modality (--fit-a/--fit-b)")
 
 
 def side_means(fits: dict[str, tuple[np.ndarray, int, str]], shared: bool,
@@ -791,8 +741,8 @@ def check_result(A: Any, B: Any, *, fit_a: Any = None, fit_b: Any = None,
         raw=_section(m_raw, u_raw, first["raw"], n, floors["floor_raw"]),
         centred=_section(m_cen, u_cen, first["centred"], n, floors["floor_cen"]),
         partner_first_by_chance=1.0 / n,
-        warning=_warning(aniso), note=_note(means), map=mapping)
-    res.reading = reading(res.to_dict())
+        warning=R.anisotropy_warning(aniso, WARN_ANISOTROPY), note=R.fit_note(means, NOTE_MIN_FIT_ROWS), map=mapping)
+    res.reading = R.anisotropy_reading(res.to_dict())
     if keep is not None:
         keep.update(matched_raw=m_raw, matched_centred=m_cen, unrelated_raw=u_raw, unrelated_centred=u_cen,
                     first_raw=first["first_raw"], first_centred=first["first_centred"])
