@@ -18,9 +18,16 @@ from ..io.provenance import meta_path
 from ..physscore_protocol import tables as ps_tables
 from ..report.result import Figure, Report
 from ..report.schemas import COUNTS, INT, NUM_OR_NULL, PERCENT, STR, X100, obj
+from ..spec import Option, takes
 from ._common import Hint, matrix
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+#: the options ``physscore score`` and ``physscore run`` share, declared once
+TABLES = Option("tables", str, None, "Comma list of the paper's tables to compute: 1 (benchmark), 3 (recalibration "
+                "probe), 4 (lexical vs numeric). Default: all three.", show_default=False)
+PAPER_CONVERSIONS = Option("paper_conversions", bool, False, "Use the paper's litre→gallon factor ×3.785 (physically "
+                           "inverted) instead of the correct ×0.264172, to reproduce its conversion figure.")
 
 _FIGURES = {
     "table1.kendall_tau": Figure("higher", help="Kendall tau x100 of cosine against the distance of physical quantities (Table 1)", unit=X100, range=(-100, 100)),
@@ -194,6 +201,11 @@ def _assemble(model: Optional[str], tables: Sequence[int], body: dict[str, Any],
     return report
 
 
+@takes(
+    Option("model", str, None, "Model whose tokenizer Table 4 uses (only the tokenizer is loaded). Default: the model "
+           "in the embeddings' .meta.json, else all-MiniLM-L6-v2.", show_default=False),
+    TABLES, PAPER_CONVERSIONS,
+)
 def physscore(embeddings: Any, phrases: Any, *, model: Optional[str] = None, tables: Optional[str] = None,
               plots: Optional[Path] = None, paper_conversions: bool = False, against: Any = None,
               margins: Optional[dict[str, float]] = None) -> PhysScoreReport:
@@ -254,6 +266,17 @@ def physscore(embeddings: Any, phrases: Any, *, model: Optional[str] = None, tab
     return PhysScoreReport(body=report, results=results)
 
 
+@takes(
+    Option("model", str, DEFAULT_MODEL_NAME, "sentence-transformers name or local folder (default: the packaged "
+           "all-MiniLM-L6-v2, no download)."),
+    TABLES, PAPER_CONVERSIONS,
+    Option("batch_size", int, 32, "Encoding batch size (the protocol's is 32).", min=1),
+    Option("device", str, None, "torch device (default: auto).", show_default=False),
+    Option("backend", str, "auto", "auto (default: the torch-free fast path where the model allows it), torch, onnx "
+           "or onnx-int8, as for embed. --backend torch reproduces the paper's Table 3 to the last digit (the fast path's "
+           "vectors differ by ~1e-7 and move the probe by 0.01).",
+           choices=("auto", "torch", "onnx", "onnx-int8")),
+)
 def physscore_run(*, model: str = DEFAULT_MODEL_NAME, tables: Optional[str] = None, plots: Optional[Path] = None,
                   paper_conversions: bool = False, batch_size: int = 32, device: Optional[str] = None,
                   backend: str = "auto", hint: Hint = None,

@@ -14,11 +14,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..api.physscore import DEFAULT_MODEL_NAME
+from ..api.physscore import physscore, physscore_run
 from ..errors import InputError
 from ..physscore_protocol import tables as ps_tables
 from ._app import sub_app
 from .common import FormatOpt, JsonOpt, QuietOpt, ReportOpt, finish, hint, progress, start_command
+from .generic import declared
 from .output import add_gates, print_gates
 from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
@@ -32,9 +33,6 @@ physscore_app = sub_app(
 )
 
 
-TablesOpt = Annotated[Optional[str], typer.Option(
-    "--tables", help="Comma list of the paper's tables to compute: 1 (benchmark), 3 (recalibration probe), "
-    "4 (lexical vs numeric). Default: all three.", show_default=False)]
 PlotsOpt = Annotated[Optional[Path], typer.Option(
     "--plot", "--plots", help="Write the overview heatmap grid and the conversion curves as PNG into this folder "
     "(needs matplotlib: pip install 'embedcheck\\[plots]').", file_okay=False, show_default=False)]
@@ -100,19 +98,16 @@ def phrases_cmd(
 
 @physscore_app.command("score")
 @reporting()
+@declared(physscore)
 def score_cmd(
     embeddings: Annotated[Path, typer.Argument(help="Embeddings of the phrases: a 2-D float .npy, one row per phrase.", show_default=False)],
     phrases: Annotated[Path, typer.Argument(help="The phrases .jsonl (from `physscore phrases`) or embed's .jsonl sidecar: "
                                             "row i holds the text of embedding row i.", show_default=False)],
-    model: Annotated[Optional[str], typer.Option("--model", help="Model whose tokenizer Table 4 uses (only the tokenizer is "
-                                                 "loaded). Default: the model in the embeddings' .meta.json, else "
-                                                 "all-MiniLM-L6-v2.", show_default=False)] = None,
-    tables: TablesOpt = None,
     plots: PlotsOpt = None,
-    paper_conversions: PaperConvOpt = False,
     against: AgainstOpt = None, margin: MarginOpt = None, fail_on: FailOnOpt = None,  # cli/paired_opts.py
     *,
     out: Output,
+    **options: Any,
 ) -> None:
     """Score embeddings of the PhysScore phrases: Tables 1, 3 and 4 (and the figures).
 
@@ -123,14 +118,12 @@ def score_cmd(
 
     Example: embedcheck physscore score phrases_emb.npy phrases.jsonl --plot figs/
     """
-    from ..api.physscore import physscore
-
     out.start()
-    _check_gate_tables(ps_tables.parse_tables(tables), out)
+    _check_gate_tables(ps_tables.parse_tables(options["tables"]), out)
     margins = parse_margins(margin)
     pair = check_paired_options(against, 1, margins, fail_on, "EMBEDDINGS")
-    rep = physscore(embeddings, phrases, model=model, tables=tables, plots=plots,
-                    paper_conversions=paper_conversions, against=pair[0] if pair else None, margins=margins or None)
+    rep = physscore(embeddings, phrases, plots=plots, against=pair[0] if pair else None, margins=margins or None,
+                    **options)
     report = rep.to_dict()
     if pair:
         add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
@@ -139,17 +132,12 @@ def score_cmd(
 
 @physscore_app.command("run")
 @reporting()
+@declared(physscore_run)
 def run_cmd(
-    model: Annotated[str, typer.Option("--model", help="sentence-transformers name or local folder (default: the packaged "
-                                       "all-MiniLM-L6-v2, no download).")] = DEFAULT_MODEL_NAME,
-    tables: TablesOpt = None,
     plots: PlotsOpt = None,
-    paper_conversions: PaperConvOpt = False,
-    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Encoding batch size (the protocol's is 32).")] = 32,
-    device: Annotated[Optional[str], typer.Option("--device", help="torch device (default: auto).", show_default=False)] = None,
-    backend: Annotated[str, typer.Option("--backend", help="auto (default: the torch-free fast path where the model allows it), torch, onnx or onnx-int8, as for embed. --backend torch reproduces the paper's Table 3 to the last digit (the fast path's vectors differ by ~1e-7 and move the probe by 0.01).")] = "auto",
     *,
     out: Output,
+    **options: Any,
 ) -> None:
     """Embed the PhysScore phrases with a model and score them: Tables 1, 3 and 4 in one go.
 
@@ -157,13 +145,10 @@ def run_cmd(
 
     Example: embedcheck physscore run --tables 1,3,4 --plot figs/
     """
-    from ..api.physscore import physscore_run
-
     out.start()
-    _check_gate_tables(ps_tables.parse_tables(tables), out)
+    _check_gate_tables(ps_tables.parse_tables(options["tables"]), out)
     with progress() as bar:
         task = bar.add_task("embedding phrases", total=None, info="")
-        report = physscore_run(model=model, tables=tables, plots=plots, paper_conversions=paper_conversions,
-                               batch_size=batch_size, device=device, backend=backend, hint=hint,
-                               on_progress=lambda k: bar.update(task, advance=k)).to_dict()
+        report = physscore_run(plots=plots, hint=hint, on_progress=lambda k: bar.update(task, advance=k),
+                               **options).to_dict()
     out.finish(report, title="PhysScore", renderer=render)
