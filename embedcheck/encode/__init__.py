@@ -1,1 +1,1 @@
-"""Encoding: model resolution and loading (``model``), the torch-free fast path (``fastpath``), a BERT forward in plain torch (``torch_bert``), tuning (``tuning``), the hub check (``hub``) and the sharded embed job (``job``)."""
+"""Encoding: model resolution and loading (``model``), the torch-free fast path (``fastpath``), a BERT forward in plain torch (``torch_bert``), tuning (``tuning``) and the sharded embed job (``job``)."""

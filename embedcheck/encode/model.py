@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from .hub import HUB_PROBE_TIMEOUT, hf_offline_env, hub_reachable  # noqa: F401  (re-exported)
+from ..io.hub import HUB_PROBE_TIMEOUT, hf_offline_env, hub_reachable  # noqa: F401  (re-exported)
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 

@@ -22,8 +22,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..encode.hub import hf_offline_env, hub_reachable
 from ..errors import InputError, InputWarning
+from .hub import hf_offline_env, hub_reachable
 from .jsonio import loads, parse_jsonl
 from .labels import check_label_kinds
 from .tables import line_where, looks_headerless, missing_field, row_where
