@@ -151,3 +151,26 @@ def test_the_mlp_adapter_starts_at_ridge_and_fits_a_rotation():
     assert figs["heldout_cosine"] > 0.99 and a.residual is not None
     b, _ = U.fit_chosen("mlp", S, T, tr, held, epochs=5, seed=0)
     assert np.array_equal(a.weight, b.weight)  # seeded
+
+
+def test_fit_pairs_fits_on_a_seeded_sample_and_scores_every_row(cli, tmp_path, base):
+    """--fit-pairs N: the adapter is the one fitted (by itself, here) on the sample's train split, and
+    every arm is still scored on all 200 rows, so keep and re-embed do not move."""
+    files = _case(tmp_path, base, "rotation")
+    full = _run(files, method="procrustes")
+    part = _run(files, method="procrustes", fit_pairs=60)
+    assert (part["fit_pairs"], part["train_pairs"], part["heldout_pairs"], part["pairs"]) == (60, 48, 12, 200)
+    assert part["keep"] == full["keep"] and part["re_embed"] == full["re_embed"]
+    old, new, qo, qn, qrels = files
+    Xo, Xn, Qn = U.unit(np.load(old)), U.unit(np.load(new)), U.unit(np.load(qn))
+    rows = U.fit_subset(200, 60, 0)
+    tr, _ = U.split(60, 0.2, 0)
+    bridge = U.fit("procrustes", Xn[rows[tr]], Xo[rows[tr]])
+    qids = [json.loads(x)["id"] for x in Path(qo).with_suffix(".jsonl").read_text().splitlines()]
+    dids = [json.loads(x)["id"] for x in Path(old).with_suffix(".jsonl").read_text().splitlines()]
+    r = embedcheck.retrieve(bridge.apply(Qn).astype(np.float32), Xo.astype(np.float32), qrels, resamples=0,
+                            query_ids=qids, doc_ids=dids)
+    assert part["bridge"] == pytest.approx(r.metric("ndcg@10"), abs=1e-9)
+    for bad, msg in (("201", "at most the 200 paired rows, got 201"), ("1", "greater than or equal to 2")):
+        res = cli(["upgrade", old, new, "--queries-old", qo, "--queries-new", qn, "--fit-pairs", bad])
+        assert res.exit_code == 2 and msg in res.stderr and "Traceback" not in res.stderr, res.stderr

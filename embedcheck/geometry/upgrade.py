@@ -87,6 +87,21 @@ def split(n: int, holdout: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(perm[h:]), np.sort(perm[:h])
 
 
+def fit_subset(n: int, size: Optional[int], seed: int) -> np.ndarray:
+    """Indices (sorted) of the ``size`` paired rows the adapters are fitted on: all ``n`` when
+    ``size`` is None, else a seeded sample (its own stream, so the split inside it is ``split``'s).
+
+    >>> fit_subset(5, None, 0).tolist()
+    [0, 1, 2, 3, 4]
+    >>> len(fit_subset(100, 10, 0)), fit_subset(100, 10, 0).tolist() == fit_subset(100, 10, 0).tolist()
+    (10, True)
+    """
+    if size is None or size >= n:
+        return np.arange(n)
+    rng = np.random.default_rng([seed, 1])
+    return np.sort(rng.choice(n, size=size, replace=False))
+
+
 def mean_cosine(P: np.ndarray, T: np.ndarray) -> float:
     """Mean cosine of each mapped row to its target row."""
     return float(np.mean(np.sum(unit(P) * unit(T), axis=1)))

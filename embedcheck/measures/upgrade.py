@@ -125,7 +125,7 @@ def _adapter_file(a: Any, fit: dict[str, Any], old: Any, new: Any, body: dict[st
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional[str], queries_new: Optional[str],
         qrels: Optional[str], method: str, k: int, holdout: float, decision_margin: float, resamples: int,
         mlp_epochs: int, output: Optional[str] = None, adapter_method: Optional[str] = None,
-        old_labels: Optional[str] = None) -> Outcome:
+        old_labels: Optional[str] = None, fit_pairs: Optional[int] = None) -> Outcome:
     from ..geometry import upgrade as U
     from ..geometry.retrieval import id_bytes, tie_ranks
     from ..io.source import open_source
@@ -146,6 +146,10 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     need = max(U.MIN_PAIRS[m] for m in methods)
     if npairs < need:
         raise InputError(f"NEW: {npairs} rows pair with OLD by id; --method {method} needs at least {need} paired rows")
+    if fit_pairs is not None and fit_pairs > npairs:
+        raise InputError(f"fit_pairs must be at most the {npairs} paired rows, got {fit_pairs}")
+    if fit_pairs is not None and fit_pairs < need:
+        raise InputError(f"fit_pairs {fit_pairs}: --method {method} needs at least {need} paired rows")
     if (queries_old is None) != (queries_new is None):
         raise InputError("--queries-old and --queries-new go together: the same queries under both models")
     if queries_old is None:
@@ -168,7 +172,9 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     Qo = U.unit(np.asarray(qo_src[:], dtype=np.float64))
     Qn = U.unit(np.asarray(qn_src[:], dtype=np.float64))
     Po, Pn = Xo[o_rows], Xn[n_rows]  # the paired rows
-    train, held = U.split(npairs, holdout, seed)
+    fit_rows = U.fit_subset(npairs, fit_pairs, seed)  # the paired rows the adapters are fitted on
+    tr, he = U.split(len(fit_rows), holdout, seed)
+    train, held = fit_rows[tr], fit_rows[he]
     adapters: dict[str, Any] = {}
     fits = []
     for m in methods:
@@ -189,7 +195,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
         runs[f"bridge:{m}"] = U.topk(adapters[m].apply(Qn), Po, kk, ranks)
     runs["bridge"] = runs[f"bridge:{best}"]
     body: dict[str, Any] = {"pairs": npairs, "old_rows": old.n, "new_rows": new.n, "old_dim": old.dim,
-                            "new_dim": new.dim, "queries": qo_src.n, "k": kk, "train_pairs": int(len(train)),
+                            "new_dim": new.dim, "queries": qo_src.n, "k": kk, "fit_pairs": int(len(fit_rows)),
+                            "train_pairs": int(len(train)),
                             "heldout_pairs": int(len(held)),
                             "corpus": ("the whole corpus (NEW covers every OLD row)" if whole else
                                        f"the {npairs} paired rows' sub-corpus (NEW covers {npairs} of {old.n} OLD rows): "
@@ -297,6 +304,9 @@ MEASUREMENT = Measurement(
                     metavar="FILE", show_default=False),
              Option("old_labels", str, None, "Labels of OLD's rows (a file or table with ids, its 'label' column): AAG and "
                     "label MAP of the paired rows before and after the bridge.", metavar="FILE", show_default=False),
+             Option("fit_pairs", int, None, "Fit the adapters on a seeded sample of this many paired rows (train and "
+                    "held-out); the arms are still scored on every paired row. Default: all.", min=2,
+                    show_default=False),
              Option("adapter_method", str, None, "The adapter -o writes instead of the chosen one (one fitted by --method).",
                     choices=METHODS, show_default=False)),
     writes=(Writes("output", "file"),),
