@@ -227,3 +227,38 @@ def test_a_parquet_store_gives_the_npy_figures_and_names_its_hubs_from_its_colum
     b = embedcheck.hubness(str(tmp_path / "t.npy"), resamples=50, null_draws=1, top=3).to_dict()
     assert a == b
     assert [(h["id"], h["text"]) for h in a["top_hubs"]] == [(ids[h["row"]], texts[h["row"]]) for h in a["top_hubs"]]
+
+
+def test_knn_label_accuracy_equals_scikit_learn_and_each_repair_is_paired(cli, tmp_path):
+    """--labels: plain cosine's leave-one-out k-NN accuracy is scikit-learn's KNeighborsClassifier
+    (brute cosine, predict(None): each row left out); each repair's accuracy is the majority vote over
+    its own repaired neighbours, and its change the paired difference on the same rows."""
+    from pathlib import Path
+
+    from sklearn.neighbors import KNeighborsClassifier
+
+    fix = Path(__file__).resolve().parent.parent / "fixtures"
+    X = np.load(fix / "topics.npy")
+    y = np.array([json.loads(line)["label"] for line in (fix / "topics.labels.jsonl").read_text().splitlines()])
+    rep = embedcheck.hubness(str(fix / "topics.npy"), labels=str(fix / "topics.labels.jsonl"), k=7,
+                             repair="csls,mutual-proximity", resamples=200, null_draws=0).to_dict()
+    sk = KNeighborsClassifier(n_neighbors=7, metric="cosine", algorithm="brute").fit(X, y)
+    plain = (sk.predict(None) == y).astype(float)
+    assert rep["knn_accuracy"] == pytest.approx(plain.mean(), abs=1e-12)
+    lo, hi = rep["knn_accuracy_ci95"]
+    assert lo < rep["knn_accuracy"] < hi
+    U = X / np.linalg.norm(X, axis=1, keepdims=True)
+    for arm in rep["repairs"]:
+        rows, _ = H.repaired_neighbours(U, U, 7, arm["repair"], in_corpus=True, seed=0)
+        votes = [sorted(set(y[r]), key=lambda c: (-list(y[r]).count(c), c))[0] for r in rows]
+        acc = np.mean(np.array(votes) == y)
+        assert arm["knn_accuracy"] == pytest.approx(acc, abs=1e-12), arm["repair"]
+        assert arm["knn_accuracy_change"] == pytest.approx(acc - plain.mean(), abs=1e-12)
+        assert arm["knn_verdict"] in ("better", "worse", "inconclusive")
+    r = cli(["hubness", str(fix / "topics.npy"), "--labels", str(fix / "topics.labels.jsonl"),
+             "--queries", str(fix / "topics_test.npy")])
+    assert r.exit_code == 2 and r.stderr.startswith("error: --labels needs the in-corpus form"), r.stderr
+    short = tmp_path / "short.jsonl"
+    short.write_text("".join(json.dumps({"label": "a"}) + "\n" for _ in range(10)))
+    r = cli(["hubness", str(fix / "topics.npy"), "--labels", str(short)])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "--labels" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -195,6 +195,20 @@ QB_BETA = 20.0
 MP_CANDIDATES, MP_SAMPLE = 100, 1000
 
 
+def knn_correct(rows: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """1.0 where the majority label of a row's neighbours (``rows``: its top k, the row itself left
+    out) is its own label, else 0.0 — scikit-learn's ``KNeighborsClassifier`` (uniform weights): a
+    tie between labels goes to the label that sorts first.
+
+    >>> knn_correct(np.array([[1, 2], [0, 2], [0, 1]]), np.array(["a", "a", "b"])).tolist()
+    [1.0, 1.0, 0.0]
+    """
+    classes, codes = np.unique(np.asarray(y), return_inverse=True)
+    votes = np.zeros((rows.shape[0], classes.size), dtype=np.int64)
+    np.add.at(votes, (np.repeat(np.arange(rows.shape[0]), rows.shape[1]), codes[rows].ravel()), 1)
+    return (votes.argmax(axis=1) == codes[: rows.shape[0]]).astype(np.float64)
+
+
 def unit_rows(X: np.ndarray) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     nrm = np.linalg.norm(X, axis=1, keepdims=True)

@@ -62,6 +62,16 @@ def _qrels_for(qrels: str, queries: str, corpus: Any) -> Any:
     return build_qrels(qq, dd, gg, qids, dids, what=f"--qrels {qrels}")
 
 
+def _labels_of(corpus: Any, labels: str) -> np.ndarray:
+    """``--labels``: one label per row (a labels file or table with ids, or the embeddings' own
+    ``.jsonl`` rows; matched by id as ``aag`` matches them)."""
+    from ..api._common import labels_for
+
+    part = corpus.parts[0]
+    rows = part.store or (corpus.name if part.array is None else None)
+    return np.asarray(labels_for(labels, corpus.n, "label", what="--labels", rows=rows))
+
+
 def _ndcg10(rows: np.ndarray, judged: Any, n: int) -> np.ndarray:
     from ..geometry.retrieval import evaluate_run
 
@@ -69,9 +79,10 @@ def _ndcg10(rows: np.ndarray, judged: Any, n: int) -> np.ndarray:
 
 
 def _repair_arms(names: list[str], X: np.ndarray, Q: Optional[np.ndarray], kk: int, hub_multiple: float, resamples: int,
-                 seed: int, plain_rows: np.ndarray, judged: Any) -> list[dict[str, Any]]:
+                 seed: int, plain_rows: np.ndarray, judged: Any, y: Optional[np.ndarray] = None) -> list[dict[str, Any]]:
     """One record per repair: its hubness figures with intervals and, with qrels, nDCG@10 against the
-    plain cosine's on the same queries (a paired bootstrap, its interval and verdict)."""
+    plain cosine's on the same queries; with labels, the k-NN label accuracy against plain cosine's on
+    the same rows (each a paired bootstrap, its interval and verdict)."""
     from ..geometry import hubness as H
     from ..stats.paired import paired_items
 
@@ -97,13 +108,23 @@ def _repair_arms(names: list[str], X: np.ndarray, Q: Optional[np.ndarray], kk: i
             arm["ndcg_change_ci95"] = pf["difference_ci95"]
             arm["p_value"] = pf["p_value"]
             arm["verdict"] = pf["verdict"]
+        if y is not None:
+            b = H.knn_correct(rows[:, :kk], y)
+            pf = paired_items(H.knn_correct(plain_rows[:, :kk], y), b, resamples=resamples, permutations=resamples,
+                              seed=seed).to_dict()
+            arm["knn_accuracy"] = float(b.mean())
+            arm["knn_accuracy_change"] = pf["difference"]
+            arm["knn_accuracy_change_ci95"] = pf["difference_ci95"]
+            arm["knn_p_value"] = pf["p_value"]
+            arm["knn_verdict"] = pf["verdict"]
         arm["method"] = method
         arms.append(arm)
     return arms
 
 
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple: float, queries: Optional[str],
-        resamples: int, null_draws: int, top: int, repair: Optional[str], qrels: Optional[str]) -> Outcome:
+        resamples: int, null_draws: int, top: int, repair: Optional[str], qrels: Optional[str],
+        labels: Optional[str] = None) -> Outcome:
     from ..geometry import hubness as H
     from ..io.source import open_source
 
@@ -118,6 +139,9 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple:
     if qrels is not None and queries is None:
         raise InputError("--qrels needs --queries: judgements are of queries against the corpus")
     judged = _qrels_for(qrels, queries, corpus) if qrels is not None and queries is not None else None
+    if labels is not None and queries is not None:
+        raise InputError("--labels needs the in-corpus form (no --queries): each row is scored by its neighbours' labels")
+    y = _labels_of(corpus, labels) if labels is not None else None
     if q_src is None and k >= n:
         raise InputError(f"k must be below the {n} rows (each row's neighbours are among the other {n - 1}), got {k}")
     if q_src is not None and k > n:
@@ -176,8 +200,16 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple:
         body["ndcg_at_10"] = float(plain.mean())
         body["ndcg_at_10_ci95"] = bootstrap_intervals({"ndcg_at_10": plain}, resamples, seed)["ndcg_at_10"]
         body["judged_queries"] = int(len(plain))
+    if y is not None:
+        from ..geometry.retrieval import bootstrap_intervals
+
+        ok = H.knn_correct(nb, y)
+        body["knn_accuracy"] = float(ok.mean())
+        body["knn_accuracy_ci95"] = bootstrap_intervals({"a": ok}, resamples, seed)["a"]
+        body["knn_rule"] = (f"each row's label predicted by the majority of its {kk} neighbours' labels (itself left out; "
+                            "a tie goes to the label that sorts first, as scikit-learn's KNeighborsClassifier)")
     if repairs:
-        body["repairs"] = _repair_arms(repairs, X, Q, kk, hub_multiple, resamples, seed, nb_deep, judged)
+        body["repairs"] = _repair_arms(repairs, X, Q, kk, hub_multiple, resamples, seed, nb_deep, judged, y)
     body["ci_method"] = (f"percentile bootstrap over the corpus rows' k-occurrences, {resamples} resamples, seed {seed} "
                          "(the rows' N_k sum to queries x k: their dependence is not modelled)")
     items = {"hub_share": (nk > hub_multiple * kk).astype(np.float64), "antihub_share": (nk == 0).astype(np.float64)}
@@ -204,7 +236,10 @@ MEASUREMENT = Measurement(
                                           "qbnorm: the hubness figures after each (and nDCG@10 against plain cosine, "
                                           "with --qrels)."),
              Option("qrels", str, None, "With --queries: relevance judgements (BEIR TSV or JSONL, ids from the sidecars); "
-                                        "adds nDCG@10 and each repair's paired change.")),
+                                        "adds nDCG@10 and each repair's paired change."),
+             Option("labels", str, None, "Labels of the rows (a file or table with ids, its 'label' column; the .npy's own "
+                    ".jsonl works): adds the k-NN label accuracy and each repair's paired change.", metavar="FILE",
+                    show_default=False)),
     figures={
         "k_skewness": Figure("lower", interval="k_skewness_ci95", reference="null.k_skewness.mean", help=FIGURE_HELP["k_skewness"]),
         "robin_hood": Figure("lower", interval="robin_hood_ci95", unit=FRACTION, range=(0, 1), help=FIGURE_HELP["robin_hood"]),
@@ -215,6 +250,9 @@ MEASUREMENT = Measurement(
         "ndcg_at_10": Figure("higher", interval="ndcg_at_10_ci95", always=False, help="nDCG@10 of plain cosine (--qrels)"),
         "repairs[].k_skewness": Figure("lower", headline=False, always=False),
         "repairs[].ndcg_change": Figure("higher", headline=False, always=False),
+        "knn_accuracy": Figure("higher", interval="knn_accuracy_ci95", always=False, unit=FRACTION, range=(0, 1),
+                               help="k-NN label accuracy of plain cosine, each row left out (--labels)"),
+        "repairs[].knn_accuracy_change": Figure("higher", headline=False, always=False),
     },
     primary="k_skewness",
     tolerance=1e-9,
