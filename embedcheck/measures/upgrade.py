@@ -173,6 +173,9 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
 
     settings = parse_settings(index_set)
     y = _labels(old, old_labels, label_field) if old_labels is not None else None  # read (and matched) before any fitting
+    if y is not None and len(np.unique(y[0][o_rows])) < 2:
+        raise InputError(f"--old-labels {old_labels}: its column {label_field!r} holds one class over the paired rows; "
+                         "AAG and label MAP need at least two")
     Xo = U.unit(np.asarray(old[:], dtype=np.float64))
     Xn = U.unit(np.asarray(new[:], dtype=np.float64))
     Qo = U.unit(np.asarray(qo_src[:], dtype=np.float64))
@@ -303,7 +306,7 @@ MEASUREMENT = Measurement(
              Option("queries_new", str, None, "The same queries under the new model (same count and ids)."),
              Option("qrels", str, None, "Relevance judgements (BEIR TSV or JSONL; ids from the sidecars)."),
              Option("method", str, "all", "Adapters: 'all' or a comma list of procrustes, ridge, low-rank, mlp."),
-             Option("k", int, 10, "Top k of the overlap score without --qrels.", min=1),
+             Option("k", int, 10, "Top k of the overlap score without --qrels, and of --index's recall@k.", min=1),
              Option("holdout", float, 0.2, "Share of the paired rows held out for choosing.", min=0.05, max=0.5),
              Option("decision_margin", float, 0.01, "Decision margin on the score (nDCG@10 or overlap).", min=0.0, max=1.0),
              Option("resamples", int, 1000, "Bootstrap resamples over queries.", min=10),
@@ -318,8 +321,8 @@ MEASUREMENT = Measurement(
                     "postgresql://...?table=T&column=C, lancedb://DBDIR/TABLE): its recall@k on the old queries, the "
                     "bridged queries and the migrated documents, and REINDEX needed.", metavar="INDEX", show_default=False),
              Option("migrated_index", str, None, "With --index: a copy of it whose stored vectors were rewritten in place "
-                    "by the migrate map, not rebuilt (a database is never written; files are rewritten in memory "
-                    "without it).", metavar="INDEX", show_default=False),
+                    "by the migrate map, not rebuilt (a database is never written; without it a FAISS or hnswlib "
+                    "file is rewritten in a temporary copy).", metavar="INDEX", show_default=False),
              Option("index_set", str, None, "A search setting of --index (nprobe, efSearch, ef, ivfflat.probes, "
                     "hnsw.ef_search ...); repeatable.", metavar="NAME=V", multiple=True, show_default=False),
              Option("reindex_margin", float, 0.05, "REINDEX needed when the migrated documents' recall@k falls more "

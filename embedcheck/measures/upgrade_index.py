@@ -11,7 +11,7 @@ recall per query, :class:`embedcheck.api.recall._Truth`), three times on the sam
 * **migrate** — the old documents rewritten into the new space by the migrate map and searched by
   the raw new-model queries in an index built on the old vectors whose stored vectors were replaced
   in place, not rebuilt (ground truth: exact search over the migrated documents). A FAISS or hnswlib
-  file is rewritten in memory (a copy; the file is not changed): FAISS IVF keeps its trained centroids
+  file is rewritten in a temporary copy (the file is not changed): FAISS IVF keeps its trained centroids
   and refills its lists (each migrated document in its nearest old centroid's list, as an insert
   does), FAISS HNSW keeps its graph with its stored vectors replaced, hnswlib updates each point under
   its label (its own update). A database is not written: ``--migrated-index`` names a copy whose
@@ -112,7 +112,7 @@ def _rewritten(idx: Any, ids: np.ndarray, V: np.ndarray, folder: str) -> tuple[s
 
         h = hnswlib.Index(space=idx.metric, dim=idx.dim)
         h.load_index(idx.locator, max_elements=idx.n)
-        h.add_items(V, np.asarray(ids, dtype=np.int64))  # an existing label: hnswlib updates that point in place
+        h.add_items(V, np.asarray(ids, dtype=np.int64), num_threads=1)  # an existing label: updated in place (one thread: reproducible)
         path = str(Path(folder) / "migrated.hnsw")
         h.save_index(path)
         return path, {"space": idx.metric, "dim": idx.dim}, ("each point updated in place under its label by "
@@ -192,7 +192,7 @@ def index_arms(locator: str, migrated: Optional[str], *, Qo: np.ndarray, bridged
                 folder = tempfile.TemporaryDirectory(prefix="embedcheck-upgrade-")
                 path, kw, how = _rewritten(idx, ids, V, folder.name)
                 mig_idx = open_index(path, **kw)
-                how = f"{idx.kind} rewritten in memory (a copy; {idx.locator} is not changed): {how}"
+                how = f"the migrate arm's index: a temporary copy of {idx.locator} (which is not changed): {how}"
             try:
                 mids, MX = index_vectors(mig_idx)
                 muse = mig_idx.resolve(settings)
@@ -216,8 +216,10 @@ def index_arms(locator: str, migrated: Optional[str], *, Qo: np.ndarray, bridged
         out["migrate"] = m
         if "reindex_needed" in m:
             out["reindex_needed"] = 1.0 if m["reindex_needed"] else 0.0
-        notes = list(idx.notes)
-        out["notes"] = notes
+        warnings = [x["reading"] for x in (m, b) if x.get("reindex_needed") or x.get("falls_below")]
+        if warnings:
+            out["warnings"] = warnings
+        out["notes"] = [*idx.notes, m["how"] if m.get("measured") else m["reading"]]
         return out
     finally:
         idx.close()
