@@ -15,7 +15,8 @@ recall per query, :class:`embedcheck.api.recall._Truth`), three times on the sam
   and refills its lists (each migrated document in its nearest old centroid's list, as an insert
   does), FAISS HNSW keeps its graph with its stored vectors replaced, hnswlib updates each point under
   its label (its own update). A database is not written: ``--migrated-index`` names a copy whose
-  vectors were rewritten (pgvector: ``UPDATE`` without ``REINDEX``).
+  vectors were rewritten (pgvector: ``UPDATE`` without ``REINDEX``) — a file copy of the same build
+  (``CREATE DATABASE ... TEMPLATE``, a snapshot), since a second ``CREATE INDEX`` samples other centroids.
 
 ``REINDEX needed`` when the migrate arm's recall falls more than ``reindex_margin`` below the
 built-for recall (or when the new dimension does not fit the index at all). A bridge that falls as
@@ -170,7 +171,9 @@ def index_arms(locator: str, migrated: Optional[str], *, Qo: np.ndarray, bridged
             if mig_idx.quantised:
                 raise InputError(f"--migrated-index {mig_idx.locator}: a {mig_idx.kind} index stores quantised codes, "
                                  "not the vectors the exact side needs")
-            how = f"--migrated-index {mig_idx.locator} ({mig_idx.kind}): the index given, its vectors rewritten by the caller"
+            how = (f"--migrated-index {mig_idx.locator} ({mig_idx.kind}): the index given, its vectors rewritten by the "
+                   "caller; the drop is read against --index, so the two must be one build (a file copy: pgvector "
+                   "CREATE DATABASE ... TEMPLATE, a snapshot): a second CREATE INDEX draws other centroids")
         elif new_dim != idx.dim:
             how = None
             m = {"measured": False, "reindex_needed": True,
