@@ -88,9 +88,9 @@ def _rewritten(idx: Any, ids: np.ndarray, V: np.ndarray, folder: str) -> tuple[s
     if isinstance(idx, FaissIndex):
         import faiss
 
-        ix = faiss.read_index(idx.locator)
+        ix: Any = faiss.read_index(idx.locator)
         wrapped = isinstance(ix, (faiss.IndexIDMap, faiss.IndexIDMap2))
-        base = faiss.downcast_index(ix.index) if wrapped else ix
+        base: Any = faiss.downcast_index(ix.index) if wrapped else ix
         if hasattr(base, "hnsw"):
             storage = faiss.downcast_index(base.storage)
             storage.reset()
@@ -206,7 +206,7 @@ def index_arms(locator: str, migrated: Optional[str], *, Qo: np.ndarray, bridged
                      **_drop(base["recall"], mr["recall"], resamples, seed)}
                 pos = rows_of(ids, np.asarray(mids))
                 if migrated is not None and (pos >= 0).all():  # how close the given vectors are to the map's
-                    m["mean_cosine_to_map"] = float(np.mean(np.sum(U.unit(MX.astype(np.float64)) * V[pos], axis=1)))
+                    m["mean_cosine_to_map"] = min(1.0, float(np.mean(np.sum(U.unit(MX.astype(np.float64)) * V[pos], axis=1))))
                 m["reindex_needed"] = bool(m["drop"] > margin)
                 m["reading"] = (f"REINDEX needed: recall@{kk} falls {m['drop']:.3f} below its {out['built_for']['recall']:.3f} "
                                 f"on the vectors it was built for (margin {margin:g})" if m["reindex_needed"] else
