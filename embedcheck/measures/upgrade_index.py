@@ -162,7 +162,8 @@ def index_arms(locator: str, migrated: Optional[str], *, Qo: np.ndarray, bridged
                         "raise its search setting; a rebuild over the same documents would not help"
                         if b["falls_below"] else f"the bridged queries keep the index's recall@{kk} within {margin:g}")
         out["bridge"] = b
-        m: dict[str, Any] = {}
+        m: dict[str, Any] = {}  # the migrate arm: filled here when it cannot be measured
+        how: Optional[str] = None
         if migrated is not None:
             mig_idx = open_index(migrated)
             if mig_idx.dim != new_dim:
@@ -175,14 +176,10 @@ def index_arms(locator: str, migrated: Optional[str], *, Qo: np.ndarray, bridged
                    "caller; the drop is read against --index, so the two must be one build (a file copy: pgvector "
                    "CREATE DATABASE ... TEMPLATE, a snapshot): a second CREATE INDEX draws other centroids")
         elif new_dim != idx.dim:
-            how = None
             m = {"measured": False, "reindex_needed": True,
                  "reading": f"REINDEX needed: the new space has dimension {new_dim}, the index {idx.dim}: the migrated "
                             "documents cannot be stored in it; a new index must be built"}
-        elif isinstance(idx, (FaissIndex, HnswlibIndex)):
-            how = None
-        else:
-            how = None
+        elif not isinstance(idx, (FaissIndex, HnswlibIndex)):
             m = {"measured": False,
                  "reading": (f"not measured: embedcheck does not write to a {idx.kind} index; rewrite a copy's vectors "
                              "in place with the migrate map (project --adapter FILE --side documents --invert) and "
