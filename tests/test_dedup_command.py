@@ -252,3 +252,46 @@ def test_ray_gives_the_local_report_over_several_query_blocks(cli, data, ray_loc
     local, ray = cli(args), cli([*args, "--engine", "ray"])
     assert local.exit_code == 0 and ray.exit_code == 0, ray
     assert local.json() == ray.json() and local.json()["pairs"] > 0
+
+
+def test_the_search_effect_equals_retrieve_before_and_after(cli, tmp_path):
+    """--queries --qrels: nDCG@10 over every row equals retrieve on the whole corpus; over the kept rows
+    it equals retrieve on the corpus without the copies, once the judgements of removed copies have
+    passed to their kept originals; the change is their paired difference."""
+    from pathlib import Path
+
+    fix = Path(__file__).resolve().parent.parent / "fixtures"
+    C = np.load(fix / "retrieve_corpus.npy").astype(np.float64)
+    C /= np.linalg.norm(C, axis=1, keepdims=True)
+    dids = [json.loads(x)["id"] for x in (fix / "retrieve_corpus.jsonl").read_text().splitlines()]
+    lines = (fix / "retrieve_qrels.tsv").read_text().splitlines()
+    head, rows = lines[0], [line.split("\t") for line in lines[1:]]
+    judged = sorted({r[1] for r in rows})[:15]
+    src = [dids.index(d) for d in judged]
+    rng = np.random.default_rng(5)
+    copies = C[src] + 1e-4 * rng.standard_normal((len(src), C.shape[1]))
+    X = np.vstack([C, copies]).astype(np.float32)
+    ids = dids + [f"copy-{d}" for d in judged]
+    np.save(tmp_path / "x.npy", X)
+    (tmp_path / "x.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
+    # the judgements of five originals name their copy instead (the copy is the row dedup removes)
+    swap = set(judged[:5])
+    moved = [[q, f"copy-{d}" if d in swap else d, g] for q, d, g in rows]
+    (tmp_path / "q.tsv").write_text("\n".join([head] + ["\t".join(r) for r in moved]) + "\n")
+    qrels_copy = str(tmp_path / "q.tsv")
+    Qp = str(fix / "retrieve_queries.npy")
+    rep = cli(["dedup", tmp_path / "x.npy", "--threshold", "0.999", "--queries", Qp, "--qrels", qrels_copy,
+               "--resamples", "200", "--json"]).json()
+    assert rep["removed"] == len(judged), rep["removed"]
+    qids = [json.loads(x)["id"] for x in (fix / "retrieve_queries.jsonl").read_text().splitlines()]
+    Q = np.load(Qp)
+    before = embedcheck.retrieve(Q, X, qrels_copy, resamples=0, query_ids=qids, doc_ids=ids).metric("ndcg@10")
+    after = embedcheck.retrieve(Q, C.astype(np.float32), str(fix / "retrieve_qrels.tsv"), resamples=0,
+                                query_ids=qids, doc_ids=dids).metric("ndcg@10")
+    s = rep["search"]
+    assert s["ndcg_at_10"] == pytest.approx(before, abs=1e-9)
+    assert s["ndcg_at_10_deduplicated"] == pytest.approx(after, abs=1e-9)
+    assert s["ndcg_change"] == pytest.approx(after - before, abs=1e-9)
+    assert s["judgements_moved"] == sum(1 for _, d, _ in moved if d.startswith("copy-"))
+    r = cli(["dedup", tmp_path / "x.npy", "--queries", Qp])
+    assert r.exit_code == 2 and r.stderr.startswith("error: --queries and --qrels go together"), r.stderr

@@ -28,7 +28,7 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
             else "Labels, one per row: a 1-D .npy, .txt, or a table (.jsonl, .csv, .tsv, .parquet) read by --label-field."
         ann = Annotated[str, typer.Argument(metavar=i.name.upper(), help=i.help or what, show_default=False)]
         params.append(P(i.name, P.POSITIONAL_OR_KEYWORD, annotation=ann))
-    if any(i.kind == "labels" for i in m.inputs):
+    if any(i.kind == "labels" for i in m.inputs) and not any(o.name == "label_field" for o in m.options):
         params.append(P("label_field", P.POSITIONAL_OR_KEYWORD, annotation=LabelFieldOpt, default="label"))
     params += [option_param(o) for o in m.options]
     params += [P("seed", P.POSITIONAL_OR_KEYWORD, annotation=SeedOpt, default=0),

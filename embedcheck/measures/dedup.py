@@ -157,9 +157,62 @@ def write_copy(copy: str, kind: str, src: Any, kept: np.ndarray, meta: dict[str,
             kept_from=src.n))
 
 
+def search_effect(corpus: Any, ids: Optional[list[Any]], g: Any, queries: str, qrels: str, *, resamples: int,
+                  seed: int, engine: Any) -> dict[str, Any]:
+    """nDCG@10 of exact cosine search over every row and over the kept rows only, on the same judged
+    queries, and their paired difference: what deduplicating costs search. A judged row that dedup
+    removes passes its grade to its group's kept row (the higher grade where two meet): its content is
+    still there."""
+    from ..api.retrieve import _qrels
+    from ..geometry import hubness as H
+    from ..geometry.retrieval import build_qrels, evaluate_run, id_bytes
+    from ..io.source import open_source
+    from ..stats.paired import paired_items
+
+    q = open_source(queries, what="--queries")
+    if q.dim != corpus.dim:
+        raise InputError(f"--queries {queries}: dimension {q.dim}, the embeddings have {corpus.dim}")
+    qids = q.ids()
+    if ids is None or qids is None:
+        raise InputError(f"--qrels names rows by id: {'the embeddings' if ids is None else '--queries ' + queries} "
+                         "carry no ids (a sidecar .jsonl or an id column)")
+    qq, dd, gg = _qrels(qrels)
+    qb, db = id_bytes(list(qids)), id_bytes(list(ids))
+    full = build_qrels(qq, dd, gg, qb, db, what=f"--qrels {qrels}")
+    first = np.full(int(g.label.max()) + 1, -1, dtype=np.int64)
+    first[g.label[g.kept]] = g.kept
+    pos = np.full(corpus.n, -1, dtype=np.int64)
+    pos[g.kept] = np.arange(g.kept.size)
+    qrow = np.repeat(full.query_rows, np.diff(full.offsets))
+    drow = pos[first[g.label[full.doc_rows]]]  # each judged row's kept representative, in the kept corpus
+    best: dict[tuple[int, int], int] = {}
+    for a, b, grade in zip(qrow.tolist(), drow.tolist(), full.grades.tolist()):
+        best[(a, b)] = max(grade, best.get((a, b), grade))
+    kq = np.array(list(best), dtype=np.int64).reshape(-1, 2)
+    kg = np.array(list(best.values()), dtype=np.int64)
+    kept_qrels = build_qrels(qb[kq[:, 0]], db[g.kept][kq[:, 1]], kg, qb, db[g.kept], what=f"--qrels {qrels}")
+    X = np.asarray(corpus[:], dtype=np.float32)
+    Q = np.asarray(q[:], dtype=np.float32)
+    k = min(10, g.kept.size)
+    rows_full, _ = H.neighbours(Q, X, min(10, corpus.n), in_corpus=False, engine=engine)
+    rows_kept, _ = H.neighbours(Q, np.ascontiguousarray(X[g.kept]), k, in_corpus=False, engine=engine)
+    a = evaluate_run(rows_full, full, (10,), n_docs=corpus.n)["ndcg_at_10"]
+    b = evaluate_run(rows_kept, kept_qrels, (10,), n_docs=int(g.kept.size))["ndcg_at_10"]
+    pf = paired_items(a, b, resamples=resamples, permutations=resamples, seed=seed).to_dict()
+    moved = int(np.sum(first[g.label[full.doc_rows]] != full.doc_rows))
+    return {"queries": queries, "judged_queries": int(a.size), "ndcg_at_10": float(a.mean()),
+            "ndcg_at_10_deduplicated": float(b.mean()), "ndcg_change": pf["difference"],
+            "ndcg_change_ci95": pf["difference_ci95"], "p_value": pf["p_value"], "verdict": pf["verdict"],
+            "judgements_moved": moved,
+            "rule": ("exact cosine top 10 over every row, then over the kept rows only; a judged row that dedup "
+                     "removes passes its grade to its group's kept row (the higher grade where two meet)"),
+            "ci_method": f"paired bootstrap and permutation test over the judged queries, {resamples} resamples, seed {seed}"}
+
+
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[float], floor_percentile: Optional[float],
         keep_rows: Optional[int], floor_pairs: int, leakage_of: Optional[str], examples: int, top: int,
-        output: Optional[str], copy: Optional[str]) -> Outcome:
+        output: Optional[str], copy: Optional[str], queries: Optional[str] = None, qrels: Optional[str] = None,
+        resamples: int = 1000) -> Outcome:
     from ..geometry import dedup as D
     from ..io.source import open_source
 
@@ -175,7 +228,9 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
     test = open_source(leakage_of, what="--leakage-of") if leakage_of is not None else None
     if test is not None and test.dim != corpus.dim:
         raise InputError(f"--leakage-of {leakage_of}: dimension {test.dim}, the embeddings have {corpus.dim}")
-    copy_kind = check_copy(copy, corpus, [leakage_of]) if copy is not None else None
+    if (queries is None) != (qrels is None):
+        raise InputError("--queries and --qrels go together: search over every row and over the kept rows, judged")
+    copy_kind = check_copy(copy, corpus, [leakage_of, queries, qrels]) if copy is not None else None
     U = _unit(corpus[:])
     floor = D.floor_cosines(U, floor_pairs, seed)
     del U
@@ -259,6 +314,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
         body["leakage_check"] = {"test": leakage_of, "test_rows": mq, "leaked_rows": k, "pairs": int(lk.i.size),
                                  "bands": lb, "examples": le,
                                  "ci_method": "Wilson score interval over the TEST rows (scipy.stats.binomtest)"}
+    if queries is not None and qrels is not None:
+        body["search"] = search_effect(corpus, ids, g, queries, qrels, resamples=resamples, seed=seed, engine=engine)
     files = {}
     if output is not None:
         files["output"] = kept_lines(g.kept, ids)
@@ -300,12 +357,19 @@ MEASUREMENT = Measurement(
                     metavar="FILE", show_default=False),
              Option("copy", str, None, "Write the kept rows here: a .npy (with its .jsonl rows and .meta.json) "
                     "or a store (PATH.parquet, lancedb://, .lance, postgresql://), ids and columns carried.",
-                    metavar="OUT", show_default=False)),
+                    metavar="OUT", show_default=False),
+             Option("queries", str, None, "With --qrels: queries (any matrix source) searched over every row and over "
+                    "the kept rows: nDCG@10 before and after, paired.", show_default=False),
+             Option("qrels", str, None, "With --queries: relevance judgements (BEIR TSV or JSONL; ids from the "
+                    "sidecars). A removed row's grade passes to its group's kept row.", show_default=False),
+             Option("resamples", int, 1000, "Bootstrap resamples over queries for the nDCG@10 change.", min=10)),
     figures={
         "duplicate_share": Figure("lower", unit=FRACTION, range=(0, 1),
                                   help="share of rows removed: in a group, not its kept (lowest) row"),
         "near_duplicate_share": Figure("lower", headline=False, unit=FRACTION, range=(0, 1),
                                        help="share of rows with a near-duplicate"),
+        "search.ndcg_change": Figure("higher", interval="search.ndcg_change_ci95", headline=False, always=False,
+                                     help="nDCG@10 over the kept rows - over every row (--queries, --qrels)"),
         "leakage": Figure("lower", interval="leakage_ci95", unit=FRACTION, range=(0, 1), always=False,
                           help="share of --leakage-of rows with a near-duplicate among the rows"),
     },

@@ -63,15 +63,16 @@ def _record(src: Any) -> dict[str, Any]:
     return rec
 
 
-def _labels(old: Any, labels: str) -> tuple[np.ndarray, str]:
-    """``--old-labels``: one label per OLD row (a labels file or table, its ``label`` column; matched to
-    OLD's rows by id as ``aag`` matches them: the same set, reordered by id), and how they matched."""
+def _labels(old: Any, labels: str, field: str = "label") -> tuple[np.ndarray, str]:
+    """``--old-labels``: one label per OLD row (a labels file or table, its ``field`` column — ``--label-field``,
+    default ``label``; matched to OLD's rows by id as ``aag`` matches them: the same set, reordered by id),
+    and how they matched."""
     from ..api._common import labels_for
 
     part = old.parts[0]
     rows = part.store or (old.name if part.array is None else None)
     matched: dict[str, str] = {}
-    y = labels_for(labels, old.n, "label", what="--old-labels", rows=rows, matched=matched, key="labels")
+    y = labels_for(labels, old.n, field, what="--old-labels", rows=rows, matched=matched, key="labels")
     return np.asarray(y), matched["labels"]
 
 
@@ -125,7 +126,9 @@ def _adapter_file(a: Any, fit: dict[str, Any], old: Any, new: Any, body: dict[st
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional[str], queries_new: Optional[str],
         qrels: Optional[str], method: str, k: int, holdout: float, decision_margin: float, resamples: int,
         mlp_epochs: int, output: Optional[str] = None, adapter_method: Optional[str] = None,
-        old_labels: Optional[str] = None, fit_pairs: Optional[int] = None) -> Outcome:
+        old_labels: Optional[str] = None, label_field: str = "label", index: Optional[str] = None,
+        migrated_index: Optional[str] = None, index_set: Optional[list[str]] = None,
+        reindex_margin: float = 0.05, fit_pairs: Optional[int] = None) -> Outcome:
     from ..geometry import upgrade as U
     from ..geometry.retrieval import id_bytes, tie_ranks
     from ..io.source import open_source
@@ -166,7 +169,17 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
         raise InputError(f"--queries-old: dimension {qo_src.dim}, OLD has {old.dim}")
     if qn_src.dim != new.dim:
         raise InputError(f"--queries-new: dimension {qn_src.dim}, NEW has {new.dim}")
-    y = _labels(old, old_labels) if old_labels is not None else None  # read (and matched) before any fitting
+    if migrated_index is not None and index is None:
+        raise InputError("--migrated-index needs --index (the old index: its recall on the vectors it was built for)")
+    if index_set and index is None:
+        raise InputError("--index-set needs --index")
+    from .upgrade_index import parse_settings
+
+    settings = parse_settings(index_set)
+    y = _labels(old, old_labels, label_field) if old_labels is not None else None  # read (and matched) before any fitting
+    if y is not None and len(np.unique(y[0][o_rows])) < 2:
+        raise InputError(f"--old-labels {old_labels}: its column {label_field!r} holds one class over the paired rows; "
+                         "AAG and label MAP need at least two")
     Xo = U.unit(np.asarray(old[:], dtype=np.float64))
     Xn = U.unit(np.asarray(new[:], dtype=np.float64))
     Qo = U.unit(np.asarray(qo_src[:], dtype=np.float64))
@@ -262,6 +275,12 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
                           "aag_change": geo["aag"]["bridged"] - geo["aag"]["new"],
                           "label_map_change": geo["label_map"]["bridged"] - geo["label_map"]["new"],
                           "labels_sha256": content_sha256(lab), "rows_matched_by": y[1]}
+    if index is not None:
+        from .upgrade_index import index_arms
+
+        body["index"] = index_arms(index, migrated_index, Qo=Qo, bridged=U.unit(adapters[best].apply(Qn)), Qn=Qn,
+                                   migrate_map=mig, new_dim=new.dim, old_dim=old.dim, k=k, settings=settings,
+                                   margin=reindex_margin, resamples=resamples, seed=seed, engine=engine)
     files = {}
     if output is not None:
         written = adapter_method or best
@@ -294,7 +313,7 @@ MEASUREMENT = Measurement(
              Option("queries_new", str, None, "The same queries under the new model (same count and ids)."),
              Option("qrels", str, None, "Relevance judgements (BEIR TSV or JSONL; ids from the sidecars)."),
              Option("method", str, "all", "Adapters: 'all' or a comma list of procrustes, ridge, low-rank, mlp."),
-             Option("k", int, 10, "Top k of the overlap score without --qrels.", min=1),
+             Option("k", int, 10, "Top k of the overlap score without --qrels, and of --index's recall@k.", min=1),
              Option("holdout", float, 0.2, "Share of the paired rows held out for choosing.", min=0.05, max=0.5),
              Option("decision_margin", float, 0.01, "Decision margin on the score (nDCG@10 or overlap).", min=0.0, max=1.0),
              Option("resamples", int, 1000, "Bootstrap resamples over queries.", min=10),
@@ -302,11 +321,22 @@ MEASUREMENT = Measurement(
              Option("output", str, None, "Write the bridge adapter (new -> old; the one the report chooses) to this "
                     ".safetensors file with its manifest; apply it with project --adapter.", aliases=("-o",),
                     metavar="FILE", show_default=False),
-             Option("old_labels", str, None, "Labels of OLD's rows (a file or table with ids, its 'label' column): AAG and "
+             Option("old_labels", str, None, "Labels of OLD's rows (a file or table with ids, its --label-field column): AAG and "
                     "label MAP of the paired rows before and after the bridge.", metavar="FILE", show_default=False),
              Option("fit_pairs", int, None, "Fit the adapters on a seeded sample of this many paired rows (train and "
                     "held-out); the arms are still scored on every paired row. Default: all.", min=2,
                     show_default=False),
+             Option("label_field", str, "label", "The column of --old-labels holding the label."),
+             Option("index", str, None, "The old model's ANN index, as recall takes it (a FAISS or hnswlib file, "
+                    "postgresql://...?table=T&column=C, lancedb://DBDIR/TABLE): its recall@k on the old queries, the "
+                    "bridged queries and the migrated documents, and REINDEX needed.", metavar="INDEX", show_default=False),
+             Option("migrated_index", str, None, "With --index: a copy of it whose stored vectors were rewritten in place "
+                    "by the migrate map, not rebuilt (a database is never written; without it a FAISS or hnswlib "
+                    "file is rewritten in a temporary copy).", metavar="INDEX", show_default=False),
+             Option("index_set", str, None, "A search setting of --index (nprobe, efSearch, ef, ivfflat.probes, "
+                    "hnsw.ef_search ...); repeatable.", metavar="NAME=V", multiple=True, show_default=False),
+             Option("reindex_margin", float, 0.05, "REINDEX needed when the migrated documents' recall@k falls more "
+                    "than this below the index's recall on the vectors it was built for.", min=0.0, max=1.0),
              Option("adapter_method", str, None, "The adapter -o writes instead of the chosen one (one fitted by --method).",
                     choices=METHODS, show_default=False)),
     writes=(Writes("output", "file"),),
@@ -327,6 +357,21 @@ MEASUREMENT = Measurement(
         "labels.label_map.bridged": Figure("higher", headline=False, always=False, reference="labels.label_map.new",
                                            unit=PERCENT, range=(0, 100),
                                            help="label MAP x100 of the bridged rows (with --old-labels); read against the new vectors'"),
+        "index.built_for.recall": Figure("higher", headline=False, always=False, interval="index.built_for.recall_ci95",
+                                         unit=FRACTION, range=(0, 1),
+                                         help="with --index: its recall@k on the old queries, the vectors it was built for"),
+        "index.bridge.recall": Figure("higher", headline=False, always=False, interval="index.bridge.recall_ci95",
+                                      unit=FRACTION, range=(0, 1), reference="index.built_for.recall",
+                                      help="with --index: its recall@k on the bridged queries"),
+        "index.migrate.recall": Figure("higher", headline=False, always=False, interval="index.migrate.recall_ci95",
+                                       unit=FRACTION, range=(0, 1), reference="index.built_for.recall",
+                                       help="with --index: its recall@k on the migrated documents, not rebuilt"),
+        "index.bridge.drop": Figure("lower", headline=False, always=False, interval="index.bridge.drop_ci95",
+                                    help="built-for recall - the bridged queries' recall"),
+        "index.migrate.drop": Figure("lower", headline=False, always=False, interval="index.migrate.drop_ci95",
+                                     help="built-for recall - the migrated documents' recall"),
+        "index.reindex_needed": Figure("lower", headline=False, always=False,
+                                       help="1 when REINDEX is needed (gate: --fail-above index.reindex_needed=0.5)"),
     },
     primary="gain",
     tolerance=1e-6,
