@@ -17,7 +17,9 @@ from typing import Any, Callable, Optional
 
 from ..io.atomic import save_json
 from ..io.jsonio import dumps
+from ..io.locators import mask_secrets
 from ..report.gates import EXIT_GATE, EXIT_OK, add_gates, comparison_gates, exit_code, max_gate, min_gate  # noqa: F401  (re-exported)
+from .views import _fmt, fmt_p, print_gates, render_paired, render_report, wrap_name  # noqa: F401  (re-exported)
 
 
 def printable(text: str) -> str:
@@ -27,8 +29,6 @@ def printable(text: str) -> str:
     >>> printable("a\\x1b[2Jb postgresql://u:pw@h/db")
     'a\\\\x1b[2Jb postgresql://u:***@h/db'
     """
-    from ..io.stores import mask_secrets
-
     text = mask_secrets(text)
     if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text):
         text = "".join(c if not (ord(c) < 32 or 127 <= ord(c) < 160) else f"\\x{ord(c):02x}" for c in text)
@@ -56,23 +56,7 @@ def displayable(obj: Any) -> Any:
 
 def _masked(obj: Any) -> Any:
     """``obj`` with every database password masked (strings only; numbers untouched)."""
-    from ..io.stores import mask_secrets
-
     return _strings(obj, mask_secrets)
-
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
-            return f"{v:.4g}"
-        return f"{v:.4f}"
-    if isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
-        return ", ".join(_fmt(x) for x in v) if len(v) <= 12 else f"[{len(v)} values]"
-    return str(v)
 
 
 def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -100,81 +84,7 @@ def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
 def render_table(report: dict[str, Any], title: str, console: Any = None) -> None:
     """Default terminal view (:mod:`embedcheck.cli.views`): the declared headline figures with their
     intervals and verdicts, the other short facts, each list of records as its own table, the gates."""
-    from .views import render_report
-
     render_report(report, title, console=console)
-
-
-def render_paired(console: Any, paired: dict[str, Any], fmt: Callable[[Any], str] = _fmt) -> None:
-    """The ``paired`` section (``--against``) as two tables that fit 80 columns, one row per
-    compared figure: the values and the difference with its interval, then p, the minimum
-    detectable effect, the margin and the verdict. Numbers are never wrapped (only figure names fold)."""
-    from rich.table import Table
-
-    items = [(k, f) for k, f in paired.items() if isinstance(f, dict)]
-    cells = [[fmt(f.get("a")), fmt(f.get("b")), fmt(f.get("difference")),
-              f"[{fmt(f['difference_ci95'][0])}, {fmt(f['difference_ci95'][1])}]" if f.get("difference_ci95") else "—"]
-             for _k, f in items]
-    used = sum(max([len(h), *(len(c[i]) for c in cells)]) + 3 for i, h in enumerate(("A", "B", "B - A", "95% CI of B - A")))
-    room = max(12, int(getattr(console, "width", 80)) - used - 4)
-    t = Table(title=f"paired: A against {paired.get('against', 'B')}", header_style="bold",
-              caption="B - A is signed so that positive means B is better", caption_justify="left")
-    t.add_column("figure", style="cyan", overflow="fold", min_width=6)
-    for col in ("A", "B", "B - A", "95% CI of B - A"):
-        t.add_column(col, justify="right", no_wrap=True)
-    for (key, _f), row in zip(items, cells):
-        t.add_row(wrap_name(key, room), *row)
-    console.print(t)
-    colour = {"better": "green", "worse": "red", "equivalent": "green", "non-inferior": "green"}
-    v2 = Table(header_style="bold")
-    v2.add_column("figure", style="cyan", overflow="fold", min_width=6)
-    for col in ("p", "min. detectable", "margin", "verdict"):
-        v2.add_column(col, justify="right", no_wrap=True)
-    for key, f in items:
-        v = f.get("verdict", "")
-        v2.add_row(wrap_name(key, room), fmt_p(f.get("p_value")), fmt(f.get("min_detectable_effect")), fmt(f.get("margin")),
-                   f"[{colour[v]}]{v}[/{colour[v]}]" if v in colour else v)
-    console.print(v2)
-    console.print(paired.get("ci_method", ""), style="dim")
-
-
-def wrap_name(name: str, width: int) -> str:
-    """A dotted figure name broken after its dots (never inside a word) into lines of at most
-    ``width`` characters where it can be.
-
-    >>> wrap_name("centred.partner_ranked_first", 16)
-    'centred.\\npartner_ranked_first'
-    """
-    lines: list[str] = []
-    for part in name.replace(".", ".\0").split("\0"):
-        if lines and len(lines[-1]) + len(part) <= width:
-            lines[-1] += part
-        else:
-            lines.append(part)
-    return "\n".join(x for x in lines if x)
-
-
-def fmt_p(p: Any) -> str:
-    """A p-value for people: ``p < 0.001`` below it, else three decimals; ``—`` when there is none.
-
-    >>> fmt_p(0.000999), fmt_p(0.0123), fmt_p(None)
-    ('< 0.001', '0.012', '—')
-    """
-    if p is None or isinstance(p, bool) or not isinstance(p, (int, float)):
-        return "—"
-    return "< 0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def print_gates(console: Any, report: dict[str, Any], fmt: Callable[[Any], str] = _fmt) -> None:
-    """The paired table (when the report has one), then one ``PASS``/``FAIL`` line per gate: the
-    end of every terminal view."""
-    if isinstance(report.get("paired"), dict):
-        render_paired(console, report["paired"], fmt)
-    from ..report.gates import verdict_line
-
-    for g in report.get("gates", []):
-        word, rest = verdict_line(g, fmt).split(" ", 1)
-        console.print(f"[green]{word}[/green] {rest}" if g["passed"] else f"[red]{word}[/red] {rest}", markup=True)
 
 
 def render_comparison(comparison: dict[str, Any], console: Any = None, title: Optional[str] = None) -> None:

@@ -2,7 +2,8 @@
 (value, interval, p, minimum detectable effect, verdict), then the report's other short facts packed
 into a few lines, then every list of records (drift's clusters, recall's sweep, worst queries ...) as
 its own compact table. Nothing is a flattened key path such as ``clusters.items[6].example.row``;
-prose (methods, decision rules) is left to ``--json``; every number is printed in full.
+prose (methods, decision rules) is left to ``--json``; every number is printed in full. Every view
+ends alike (:func:`print_gates`): the paired tables of ``--against``, then one line per gate.
 
 >>> facts, tables, prose, notes = split_report({"n": 3, "m": {"a": 1.5}, "rows": [{"x": 1}, {"x": 2}],
 ...                                             "ci_method": "percentile bootstrap over rows, 100 resamples"})
@@ -211,8 +212,6 @@ def render_report(report: dict[str, Any], title: str, console: Any = None, fmt: 
     from rich.console import Console
     from rich.table import Table
 
-    from .output import _fmt, print_gates
-
     fmt = fmt or _fmt
     console = console or Console()
     width = int(getattr(console, "width", 80) or 80)
@@ -350,3 +349,89 @@ def _render_list(console: Any, tab: ListTable, fmt: Callable[[Any], str], width:
 
 def _numeric(v: Any) -> bool:
     return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
+            return f"{v:.4g}"
+        return f"{v:.4f}"
+    if isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
+        return ", ".join(_fmt(x) for x in v) if len(v) <= 12 else f"[{len(v)} values]"
+    return str(v)
+
+
+def render_paired(console: Any, paired: dict[str, Any], fmt: Callable[[Any], str] = _fmt) -> None:
+    """The ``paired`` section (``--against``) as two tables that fit 80 columns, one row per
+    compared figure: the values and the difference with its interval, then p, the minimum
+    detectable effect, the margin and the verdict. Numbers are never wrapped (only figure names fold)."""
+    from rich.table import Table
+
+    items = [(k, f) for k, f in paired.items() if isinstance(f, dict)]
+    cells = [[fmt(f.get("a")), fmt(f.get("b")), fmt(f.get("difference")),
+              f"[{fmt(f['difference_ci95'][0])}, {fmt(f['difference_ci95'][1])}]" if f.get("difference_ci95") else "—"]
+             for _k, f in items]
+    used = sum(max([len(h), *(len(c[i]) for c in cells)]) + 3 for i, h in enumerate(("A", "B", "B - A", "95% CI of B - A")))
+    room = max(12, int(getattr(console, "width", 80)) - used - 4)
+    t = Table(title=f"paired: A against {paired.get('against', 'B')}", header_style="bold",
+              caption="B - A is signed so that positive means B is better", caption_justify="left")
+    t.add_column("figure", style="cyan", overflow="fold", min_width=6)
+    for col in ("A", "B", "B - A", "95% CI of B - A"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for (key, _f), row in zip(items, cells):
+        t.add_row(wrap_name(key, room), *row)
+    console.print(t)
+    colour = {"better": "green", "worse": "red", "equivalent": "green", "non-inferior": "green"}
+    v2 = Table(header_style="bold")
+    v2.add_column("figure", style="cyan", overflow="fold", min_width=6)
+    for col in ("p", "min. detectable", "margin", "verdict"):
+        v2.add_column(col, justify="right", no_wrap=True)
+    for key, f in items:
+        v = f.get("verdict", "")
+        v2.add_row(wrap_name(key, room), fmt_p(f.get("p_value")), fmt(f.get("min_detectable_effect")), fmt(f.get("margin")),
+                   f"[{colour[v]}]{v}[/{colour[v]}]" if v in colour else v)
+    console.print(v2)
+    console.print(paired.get("ci_method", ""), style="dim")
+
+
+def wrap_name(name: str, width: int) -> str:
+    """A dotted figure name broken after its dots (never inside a word) into lines of at most
+    ``width`` characters where it can be.
+
+    >>> wrap_name("centred.partner_ranked_first", 16)
+    'centred.\\npartner_ranked_first'
+    """
+    lines: list[str] = []
+    for part in name.replace(".", ".\0").split("\0"):
+        if lines and len(lines[-1]) + len(part) <= width:
+            lines[-1] += part
+        else:
+            lines.append(part)
+    return "\n".join(x for x in lines if x)
+
+
+def fmt_p(p: Any) -> str:
+    """A p-value for people: ``p < 0.001`` below it, else three decimals; ``—`` when there is none.
+
+    >>> fmt_p(0.000999), fmt_p(0.0123), fmt_p(None)
+    ('< 0.001', '0.012', '—')
+    """
+    if p is None or isinstance(p, bool) or not isinstance(p, (int, float)):
+        return "—"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def print_gates(console: Any, report: dict[str, Any], fmt: Callable[[Any], str] = _fmt) -> None:
+    """The paired table (when the report has one), then one ``PASS``/``FAIL`` line per gate: the
+    end of every terminal view."""
+    if isinstance(report.get("paired"), dict):
+        render_paired(console, report["paired"], fmt)
+    from ..report.gates import verdict_line
+
+    for g in report.get("gates", []):
+        word, rest = verdict_line(g, fmt).split(" ", 1)
+        console.print(f"[green]{word}[/green] {rest}" if g["passed"] else f"[red]{word}[/red] {rest}", markup=True)

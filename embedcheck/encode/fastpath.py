@@ -10,7 +10,7 @@ sentence-transformers:
   tokenizer's ``model_max_length`` capped at ``max_position_embeddings``), ``do_lower_case`` honoured,
   padded to the longest text of the batch (right padding);
 * the transformer by onnxruntime on an export made once with torch (:func:`build_export`, which
-  reuses :func:`embedcheck.encode.model.export_onnx`) and cached under ``$EMBEDCHECK_CACHE/fast/KEY/``,
+  reuses :func:`embedcheck.encode.onnx_export.export_onnx`) and cached under ``$EMBEDCHECK_CACHE/fast/KEY/``,
   KEY a hash of every model file's name and **contents** (sha256) plus the opset and this path's
   version — another model's export is never found, whatever its width, names, sizes or mtimes;
 * pooling — ``cls``, ``max``, ``mean``, ``mean_sqrt_len_tokens``, ``weightedmean``, ``lasttoken``,

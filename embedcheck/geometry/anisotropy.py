@@ -38,6 +38,9 @@ block pair gives the raw cosines, and the centred ones follow from them by a ran
 rounding bound of zero are re-decided exactly in float64, so the counts equal a float64 brute
 force. Memory: one float32 copy of B's unit rows plus O(block · key_block).
 
+This module is the check and its driver; the unit rows, the floor and the tasks of the first two passes
+are :mod:`~embedcheck.geometry.anisotropy_floor`, partner ranked first :mod:`~embedcheck.geometry.anisotropy_partner`.
+
 Worked example (two matched pairs, identity-like rows):
 
 >>> import numpy as np
@@ -51,16 +54,45 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
 from ..errors import InputError
-from ..io.source import Part, Source, ranges, read_range, source_of_parts
+from ..io.source import ranges
 from ..report import readings as R
 from ..report.result import Result, hidden, optional
-from ..rows import iter_chunks
 from ..stats import paired as P
+from .anisotropy_floor import (  # noqa: F401  (importable from here as before)
+    CHUNK,
+    TASK_ROWS,
+    ZERO_SD,
+    UnitRows,
+    _centre,
+    _normalise,
+    _norms,
+    _unit_range,
+    anisotropy_from_sum,
+    derangements,
+    floor_finish,
+    floor_merge,
+    floor_partials,
+    pairs_range,
+    qnb_range,
+    unit_sum,
+    unit_sum_range,
+)
+from .anisotropy_partner import (  # noqa: F401  (importable from here as before)
+    _U32,
+    TIE,
+    block_max,
+    decide_range,
+    exact_max,
+    max_off_block,
+    partner_first,
+    partner_ranked_first,
+    tiles,
+)
 from .intervals import normal_mean_ci, wilson_ci
 from .paired import ItemFigure, items_paired
 
@@ -68,125 +100,8 @@ from .paired import ItemFigure, items_paired
 WARN_ANISOTROPY = 0.3
 #: a mean fitted on fewer rows than this triggers the note
 NOTE_MIN_FIT_ROWS = 1000
-#: a spread below this is "no spread" (gap_over_floor_sd, cohens_d are then null)
-ZERO_SD = 1e-12
-#: cosines within this of each other are tied; a tied partner is not ranked first
-TIE = 1e-12
-#: rows per block when streaming
-CHUNK = 2048
-_U32 = float(np.finfo(np.float32).eps) / 2  # unit roundoff of float32
 
 Progress = Optional[Callable[[int, int], None]]
-
-
-# --------------------------------------------------------------------------------------------
-# rows
-
-
-class UnitRows:
-    """Float64 unit rows of a matrix (memmap fine), read by block; optionally mapped by ``W``.
-
-    With ``W`` (d_a × d_b), a row is normalised, multiplied by ``W`` and normalised again.
-
-    >>> UnitRows(np.array([[3.0, 4.0]]), "A").get(slice(0, 1))
-    array([[0.6, 0.8]])
-    """
-
-    def __init__(self, X: Any, name: str, W: Optional[np.ndarray] = None):
-        self.X, self.name, self.W = X, name, W
-        self.n = int(X.shape[0])
-        self.dim = int(X.shape[1] if W is None else W.shape[1])
-
-    def get(self, idx: Any) -> np.ndarray:
-        U = np.array(self.X[idx], dtype=np.float64)
-        U = _normalise(U, self.name, idx)
-        if self.W is not None:
-            U = _normalise(U @ self.W, f"{self.name} (mapped)", idx)
-        return U
-
-    def blocks(self, chunk: int = CHUNK):
-        for start in range(0, self.n, chunk):
-            sl = slice(start, min(start + chunk, self.n))
-            yield sl, self.get(sl)
-
-
-def _norms(U: np.ndarray) -> np.ndarray:
-    return np.sqrt(np.einsum("ij,ij->i", U, U))
-
-
-def _normalise(U: np.ndarray, name: str, idx: Any) -> np.ndarray:
-    norms = _norms(U)
-    bad = ~(norms > 0)
-    if bad.any():
-        k = int(np.flatnonzero(bad)[0])
-        row = (idx.start or 0) + k if isinstance(idx, slice) else int(np.asarray(idx)[k])
-        raise InputError(f"row {row} of {name} has length zero and no direction")
-    U /= norms[:, None]
-    return U
-
-
-def _centre(U: np.ndarray, mu: np.ndarray, name: str, offset: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(unit rows of U − mu, their lengths before normalising)."""
-    C = U - mu
-    norms = _norms(C)
-    bad = norms < ZERO_SD
-    if bad.any():
-        k = int(np.flatnonzero(bad)[0])
-        row = offset + k if isinstance(offset, int) else int(np.asarray(offset)[k])
-        raise InputError(f"row {row} of {name} coincides with its side's mean; its centred cosine is undefined")
-    C /= norms[:, None]
-    return C, norms
-
-
-def anisotropy_from_sum(s: np.ndarray, ssq: float, n: int) -> float:
-    """Mean cosine over ordered pairs i ≠ j: (||Σu||² − Σ||u||²) / (n(n−1)).
-
-    >>> U = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
-    >>> anisotropy_from_sum(U.sum(0), 3.0, 3)   # pairs: 0, 1, 0 (each twice) → 1/3
-    0.3333333333333333
-    """
-    return float((s @ s - ssq) / (n * (n - 1)))
-
-
-def derangements(n: int, perms: int, seed: int) -> np.ndarray:
-    """``perms`` derangements of ``range(n)`` (shape perms × n), seeded.
-
-    Each is ``rng.permutation(n)`` with ``rng = np.random.default_rng(seed)``, redrawn until no
-    i maps to itself (uniform over derangements; ~e draws each).
-
-    >>> derangements(2, 1, 0).tolist()
-    [[1, 0]]
-    """
-    if n < 2:
-        raise InputError(f"derangements need at least 2 rows, got {n}")
-    rng = np.random.default_rng(seed)
-    out = np.empty((perms, n), dtype=np.int64)
-    ar = np.arange(n)
-    for p in range(perms):
-        while True:
-            pi = rng.permutation(n)
-            if not np.any(pi == ar):
-                break
-        out[p] = pi
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# partner ranked first (blocked)
-
-
-def max_off_block(UA: np.ndarray, CA: np.ndarray, UB: np.ndarray, CB: np.ndarray, rows: np.ndarray,
-                  start: int, mr: np.ndarray, mc: np.ndarray) -> None:
-    """Fold one block of candidates (B's rows ``start:start + len(UB)``, raw ``UB`` and centred
-    ``CB``) into the running float64 maxima ``mr`` / ``mc`` of each query row's cosine to every
-    other row (a query's own partner, row ``rows[i]``, is left out)."""
-    S = UA @ UB.T
-    Sc = CA @ CB.T
-    hit = np.flatnonzero((rows >= start) & (rows < start + UB.shape[0]))
-    S[hit, rows[hit] - start] = -np.inf
-    Sc[hit, rows[hit] - start] = -np.inf
-    np.maximum(mr, S.max(axis=1), out=mr)
-    np.maximum(mc, Sc.max(axis=1), out=mc)
 
 
 # --------------------------------------------------------------------------------------------
@@ -241,63 +156,6 @@ def fit_orthogonal_map(train_a: Any, train_b: Any) -> MapFit:
     return MapFit(W=W, method=method, train_rows=ta.n, dim_a=int(W.shape[0]), dim_b=int(W.shape[1]),
                   train_matched=float(np.mean(np.einsum("ij,ij->i", M, Ub))),
                   train_matched_unmapped=unmapped)
-
-
-# --------------------------------------------------------------------------------------------
-# the exact floor: every unrelated pair, from Gram terms (mergeable partial sums)
-
-
-def floor_partials(block_a: np.ndarray, block_b: np.ndarray) -> dict[str, Any]:
-    """Partial sums of a block of paired unit rows (row i of A pairs with row i of B) from which
-    :func:`floor_finish` gives the exact mean and sd of cos(a_i, b_j) over all ordered pairs
-    i ≠ j. Partials of disjoint blocks (or shards) add up: :func:`floor_merge`.
-
-    Keys: ``n``; ``sum_a``, ``sum_b`` (Σ rows); ``gram_a``, ``gram_b`` (Σ a aᵀ, Σ b bᵀ, d x d);
-    ``diag`` = Σ_i a_i·b_i and ``diag_sq`` = Σ_i (a_i·b_i)², all float64.
-    """
-    a = np.asarray(block_a, dtype=np.float64)
-    b = np.asarray(block_b, dtype=np.float64)
-    dots = np.einsum("ij,ij->i", a, b)
-    return {"n": int(a.shape[0]), "sum_a": a.sum(axis=0), "sum_b": b.sum(axis=0),
-            "gram_a": a.T @ a, "gram_b": b.T @ b, "diag": float(dots.sum()), "diag_sq": float(dots @ dots)}
-
-
-def floor_merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Sum of :func:`floor_partials` of disjoint blocks (in any order, e.g. over shards)."""
-    out: Optional[dict[str, Any]] = None
-    for p in parts:
-        if out is None:
-            out = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in p.items()}
-        else:
-            for k, v in p.items():
-                out[k] = out[k] + v
-    if out is None:
-        raise ValueError("floor_merge needs at least one partial")
-    return out
-
-
-def floor_finish(p: dict[str, Any]) -> tuple[float, float]:
-    """(mean, sd) of the cosine over all n(n−1) ordered unrelated pairs:
-    Σ_{i≠j} a_i·b_j = S_a·S_b − Σ_i a_i·b_i and Σ_{i≠j} (a_i·b_j)² = tr(G_a G_b) − Σ_i (a_i·b_i)².
-
-    The sd is the sample sd (ddof 1, the one convention of every floor sd: the unrelated pairs
-    stand for the model's unrelated pairs at large, as the sampled floor's ``floor_sd`` and the
-    threshold's floor do), ``sqrt(pairs / (pairs − 1))`` times the population sd.
-
-    >>> A = np.eye(3); B = np.roll(np.eye(3), 1, axis=1)   # b_j = e_{j+1}: a_i·b_j = [i == j+1]
-    >>> m, sd = floor_finish(floor_partials(A, B))          # 3 of 6 unrelated pairs score 1
-    >>> m, round(sd, 6), round(float(np.std([1, 1, 1, 0, 0, 0], ddof=1)), 6)
-    (0.5, 0.547723, 0.547723)
-    """
-    n = p["n"]
-    pairs = float(n) * (n - 1)
-    if pairs <= 0:
-        raise ValueError("the exact floor needs at least 2 rows")
-    s1 = float(p["sum_a"] @ p["sum_b"]) - p["diag"]
-    s2 = float(np.einsum("ij,ij->", p["gram_a"], p["gram_b"])) - p["diag_sq"]
-    mean = s1 / pairs
-    var = max(0.0, s2 / pairs - mean * mean)
-    return mean, math.sqrt(var * pairs / (pairs - 1))
 
 
 # --------------------------------------------------------------------------------------------
@@ -434,211 +292,6 @@ def side_means(fits: dict[str, tuple[np.ndarray, int, str]], shared: bool,
 # Derangements are drawn over the global row index on the driver (:func:`derangements`), which
 # ships each task its columns ``P[:, a:b]``: the floor never depends on the sharding.
 
-#: rows per task (whole CHUNK blocks: every block is the same block whatever the sharding)
-TASK_ROWS = 32 * CHUNK
-
-
-def _unit_range(parts: tuple[Part, ...], a: int, b: int, name: str, W: np.ndarray | None,
-                check: bool = False) -> np.ndarray:
-    return UnitRows(read_range(parts, a, b, check=check, what=name), name, W).get(slice(None))
-
-
-# ---- pass 1: Σu and Σ‖u‖² per CHUNK block ----------------------------------------------------
-
-
-def unit_sum_range(parts: tuple[Part, ...], start: int, stop: int, name: str,
-                   W: np.ndarray | None) -> list[tuple[np.ndarray, float]]:
-    out = []
-    for sl in iter_chunks(stop - start, CHUNK):
-        U = _unit_range(parts, start + sl.start, start + sl.stop, name, W, check=True)
-        out.append((U.sum(axis=0), float(np.einsum("ij,ij->", U, U))))
-    return out
-
-
-def unit_sum(engine: Any, src: Source, name: str, W: np.ndarray | None = None) -> tuple[np.ndarray, float, int]:
-    """(Σ unit rows, Σ ‖u‖², n) in float64 over ``CHUNK``-row blocks added in row order from zero
-    (rows checked; ``W`` maps A's rows into B's space)."""
-    dim = src.dim if W is None else int(W.shape[1])
-    s = np.zeros(dim)
-    ssq = 0.0
-    for blocks in engine.map(unit_sum_range, [(src.parts, a, b, name, W) for a, b in ranges(src.n, TASK_ROWS)]):
-        for bs, bq in blocks:
-            s += bs
-            ssq += bq
-    return s, ssq, src.n
-
-
-# ---- pass 2: per-row matched and unrelated cosines -----------------------------------------
-
-
-def qnb_range(b_parts: tuple[Part, ...], start: int, stop: int, mu_a: np.ndarray,
-              mu_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """q_j = μa·b_j and ‖b_j − μb‖ for B's rows, per CHUNK block of the global row index."""
-    q, nb = np.empty(stop - start), np.empty(stop - start)
-    for sl in iter_chunks(stop - start, CHUNK):
-        UB = _unit_range(b_parts, start + sl.start, start + sl.stop, "B", None)
-        q[sl] = UB @ mu_a
-        nb[sl] = _centre(UB, mu_b, "B", start + sl.start)[1]
-    return q, nb
-
-
-def pairs_range(a_parts: tuple[Part, ...], b_parts: tuple[Part, ...], start: int, stop: int, W: np.ndarray | None,
-                mu_a: np.ndarray, mu_b: np.ndarray, P: np.ndarray, q: np.ndarray, nb: np.ndarray) -> dict[str, Any]:
-    """Matched and unrelated cosines (raw and centred) of A's rows ``[start, stop)``; B's rows at the
-    derangement targets are fetched by global index. ``P`` is ``P[:, start:stop]``."""
-    rb = source_of_parts(b_parts)
-    c = float(mu_a @ mu_b)
-    r_n = stop - start
-    perms = P.shape[0]
-    out: dict[str, Any] = {"m_raw": np.empty(r_n), "m_cen": np.empty(r_n), "u_raw": np.empty((perms, r_n)),
-                           "u_cen": np.empty((perms, r_n)), "floor_raw": [], "floor_cen": []}
-    for sl in iter_chunks(r_n, CHUNK):
-        a, b = start + sl.start, start + sl.stop
-        UA = _unit_range(a_parts, a, b, "A", W)
-        UB = _unit_range(b_parts, a, b, "B", None)
-        CA, na = _centre(UA, mu_a, "A", a)
-        CB, _ = _centre(UB, mu_b, "B", a)
-        out["m_raw"][sl] = np.einsum("ij,ij->i", UA, UB)
-        out["m_cen"][sl] = np.einsum("ij,ij->i", CA, CB)
-        out["floor_raw"].append(floor_partials(UA, UB))  # exact floor: Gram partials per block
-        out["floor_cen"].append(floor_partials(CA, CB))
-        r = c - UA @ mu_b
-        for p in range(perms):
-            idx = P[p, sl]
-            raw = np.einsum("ij,ij->i", UA, UnitRows(rb.take(idx), "B").get(slice(None)))
-            out["u_raw"][p, sl] = raw
-            out["u_cen"][p, sl] = (raw + r - q[idx]) / (na * nb[idx])
-    return out
-
-
-# ---- pass 3: partner ranked first ----------------------------------------------------------
-
-
-def block_max(a_parts: tuple[Part, ...], b_parts: tuple[Part, ...], q0: int, q1: int, c0: int, c1: int,
-              W: np.ndarray | None, mu_a: np.ndarray, mu_b: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """Float32 max over candidates j ≠ i in B's rows ``[c0, c1)`` of raw and centred cos(a_i, b_j),
-    for A's rows ``[q0, q1)`` (the centred value before the 1/‖a_i − μa‖ scale, as in the
-    in-memory kernel)."""
-    c = float(mu_a @ mu_b)
-    UB = _unit_range(b_parts, c0, c1, "B", None)
-    B32 = UB.astype(np.float32)
-    q = UB @ mu_a
-    _, nb = _centre(UB, mu_b, "B", c0)
-    w = 1.0 / nb
-    w32, z32 = w.astype(np.float32), (-q * w).astype(np.float32)
-    del UB
-    rows = q1 - q0
-    mr = np.full(rows, -np.inf, dtype=np.float32)
-    mc = np.full(rows, -np.inf, dtype=np.float32)
-    key_block = 4 * block
-    for i0 in range(0, rows, block):
-        i1 = min(i0 + block, rows)
-        UA = _unit_range(a_parts, q0 + i0, q0 + i1, "A", W)
-        r32 = (c - UA @ mu_b).astype(np.float32)[:, None]
-        A32 = UA.astype(np.float32)
-        g0 = q0 + i0  # global index of query row i0
-        for j0 in range(0, c1 - c0, key_block):
-            j1 = min(j0 + key_block, c1 - c0)
-            S = A32 @ B32[j0:j1].T
-            lo, hi = max(g0, c0 + j0), min(g0 + (i1 - i0), c0 + j1)
-            if lo < hi:  # the partner itself is not a competitor
-                k = np.arange(lo, hi)
-                S[k - g0, k - c0 - j0] = -np.inf
-            np.maximum(mr[i0:i1], S.max(axis=1), out=mr[i0:i1])
-            S += r32
-            S *= w32[j0:j1]
-            S += z32[j0:j1]
-            np.maximum(mc[i0:i1], S.max(axis=1), out=mc[i0:i1])
-    return mr, mc
-
-
-def decide_range(a_parts: tuple[Part, ...], b_parts: tuple[Part, ...], q0: int, q1: int, W: np.ndarray | None,
-                 mu_a: np.ndarray, mu_b: np.ndarray, mr: np.ndarray, mc: np.ndarray, wmax: float,
-                 qmax: float, exact: bool = False) -> dict[str, Any]:
-    """Sure counts for A's rows ``[q0, q1)`` and the rows to re-decide in float64 (global indices),
-    with the rounding bound of :func:`embedcheck.geometry.anisotropy.partner_ranked_first`."""
-    d = int(mu_b.shape[0])
-    c = float(mu_a @ mu_b)
-    UA = _unit_range(a_parts, q0, q1, "A", W)
-    UB = _unit_range(b_parts, q0, q1, "B", None)
-    CA, na = _centre(UA, mu_a, "A", q0)
-    CB, _ = _centre(UB, mu_b, "B", q0)
-    d_raw = np.einsum("ij,ij->i", UA, UB)
-    d_cen = np.einsum("ij,ij->i", CA, CB)
-    r = c - UA @ mu_b
-    u32 = _U32
-    eps = (d + 2) * u32 / (1 - (d + 2) * u32)
-    g_raw = 2 * eps
-    g_cen = 2 * (eps + u32 * (4 + 5 * np.abs(r) + 2 * qmax)) * wmax / na
-    m_raw = d_raw - mr.astype(np.float64)
-    m_cen = d_cen - mc.astype(np.float64) / na
-    unsure = (np.abs(m_raw) <= g_raw) | (np.abs(m_cen) <= g_cen)
-    if exact:  # the slow reference: every row re-decided in float64
-        unsure = np.ones_like(unsure)
-    sure = ~unsure
-    first_raw = (m_raw > g_raw) & sure
-    first_cen = (m_cen > g_cen) & sure
-    return {"raw": int(np.count_nonzero(first_raw)), "centred": int(np.count_nonzero(first_cen)),
-            "first_raw": first_raw, "first_centred": first_cen,
-            "rows": np.arange(q0, q1)[unsure], "d_raw": d_raw[unsure], "d_cen": d_cen[unsure]}
-
-
-def exact_max(a_parts: tuple[Part, ...], b_parts: tuple[Part, ...], c0: int, c1: int, W: np.ndarray | None,
-              mu_a: np.ndarray, mu_b: np.ndarray, rows: np.ndarray, key_block: int) -> tuple[np.ndarray, np.ndarray]:
-    """Float64 max over candidates j ≠ i in B's rows ``[c0, c1)`` of raw and centred cos(a_i, b_j)."""
-    UA = UnitRows(source_of_parts(a_parts).take(rows), "A", W).get(slice(None))
-    CA, _ = _centre(UA, mu_a, "A", rows)
-    mr = np.full(len(rows), -np.inf)
-    mc = np.full(len(rows), -np.inf)
-    for j0 in range(c0, c1, key_block):
-        j1 = min(j0 + key_block, c1)
-        UB = _unit_range(b_parts, j0, j1, "B", None)
-        CB, _ = _centre(UB, mu_b, "B", j0)
-        max_off_block(UA, CA, UB, CB, rows, j0, mr, mc)
-    return mr, mc
-
-
-def tiles(n: int, target: int = 8) -> list[tuple[int, int]]:
-    """About ``target`` ranges of whole CHUNK blocks (at least one block each)."""
-    step = max(CHUNK, -(-n // target // CHUNK) * CHUNK)
-    return ranges(n, step)
-
-
-def partner_first(engine: Any, A: Source, B: Source, W: np.ndarray | None, mu_a: np.ndarray, mu_b: np.ndarray,
-                  wmax: float, qmax: float, block: int = 1024, exact: bool = False) -> dict[str, Any]:
-    """Exact counts of rows whose partner is ranked first, raw and centred (see module doc), and
-    the per-row flags behind them (``first_raw``, ``first_centred``: bool (n,))."""
-    tl = tiles(A.n)
-    blocks = engine.map(block_max, [(A.parts, B.parts, q0, q1, c0, c1, W, mu_a, mu_b, block)
-                                    for q0, q1 in tl for c0, c1 in tl])
-    decide_tasks = []
-    for i, (q0, q1) in enumerate(tl):
-        mr, mc = blocks[i * len(tl)]
-        for j in range(1, len(tl)):  # element-wise max: exact, order-free
-            br, bc = blocks[i * len(tl) + j]
-            mr, mc = np.maximum(mr, br), np.maximum(mc, bc)
-        decide_tasks.append((A.parts, B.parts, q0, q1, W, mu_a, mu_b, mr, mc, wmax, qmax, exact))
-    del blocks
-    decided = engine.map(decide_range, decide_tasks)
-    first_raw = np.concatenate([x["first_raw"] for x in decided])
-    first_cen = np.concatenate([x["first_centred"] for x in decided])
-    rows = np.concatenate([x["rows"] for x in decided])
-    if len(rows):
-        dr = np.concatenate([x["d_raw"] for x in decided])
-        dc = np.concatenate([x["d_cen"] for x in decided])
-        starts = list(range(0, len(rows), block))
-        res = engine.map(exact_max, [(A.parts, B.parts, c0, c1, W, mu_a, mu_b, rows[s:s + block], 4 * block)
-                                     for s in starts for c0, c1 in tl])
-        for k, s in enumerate(starts):
-            mr64, mc64 = res[k * len(tl)]
-            for j in range(1, len(tl)):
-                br, bc = res[k * len(tl) + j]
-                mr64, mc64 = np.maximum(mr64, br), np.maximum(mc64, bc)
-            first_raw[rows[s:s + block]] = dr[s:s + block] > mr64 + TIE
-            first_cen[rows[s:s + block]] = dc[s:s + block] > mc64 + TIE
-    return {"raw": int(np.count_nonzero(first_raw)), "centred": int(np.count_nonzero(first_cen)), "n": A.n,
-            "rechecked": len(rows), "first_raw": first_raw, "first_centred": first_cen}
-
 
 # ---- the check -------------------------------------------------------------------------------
 
@@ -749,48 +402,6 @@ def check_result(A: Any, B: Any, *, fit_a: Any = None, fit_b: Any = None,
     return res
 
 
-def partner_ranked_first(A: Any, B: Any, mean_a: Optional[np.ndarray] = None, mean_b: Optional[np.ndarray] = None, *,
-                         block: int = 1024, exact: bool = False, engine: Any = None) -> dict[str, int]:
-    """Count rows whose partner is ranked first, raw and centred, in bounded memory.
-
-    ``A``/``B``: arrays, sources or :class:`UnitRows` (``W`` maps A). ``mean_a``/``mean_b`` default
-    to each side's mean unit row. Returns ``{"raw", "centred", "n", "rechecked"}``: counts of i
-    with cos(a_i, b_i) > max_{j≠i} cos(a_i, b_j) + ``TIE``; ``rechecked`` is the number of rows
-    re-decided in float64 because their float32 margin was within the rounding bound
-    (``exact=True`` re-decides every row: the slow reference path).
-
-    Float32 bounds used: a dot product of float32-rounded unit vectors is off by at most
-    ε = (d+2)u/(1−(d+2)u); the centred values (S + r_i)·w_j + z_j, computed in float32, add
-    u(4 + 5|r_i| + 2|q_j|) before scaling by w_j = 1/|b_j − μb| and 1/|a_i − μa|. A row is
-    re-decided when |margin| ≤ 2× its bound.
-
-    >>> A = np.eye(3); B = np.eye(3) + 0.1
-    >>> partner_ranked_first(A, B, block=2)["raw"]
-    3
-    """
-    from ..engine import or_local
-    from ..io.source import open_source
-
-    W = A.W if isinstance(A, UnitRows) else None
-    SA = open_source(A.X if isinstance(A, UnitRows) else A, what="A")
-    SB = open_source(B.X if isinstance(B, UnitRows) else B, what="B")
-    n = SA.n
-    d = SA.dim if W is None else int(W.shape[1])
-    if SB.n != n or SB.dim != d:
-        raise InputError(f"A has shape ({n}, {d}) but B has ({SB.n}, {SB.dim})")
-    if block < 1:
-        raise InputError(f"block must be ≥ 1, got {block}")
-    eng = or_local(engine)
-    mu_a = np.asarray(mean_a if mean_a is not None else unit_sum(eng, SA, "A", W)[0] / n, dtype=np.float64)
-    mu_b = np.asarray(mean_b if mean_b is not None else unit_sum(eng, SB, "B")[0] / n, dtype=np.float64)
-    qnb = eng.map(qnb_range, [(SB.parts, a, b, mu_a, mu_b) for a, b in ranges(n, TASK_ROWS)])
-    q = np.concatenate([x[0] for x in qnb])
-    nb = np.concatenate([x[1] for x in qnb])
-    got = partner_first(eng, SA, SB, W, mu_a, mu_b, float((1.0 / nb).max()), float(np.abs(q).max()),
-                        block=block, exact=exact)
-    return {k: got[k] for k in ("raw", "centred", "n", "rechecked")}
-
-
 # ---- --against ------------------------------------------------------------------------------
 
 
@@ -842,4 +453,3 @@ def anisotropy_paired(cos_a: dict[str, np.ndarray], cos_b: dict[str, np.ndarray]
         if view == "raw":
             figs["raw.floor_share"] = ItemFigure(xa, xb, _floor_share, better="lower")
     return items_paired(figs, unit="rows", **kw)
-

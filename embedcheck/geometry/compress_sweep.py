@@ -278,7 +278,7 @@ def _overlap(rows: np.ndarray, base: np.ndarray, k: int = OVERLAP_K) -> np.ndarr
 def _map_chance(y: np.ndarray, map_queries: Optional[int], seed: int) -> np.ndarray:
     """Per-query chance AP of the label MAP (its query rows chosen exactly as ``label_map`` chooses
     them), x100."""
-    from .aag import _check_labels
+    from .aag_sums import _check_labels
     from .label_map import expected_random_ap, query_rows
 
     n = len(y)
@@ -390,7 +390,7 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
         inputs.append("retrieval")
     lab = None
     if labels is not None:
-        from .aag import _check_labels
+        from .aag_sums import _check_labels
         from .label_map import query_rows
 
         y = np.asarray(labels.labels)

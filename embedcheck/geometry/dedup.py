@@ -153,9 +153,9 @@ def range_pairs(corpus: Any, threshold: float, *, queries: Any = None, engine: A
 
 def floor_cosines(U: np.ndarray, pairs: int, seed: int) -> np.ndarray:
     """Cosines (float64, of unit rows ``U``) of ``pairs`` unrelated row pairs ``(i, π(i))``, ``π``
-    seeded derangements of the rows (:func:`embedcheck.geometry.anisotropy.derangements`, as many
+    seeded derangements of the rows (:func:`embedcheck.geometry.anisotropy_floor.derangements`, as many
     as needed, the last one cut)."""
-    from .anisotropy import derangements
+    from .anisotropy_floor import derangements
 
     n = U.shape[0]
     perms = max(1, -(-pairs // n))

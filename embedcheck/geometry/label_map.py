@@ -28,7 +28,8 @@ from ..io.source import Part, Source, source_of_parts
 from ..report.result import Result, hidden, optional
 from ..rows import iter_chunks, unit_rows
 from . import intervals
-from .aag import _check_labels, _maybe_in_memory
+from .aag_kernels import _maybe_in_memory
+from .aag_sums import _check_labels
 
 #: the key of the query itself: larger than any cosine's key, so it sorts last and is dropped
 _SELF = np.int32(np.iinfo(np.int32).max)

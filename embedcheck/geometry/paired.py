@@ -4,8 +4,8 @@ Each measuring command maps the per-item data behind its figures (kept on its re
 :class:`ItemFigure`\ s — A's and B's data of the same items and the statistic of them under item
 weights — and :func:`items_paired` compares every figure on the **same** resamples (one
 resampling plan, one seed: the same multinomial weights for A and B), returning a
-:class:`~embedcheck.stats.paired.Paired` section (one
-:class:`~embedcheck.stats.paired.PairedFigure` per figure). The commands' own mappings live beside
+:class:`~embedcheck.report.paired.Paired` section (one
+:class:`~embedcheck.report.paired.PairedFigure` per figure). The commands' own mappings live beside
 their maths: ``sts_paired`` (:mod:`embedcheck.geometry.sts`), ``aag_paired`` (:mod:`~embedcheck.geometry.aag`),
 ``probe_paired`` (:mod:`~embedcheck.geometry.probe`), ``anisotropy_paired``
 (:mod:`~embedcheck.geometry.anisotropy`), ``neighbors_paired`` (:mod:`~embedcheck.geometry.neighbors`),

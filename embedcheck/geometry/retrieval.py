@@ -353,7 +353,7 @@ class RetrievalReport(Result):
     query_ids: Any = hidden()  #: ids of the evaluated queries (bytes)
     run: Any = hidden()  #: the :class:`TopK` of every query row
     inputs: Optional[dict[str, str]] = optional()  #: ``qrels_sha256``: the judgements' content hash
-    paired: Any = optional()  #: with ``against``: the :class:`~embedcheck.stats.paired.Paired` section
+    paired: Any = optional()  #: with ``against``: the :class:`~embedcheck.report.paired.Paired` section
 
     def to_dict(self) -> dict[str, Any]:
         """The report the CLI prints: ``schema`` first, as every command's report."""

@@ -249,8 +249,8 @@ def count_unrelated_at_least(UA: np.ndarray, UB: np.ndarray, thresholds: np.ndar
 
 def floor_moments(UA: np.ndarray, UB: np.ndarray) -> tuple[float, float]:
     """Mean and sd (ddof 1) of the ``n(n−1)`` unrelated cosines, exact in O(n·d²) from sums: the
-    anisotropy check's exact floor (:func:`embedcheck.geometry.anisotropy.floor_finish`)."""
-    from .anisotropy import floor_finish, floor_partials
+    anisotropy check's exact floor (:func:`embedcheck.geometry.anisotropy_floor.floor_finish`)."""
+    from .anisotropy_floor import floor_finish, floor_partials
 
     return floor_finish(floor_partials(UA, UB))
 

@@ -11,7 +11,9 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..errors import InputError
+from .locators import mask_secrets
 from .paths import check_file
+from .records import Rows
 
 
 def loads(text: str | bytes, where: str) -> Any:
@@ -53,8 +55,6 @@ def parse_jsonl(lines: Iterable[str], where: str) -> list[dict]:
     >>> parse_jsonl(['{"a": 1}', '', '{"a": 2}'], "x.jsonl")
     [{'a': 1}, {'a': 2}]
     """
-    from .tables import Rows
-
     rows = Rows()
     rows.lines = []  # the file line of each row (1-based), for messages: row 3 (line 5)
     for lineno, line in enumerate(lines, 1):
@@ -133,7 +133,5 @@ def _clean(obj: Any) -> Any:
 def dumps(obj: Any, indent: int | None = 2) -> str:
     """Strict JSON (NaN → null, numpy scalars → Python) with stable key order; a database
     password that found its way into a value is masked (``postgresql://user:***@host``)."""
-    from .stores import mask_secrets
-
     return mask_secrets(json.dumps(_clean(json.loads(json.dumps(obj, default=_json_default, allow_nan=True))),
                                    indent=indent, ensure_ascii=False, allow_nan=False))

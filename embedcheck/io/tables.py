@@ -17,37 +17,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import InputError
+from .jsonio import read_jsonl
+from .records import Rows, line_where, row_where  # noqa: F401  (importable from here as before)
 
 #: suffixes read as a table of records with named fields
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".jsonl", ".ndjson")
-
-
-class Rows(list):  # type: ignore[type-arg]
-    """Records of a table, with the file line of each (``lines[i]``, 1-based) and whether the
-    first line was read as a header (CSV/TSV)."""
-
-    lines: list[int]
-    header: bool = False
-
-
-def row_where(rows: Any, i: int) -> str:
-    """Row ``i`` (0-based, as every message counts rows) of ``rows``, with its line in the file when
-    the rows came from a text file (``row 300 (line 302)`` for a CSV with a header line, ``row 3
-    (line 4)`` for JSON lines); ``row 300`` otherwise (parquet).
-
-    >>> r = Rows([{"a": 1}]); r.lines, r.header = [2], True
-    >>> row_where(r, 0), row_where([{"a": 1}], 0)
-    ('row 0 (line 2)', 'row 0')
-    """
-    lines = getattr(rows, "lines", None)
-    if lines is not None and i < len(lines):
-        return f"row {i} (line {lines[i]})"
-    return f"row {i}"
-
-
-def line_where(i: int) -> str:
-    """Row ``i`` (0-based) of a file of one value per line: ``row 10 (line 11)``."""
-    return f"row {i} (line {i + 1})"
 
 
 def looks_headerless(header: Sequence[Any], rows: Sequence[dict]) -> bool:
@@ -139,8 +113,6 @@ def rows_parquet(data: bytes, where: str) -> list[dict]:
 
 def read_table(path: str | os.PathLike, what: str) -> list[dict[str, Any]]:
     """The records of a ``.csv``, ``.tsv``, ``.parquet`` or ``.jsonl`` file (CSV/TSV cells are strings)."""
-    from .jsonio import read_jsonl
-
     p = Path(path)
     suffix = p.suffix.lower()
     where = f"{what} {p}"
