@@ -103,6 +103,8 @@ def _checker(o: Any) -> Any:
     def check(value: Any) -> Any:
         from ..errors import InputError
 
+        if o.choices and isinstance(value, str) and value not in o.choices and value.lower() in o.choices:
+            value = value.lower()  # --kind MLP, as the CLI's choices always took them (the API's are exact)
         try:
             return o.check(value)
         except InputError as exc:
