@@ -13,9 +13,9 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..errors import InputError
+from ..heads.params import LinearParams, MLPParams
 from ..report.result import Figure, Report
 from ..report.schemas import COSINE, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, STR, obj
-from ..heads.params import LinearParams, MLPParams
 from ..spec import Option, takes
 from ._common import Hint, check_not_swapped, labels_for, matrix, running
 

@@ -18,7 +18,7 @@ from typer.core import TyperGroup
 from ..api.compress import compress, compress_sweep
 from ..errors import InputError
 from ._app import sub_app
-from .common import LABEL_FORMATS, AddressOpt, EngineName, EngineOpt, check_engine, option_errors
+from .common import LABEL_FORMATS, AddressOpt, EngineName, EngineOpt, SeedOpt, check_engine, option_errors
 from .generic import declared
 from .reporting import Output, reporting
 
@@ -125,7 +125,7 @@ def sweep_cmd(
     labels: Annotated[Optional[tuple[str, str]], typer.Option("--labelled", "--labels", metavar="EMB LABELS", help=f"Embeddings and their labels ({LABEL_FORMATS}): aag and label MAP.", show_default=False)] = None,
     sts: Annotated[Optional[tuple[str, str, str]], typer.Option("--sts", metavar="A B SCORES", help="STS pairs (row i of A with row i of B) and gold scores: Spearman.", show_default=False)] = None,
     precisions: Annotated[Optional[str], typer.Option("--precisions", help="Comma list of the precision rows to measure (default: all six).", show_default=False)] = None,
-    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed of every resample.")] = 0,
+    seed: SeedOpt = 0,
     fail_below: Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="METRIC=P", help="Gate: exit 1 when the --ship row keeps less than P % of METRIC (ndcg@10, recall@100, label_map, aag, sts_spearman; P in percent of float32, e.g. 97). Repeatable.", show_default=False)] = None,
     fail_below_retention: Annotated[Optional[list[str]], typer.Option("--fail-below-retention", metavar="METRIC=P", hidden=True, help="Old spelling of --fail-below METRIC=P.", show_default=False)] = None,
     ship: Annotated[str, typer.Option("--ship", metavar="FORMAT", help="The row the gates check (e.g. int8, dims:192,int8, binary+rescore).")] = "int8",

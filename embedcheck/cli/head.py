@@ -29,7 +29,6 @@ from .common import (
 from .generic import declared
 from .reporting import Output, reporting
 
-
 # ------------------------------------------------------------------------------------------
 # train-head
 
