@@ -14,6 +14,7 @@ from typing import Annotated, Any, Callable, Iterator, Optional
 import typer
 
 from ..errors import InputError
+from ..io import LABEL_FORMATS  # the label formats every command reads, said once (re-exported)
 from . import output as _report
 
 
@@ -44,9 +45,6 @@ LabelFieldOpt = Annotated[str, typer.Option("--label-field", help="Field (column
 STORES_HELP = ("a shard set, PATH.parquet (or a folder of them), PATH.arrow, lancedb://DBDIR/TABLE, a .lance folder, "
                "postgresql://...?table=T&column=C or PATH.faiss (?column=NAME, ?id=NAME after a path; see docs/stores.md)")
 EmbArg = Annotated[str, typer.Argument(metavar="EMB", help=f"Embeddings: a 2-D float .npy (rows x dims), {STORES_HELP}.", show_default=False)]
-#: the label formats every command reads (io/labels.py), said once for every help text
-LABEL_FORMATS = ("a 1-D .npy, .txt (one per line), or a table (.jsonl, .csv, .tsv, .parquet, or the store holding "
-                 "the vectors) read by --label-field")
 _LABELS_HELP = f"Labels, one per row: {LABEL_FORMATS}; ints or strings."
 LabelsArg = Annotated[str, typer.Argument(metavar="LABELS", help=_LABELS_HELP, show_default=False)]
 OptLabelsArg = Annotated[Optional[str], typer.Argument(metavar="LABELS", help=f"{_LABELS_HELP} Optional.", show_default=False)]
