@@ -91,7 +91,7 @@ def train_head(embeddings: Any, labels: Any, output: Optional[Path] = None, *, k
     from ..io.shards import is_shard_set, manifest_path
     from ..version import __version__
 
-    knobs = {"hidden_dim": hidden_dim, "out_dim": out_dim, "temperature": temperature, "lr": lr,
+    knobs: dict[str, Any] = {"hidden_dim": hidden_dim, "out_dim": out_dim, "temperature": temperature, "lr": lr,
              "weight_decay": weight_decay, "batch_size": batch_size, "epochs": epochs, "threads": threads}
     if kind == "mlp" and scale is not None:
         raise InputError(f"scale {scale:g} applies only to kind lda or probe-scale (the mlp head has no stretch)")
