@@ -33,6 +33,7 @@ import importlib
 import inspect
 import math
 import numbers
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -129,6 +130,13 @@ class Option:
     show_default: bool = True
     #: the CLI's name when it is not the parameter's (aag's ``label_map`` is ``--map``/``--no-map``)
     spelled: str = ""
+    #: a fixed number of values after the flag (``--map-fit TRAIN_A TRAIN_B``): the CLI gives a tuple
+    #: of ``nargs`` strings; the API takes any sequence of that many inputs (paths, arrays ...)
+    nargs: int = 1
+
+    def __post_init__(self) -> None:
+        if self.nargs < 1 or (self.nargs > 1 and (self.type is not str or self.multiple or self.choices)):
+            raise ValueError(f"option {self.name}: nargs > 1 takes a str option without choices, not repeatable")
 
     @property
     def flag(self) -> str:
@@ -178,6 +186,10 @@ class Option:
 
     def check(self, value: Any) -> Any:
         if value is None:
+            return value
+        if self.nargs > 1:  # a sequence of that many (an object a function takes whole passes as it is)
+            if isinstance(value, (str, bytes, os.PathLike)) or (isinstance(value, (list, tuple)) and len(value) != self.nargs):
+                raise InputError(f"{self.name} must be {self.nargs} inputs, got {value!r}")
             return value
         if self.multiple:
             values = [value] if isinstance(value, (str, int, float)) else list(value)

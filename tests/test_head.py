@@ -410,6 +410,36 @@ def test_refuses_bad_inputs(cli, data):
     _nothing_written(folder, before)
 
 
+def test_api_knobs_are_the_params_and_the_cli(cli, data):
+    """``embedcheck.train_head``'s keywords (declared once, the CLI's options) build the same
+    MLPParams / LinearParams: the same head bytes as ``params=`` and as the command; a knob given
+    with ``params=``, or outside its declared bound, is refused before any work."""
+    import embedcheck
+
+    folder, X, y = data
+    knobs = dict(hidden_dim=16, out_dim=8, temperature=0.1, lr=2e-3, weight_decay=0.0, batch_size=128, epochs=2)
+    a = embedcheck.train_head(X, y, **knobs, seed=3).results["train"].head
+    b = embedcheck.train_head(X, y, params=H.MLPParams(**knobs, seed=3)).results["train"].head
+    assert H.head_to_bytes(a) == H.head_to_bytes(b)
+    cfg = a.config["hyperparameters"]
+    assert (cfg["temperature"], cfg["lr"], cfg["batch_size"], cfg["epochs"], cfg["seed"]) == (0.1, 2e-3, 128, 2, 3)
+    h, _ = _train(cli, folder, "--hidden-dim", "16", "--out-dim", "8", "--temperature", "0.1", "--lr", "2e-3",
+                  "--weight-decay", "0", "--batch-size", "128", "--epochs", "2", "--seed", "3")
+    assert H.head_from_bytes(h.read_bytes()).tensors.keys() == a.tensors.keys()
+    assert all(np.array_equal(H.head_from_bytes(h.read_bytes()).tensors[k], a.tensors[k]) for k in a.tensors)
+    lda = embedcheck.train_head(X, y, kind="lda", scale=4.0).results["train"].head
+    assert H.head_to_bytes(lda) == H.head_to_bytes(
+        embedcheck.train_head(X, y, kind="lda", params=H.LinearParams(scale=4.0)).results["train"].head)
+    for kw, msg in ((dict(params=H.MLPParams(), epochs=3), "not both"), (dict(epochs=0), "epochs= must be >= 1"),
+                    (dict(temperature=0.0), "temperature= must be > 0"), (dict(kind="MLP"), "choose from"),
+                    (dict(scale=2.0), "applies only to kind lda")):
+        with pytest.raises(InputError, match=msg):
+            embedcheck.train_head(X, y, **kw)
+    res = cli(["train-head", folder / "x.npy", folder / "y.npy", "-o", folder / "k.safetensors", "--kind", "LDA",
+               "--scale", "4", "--json"])  # a choice in any case, as the CLI always took it
+    assert res.exit_code == 0 and res.json()["kind"] == "lda", res
+
+
 def test_cli_import_does_not_load_torch():
     code = "import sys, embedcheck.cli, embedcheck.heads; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -79,6 +79,9 @@ class AnisotropyReport(Report):
     Option("block", int, 1024, "Query rows per block for partner_ranked_first (work memory ~ 4 x block^2 floats plus "
            "one float32 copy of B; never n x n).", min=1, max=1 << 16),
     Option("resamples", int, 1000, "With --against: resamples of the paired 95% intervals (bootstrap over rows).", min=2),
+    Option("map_fit", str, None, "Two different models: fit an orthogonal Procrustes map from A's space onto B's on "
+           "these paired training rows (dims may differ: semi-orthogonal map from the thin SVD of A_train^T B_train), "
+           "then compare mapped rows.", metavar="TRAIN_A TRAIN_B", nargs=2, show_default=False),
 )
 def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: bool = False, perms: int = 20,
                seed: int = 0, map_fit: Optional[tuple[Any, Any]] = None, block: int = 1024,

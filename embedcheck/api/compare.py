@@ -19,6 +19,7 @@ from typing import Any, Optional
 from ..errors import InputError
 from ..report.result import Report
 from ..report.schemas import COMPARISON, STR, obj
+from ..spec import Option, takes
 
 
 class CompareReport(Report):
@@ -56,6 +57,8 @@ def report_models(report: dict[str, Any]) -> dict[str, str]:
     return {"embeddings": str(model)} if isinstance(model, str) and model else {}
 
 
+@takes(Option("allow_dim_change", bool, False, "Accept reports whose embedding dimension differs (two models on the "
+              "same rows); row counts must still agree."))
 def compare(baseline: Any, current: Any, *, tolerance: float = 0.0, max_drop: Optional[dict[str, float]] = None,
             fail_on_significant_drop: bool = False, allow_dim_change: bool = False) -> CompareReport:
     """Compare two reports (paths, dicts or API results) of the same command and schema: per figure

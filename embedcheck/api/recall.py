@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -220,6 +221,33 @@ def recall_gates(report: RecallReport, items: list[str], gate_on: str = "mean") 
     return gates
 
 
+def settings_arg(value: Any, name: str, *, values: bool = False) -> Optional[dict[str, Any]]:
+    """Search settings as given: a mapping (``{"efSearch": 64}``), or the command line's
+    ``NAME=VALUE`` strings (``["efSearch=64"]``; ``values``: a sweep's ``NAME=V1,V2,...``, each
+    name's values a list). The index checks the names and the values.
+
+    >>> settings_arg(["efSearch=64"], "settings"), settings_arg(["ef=10, 20"], "sweep", values=True)
+    ({'efSearch': '64'}, {'ef': ['10', '20']})
+    """
+    if value is None or isinstance(value, Mapping):
+        return None if value is None else dict(value)
+    out: dict[str, Any] = {}
+    for it in [value] if isinstance(value, str) else list(value):
+        if not isinstance(it, str):
+            raise InputError(f"{name}= must be a mapping or NAME=VALUE strings, got {it!r}")
+        key, sep, val = it.partition("=")
+        if not sep or not key.strip() or not val.strip():
+            raise InputError(f"{name} {it!r}: expected NAME=VALUE, e.g. {'efSearch=16,64' if values else 'efSearch=64'}")
+        if values:
+            vals = [v for v in val.replace(" ", "").split(",") if v]
+            if not vals:
+                raise InputError(f"{name} {key.strip()}=: no values")
+            out[key.strip()] = vals
+        else:
+            out[key.strip()] = val.strip()
+    return out
+
+
 def _sweep_grid(sweep: Optional[dict[str, Any]], idx: Any) -> list[dict[str, int]]:
     if not sweep:
         return []
@@ -288,12 +316,22 @@ def _run(idx: Any, truth: _Truth, ids: np.ndarray, settings: dict[str, Any], ask
            show_default=False),
     Option("dim", int, None, "hnswlib index: its dimension (else PATH.json).", min=1, show_default=False),
     Option("resamples", int, 1000, "Bootstrap resamples over queries of the 95% intervals; 0: none.", min=0),
+    Option("settings", str, None, "A search setting of the index (efSearch, nprobe, ef, hnsw.ef_search, ivfflat.probes, "
+           "nprobes, refine_factor). Repeatable.", multiple=True, spelled="set", metavar="NAME=V", show_default=False),
+    Option("sweep", str, None, "One row per setting value with recall (interval) and latency, the Pareto frontier. "
+           "Repeatable (all combinations).", multiple=True, metavar="NAME=V1,V2,...", show_default=False),
+    Option("against", str, None, "Paired comparison: a second index over the same rows (or the same index with "
+           "--against-set), on the same queries; the report gains 'paired'.", metavar="INDEX2", show_default=False),
+    Option("against_settings", str, None, "With --against: a search setting of INDEX2. Repeatable.", multiple=True,
+           spelled="against-set", metavar="NAME=V", show_default=False),
+    Option("plot", str, None, "With --sweep: draw recall against latency into this .png (atomically).", metavar="FILE",
+           show_default=False),
 )
 def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: int = 10,
            settings: Optional[dict[str, Any]] = None, sweep: Optional[dict[str, Any]] = None,
            target: Optional[str] = None, gate_on: str = "mean", vectors: Any = None, space: Optional[str] = None,
            dim: Optional[int] = None, resamples: int = 1000, seed: int = 0, below: float = 0.9,
-           plot: Optional[Path] = None, against: Any = None, against_settings: Optional[dict[str, Any]] = None,
+           plot: Union[str, Path, None] = None, against: Any = None, against_settings: Optional[dict[str, Any]] = None,
            against_vectors: Any = None, margins: Optional[dict[str, float]] = None, engine: Any = "local",
            address: Optional[str] = None, hint: Hint = None) -> RecallReport:
     """Recall@k of an ANN ``index`` (a locator or an opened :class:`~embedcheck.io.ann.AnnIndex`)
@@ -301,8 +339,9 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
 
     ``queries``: real query vectors (``.npy``, shard set or array); without them, ``n_queries``
     rows of the index drawn with ``seed`` (each query's own row removed from both sides).
-    ``settings``: search settings (``{"efSearch": 64}``, ``{"hnsw.ef_search": 100}`` ...);
-    ``sweep``: setting → values, one row per combination with recall (interval) and latency, the
+    ``settings``: search settings (``{"efSearch": 64}``, ``{"hnsw.ef_search": 100}`` ..., or
+    ``["efSearch=64"]`` as the command line gives them); ``sweep``: setting → values (or
+    ``["efSearch=16,64"]``), one row per combination with recall (interval) and latency, the
     Pareto frontier and, with ``target`` (``"recall@10=0.95"``), the cheapest row meeting it (its
     mean, or with ``gate_on="lower"`` its interval's lower end). ``vectors``: the original vectors
     when the index stores only quantised codes (FAISS PQ / SQ). ``space``/``dim``: an hnswlib
@@ -317,6 +356,9 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
     from ..io.ann import open_index
     from ._common import running
 
+    plot = None if plot is None else Path(plot)
+    settings, against_settings = settings_arg(settings, "settings"), settings_arg(against_settings, "against_settings")
+    sweep = settings_arg(sweep, "sweep", values=True) or None
     if k < 1:
         raise InputError(f"k must be >= 1, got {k}")
     if n_queries < 1:

@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import InputError
 from ..report.result import Report
 from ..report.schemas import BOOL, INT, STR, obj
+from ..spec import Option, takes
 from ._common import Hint
 from ._params import callable_arg, int_arg, optional_path_arg, path_arg, str_arg
 
@@ -61,6 +62,8 @@ class ShardsVerifyReport(Report):
                                                                        "expected": STR, "actual": STR})}})
 
 
+@takes(Option("model", str, None, "Model id for the manifest (default: the one in BIG.meta.json, if any).",
+              show_default=False))
 def shards_split(input: PathLike, rows: int, output: PathLike, *, labels: Optional[PathLike] = None,
                  label_field: str = "label", model: Optional[str] = None) -> ShardsSplitReport:
     """Cut ``input`` (a 2-D float ``.npy``, or a shard set to re-shard) into shards of ``rows`` rows

@@ -73,7 +73,6 @@ def anisotropy_cmd(
     a: Annotated[str, typer.Argument(metavar="A.npy", help="Compared rows of side A (n x d float .npy).", show_default=False)],
     b: Annotated[str, typer.Argument(metavar="B.npy", help="Compared rows of side B; row i pairs with row i of A.", show_default=False)],
     seed: SeedOpt = 0,
-    map_fit: Annotated[Optional[tuple[str, str]], typer.Option("--map-fit", metavar="TRAIN_A TRAIN_B", help="Two different models: fit an orthogonal Procrustes map from A's space onto B's on these paired training rows (dims may differ: semi-orthogonal map from the thin SVD of A_train^T B_train), then compare mapped rows.")] = None,
     min_gap_sd: Annotated[Optional[float], typer.Option("--min-gap-sd", hidden=True, help="Gate (old spelling of --fail-below centred.gap_over_floor_sd=X): gap_over_floor_sd (on --gate-on) must be >= X.")] = None,
     max_floor_share: Annotated[Optional[float], typer.Option("--max-floor-share", hidden=True, help="Gate (old spelling of --fail-above raw.floor_share=X): raw.floor_share must be <= X.")] = None,
     min_partner_first: Annotated[Optional[float], typer.Option("--min-partner-first", hidden=True, help="Gate (old spelling of --fail-below centred.partner_ranked_first=X): partner_ranked_first (fraction, on --gate-on) must be >= X.")] = None,
@@ -121,8 +120,8 @@ def anisotropy_cmd(
     out.gate(f"raw.{share_key}", max_floor_share, "<=", option="--max-floor-share")
     out.gate(f"{side}.partner_ranked_first", min_partner_first, option="--min-partner-first")
     out.start()
-    check_plot(plot, [a, b, options["fit_a"], options["fit_b"], *(map_fit or ())])
-    rep = anisotropy(a, b, seed=seed, map_fit=map_fit, plot=plot, engine=out.engine.value, address=out.address,
+    check_plot(plot, [a, b, options["fit_a"], options["fit_b"], *(options["map_fit"] or ())])
+    rep = anisotropy(a, b, seed=seed, plot=plot, engine=out.engine.value, address=out.address,
                      hint=hint, against=out.pair, margins=out.margins or None, **options)
     report = rep.to_dict()
     if report["warning"]:

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Callable, Iterator, Optional
 import typer
 
 from ..errors import InputError
+from ..io import LABEL_FORMATS  # the label formats every command reads, said once (re-exported)
 from . import output as _report
 
 
@@ -44,13 +45,13 @@ LabelFieldOpt = Annotated[str, typer.Option("--label-field", help="Field (column
 STORES_HELP = ("a shard set, PATH.parquet (or a folder of them), PATH.arrow, lancedb://DBDIR/TABLE, a .lance folder, "
                "postgresql://...?table=T&column=C or PATH.faiss (?column=NAME, ?id=NAME after a path; see docs/stores.md)")
 EmbArg = Annotated[str, typer.Argument(metavar="EMB", help=f"Embeddings: a 2-D float .npy (rows x dims), {STORES_HELP}.", show_default=False)]
-#: the label formats every command reads (io/labels.py), said once for every help text
-LABEL_FORMATS = ("a 1-D .npy, .txt (one per line), or a table (.jsonl, .csv, .tsv, .parquet, or the store holding "
-                 "the vectors) read by --label-field")
 _LABELS_HELP = f"Labels, one per row: {LABEL_FORMATS}; ints or strings."
 LabelsArg = Annotated[str, typer.Argument(metavar="LABELS", help=_LABELS_HELP, show_default=False)]
 OptLabelsArg = Annotated[Optional[str], typer.Argument(metavar="LABELS", help=f"{_LABELS_HELP} Optional.", show_default=False)]
 OutOpt = Annotated[Path, typer.Option("--output", "-o", help="Output file (written atomically).", dir_okay=False, show_default=False)]
+#: MTEB's result JSON beside the report (sts, retrieve), declared once; each command gives its task name's default
+MtebJsonOpt = Annotated[Optional[Path], typer.Option("--mteb-json", help="Also write MTEB's result JSON (TaskResult layout; --task-name) to this file.", dir_okay=False, show_default=False)]
+TaskNameOpt = Annotated[str, typer.Option("--task-name", help="With --mteb-json: the MTEB task name (e.g. STSBenchmark, SciFact).")]
 PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Also draw the figure into this .png file, written atomically "
                                                  "(needs matplotlib: pip install 'embedcheck\\[plots]').",
                                                  dir_okay=False, show_default=False)]
@@ -111,7 +112,7 @@ _state = {"quiet": False}
 
 def in_range(lo: Optional[float] = None, hi: Optional[float] = None, *, lo_open: bool = False,
              hi_open: bool = False) -> Callable[[Optional[float]], Optional[float]]:
-    """An option callback (``typer.Option(callback=in_range(0, 1))``) that refuses, while the command
+    """An option callback (``callback=in_range(0, 1)`` of a typer option) that refuses, while the command
     line is parsed and so before anything is read, a float outside ``[lo, hi]`` (``lo_open`` /
     ``hi_open``: the bound itself is refused too) or not finite; click names the option in the
     one-line error. For options whose range no computation checks before work (gate thresholds
@@ -211,9 +212,10 @@ def _option_label(prm: Any) -> str:
 
 #: what the computation behind a numeric option can hold, by option name (sizes that fit memory and
 #: int64 products, floats that neither overflow nor underflow float32): ``(lo, hi, lo_open)``. The
-#: lower bound of an option's domain is declared once, on the option (``typer.Option(min=...)``,
-#: per command: ``--resamples`` is >= 2 where a paired interval needs two); ``lo`` is ``None`` for
-#: those and is given here only for options that declare none (open bounds, train-head's knobs). An
+#: lower bound of an option's domain is declared once, on the option (a declared ``spec.Option``'s
+#: closed ``min``, which click checks; per command: ``--resamples`` is >= 2 where a paired interval
+#: needs two); ``lo`` is ``None`` for those and is given here only for options that declare none or
+#: an open one (``--lr``, ``--scale``: > 0) below what the computation holds (``--temperature``). An
 #: option not listed gets :data:`INT_RANGE` / :data:`FLOAT_RANGE`. Checked by
 #: :func:`check_finite_options` before anything is read; ``tests/test_options.py`` keeps each bound
 #: in one place.
@@ -221,12 +223,11 @@ OPTION_RANGES: dict[str, tuple[Optional[float], float, bool]] = {
     "--scale": (0.0, 1e6, True),  # the linear heads' stretch: float32 outputs stay far from overflow
     "--temperature": (1e-4, 1e4, False),  # SupCon logits cos/τ in float32
     "--lr": (0.0, 10.0, True),
-    "--weight-decay": (0.0, 1e3, False),
+    "--weight-decay": (None, 1e3, False),
     "--C": (None, 1e12, False),
-    "--alpha": (0.0, 1.0, False),
-    "--hidden-dim": (1, 65536, False),
-    "--out-dim": (1, 65536, False),
-    "--epochs": (1, 1_000_000, False),
+    "--hidden-dim": (None, 65536, False),
+    "--out-dim": (None, 65536, False),
+    "--epochs": (None, 1_000_000, False),
     "--batch-size": (None, 1 << 24, False),
     "--threads": (None, 4096, False),
     "--workers": (None, 100_000, False),
@@ -240,7 +241,7 @@ OPTION_RANGES: dict[str, tuple[Optional[float], float, bool]] = {
     "--max-iter": (None, 10_000_000, False),
     "--plot-pairs": (None, 100_000_000, False),
     "--block-mb": (None, 1 << 20, False),
-    "--chunk": (1, 1 << 24, False),
+    "--chunk": (None, 1 << 24, False),
     "--tolerance": (None, 1e12, False),
 }
 #: every other integer option (row counts, k, sizes): int64 products of two stay exact
@@ -250,7 +251,7 @@ FLOAT_RANGE = (-1e12, 1e12)
 
 
 def option_range(label: str, declared_min: Optional[float], integer: bool) -> tuple[float, float, bool]:
-    """``(lo, hi, lo_open)`` of an option: its declared minimum (``typer.Option(min=...)``) when it has
+    """``(lo, hi, lo_open)`` of an option: its declared minimum (click's ``min``) when it has
     one, else :data:`OPTION_RANGES`' lower bound, else the default range's; the upper bound from
     :data:`OPTION_RANGES` or the default range."""
     default = INT_RANGE if integer else FLOAT_RANGE

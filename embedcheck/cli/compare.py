@@ -9,8 +9,10 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..api.compare import compare
 from ._app import app
 from .common import FormatOpt, JsonOpt, MaxDropOpt, QuietOpt, ReportOpt, ToleranceOpt, finish, start_command
+from .generic import declared
 
 _ReportArg = typer.Argument
 
@@ -20,6 +22,7 @@ class CompareVerdict(str, Enum):
 
 
 @app.command("compare")
+@declared(compare)
 def compare_cmd(
     baseline_report: Annotated[Path, _ReportArg(metavar="BASELINE.json", help="The stored report (written with --report).", show_default=False)],
     current_report: Annotated[Path, _ReportArg(metavar="CURRENT.json", help="The new report of the same command.", show_default=False)],
@@ -27,11 +30,12 @@ def compare_cmd(
     max_drop: MaxDropOpt = None,
     fail_on: Annotated[Optional[CompareVerdict], typer.Option("--fail-on", metavar="VERDICT", help="Gate: significant-drop: exit 1 when a headline figure of the command worsens beyond noise.", case_sensitive=False, show_default=False)] = None,
     fail_on_significant_drop: Annotated[bool, typer.Option("--fail-on-significant-drop", hidden=True, help="Old spelling of --fail-on significant-drop.")] = False,
-    allow_dim_change: Annotated[bool, typer.Option("--allow-dim-change", help="Accept reports whose embedding dimension differs (two models on the same rows); row counts must still agree.")] = False,
+    *,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,
     quiet: QuietOpt = False,
+    **options: Any,
 ) -> None:
     """Compare two reports of the same command: baseline, current, difference, beyond noise?
 
@@ -44,7 +48,6 @@ def compare_cmd(
 
     Example: embedcheck compare base.json aag.json --fail-on significant-drop --max-drop aag=0.01
     """
-    from ..api.compare import compare
     from ..report.comparison import parse_max_drops
     from .output import render_comparison
 
@@ -52,7 +55,7 @@ def compare_cmd(
     report: dict[str, Any] = compare(baseline_report, current_report, tolerance=tolerance,
                                      max_drop=parse_max_drops(list(max_drop or [])),
                                      fail_on_significant_drop=fail_on_significant_drop or fail_on is not None,
-                                     allow_dim_change=allow_dim_change).to_dict()
+                                     **options).to_dict()
 
     def view(r: dict[str, Any]) -> None:
         from rich.console import Console

@@ -18,7 +18,7 @@ from typer.core import TyperGroup
 from ..api.compress import compress, compress_sweep
 from ..errors import InputError
 from ._app import sub_app
-from .common import LABEL_FORMATS, AddressOpt, EngineName, EngineOpt, check_engine, option_errors
+from .common import AddressOpt, EngineName, EngineOpt, SeedOpt, check_engine, option_errors
 from .generic import declared
 from .reporting import Output, reporting
 
@@ -121,11 +121,7 @@ def _render(report: dict[str, Any]) -> None:
 @reporting(gated=False)
 @declared(compress_sweep)
 def sweep_cmd(
-    retrieval: Annotated[Optional[tuple[str, str, str]], typer.Option("--retrieval", metavar="Q C QRELS", help="Queries, corpus (.npy or shard set; ids in their .jsonl rows) and qrels (TSV or JSONL).", show_default=False)] = None,
-    labels: Annotated[Optional[tuple[str, str]], typer.Option("--labelled", "--labels", metavar="EMB LABELS", help=f"Embeddings and their labels ({LABEL_FORMATS}): aag and label MAP.", show_default=False)] = None,
-    sts: Annotated[Optional[tuple[str, str, str]], typer.Option("--sts", metavar="A B SCORES", help="STS pairs (row i of A with row i of B) and gold scores: Spearman.", show_default=False)] = None,
-    precisions: Annotated[Optional[str], typer.Option("--precisions", help="Comma list of the precision rows to measure (default: all six).", show_default=False)] = None,
-    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed of every resample.")] = 0,
+    seed: SeedOpt = 0,
     fail_below: Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="METRIC=P", help="Gate: exit 1 when the --ship row keeps less than P % of METRIC (ndcg@10, recall@100, label_map, aag, sts_spearman; P in percent of float32, e.g. 97). Repeatable.", show_default=False)] = None,
     fail_below_retention: Annotated[Optional[list[str]], typer.Option("--fail-below-retention", metavar="METRIC=P", hidden=True, help="Old spelling of --fail-below METRIC=P.", show_default=False)] = None,
     ship: Annotated[str, typer.Option("--ship", metavar="FORMAT", help="The row the gates check (e.g. int8, dims:192,int8, binary+rescore).")] = "int8",
@@ -144,8 +140,7 @@ def sweep_cmd(
 
     Example: embedcheck compress sweep --retrieval q.npy c.npy qrels.tsv --plot s.png
     """
-    from ..api.compress import check_gate_targets, parse_retention, retention_gates
-    from ..geometry.compress_sweep import PRECISION_ROWS
+    from ..api.compress import check_gate_targets, parse_retention, precisions_arg, retention_gates
     from ..report.gates import add_gates
     from .common import check_plot, hint, stderr_is_terminal, write_plot
 
@@ -153,19 +148,19 @@ def sweep_cmd(
     out.start()
     with option_errors({"fail_below_retention": "--fail-below", "ship": "--ship"}):
         below = parse_retention([*(fail_below or []), *(fail_below_retention or [])])
-        precs = [p.strip() for p in precisions.split(",") if p.strip()] if precisions else None
-        for p in precs or []:
-            if p not in PRECISION_ROWS:
-                raise InputError(f"--precisions: unknown {p!r}; use {', '.join(PRECISION_ROWS)}")
-        given = [name for name, v in (("retrieval", retrieval), ("labels", labels), ("sts", sts)) if v]
+        try:
+            precs = options["precisions"] = precisions_arg(options["precisions"])
+        except InputError as exc:
+            raise InputError("--" + str(exc)) from None  # --precisions: unknown 'x'; use ...
+        given = [name for name in ("retrieval", "labels", "sts") if options[name]]
         if not given:
             raise InputError("give at least one input: --retrieval Q C QRELS, --labelled EMB LABELS or --sts A B SCORES")
         check_gate_targets(below, ship, inputs=given, precisions=precs)
-    ins = [p for group in (retrieval, labels, sts) if group for p in group]
+    ins = [p for name in ("retrieval", "labels", "sts") if options[name] for p in options[name]]
     check_plot(plot, [*ins, options["calibration"]])
     with option_errors({"precisions": "--precisions", "rescore_multiplier": "--rescore-multiplier",
                         "fail_below_retention": "--fail-below", "retrieval": "--retrieval"}):
-        res = compress_sweep(retrieval=retrieval, labels=labels, sts=sts, precisions=precs, seed=seed, engine=engine,
+        res = compress_sweep(seed=seed, engine=engine,
                              address=address,
                              progress=(lambda m: hint(f"sweep: {m}")) if stderr_is_terminal() else None, **options)
     for n in res.notes:

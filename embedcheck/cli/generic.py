@@ -55,7 +55,11 @@ def option_param(o: Option) -> inspect.Parameter:
         kw["metavar"] = o.metavar or "[" + "|".join(o.choices) + "]"
     if not o.show_default:
         kw["show_default"] = False
-    typ: Any = (list[o.type] if o.multiple else o.type)  # type: ignore[name-defined]
+    typ: Any = o.type
+    if o.multiple:
+        typ = list[typ]  # type: ignore[valid-type]
+    elif o.nargs > 1:
+        typ = tuple[(typ,) * o.nargs]  # type: ignore[misc]
     typ = Optional[typ] if o.default is None or o.multiple else typ
     # a bool on by default is a switch both ways (--map/--no-map); off by default, a plain flag (--ci)
     flags = (f"{o.flag}/--no-{o.flag[2:]}", *o.aliases) if o.type is bool and o.default else o.flags
@@ -103,6 +107,8 @@ def _checker(o: Any) -> Any:
     def check(value: Any) -> Any:
         from ..errors import InputError
 
+        if o.choices and isinstance(value, str) and value not in o.choices and value.lower() in o.choices:
+            value = value.lower()  # --kind MLP, as the CLI's choices always took them (the API's are exact)
         try:
             return o.check(value)
         except InputError as exc:

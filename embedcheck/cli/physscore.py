@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..api.physscore import physscore, physscore_run
+from ..api.physscore import physscore, physscore_phrases, physscore_run
 from ..errors import InputError
 from ..physscore_protocol import tables as ps_tables
 from ._app import sub_app
@@ -36,9 +36,6 @@ physscore_app = sub_app(
 PlotsOpt = Annotated[Optional[Path], typer.Option(
     "--plot", "--plots", help="Write the overview heatmap grid and the conversion curves as PNG into this folder "
     "(needs matplotlib: pip install 'embedcheck\\[plots]').", file_okay=False, show_default=False)]
-PaperConvOpt = Annotated[bool, typer.Option(
-    "--paper-conversions", help="Use the paper's litre→gallon factor ×3.785 (physically inverted) instead of "
-    "the correct ×0.264172, to reproduce its conversion figure.")]
 
 
 # --------------------------------------------------------------------------------------------
@@ -70,16 +67,16 @@ def _check_gate_tables(which: Any, out: Output) -> None:
 
 
 @physscore_app.command("phrases")
+@declared(physscore_phrases)
 def phrases_cmd(
     output: Annotated[Path, typer.Option("--output", "-o", help="Output .jsonl (written atomically, with a .meta.json sidecar).",
                                          dir_okay=False, show_default=False)],
-    sets: Annotated[str, typer.Option("--sets", help="Comma list of phrase sets: benchmark (Tables 1, 3), lexical (Table 4), "
-                                      "digits_words and conversion (figures only), or all.")] = "all",
-    paper_conversions: PaperConvOpt = False,
+    *,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,
     quiet: QuietOpt = False,
+    **options: Any,
 ) -> None:
     """Write every phrase the PhysScore protocol embeds, one JSON row each.
 
@@ -87,10 +84,8 @@ def phrases_cmd(
 
     Example: embedcheck physscore phrases -o phrases.jsonl
     """
-    from ..api.physscore import physscore_phrases
-
     start_command(quiet)
-    rep = physscore_phrases(output, sets=sets, paper_conversions=paper_conversions).to_dict()
+    rep = physscore_phrases(output, **options).to_dict()
     hint(f"wrote {rep['rows']} phrases ({rep['unique_texts']} unique) to {output}; next: embedcheck embed {output} -o "
          f"{output.with_name(output.stem + '_emb.npy')}")
     finish(rep, title="PhysScore phrases", as_json=as_json, fmt=fmt, report_file=report_file)

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..api.recall import recall
+from ..api.recall import recall, settings_arg
 from ._app import app
 from .common import SeedOpt, check_plot, hint
 from .generic import declared
@@ -22,45 +22,14 @@ class GateOn(str, Enum):
     lower_end = "lower"
 
 
-def parse_settings(items: Optional[list[str]], option: str) -> dict[str, str]:
-    """``["efSearch=64"]`` → ``{"efSearch": "64"}`` (the index checks the name and the value)."""
-    from ..errors import InputError
-
-    out: dict[str, str] = {}
-    for it in items or []:
-        name, sep, val = it.partition("=")
-        if not sep or not name.strip() or not val.strip():
-            raise InputError(f"{option} {it!r}: expected NAME=VALUE, e.g. {option} efSearch=64")
-        out[name.strip()] = val.strip()
-    return out
-
-
-def parse_sweep(items: Optional[list[str]]) -> dict[str, list[str]]:
-    """``["ef_search=10,20,40"]`` → ``{"ef_search": ["10", "20", "40"]}``."""
-    from ..errors import InputError
-
-    out: dict[str, list[str]] = {}
-    for name, val in parse_settings(items, "--sweep").items():
-        vals = [v for v in val.replace(" ", "").split(",") if v]
-        if not vals:
-            raise InputError(f"--sweep {name}=: no values")
-        out[name] = vals
-    return out
-
-
 @app.command("recall")
 @reporting(gates=False, engine=True)  # its own --fail-below FIGURE@K[.lower]=X (recall@K or knn-recall@K: the K is the run's)
 @declared(recall)
 def recall_cmd(
     index: Annotated[str, typer.Argument(metavar="INDEX", help="The index: PATH.faiss / PATH.index (FAISS), an hnswlib file (--space/--dim or PATH.json), postgresql://USER@HOST/DB?table=T&column=C[&id=I] (pgvector HNSW or IVFFlat) or lancedb://DBDIR/TABLE (IVF_PQ, IVF_HNSW_SQ).", show_default=False)],
-    set_: Annotated[Optional[list[str]], typer.Option("--set", metavar="NAME=V", help="A search setting of the index (efSearch, nprobe, ef, hnsw.ef_search, ivfflat.probes, nprobes, refine_factor). Repeatable.", show_default=False)] = None,
-    sweep: Annotated[Optional[list[str]], typer.Option("--sweep", metavar="NAME=V1,V2,...", help="One row per setting value with recall (interval) and latency, the Pareto frontier. Repeatable (all combinations).", show_default=False)] = None,
     fail_below: Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="FIGURE@K=X", help="Gate: exit 1 when recall@K (or knn-recall@K) is below X; recall@K.lower=X: the lower end of its 95% interval; a bare X (or recall.mean=X, the report's name) gates recall@K. Repeatable.", show_default=False)] = None,
     gate_on: Annotated[GateOn, typer.Option("--gate-on", hidden=True, help="Old spelling: what --fail-below and --target gate when the figure does not say (recall@K.lower=X: the lower end of its 95% interval).", case_sensitive=False)] = GateOn.mean,
     seed: SeedOpt = 0,
-    plot: Annotated[Optional[Path], typer.Option("--plot", help="With --sweep: draw recall against latency into this .png (atomically).", dir_okay=False, show_default=False)] = None,
-    against: Annotated[Optional[str], typer.Option("--against", metavar="INDEX2", help="Paired comparison: a second index over the same rows (or the same index with --against-set), on the same queries; the report gains 'paired'.", show_default=False)] = None,
-    against_set: Annotated[Optional[list[str]], typer.Option("--against-set", metavar="NAME=V", help="With --against: a search setting of INDEX2. Repeatable.", show_default=False)] = None,
     margin: MarginOpt = None,
     fail_on: FailOnOpt = None,
     *,
@@ -82,22 +51,24 @@ def recall_cmd(
     from ..api.recall import IN_CORPUS_LOWER, recall_gates
     from ..errors import InputError
     from ..report.gates import add_gates
+    from .common import option_errors
 
     out.start()
+    plot = None if options["plot"] is None else Path(options["plot"])
     check_plot(plot, [p for p in (index, options["queries"], options["vectors"]) if p and "://" not in p])
-    if plot is not None and not sweep:
+    with option_errors({"settings": "--set", "sweep": "--sweep", "against_settings": "--against-set"}):
+        for name, values in (("settings", False), ("sweep", True), ("against_settings", False)):
+            options[name] = settings_arg(options[name], name, values=values)  # NAME=V checked before any work
+    if plot is not None and not options["sweep"]:
         raise InputError("--plot needs --sweep (recall against latency over the settings)")
     margins = parse_margins(margin)
-    if not against and (margins or fail_on is not None or against_set):
+    if not options["against"] and (margins or fail_on is not None or options["against_settings"]):
         raise InputError("--margin, --fail-on and --against-set need --against INDEX2")
-    settings = parse_settings(set_, "--set")
-    grid = parse_sweep(sweep)
     for item in fail_below or []:
         from ..api.recall import parse_gate
 
         parse_gate(item, options["k"], what="fail_below")
-    rep = recall(index, settings=settings, sweep=grid or None, gate_on=gate_on.value, seed=seed, plot=plot, against=against,
-                 against_settings=parse_settings(against_set, "--against-set"), margins=margins or None,
+    rep = recall(index, gate_on=gate_on.value, seed=seed, margins=margins or None,
                  engine=out.engine.value, address=out.address, hint=hint, **options)
     recall_gates(rep, list(fail_below or []), gate_on.value)
     report: dict[str, Any] = rep.to_dict()

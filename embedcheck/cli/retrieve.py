@@ -4,14 +4,16 @@ MRR@k) of precomputed vectors, as MTEB's evaluator computes it, with intervals o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from ..api.retrieve import retrieve
 from ._app import app
 from .common import (
+    MtebJsonOpt,
     SeedOpt,
+    TaskNameOpt,
     hint,
     progress,
 )
@@ -69,8 +71,8 @@ def retrieve_cmd(
     qrels: Annotated[Path, typer.Argument(metavar="QRELS", help="Judgements: TSV query-id, corpus-id, score (header optional) or JSONL with those fields.", show_default=False)],
     k: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated (10 is always added: nDCG@10 is the main score).")] = "1,3,5,10,100,1000",
     seed: SeedOpt = 0,
-    mteb_json: Annotated[Optional[Path], typer.Option("--mteb-json", help="Also write MTEB's result JSON (TaskResult layout) to this file.", dir_okay=False, show_default=False)] = None,
-    task_name: Annotated[str, typer.Option("--task-name", help="With --mteb-json: the MTEB task name (e.g. SciFact).")] = "Retrieval",
+    mteb_json: MtebJsonOpt = None,
+    task_name: TaskNameOpt = "Retrieval",
     dataset_revision: Annotated[str, typer.Option("--revision", help="With --mteb-json: the data set revision recorded.")] = "unknown",
     split: Annotated[str, typer.Option("--split", help="With --mteb-json: the split the scores are filed under.")] = "test",
     *,

@@ -6,12 +6,14 @@ join a shard set back into one file, re-hash a shard set. Thin: options, a call 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from ..api.shards import shards_split
 from ._app import sub_app
 from .common import FormatOpt, JsonOpt, LabelFieldOpt, QuietOpt, ReportOpt, finish, hint, progress, start_command
+from .generic import declared
 from .output import add_gates, max_gate
 
 shards_app = sub_app(
@@ -25,17 +27,19 @@ ShardSetArg = Annotated[Path, typer.Argument(metavar="DIR", help="A shard folder
 
 
 @shards_app.command("split")
+@declared(shards_split)
 def split_cmd(
     input: Annotated[Path, typer.Argument(metavar="BIG.npy", help="A 2-D float .npy (or a shard set, to re-shard it).", show_default=False)],
     rows: Annotated[int, typer.Option("--rows", min=1, help="Rows per shard (the last shard holds the rest).", show_default=False)],
     output: Annotated[Path, typer.Option("--output", "-o", metavar="DIR", help="New folder for the shard set (must not exist, or be empty).", show_default=False)],
     labels: Annotated[Path | None, typer.Argument(help="Optional labels (.npy, .txt, a .jsonl/.csv/.tsv/.parquet table read by --label-field, or a shard set's sidecars), attached as the 'label' field of every sidecar record.", show_default=False)] = None,
     label_field: LabelFieldOpt = "label",
-    model: Annotated[str | None, typer.Option("--model", help="Model id for the manifest (default: the one in BIG.meta.json, if any).")] = None,
+    *,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,
     quiet: QuietOpt = False,
+    **options: Any,
 ) -> None:
     """Cut BIG.npy into shards of --rows rows, with BIG.jsonl (when it is beside it) cut the same way.
 
@@ -44,10 +48,8 @@ def split_cmd(
 
     Example: embedcheck shards split val.npy --rows 200 -o val_shards
     """
-    from ..api.shards import shards_split
-
     start_command(quiet)
-    rep = shards_split(input, rows, output, labels=labels, label_field=label_field, model=model).to_dict()
+    rep = shards_split(input, rows, output, labels=labels, label_field=label_field, **options).to_dict()
     hint(f"wrote {output}: {rep['shards']} shards of up to {rows} rows ({rep['rows']} x {rep['dim']} {rep['dtype']})")
     finish(rep, title="shards split", as_json=as_json, fmt=fmt, report_file=report_file)
 

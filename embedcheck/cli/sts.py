@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from ..api.sts import sts as api_sts
 from ._app import app
-from .common import SeedOpt  # --baseline and --fail-below: in out.start() / out.finish()
+from .common import MtebJsonOpt, SeedOpt, TaskNameOpt  # --baseline and --fail-below: in out.start() / out.finish()
 from .generic import declared
 from .reporting import Output, reporting
 
@@ -22,8 +21,8 @@ def sts_cmd(
     b: Annotated[str, typer.Argument(help="Second sentences' embeddings (.npy), row i paired with row i of A.", show_default=False)],
     scores: Annotated[str, typer.Argument(help="Gold scores: 1-D .npy, .txt, or .jsonl (--score-field).", show_default=False)],
     seed: SeedOpt = 0,
-    mteb_json: Annotated[Optional[Path], typer.Option("--mteb-json", help="Also write MTEB's result JSON (TaskResult layout; --task-name) to this file.", dir_okay=False, show_default=False)] = None,
-    task_name: Annotated[str, typer.Option("--task-name", help="With --mteb-json: the MTEB task name (e.g. STSBenchmark).")] = "STS",
+    mteb_json: MtebJsonOpt = None,
+    task_name: TaskNameOpt = "STS",
     *,
     out: Output,
     **options: Any,

@@ -3,3 +3,8 @@
 (:mod:`.labels`), JSON Lines (:mod:`.jsonio`), text records and input formats (:mod:`.texts`), atomic
 writes (:mod:`.atomic`) and provenance sidecars (:mod:`.provenance`). Readers raise
 :class:`~embedcheck.errors.InputError` with one line naming the file; nothing here unpickles."""
+
+#: the label formats every command reads (:mod:`.labels`), said once for every help text (the CLI's and
+#: the declared options')
+LABEL_FORMATS = ("a 1-D .npy, .txt (one per line), or a table (.jsonl, .csv, .tsv, .parquet, or the store holding "
+                 "the vectors) read by --label-field")
