@@ -57,9 +57,13 @@ def reembed(name: str, precision: str, prefix: str, length: int, texts: list[str
     from ..encode import model as enc
 
     model = loaded(name, precision)[0]
+    own = model.max_seq_length
     model.max_seq_length = length
-    with enc.pooled(model):
-        return enc.encode_texts(model, list(texts), normalize=False, prompt=prefix if prefix else None)
+    try:
+        with enc.pooled(model):
+            return enc.encode_texts(model, list(texts), normalize=False, prompt=prefix if prefix else None)
+    finally:
+        model.max_seq_length = own  # the model is kept for the next call: its own length stays its own
 
 
 @dataclass(frozen=True)
