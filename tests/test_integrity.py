@@ -141,7 +141,7 @@ def test_each_row_is_attributed_to_its_recipe_npy(cli, planted):
     rep = res.json()
     _check_attribution(rep, planted)
     assert rep["claimed"]["model"] == MODEL and rep["claimed"]["agrees"] == {
-        "model": True, "prefix": True, "max_seq_length": True, "normalized": True}
+        "model": True, "prefix": True, "max_seq_length": True, "normalized": True, "precision": None}
     assert rep["health"]["model_claimed"] == MODEL
     stages = rep["tried"]["stages"]
     assert stages[0]["stage"] == "probe" and stages[0]["candidates"] == 15  # 5 prefixes x 3 lengths

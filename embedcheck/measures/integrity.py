@@ -1,7 +1,8 @@
 """``integrity``: is this index what you think it is? A health header for any vector input (rows,
 dimension, dtype, unit-norm share, NaN/inf and zero rows, repeated ids, exact duplicate vectors, the
 model its metadata names); with the rows' texts, which recipe (model, prefix, max_seq_length,
-normalisation) reproduces each stored row, re-embedded through :mod:`embedcheck.encode`, the share
+normalisation, precision) reproduces each stored row, re-embedded through :mod:`embedcheck.encode` on the
+engine (:mod:`embedcheck.geometry.recipes`), the share
 each recipe explains with a Wilson interval and the rows nothing explains; without texts, a
 label-free check for two populations in one index. The maths: :mod:`embedcheck.geometry.integrity`."""
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -20,10 +20,6 @@ from ..report.result import Figure
 from ..report.schemas import FRACTION
 from ..spec import Measurement, Option, Outcome
 
-#: the prefixes every model is tried with besides none and its own prompts (e5's, nomic's)
-STANDARD_PREFIXES = ("query: ", "passage: ", "search_query: ", "search_document: ")
-#: max_seq_length tried besides the model's own (capped at its position limit)
-STANDARD_LENGTHS = (128, 256, 512)
 #: the label-free split calls an index mixed when its best 2-means split's centroids are at most
 #: this cosine apart (calibrated A/A on SciFact abstracts, docs/integrity.md: a clean index's groups
 #: stay at 0.25-0.40; the Gaussian null's p-value calls every real index mixed, so it is not the call)
@@ -35,23 +31,6 @@ MEAN_NORM = 0.1
 TEXT_CHARS = 300
 #: rows (a seeded sample) the label-free split reads
 SPLIT_ROWS = 2000
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One re-embedding: a model, a prefix and a max_seq_length (normalisation is read from the norms,
-    so each candidate gives two recipes, unit and raw)."""
-
-    model: str
-    prefix: str
-    max_seq_length: int
-
-    def recipe(self, unit: bool) -> dict[str, Any]:
-        return {"model": self.model, "prefix": self.prefix, "max_seq_length": self.max_seq_length, "normalized": unit}
-
-    def name(self, unit: bool) -> str:
-        return (f"{self.model} | prefix {json.dumps(self.prefix)} | max_seq_length {self.max_seq_length} | "
-                f"{'unit' if unit else 'raw'}")
 
 
 def parse_rows(value: Any) -> Optional[int]:
@@ -110,136 +89,11 @@ def claimed(src: Any) -> tuple[Optional[dict[str, Any]], Optional[str]]:
     out = {"model": model if isinstance(model, str) else None,
            "prefix": prefix if isinstance(prefix, str) else ("" if "prompt" in meta or "prompt" in opts else None),
            "max_seq_length": meta.get("max_seq_length", opts.get("max_seq_length")),
-           "normalized": meta.get("normalized", opts.get("normalize"))}
+           "normalized": meta.get("normalized", opts.get("normalize")),
+           "precision": meta.get("precision", opts.get("precision"))}
     if all(v is None for v in out.values()):
         return None, where
     return out, where
-
-
-# ---- re-embedding through the project's encode path ------------------------------------------------
-
-class Encoder:
-    """One loaded model (:func:`embedcheck.encode.load_model`) and its re-embeddings of the sampled
-    rows' texts under each (prefix, max_seq_length), kept per row."""
-
-    def __init__(self, name: str, texts: list[str], dim: int) -> None:
-        from ..encode import model as enc
-
-        self.model, self.resolved = enc.load_model(name)
-        self.id = self.resolved.model_id
-        self.texts = texts
-        self.dim = enc.model_dimension(self.model)
-        self.own_length = int(self.model.max_seq_length) if self.model.max_seq_length else None
-        self.limit = enc.position_limit(self.model)
-        self.backend = getattr(self.model, "_embedcheck_backend", "?")
-        self.prompts = {k: v for k, v in (getattr(self.model, "prompts", None) or {}).items() if v}
-        self.cache: dict[tuple[str, int], np.ndarray] = {}
-        self.seconds = 0.0
-        self.encoded = 0
-        self.usable = self.dim is None or self.dim == dim
-
-    def lengths(self) -> list[int]:
-        cand = [self.own_length] if self.own_length else []
-        cand += [L for L in STANDARD_LENGTHS if self.limit is None or L <= self.limit]
-        return list(dict.fromkeys(cand))
-
-    def embed(self, prefix: str, length: int, rows: np.ndarray) -> np.ndarray:
-        """The raw re-embedding of the texts of ``rows`` (indices into the sample), NaN for rows not
-        embedded under this candidate yet; embeds the missing ones."""
-        from ..encode import model as enc
-
-        key = (prefix, length)
-        got = self.cache.get(key)
-        if got is None:
-            got = np.full((len(self.texts), self.dim or 0), np.nan, dtype=np.float32)
-            self.cache[key] = got
-        todo = [int(r) for r in rows if np.isnan(got[r, 0])]
-        if todo:
-            self.model.max_seq_length = length
-            t0 = time.perf_counter()
-            with enc.pooled(self.model):  # before the model's own Normalize: unit and raw from one encoding
-                V = enc.encode_texts(self.model, [self.texts[r] for r in todo], normalize=False,
-                                     prompt=prefix if prefix else None)
-            self.seconds += time.perf_counter() - t0
-            self.encoded += len(todo)
-            got[todo] = V
-        return got
-
-
-def _recipe_search(stored: np.ndarray, texts: list[str], models: list[str], prefixes: list[str], tol: float,
-                   probe: int, dim: int) -> dict[str, Any]:
-    """Which candidate reproduces each sampled stored row: cheap first (``probe`` rows under every
-    candidate), then every sampled row under the candidates that reproduced a probe row, then the
-    rows still unexplained under every other candidate."""
-    from ..geometry import integrity as G
-
-    m = len(texts)
-    encoders: list[Encoder] = []
-    for name in models:
-        e = Encoder(name, texts, dim)
-        encoders.append(e)
-    cands: list[tuple[Encoder, Candidate]] = []
-    tried_models = []
-    for e in encoders:
-        own = list(dict.fromkeys(["", *e.prompts.values(), *STANDARD_PREFIXES, *prefixes]))
-        tried_models.append({"model": e.id, "source": e.resolved.source, "backend": e.backend, "dim": e.dim,
-                             "max_seq_length": e.own_length, "position_limit": e.limit,
-                             "prompts": e.prompts or None,
-                             "skipped": None if e.usable else f"dimension {e.dim}, the stored rows have {dim}"})
-        if not e.usable:
-            continue
-        cands += [(e, Candidate(e.id, p, L)) for p in own for L in e.lengths()]
-    if not cands:
-        raise InputError(f"no candidate model has the stored rows' dimension {dim}: "
-                         + "; ".join(f"{t['model']} has {t['dim']}" for t in tried_models))
-    sims = np.full((m, len(cands)), np.nan)
-    unit_ok = np.zeros((m, len(cands)), dtype=bool)
-    raw_ok = np.zeros((m, len(cands)), dtype=bool)
-    ran = np.zeros((m, len(cands)), dtype=bool)
-
-    def run(ci: int, rows: np.ndarray) -> None:
-        rows = np.asarray([r for r in rows if not ran[r, ci]], dtype=np.int64)
-        if not len(rows):
-            return
-        e, c = cands[ci]
-        V = e.embed(c.prefix, c.max_seq_length, rows)[rows]
-        r = G.reproduces(stored[rows], V, tol)
-        sims[rows, ci], unit_ok[rows, ci], raw_ok[rows, ci], ran[rows, ci] = r["cosine"], r["unit"], r["raw"], True
-
-    stages = []
-    probe_rows = np.arange(min(probe, m))
-    for ci in range(len(cands)):
-        run(ci, probe_rows)
-    hit = np.asarray((unit_ok | raw_ok)[probe_rows].any(axis=0))
-    survivors = [ci for ci in range(len(cands)) if hit[ci]]
-    stages.append({"stage": "probe", "rows": int(len(probe_rows)), "candidates": len(cands),
-                   "candidates_matching": len(survivors)})
-    everyone = np.arange(m)
-    for ci in survivors:
-        run(ci, everyone)
-    stages.append({"stage": "all sampled rows under the candidates that matched a probe row", "rows": m,
-                   "candidates": len(survivors)})
-    left = np.flatnonzero(~(unit_ok | raw_ok).any(axis=1))
-    others = [ci for ci in range(len(cands)) if ci not in survivors]
-    if len(left) and others:
-        for ci in others:
-            run(ci, left)
-    stages.append({"stage": "the rows still unexplained under every other candidate", "rows": int(len(left)),
-                   "candidates": len(others) if len(left) else 0})
-    # recipes: each candidate as unit and as raw rows
-    matches: dict[str, np.ndarray] = {}
-    recipe_of: dict[str, dict[str, Any]] = {}
-    for ci, (e, c) in enumerate(cands):
-        for unit, ok in ((True, unit_ok[:, ci]), (False, raw_ok[:, ci])):
-            recipe_of[c.name(unit)] = c.recipe(unit)
-            matches[c.name(unit)] = ok
-    order, who = G.attribute(matches, m)
-    best_sim = np.nanmax(np.where(ran, sims, np.nan), axis=1)
-    best_ci = np.nanargmax(np.where(ran, sims, -np.inf), axis=1)
-    return {"cands": cands, "order": order, "who": who, "matches": matches, "recipe_of": recipe_of,
-            "best_sim": best_sim, "best_ci": best_ci, "stages": stages, "models": tried_models,
-            "encoded": sum(e.encoded for e in encoders), "seconds": sum(e.seconds for e in encoders),
-            "ran": ran}
 
 
 def label_free_mixed(norms: dict[str, Any], split: dict[str, Any]) -> bool:
@@ -292,10 +146,12 @@ def _models(folders: list[str], claim: Optional[dict[str, Any]], notes: list[str
 
 
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field: Optional[str],
-        match_tolerance: float, model: Optional[list[str]], prefix: Optional[list[str]], probe_rows: int,
+        match_tolerance: float, bf16_tolerance: float, model: Optional[list[str]], prefix: Optional[list[str]],
+        probe_rows: int,
         null_draws: int, unexplained: int, queries: Optional[str], qrels: Optional[str], resamples: int) -> Outcome:
     from ..encode import model as enc
     from ..geometry import integrity as G
+    from ..geometry import recipes as R
 
     src = inputs["embeddings"]
     want = parse_rows(rows)
@@ -371,6 +227,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
     if texts is not None and not all(isinstance(t, str) or t is None for t in texts):
         raise InputError(f"{src.name}: its {texts_from} holds values that are not text")
     body["match_tolerance"] = match_tolerance
+    body["bf16_tolerance"] = bf16_tolerance
+    tols = (match_tolerance, bf16_tolerance)
     if texts is None or not readable:
         why = ("the rows carry no texts (a 'text' column or sidecar field; --text-field NAME): which recipe made "
                "them needs texts, so only the label-free checks ran") if texts is None else \
@@ -388,7 +246,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
         if q_src is not None and readable:
             full = claim if claim and all(claim.get(k) is not None for k in ("model", "prefix", "normalized")) else None
             body["queries"] = _queries(q_src, text_field, want, seed, _models(folders, claim, notes), prefixes,
-                                       match_tolerance, probe_rows, full)
+                                       tols, probe_rows, full, engine)
             if full is not None:
                 body["queries"]["expected_from"] = "the recipe the corpus's metadata claims (the corpus has no texts)"
         body["notes"] = notes or None
@@ -402,8 +260,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
     models = _models(folders, claim, notes)
     t0 = time.perf_counter()
     stored = np.asarray(src[take])
-    found = _recipe_search(stored, s_texts, models, prefixes, match_tolerance,
-                           probe_rows, src.dim)
+    found = R.search(stored, s_texts, models, prefixes, match_tolerance, bf16_tolerance, probe_rows, src.dim,
+                     engine=engine)
     m = len(take)
     order, who, matches = found["order"], found["who"], found["matches"]
     recipes = []
@@ -447,7 +305,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
     if claim is not None and best is not None:
         f = found["recipe_of"][best]
         agree = {}
-        for key in ("model", "prefix", "max_seq_length", "normalized"):
+        for key in ("model", "prefix", "max_seq_length", "normalized", "precision"):
             cv = claim.get(key)
             agree[key] = None if cv is None else (
                 bool(cv == f[key] or (key == "model" and isinstance(cv, str) and _same_model(cv, f[key]))))
@@ -455,18 +313,22 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
     else:
         body["claimed"] = None
     body["tried"] = {"models": found["models"], "prefixes": list(dict.fromkeys(
-        ["", *STANDARD_PREFIXES, *prefixes])), "max_seq_lengths": sorted({c.max_seq_length for _, c in cands}),
+        ["", *R.STANDARD_PREFIXES, *prefixes])), "max_seq_lengths": sorted({c.max_seq_length for _, c in cands}),
+        "precisions": {"fp32": f"every candidate; reproduces a row at cosine >= {match_tolerance:g}",
+                       "bf16": (f"torch autocast bfloat16, tried on the rows an fp32 candidate reproduces at cosine "
+                                f"{R.BF16_NEAR:g} to {R.FP32_EXACT:.7f}; reproduces a row at cosine >= {bf16_tolerance:g}; "
+                                "a row reproduced at both precisions goes to the nearer")},
         "normalization": "unit or raw, read from each stored row's norm (unit: |norm - 1| <= 0.001; raw: the "
                          "re-embedding's norm within 0.1 %)",
         "candidates": len(cands), "stages": found["stages"],
         "encoding": {"texts": found["encoded"], "seconds": round(found["seconds"], 3)},
         "seconds": round(time.perf_counter() - t0, 3)}
     if q_src is not None:
-        body["queries"] = _queries(q_src, text_field, want, seed, models, prefixes, match_tolerance, probe_rows,
-                                   found["recipe_of"][best] if best else None)
+        body["queries"] = _queries(q_src, text_field, want, seed, models, prefixes, tols, probe_rows,
+                                   found["recipe_of"][best] if best else None, engine)
         if qrels is not None:
             body["queries"]["price"] = _price(q_src, text_field, src, qrels, body["queries"].get("expected"),
-                                              found["recipe_of"][best] if best else None, resamples, seed)
+                                              found["recipe_of"][best] if best else None, resamples, seed, engine)
     body["notes"] = notes or None
     items = {"match_share": matches[best].astype(np.float64)} if best else {}
     return Outcome(body=body, items=items)
@@ -494,9 +356,11 @@ def expected_query_prefix(corpus_prefix: str, prompts: dict[str, str]) -> str:
 
 
 def _queries(q_src: Any, text_field: Optional[str], want: Optional[int], seed: int, models: list[str],
-             prefixes: list[str], tol: float, probe: int, corpus_recipe: Optional[dict[str, Any]]) -> dict[str, Any]:
+             prefixes: list[str], tols: tuple[float, float], probe: int, corpus_recipe: Optional[dict[str, Any]],
+             engine: Any = None) -> dict[str, Any]:
     """The queries' recipe found the same way as the corpus's, against the one the corpus expects."""
     from ..geometry import integrity as G
+    from ..geometry import recipes as R
 
     texts, _ = _texts_of(q_src, text_field)
     assert texts is not None
@@ -508,7 +372,7 @@ def _queries(q_src: Any, text_field: Optional[str], want: Optional[int], seed: i
     rng = np.random.default_rng(seed + 1)
     take = good if want is None or want >= len(good) else np.sort(rng.choice(good, want, replace=False))
     q_texts = [str(texts[int(r)]) for r in take]
-    found = _recipe_search(Q[take], q_texts, models, prefixes, tol, probe, q_src.dim)
+    found = R.search(Q[take], q_texts, models, prefixes, tols[0], tols[1], probe, q_src.dim, engine=engine)
     m = len(take)
     order, who, matches, recipe_of = found["order"], found["who"], found["matches"], found["recipe_of"]
     recipes = [{"recipe": name, **recipe_of[name], "rows": int((who == j).sum()), "share": float((who == j).mean()),
@@ -538,7 +402,7 @@ def _queries(q_src: Any, text_field: Optional[str], want: Optional[int], seed: i
 
 
 def _price(q_src: Any, text_field: Optional[str], corpus: Any, qrels: str, expected: Optional[dict[str, Any]],
-           corpus_recipe: Optional[dict[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
+           corpus_recipe: Optional[dict[str, Any]], resamples: int, seed: int, engine: Any = None) -> dict[str, Any]:
     """``--qrels``: what the queries' recipe costs. Every query is re-embedded with the recipe the
     corpus expects; ``retrieve``'s exact search and trec_eval's nDCG@10 score the stored queries (A)
     and the re-embedded ones (B) against the stored corpus, and the paired bootstrap over the judged
@@ -546,7 +410,7 @@ def _price(q_src: Any, text_field: Optional[str], corpus: Any, qrels: str, expec
     if expected is None or corpus_recipe is None:
         return {"ndcg_at_10_stored": None, "why": "the corpus's recipe was not found: nothing to re-embed the queries with"}
     from ..api.retrieve import _ids, _qrels
-    from ..encode import model as enc
+    from ..geometry import recipes as R
     from ..geometry.retrieval import build_qrels, evaluate_run, tie_ranks
     from ..geometry.search import search_topk
     from ..stats.paired import paired_items
@@ -557,11 +421,9 @@ def _price(q_src: Any, text_field: Optional[str], corpus: Any, qrels: str, expec
     judged = build_qrels(qq, dd, gg, qids, dids, what=f"--qrels {qrels}")
     texts, _ = _texts_of(q_src, text_field)
     assert texts is not None
-    model, _resolved = enc.load_model(expected["model"])
-    if corpus_recipe.get("max_seq_length"):
-        model.max_seq_length = int(corpus_recipe["max_seq_length"])
-    V = enc.encode_texts(model, [str(t) for t in texts], normalize=bool(expected["normalized"]),
-                         prompt=expected["prefix"] or None)
+    length = corpus_recipe.get("max_seq_length")
+    V = R.reembed_all(expected["model"], corpus_recipe.get("precision") or "fp32", expected["prefix"],
+                      int(length) if length else None, [str(t) for t in texts], bool(expected["normalized"]), engine)
     ranks = tie_ranks(dids)
     k = min(10, corpus.n)
     a = evaluate_run(search_topk(q_src, corpus, k, ranks), judged, (10,), n_docs=corpus.n)["ndcg_at_10"]
@@ -592,7 +454,7 @@ MEASUREMENT = Measurement(
                  "(a text column or sidecar field, --text-field), a seeded sample of rows is re-embedded under "
                  "candidate recipes (the packaged model and --model folders; no prefix, the model's prompts, "
                  "query:/passage:, search_query:/search_document:, --prefix; max_seq_length the model's, 128, 256, "
-                 "512; unit or raw rows) and each row is attributed to the recipe that reproduces it within "
+                 "512; unit or raw rows; fp32, and bf16 autocast on the rows fp32 nearly reproduces) and each row is attributed to the recipe that reproduces it within "
                  "--match-tolerance: the share each explains with a Wilson interval, the rows none explains, the "
                  "recipe the metadata claims against the one found. Without texts, label-free checks: unit and "
                  "non-unit rows side by side, and a 2-means split whose groups point apart.\n\n"
@@ -602,6 +464,8 @@ MEASUREMENT = Measurement(
              Option("text_field", str, None, "The column or sidecar field holding each row's text (default 'text')."),
              Option("match_tolerance", float, 0.99999, "A recipe reproduces a stored row when their cosine is at least this.",
                     min=0.0, max=1.0),
+             Option("bf16_tolerance", float, 0.99999, "The bf16 candidate reproduces a stored row when their cosine is "
+                    "at least this (measured on this CPU: docs/integrity.md).", min=0.0, max=1.0),
              Option("model", str, None, "A model folder (or cached hub id) tried besides the packaged one; repeatable.",
                     multiple=True),
              Option("prefix", str, None, "A prefix tried besides the standard ones; repeatable or a comma list.",
