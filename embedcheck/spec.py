@@ -133,8 +133,16 @@ class Option:
     #: a fixed number of values after the flag (``--map-fit TRAIN_A TRAIN_B``): the CLI gives a tuple
     #: of ``nargs`` strings; the API takes any sequence of that many inputs (paths, arrays ...)
     nargs: int = 1
+    #: the CLI refuses a run without it (``--rows``); the API parameter has no default (or ``None``),
+    #: and ``None`` given is refused (``rows= is required``)
+    required: bool = False
+    #: a list of ``type`` given as one text joined by this (``--k 1,5,10``: ``sep=","``); the API
+    #: takes a sequence (or the same text); the CLI's default is the declared one joined
+    sep: str = ""
 
     def __post_init__(self) -> None:
+        if self.sep and (self.multiple or self.nargs > 1 or self.choices or self.type not in (int, float, str)):
+            raise ValueError(f"option {self.name}: sep takes an int, float or str option, not repeatable")
         if self.nargs < 1 or (self.nargs > 1 and (self.type is not str or self.multiple or self.choices)):
             raise ValueError(f"option {self.name}: nargs > 1 takes a str option without choices, not repeatable")
 
@@ -186,7 +194,11 @@ class Option:
 
     def check(self, value: Any) -> Any:
         if value is None:
+            if self.required:
+                raise InputError(f"{self.name} is required")
             return value
+        if self.sep:
+            return self._check_list(value)
         if self.nargs > 1:  # a sequence of that many (an object a function takes whole passes as it is)
             if isinstance(value, (str, bytes, os.PathLike)) or (isinstance(value, (list, tuple)) and len(value) != self.nargs):
                 raise InputError(f"{self.name} must be {self.nargs} inputs, got {value!r}")
@@ -195,6 +207,31 @@ class Option:
             values = [value] if isinstance(value, (str, int, float)) else list(value)
             return [self._check_one(v) for v in values]
         return self._check_one(value)
+
+
+    def _check_list(self, value: Any) -> list[Any]:
+        """A ``sep`` option's values: a text split at ``sep`` (blanks dropped) or a sequence, each
+        converted to ``type`` and checked; at least one.
+
+        >>> Option("k", int, (1, 10), sep=",", min=1).check("1, 5,10")
+        [1, 5, 10]
+        """
+        what = {int: "integers", float: "numbers", str: "words"}[self.type]
+        if isinstance(value, str):
+            items: list[Any] = [x.strip() for x in value.split(self.sep) if x.strip()]
+            if self.type is not str:
+                try:
+                    items = [self.type(x) for x in items]
+                except ValueError:
+                    raise InputError(f"{self.name} {value!r}: expected {what} separated by {self.sep!r}, "
+                                     f"e.g. {self.sep.join(map(str, self.default or (1, 10)))}") from None
+        elif isinstance(value, (bytes, os.PathLike, Mapping)) or not hasattr(value, "__iter__"):
+            raise InputError(f"{self.name} must be a list of {what}, got {value!r}")
+        else:
+            items = list(value)
+        if not items:
+            raise InputError(f"{self.name} names no value")
+        return [self._check_one(v) for v in items]
 
 
 def np_bool() -> type:
@@ -229,6 +266,10 @@ def takes(*options: Option) -> Callable[[Callable[..., Any]], Callable[..., Any]
             p = sig.parameters.get(o.name)
             if p is None:
                 raise TypeError(f"{fn.__qualname__} declares option {o.name!r}, which it does not take")
+            if o.required:
+                if p.default is not inspect.Parameter.empty and p.default is not None:
+                    raise TypeError(f"{fn.__qualname__}: {o.name} is required, but defaults to {p.default!r}")
+                continue
             want = list(o.default) if o.multiple and o.default is not None else o.default
             got = list(p.default) if isinstance(p.default, tuple) and o.multiple else p.default
             if got is inspect.Parameter.empty or got != want or type(got) is not type(want):
@@ -243,7 +284,7 @@ def takes(*options: Option) -> Callable[[Callable[..., Any]], Callable[..., Any]
                         v = o.check(bound.arguments[o.name])
                     except InputError as exc:
                         raise InputError(o.name + "= " + str(exc).removeprefix(o.name + " ")) from None
-                    if o.type in (int, float) and v is not None:
+                    if (o.type in (int, float) or o.sep) and v is not None:
                         bound.arguments[o.name] = v
             return fn(*bound.args, **bound.kwargs)
 

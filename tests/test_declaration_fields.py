@@ -102,3 +102,65 @@ def test_a_declaration_that_contradicts_itself_is_refused():
         Measurement(name="bad-against", help="x", run=run, options=(Option("against", str, None),))
     Measurement(name="ok-against", help="x", run=run, paired=False, inputs=(Input("embeddings"),),
                 options=(Option("against", str, None),))
+
+
+def _declared_app():
+    """A command made by ``cli.generic.declared`` from a toy API function declaring a required option
+    and a comma list (``sep``), run in-process by click's runner; the function returns what it got."""
+    import typer
+    from typer.testing import CliRunner
+
+    from embedcheck.cli.generic import declared
+    from embedcheck.spec import takes
+
+    @takes(Option("rows", int, None, "Rows per part.", min=1, required=True, show_default=False),
+           Option("k", int, (1, 10), "Cut-offs, comma-separated.", min=1, sep=","))
+    def api(x, rows, *, k=(1, 10)):
+        return {"x": x, "rows": rows, "k": k}
+
+    got = {}
+    app = typer.Typer()
+
+    @app.command()
+    @declared(api)
+    def cmd(x: str, **options):
+        got.update(api(x, **options))
+
+    @app.command("other")
+    def other() -> None:  # two commands: typer keeps the command's name in its usage line
+        pass
+
+    runner = CliRunner()
+    return api, got, lambda *args: runner.invoke(app, ["cmd", *args])
+
+
+def test_required_and_comma_list_options_on_the_cli_and_the_api():
+    api, got, run = _declared_app()
+    res = run("a", "--rows", "3")
+    assert res.exit_code == 0, res.output
+    assert got == {"x": "a", "rows": 3, "k": [1, 10]}  # the CLI's default "1,10" made a list by the check
+    assert run("a", "--rows", "2", "--k", "5, 1,100").exit_code == 0 and got["k"] == [5, 1, 100]
+    for args, words in ((["a"], "Missing option '--rows'"), (["a", "--rows", "0"], "--rows"),
+                        (["a", "--rows", "1", "--k", "1,x"], "expected integers separated by ','"),
+                        (["a", "--rows", "1", "--k", "0,5"], "must be >= 1, got 0"),
+                        (["a", "--rows", "1", "--k", ","], "names no value")):
+        res = run(*args)
+        assert res.exit_code == 2 and words in res.output, (args, res.output)
+    assert api("a", 4, k="3,7") == {"x": "a", "rows": 4, "k": [3, 7]}
+    assert api("a", 4, k=range(1, 3))["k"] == [1, 2]
+    for kw, msg in (({"rows": None}, "^rows= is required"), ({"rows": 0}, "^rows= must be >= 1, got 0"),
+                    ({"rows": 1, "k": "1,x"}, "^k= '1,x': expected integers"), ({"rows": 1, "k": 5}, "^k= must be a list"),
+                    ({"rows": 1, "k": []}, "^k= names no value"), ({"rows": 1, "k": [2, 0]}, "^k= must be >= 1")):
+        with pytest.raises(InputError, match=msg):
+            api("a", **kw)
+
+
+def test_required_and_sep_declarations_that_cannot_hold_are_refused():
+    from embedcheck.spec import takes
+
+    with pytest.raises(TypeError, match="rows is required, but defaults to 5"):
+        takes(Option("rows", int, None, required=True))(lambda x, rows=5: x)
+    with pytest.raises(ValueError, match="sep takes"):
+        Option("k", int, None, sep=",", multiple=True)
+    with pytest.raises(TypeError, match="k's default"):  # the list's default is declared as the function's
+        takes(Option("k", int, (1, 10), sep=","))(lambda x, k=(1, 5): x)

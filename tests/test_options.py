@@ -144,6 +144,7 @@ def _base(path: tuple[str, ...], w: Path) -> list[Any]:
         ("physscore", "run"): ["physscore", "run", "--tables", "1", "--model", w / "no-such-model"],
         ("compare",): ["compare", w / "report.json", w / "report.json"],
         ("embed",): ["embed", w / "retrieve_corpus.jsonl", "-o", w / "e.npy"],
+        ("shards", "split"): ["shards", "split", w / "topics.npy", "--rows", "50", "-o", w / "shards"],
     }[path]
 
 
@@ -290,7 +291,10 @@ def test_a_declared_default_is_the_cli_default():
         params = {p.name: p for p in cmd.params}
         for o in getattr(cmd.callback, "__options__", ()):
             want = list(o.default) if o.multiple and o.default is not None else o.default
+            if o.sep and o.default is not None:  # a comma list: the CLI's default is the declared list joined
+                want = o.sep.join(map(str, o.default))
             assert params[o.name].default == want, (path, o.name)
+            assert params[o.name].required is o.required, (path, o.name)
             assert o.flag in params[o.name].opts + params[o.name].secondary_opts, (path, o.name)
 
 
@@ -340,6 +344,9 @@ def test_every_declared_api_function_refuses_a_value_outside_its_declaration():
             if bad is None:
                 continue
             with pytest.raises(InputError, match=rf"^{o.name}=? "):
-                fn(*[None] * len(required), **{o.name: bad})
+                # the inputs before the first declared (required) option by position, the rest by name
+                names = {x.name for x in opts}
+                cut = next((i for i, p in enumerate(required) if p.name in names), len(required))
+                fn(*[None] * cut, **{**{p.name: None for p in required[cut:] if p.name != o.name}, o.name: bad})
             checked += 1
     assert checked >= 40

@@ -344,8 +344,11 @@ def test_bad_inputs_one_line_exit_2(cli, task_files, tmp_path):
 
 def test_api_errors_name_the_parameter():
     Q, C, q_ids, doc_ids, qrels = _task(0)
-    with pytest.raises(InputError, match="^k must be >= 1"):
+    with pytest.raises(InputError, match="^k= must be >= 1, got 0"):  # the declaration's check (spec.takes)
         embedcheck.retrieve(Q, C, qrels, query_ids=q_ids, doc_ids=doc_ids, k=(0, 10))
+    with pytest.raises(InputError, match=r"^k= '1,x': expected integers separated by ','"):
+        embedcheck.retrieve(Q, C, qrels, query_ids=q_ids, doc_ids=doc_ids, k="1,x")
+    assert embedcheck.retrieve(Q, C, qrels, query_ids=q_ids, doc_ids=doc_ids, k="1, 5", resamples=0).to_dict()["k"] == [1, 5, 10]
     with pytest.raises(InputError, match="doc_ids is needed"):
         embedcheck.retrieve(Q, C, qrels, query_ids=q_ids)
     with pytest.raises(InputError, match="no judgements"):

@@ -99,6 +99,8 @@ def _check_output(output: Path, inputs: list[Optional[Path]]) -> None:
 
 
 @takes(
+    Option("to", str, None, "float16, int8, uint8, binary, ubinary, dims:K, pca:K, or REDUCTION,PRECISION (pca:96,int8).",
+           metavar="FORMAT", required=True, show_default=False),
     Option("calibration", str, None, "Rows that calibrate int8/uint8 ranges and fit pca (default: EMB itself).",
            metavar="CAL", show_default=False),
     Option("overwrite", bool, False, "A store output (table, file) that exists is replaced (in one step: a failure "

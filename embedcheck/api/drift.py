@@ -16,8 +16,9 @@ and the rows most typical of each side (maths: :mod:`embedcheck.geometry.drift`)
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from ..io.source import Source
 from ..report.result import Figure, Report
 from ..report.schemas import BOOL, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
 from ..spec import Option, takes
+from ..stats.paired import margin_settings
 from ._common import Hint, label_of, running, source
 
 #: MMD² is in squared kernel units (a Gaussian kernel lies in [0, 1], so MMD² in [-2, 2] unbiased)
@@ -129,11 +131,14 @@ def _row_entry(side: str, row: int, extra: dict[int, dict[str, Any]], **kw: Any)
     Option("top", int, 5, "Rows most typical of each side to list.", min=0, max=1000),
     Option("alpha", float, 0.05, "Level of the drift decision, split over the deciding tests.", min=0, max=1,
            min_open=True, max_open=True),
+    Option("margins", str, None, "Materiality: auc=0.55 (AUC in (0.5, 1)) or mmd2=X (in (0, 2)); no-drift when the 95% "
+           "interval lies below it. Repeatable.", multiple=True, spelled="margin", metavar="FIGURE=X", show_default=False),
     Option("classifier_rows", int, 20_000, "Pooled rows the classifier and k-means see at most (a seeded stratified "
            "sample beyond).", min=20),
 )
 def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "auto", features: int = 1024,
-          folds: int = 5, clusters: int = 8, top: int = 5, margins: Optional[dict[str, float]] = None,
+          folds: int = 5, clusters: int = 8, top: int = 5,
+          margins: Union[Mapping[str, float], Sequence[str], None] = None,
           alpha: float = 0.05, seed: int = 0, classifier_rows: int = 20_000, attribution: bool = True,
           engine: Any = "local",
           address: Optional[str] = None, hint: Hint = None) -> DriftReport:
@@ -149,7 +154,8 @@ def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "aut
       scores with its 95 % interval, p-value from the permutation null of the whole cross-fitted
       procedure (the same ``permutations``).
     * verdicts: per test and overall, at ``alpha`` split over the deciding tests (Bonferroni);
-      ``margins`` (``{"auc": 0.55}`` and/or ``{"mmd2": X}``) turn a test into a materiality
+      ``margins`` (``{"auc": 0.55}`` and/or ``{"mmd2": X}``, or the command line's texts
+      ``["auc=0.55"]``) turn a test into a materiality
       decision (``no-drift`` when its 95 % interval lies below the margin) and make it the one
       that decides.
     * ``clusters``: k-means (seeded) clusters of the pooled rows, each one's REF and CUR share, the
@@ -163,7 +169,7 @@ def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "aut
     """
     from ..geometry import drift as geo
 
-    margins = check_margins(margins)
+    margins = check_margins(margin_settings(margins))
     if permutations < 1:
         raise InputError(f"permutations must be >= 1, got {permutations}")
     if estimator not in geo.ESTIMATORS:

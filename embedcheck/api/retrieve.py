@@ -101,6 +101,8 @@ def _qrels(qrels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @takes(
+    Option("k", int, K_VALUES, "Cut-offs, comma-separated (10 is always added: nDCG@10 is the main score).", min=1,
+           sep=","),
     Option("query_id_field", str, "id", "Sidecar field holding the query ids.", spelled="query-field"),
     Option("doc_id_field", str, "id", "Sidecar field holding the document ids.", spelled="doc-field"),
     Option("resamples", int, 1000, "Bootstrap resamples over queries of the 95% intervals; 0: none.", min=0),

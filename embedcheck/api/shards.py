@@ -62,7 +62,9 @@ class ShardsVerifyReport(Report):
                                                                        "expected": STR, "actual": STR})}})
 
 
-@takes(Option("model", str, None, "Model id for the manifest (default: the one in BIG.meta.json, if any).",
+@takes(Option("rows", int, None, "Rows per shard (the last shard holds the rest).", min=1, required=True,
+              show_default=False),
+       Option("model", str, None, "Model id for the manifest (default: the one in BIG.meta.json, if any).",
               show_default=False))
 def shards_split(input: PathLike, rows: int, output: PathLike, *, labels: Optional[PathLike] = None,
                  label_field: str = "label", model: Optional[str] = None) -> ShardsSplitReport:

@@ -47,7 +47,6 @@ compress_app = sub_app(
 @declared(compress)
 def write_cmd(
     emb: Annotated[str, typer.Argument(metavar="EMB", help="Embeddings: a 2-D float .npy, a shard set or a store (docs/stores.md).", show_default=False)],
-    to: Annotated[str, typer.Option("--to", metavar="FORMAT", help="float16, int8, uint8, binary, ubinary, dims:K, pca:K, or REDUCTION,PRECISION (pca:96,int8).", show_default=False)],
     output: Annotated[str, typer.Option("--output", "-o", help="Output .npy (with .meta.json, .jsonl rows, pca projection), or a store: PATH.parquet, lancedb://DBDIR/TABLE, a .lance folder, postgresql://...?table=T&column=C (codes, the input's id and other columns, the compression record in the store's metadata; see docs/stores.md).", show_default=False)],
     *,
     out: Output,
@@ -66,7 +65,7 @@ def write_cmd(
         from ..io.stores import display_name, output_locator
 
         store = not output.lower().endswith(".npy") and output_locator(output) is not None
-        res = compress(emb, to, output if store else Path(output), **options)
+        res = compress(emb, output=output if store else Path(output), **options)
     out.finish(res, title=f"compress — {display_name(output) if store else Path(output).name}")
 
 

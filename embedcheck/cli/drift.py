@@ -13,7 +13,6 @@ from ..report.gates import add_gates, verdict_gate
 from ._app import app
 from .common import SeedOpt, hint
 from .generic import declared
-from .paired_opts import parse_margins
 from .reporting import Output, reporting
 
 
@@ -28,7 +27,6 @@ class DriftFailOn(str, Enum):
 def drift_cmd(
     ref: Annotated[str, typer.Argument(metavar="REF", help="Reference embeddings (.npy or shard set).", show_default=False)],
     cur: Annotated[str, typer.Argument(metavar="CUR", help="Current embeddings, other rows of the same model.", show_default=False)],
-    margin: Annotated[Optional[list[str]], typer.Option("--margin", metavar="FIGURE=X", help="Materiality: auc=0.55 (AUC in (0.5, 1)) or mmd2=X (in (0, 2)); no-drift when the 95% interval lies below it. Repeatable.", show_default=False)] = None,
     fail_on: Annotated[Optional[DriftFailOn], typer.Option("--fail-on", help="Gate: exit 1 when the verdict is drift (drift), or anything but no-drift (not-no-drift).", case_sensitive=False, show_default=False)] = None,
     seed: SeedOpt = 0,
     *,
@@ -46,8 +44,7 @@ def drift_cmd(
     Example: embedcheck drift ref.npy cur.npy --margin auc=0.55 --fail-on drift
     """
     out.start()
-    margins = parse_margins(margin)
-    rep = drift(ref, cur, margins=margins, seed=seed, engine=out.engine.value, address=out.address, hint=hint, **options)
+    rep = drift(ref, cur, seed=seed, engine=out.engine.value, address=out.address, hint=hint, **options)
     report = rep.to_dict()
     if fail_on is not None:
         v = rep["verdict"]

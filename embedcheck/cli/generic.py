@@ -47,7 +47,9 @@ def option_param(o: Option) -> inspect.Parameter:
     measurement's, or a built-in command's :func:`~embedcheck.spec.takes`): its flags, help, bounds
     (closed ones checked by click, open ones and choices by the declaration's own check), metavar."""
     kw: dict[str, Any] = {"help": o.help}
-    if o.type in (int, float) and not (o.min_open or o.max_open):
+    if o.sep:  # one text on the command line (--k 1,5,10), the declaration's check splits and bounds it
+        kw["callback"] = _checker(o)
+    elif o.type in (int, float) and not (o.min_open or o.max_open):
         kw.update({k: v for k, v in (("min", o.min), ("max", o.max)) if v is not None})
     elif o.type in (int, float) or o.choices:
         kw["callback"] = _checker(o)  # open bounds, choices: the declaration's own check and words
@@ -55,17 +57,21 @@ def option_param(o: Option) -> inspect.Parameter:
         kw["metavar"] = o.metavar or "[" + "|".join(o.choices) + "]"
     if not o.show_default:
         kw["show_default"] = False
-    typ: Any = o.type
+    typ: Any = str if o.sep else o.type
     if o.multiple:
         typ = list[typ]  # type: ignore[valid-type]
     elif o.nargs > 1:
         typ = tuple[(typ,) * o.nargs]  # type: ignore[misc]
-    typ = Optional[typ] if o.default is None or o.multiple else typ
+    typ = Optional[typ] if (o.default is None or o.multiple) and not o.required else typ
     # a bool on by default is a switch both ways (--map/--no-map); off by default, a plain flag (--ci)
     flags = (f"{o.flag}/--no-{o.flag[2:]}", *o.aliases) if o.type is bool and o.default else o.flags
+    default: Any = list(o.default) if o.multiple and o.default is not None else o.default
+    if o.sep and o.default is not None:
+        default = o.sep.join(map(str, o.default))
+    if o.required:  # typer's mark of a required option (the parameter may follow ones with defaults)
+        default = ...
     return inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                             annotation=Annotated[typ, typer.Option(*flags, **kw)],
-                             default=list(o.default) if o.multiple and o.default is not None else o.default)
+                             annotation=Annotated[typ, typer.Option(*flags, **kw)], default=default)
 
 
 #: the shared options a built-in command's own parameters end with; its declared options go before

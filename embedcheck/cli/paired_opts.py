@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 from enum import Enum
 from typing import Annotated, Any, Optional
 
@@ -24,20 +23,10 @@ FailOnOpt = Annotated[Optional[FailOn], typer.Option("--fail-on", help="With --a
 
 
 def parse_margins(items: Optional[list[str]]) -> dict[str, float]:
-    """``["spearman=1.0"]`` → ``{"spearman": 1.0}`` (finite, > 0)."""
-    out: dict[str, float] = {}
-    for item in items or []:
-        key, sep, val = item.rpartition("=")
-        if not sep or not key.strip():
-            raise InputError(f"--margin {item!r}: expected FIGURE=X, e.g. --margin spearman=1.0")
-        try:
-            x = float(val)
-        except ValueError:
-            raise InputError(f"--margin {item!r}: {val!r} is not a number") from None
-        if not (math.isfinite(x) and x > 0):
-            raise InputError(f"--margin {item!r}: the margin must be a finite number > 0")
-        out[key.strip()] = x
-    return out
+    """``["spearman=1.0"]`` → ``{"spearman": 1.0}`` (finite, > 0; :func:`embedcheck.stats.paired.margin_settings`)."""
+    from ..stats.paired import margin_settings
+
+    return margin_settings(items, "--margin")
 
 
 def check_paired_options(against: Optional[list[str]], wanted: int, margins: dict[str, float],

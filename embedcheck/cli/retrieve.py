@@ -21,21 +21,6 @@ from .generic import declared
 from .reporting import Output, reporting
 
 
-def parse_k(text: str) -> list[int]:
-    """``"1,3,10"`` → ``[1, 3, 10]`` (a bad list is an ``--k`` error)."""
-    from ..errors import InputError
-
-    try:
-        ks = [int(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise InputError(f"--k {text!r}: expected integers separated by commas, e.g. 1,3,5,10,100,1000") from None
-    if not ks:
-        raise InputError("--k names no cut-off")
-    if min(ks) <= 0:
-        raise InputError(f"--k must be >= 1, got {min(ks)}")
-    return ks
-
-
 def render(report: dict[str, Any], title: str) -> None:
     """Terminal view: one row per metric family, one column per cut-off, then the main score with
     its interval and the counts (the JSON has every interval)."""
@@ -69,7 +54,6 @@ def retrieve_cmd(
     queries: Annotated[str, typer.Argument(metavar="QUERIES", help="Query vectors: .npy (ids in its .jsonl sidecar), a shard set or a store (ids from its id column; docs/stores.md).", show_default=False)],
     corpus: Annotated[str, typer.Argument(metavar="CORPUS", help="Document vectors: .npy (ids in its .jsonl sidecar), a shard set or a store (ids from its id column; docs/stores.md).", show_default=False)],
     qrels: Annotated[Path, typer.Argument(metavar="QRELS", help="Judgements: TSV query-id, corpus-id, score (header optional) or JSONL with those fields.", show_default=False)],
-    k: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated (10 is always added: nDCG@10 is the main score).")] = "1,3,5,10,100,1000",
     seed: SeedOpt = 0,
     mteb_json: MtebJsonOpt = None,
     task_name: TaskNameOpt = "Retrieval",
@@ -98,7 +82,7 @@ def retrieve_cmd(
     from ..geometry.retrieval import _figures
     from .common import option_errors
 
-    ks = parse_k(k)
+    ks = options.pop("k")  # the declaration's check made the list (--k 1,5,10)
     # --fail-below METRIC=X (ndcg@10, map@100, recall@1000, p@5, mrr@10: fractions, 0 to 1) at these cut-offs
     out.start(figures=_figures(sorted({*ks, 10})))
     if mteb_json is not None:

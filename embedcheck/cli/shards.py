@@ -30,7 +30,6 @@ ShardSetArg = Annotated[Path, typer.Argument(metavar="DIR", help="A shard folder
 @declared(shards_split)
 def split_cmd(
     input: Annotated[Path, typer.Argument(metavar="BIG.npy", help="A 2-D float .npy (or a shard set, to re-shard it).", show_default=False)],
-    rows: Annotated[int, typer.Option("--rows", min=1, help="Rows per shard (the last shard holds the rest).", show_default=False)],
     output: Annotated[Path, typer.Option("--output", "-o", metavar="DIR", help="New folder for the shard set (must not exist, or be empty).", show_default=False)],
     labels: Annotated[Path | None, typer.Argument(help="Optional labels (.npy, .txt, a .jsonl/.csv/.tsv/.parquet table read by --label-field, or a shard set's sidecars), attached as the 'label' field of every sidecar record.", show_default=False)] = None,
     label_field: LabelFieldOpt = "label",
@@ -49,8 +48,8 @@ def split_cmd(
     Example: embedcheck shards split val.npy --rows 200 -o val_shards
     """
     start_command(quiet)
-    rep = shards_split(input, rows, output, labels=labels, label_field=label_field, **options).to_dict()
-    hint(f"wrote {output}: {rep['shards']} shards of up to {rows} rows ({rep['rows']} x {rep['dim']} {rep['dtype']})")
+    rep = shards_split(input, output=output, labels=labels, label_field=label_field, **options).to_dict()
+    hint(f"wrote {output}: {rep['shards']} shards of up to {options['rows']} rows ({rep['rows']} x {rep['dim']} {rep['dtype']})")
     finish(rep, title="shards split", as_json=as_json, fmt=fmt, report_file=report_file)
 
 

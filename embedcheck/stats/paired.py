@@ -36,6 +36,7 @@ per resample); permutations use ``np.random.default_rng([seed, 1])``. Same seed,
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from statistics import NormalDist
 from typing import Any, Callable, Iterator, Optional
 
@@ -251,6 +252,35 @@ def check_margin(margin: Optional[float], name: str = "margin") -> Optional[floa
     if not (math.isfinite(margin) and margin > 0):
         raise InputError(f"{name} must be a finite number > 0, got {margin}")
     return float(margin)
+
+
+def margin_settings(items: Any, name: str = "margins") -> dict[str, float]:
+    """Margins as the command line gives them (``["auc=0.55"]``, ``FIGURE=X`` texts) or as a mapping
+    (``{"auc": 0.55}``) → ``{"auc": 0.55}``: each finite and > 0 (``name`` names them in messages).
+
+    >>> margin_settings(["spearman=1.0", "auc = 0.55"]), margin_settings({"mmd2": 0.002})
+    ({'spearman': 1.0, 'auc': 0.55}, {'mmd2': 0.002})
+    """
+    pairs: list[tuple[str, Any, str]] = []
+    if not isinstance(items, (str, Mapping, list, tuple)) and items is not None:
+        raise InputError(f"{name} must be FIGURE=X texts or a mapping of figure to margin, got {items!r}")
+    if isinstance(items, Mapping):
+        pairs = [(str(k), v, f"{k}={v}") for k, v in items.items()]
+    else:
+        for item in [items] if isinstance(items, str) else list(items or []):
+            key, sep, val = str(item).rpartition("=")
+            if not sep or not key.strip():
+                raise InputError(f"{name} {item!r}: expected FIGURE=X, e.g. {name + ' ' if name.startswith('--') else ''}spearman=1.0")
+            try:
+                pairs.append((key.strip(), float(val), str(item)))
+            except ValueError:
+                raise InputError(f"{name} {item!r}: {val!r} is not a number") from None
+    out: dict[str, float] = {}
+    for key, x, item in pairs:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not (math.isfinite(x) and x > 0):
+            raise InputError(f"{name} {item!r}: the margin must be a finite number > 0")
+        out[key] = float(x)
+    return out
 
 
 def paired_figure(a: float, b: float, boot_a: np.ndarray, boot_b: np.ndarray, *,
