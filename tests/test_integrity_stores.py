@@ -1,6 +1,6 @@
-"""``integrity`` on a real pgvector table and on ``--engine ray``: 100 SciFact abstracts embedded by
+"""``integrity`` on a real pgvector table and on ``--engine ray``: 40 SciFact abstracts embedded by
 sentence-transformers itself, with foreign rows planted as in docs/integrity.md's measured case
-(10 % with a ``passage: `` prefix, 5 % long abstracts at max_seq_length 128, 2 % left unnormalised),
+(4 with a ``passage: `` prefix, 2 long abstracts at max_seq_length 128, 1 left unnormalised),
 written to a pgvector table (vectors, ids and texts) and to a ``.npy`` with its sidecar. On the
 table every foreign row is attributed to its recipe, each true share lies inside its interval, and
 the report equals the ``.npy``'s; on Ray the figures equal the local run's."""
@@ -14,7 +14,9 @@ import pytest
 
 from embedcheck.geometry import integrity as G
 
-N = 100
+N = 40
+#: the planted rows of each kind (the rest are plain)
+PLANTED = {"passage": 4, "msl128": 2, "raw": 1}
 
 
 @pytest.fixture(scope="module")
@@ -30,10 +32,11 @@ def scifact_store(minilm_path, shared_data, tmp_path_factory):
     tokens = np.array([len(st.tokenizer(t)["input_ids"]) for t in texts])
     rng = np.random.default_rng(0)
     order = rng.permutation(N)
-    passage = order[:N // 10]
-    long_rest = [int(i) for i in order[N // 10:] if tokens[i] > 140]
-    trunc = np.array(long_rest[:N // 20])
-    raw = np.array([int(i) for i in order[N // 10:] if int(i) not in set(trunc.tolist())][:N // 50])
+    n_passage = PLANTED["passage"]
+    passage = order[:n_passage]
+    long_rest = [int(i) for i in order[n_passage:] if tokens[i] > 140]
+    trunc = np.array(long_rest[:PLANTED["msl128"]])
+    raw = np.array([int(i) for i in order[n_passage:] if int(i) not in set(trunc.tolist())][:PLANTED["raw"]])
     truth = np.array(["plain"] * N, dtype=object)
     truth[passage], truth[trunc], truth[raw] = "passage", "msl128", "raw"
     X = np.asarray(st.encode(texts, convert_to_numpy=True), dtype=np.float32)
@@ -53,7 +56,7 @@ def scifact_store(minilm_path, shared_data, tmp_path_factory):
 
 TRUE = {"plain": ("", 256, True), "passage": ("passage: ", 256, True), "msl128": ("", 128, True),
         "raw": ("", 256, False)}
-SHARE = {"plain": 0.83, "passage": 0.10, "msl128": 0.05, "raw": 0.02}
+SHARE = {**{k: v / N for k, v in PLANTED.items()}, "plain": (N - sum(PLANTED.values())) / N}
 
 _REPORTS: dict = {}
 
@@ -81,7 +84,7 @@ def _check(rep: dict, store: dict) -> None:
         assert r["rows"] == k and r["share"] == k / N and r["share_ci95"] == pytest.approx(G.wilson(k, N))
         lo, hi = r["share_ci95"]
         assert lo <= SHARE[kind] <= hi
-    assert rep["match_share"] == 0.83 and rep["mixed"] == 1.0
+    assert rep["match_share"] == SHARE["plain"] and rep["mixed"] == 1.0
 
 
 def test_pgvector_table_every_foreign_row_named_and_the_npy_report(cli, scifact_store, pg_uri):
@@ -100,7 +103,7 @@ def test_pgvector_table_every_foreign_row_named_and_the_npy_report(cli, scifact_
     npy = _local(cli, store)
     _check(npy, store)
     assert pg["recipes"] == npy["recipes"] and pg["rows"] == npy["rows"] and pg["unexplained"] == npy["unexplained"]
-    assert pg["health"]["rows"] == npy["health"]["rows"] == N and pg["health"]["unit_norm_rows"] == N - N // 50
+    assert pg["health"]["rows"] == npy["health"]["rows"] == N and pg["health"]["unit_norm_rows"] == N - PLANTED["raw"]
     assert pg["match_share_ci95"] == npy["match_share_ci95"]
 
 

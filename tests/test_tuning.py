@@ -45,6 +45,27 @@ def fresh(cache, monkeypatch):
     return cache
 
 
+#: the bf16 check's cache entry (name, bytes) once one test measured it: bf16 is emulated, and slow,
+#: on a CPU without bf16 units, so the tests that start from a measured verdict copy it
+_BF16_ENTRY: list[tuple[str, bytes]] = []
+
+
+@pytest.fixture
+def measured(fresh):
+    """A fresh cache holding the bf16 check's verdict for the packaged model (measured once)."""
+    if not _BF16_ENTRY:
+        enc.load_model(enc.DEFAULT_MODEL, precision="bf16")
+        _keep_bf16_entry(fresh)
+    (fresh / "tuning").mkdir(exist_ok=True)
+    for name, data in _BF16_ENTRY:
+        (fresh / "tuning" / name).write_bytes(data)
+    return fresh
+
+
+def _keep_bf16_entry(cache: Path) -> None:
+    _BF16_ENTRY[:] = [(p.name, p.read_bytes()) for p in (cache / "tuning").glob("bf16-*.json")]
+
+
 def _fake_cpuinfo(path: Path, flags: str) -> Path:
     path.write_text(f"processor\t: 0\nmodel name\t: Test CPU\nflags\t\t: fpu sse2 {flags}\n", encoding="utf-8")
     return path
@@ -76,20 +97,22 @@ def test_bf16_check_on_the_packaged_model_is_the_brute_force_cosine_and_is_cache
     assert float((X * st).sum(1).min()) >= tuning.BF16_MIN_COSINE  # against sentence-transformers' fp32
     again, _ = enc.load_model(enc.DEFAULT_MODEL, precision="bf16")
     assert again._embedcheck_bf16_check["cached"] and again._embedcheck_bf16_check["min_cosine"] == check["min_cosine"]
+    _keep_bf16_entry(fresh)
 
 
-def test_bf16_below_the_threshold_is_refused_naming_the_figure(fresh):
+def test_bf16_below_the_threshold_is_refused_naming_the_figure(measured):
     model, resolved = enc.load_model(enc.DEFAULT_MODEL, precision="bf16")
-    measured = model._embedcheck_bf16_check["min_cosine"]
+    figure = model._embedcheck_bf16_check["min_cosine"]
     with pytest.raises(InputError) as e:
         tuning.check_bf16(model, resolved, min_cosine=1.0)
     msg = str(e.value)
-    assert f"min cosine {measured:.6f} < 1.0" in msg and "--precision fp32" in msg and "\n" not in msg
+    assert f"min cosine {figure:.6f} < 1.0" in msg and "--precision fp32" in msg and "\n" not in msg
 
 
-def test_a_corrupted_bf16_entry_is_measured_again(fresh):
+def test_a_corrupted_bf16_entry_is_measured_again(measured):
     model, resolved = enc.load_model(enc.DEFAULT_MODEL, precision="bf16")
-    (entry,) = (fresh / "tuning").glob("bf16-*.json")
+    assert model._embedcheck_bf16_check["cached"]
+    (entry,) = (measured / "tuning").glob("bf16-*.json")
     obj = json.loads(entry.read_text())
     obj["body"]["min_cosine"] = 1.0  # a tampered verdict: its checksum no longer matches
     entry.write_text(json.dumps(obj))
@@ -298,7 +321,7 @@ def test_a_long_embed_takes_the_second_core_back_when_a_busy_process_ends(fresh,
     assert log[-1][0] > 0  # taken back during the run, between batches
 
 
-def test_api_embed_in_bf16_reports_its_precision_and_check(fresh):
+def test_api_embed_in_bf16_reports_its_precision_and_check(measured):
     import embedcheck
 
     r = embedcheck.embed(SHORT[:4], precision="bf16")
