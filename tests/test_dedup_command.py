@@ -295,3 +295,46 @@ def test_the_search_effect_equals_retrieve_before_and_after(cli, tmp_path):
     assert s["judgements_moved"] == sum(1 for _, d, _ in moved if d.startswith("copy-"))
     r = cli(["dedup", tmp_path / "x.npy", "--queries", Qp])
     assert r.exit_code == 2 and r.stderr.startswith("error: --queries and --qrels go together"), r.stderr
+
+
+def test_the_labels_effect_is_aag_before_and_after_on_one_row_bootstrap(cli, tmp_path):
+    """--labels: AAG over every row equals ``aag`` on the file; over the kept rows it equals ``aag`` on
+    the rows ``-o`` keeps (and a brute force over their pairs); the change is their difference, with
+    an interval from the same resampled rows (computed again here from the seed)."""
+    from pathlib import Path
+
+    fix = Path(__file__).resolve().parent.parent / "fixtures"
+    X0 = np.load(fix / "topics.npy")
+    lab0 = [json.loads(x)["label"] for x in (fix / "topics.labels.jsonl").read_text().splitlines()]
+    # 40 near-copies of rows of one topic: duplicates inflate that topic's same-label pairs
+    src = [i for i, t in enumerate(lab0) if t == lab0[0]][:40]
+    rng = np.random.default_rng(3)
+    X = np.vstack([X0, X0[src] + 1e-4 * rng.standard_normal((len(src), X0.shape[1]))]).astype(np.float32)
+    lab = lab0 + [lab0[i] for i in src]
+    np.save(tmp_path / "x.npy", X)
+    (tmp_path / "x.jsonl").write_text("".join(json.dumps({"id": f"r{k}", "label": t}) + "\n" for k, t in enumerate(lab)))
+    res = cli(["dedup", tmp_path / "x.npy", "--threshold", "0.999", "--labels", tmp_path / "x.jsonl",
+               "--resamples", "200", "-o", tmp_path / "kept.jsonl", "--json"])
+    assert res.exit_code == 0, res
+    rep = res.json()
+    e = rep["labels_effect"]
+    kept = [json.loads(x)["row"] for x in (tmp_path / "kept.jsonl").read_text().splitlines()]
+    assert rep["removed"] == e["removed_rows"] >= len(src) and len(kept) == rep["kept"]
+    lab_a = np.array(lab)
+    assert e["aag"] == pytest.approx(embedcheck.aag(X, lab_a).to_dict()["aag"], abs=1e-9)
+    want = embedcheck.aag(X[kept], lab_a[kept]).to_dict()["aag"]
+    assert e["aag_deduplicated"] == pytest.approx(want, abs=1e-9)
+    U = X[kept].astype(np.float64) / np.linalg.norm(X[kept], axis=1, keepdims=True)
+    iu = np.triu_indices(len(kept), 1)
+    same = (lab_a[kept][:, None] == lab_a[kept][None, :])[iu]
+    C = (U @ U.T)[iu]
+    assert e["aag_deduplicated"] == pytest.approx(C[same].mean() - C[~same].mean(), abs=1e-9)
+    assert e["aag_change"] == pytest.approx(e["aag_deduplicated"] - e["aag"], abs=1e-12)
+    a, b, ba, bb = D.aag_effect(X / np.linalg.norm(X, axis=1, keepdims=True), np.unique(lab_a, return_inverse=True)[1],
+                                np.array(kept), 200, 0)
+    lo, hi = e["aag_change_ci95"]
+    assert lo <= e["aag_change"] <= hi and np.quantile(bb - ba, 0.01) <= lo and hi <= np.quantile(bb - ba, 0.99)
+    (tmp_path / "one.jsonl").write_text("".join(json.dumps({"id": f"r{k}", "label": "x"}) + "\n" for k in range(len(lab))))
+    bad = cli(["dedup", tmp_path / "x.npy", "--threshold", "0.999", "--labels", tmp_path / "one.jsonl"])
+    assert_one_line_error(bad)
+    assert "--labels" in bad.stderr

@@ -89,14 +89,18 @@ def _prepare(tmp: Path) -> dict[str, str]:
     return {"F": str(fx), "S": str(sets), "T": str(tmp)}
 
 
+#: the cases that read an earlier case's output
+NEEDS = {"project": ("train_head_lda",)}
+
+
 def run_cases(tmp: Path, only: list[str] | None = None) -> dict[str, str]:
-    """The JSON text of every case (or of ``only`` and the cases before them), masked, in case order
-    (later cases may read earlier outputs)."""
+    """The JSON text of every case (or of ``only`` and the cases they read: :data:`NEEDS`), masked,
+    in case order."""
     subst = _prepare(tmp)
     out: dict[str, str] = {}
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    last = max((list(CASES).index(c) for c in only), default=-1) if only else len(CASES) - 1
-    for name, args in list(CASES.items())[:last + 1]:
+    wanted = set(CASES) if only is None else {*only, *(n for c in only for n in NEEDS.get(c, ()))}
+    for name, args in [(k, v) for k, v in CASES.items() if k in wanted]:
         argv = [a.format(**subst) for a in args]
         p = subprocess.run([sys.executable, "-m", "embedcheck", *argv, "--json", "--quiet"],
                            capture_output=True, text=True, env=env)

@@ -244,5 +244,60 @@ def sample_pairs(cos: np.ndarray, lo: float, hi: float, size: int, rng: np.rando
     return idx
 
 
-__all__ = ["BAND_EDGES", "CURVE", "Groups", "RangeResult", "bands", "floor_cosines", "groups", "keep_bound",
-           "range_pairs", "range_task", "rate_curve", "sample_pairs", "threshold_for_keep"]
+
+def weighted_aag(U: np.ndarray, codes: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """AAG of unit rows ``U`` with class codes ``codes`` under each row-weight vector of ``W``
+    (``(B, n)``): pairs between distinct rows weighted by the product of their weights (a row drawn
+    twice is not paired with its own copy, as :func:`embedcheck.geometry.aag.aag_bootstrap` counts
+    them), from the weighted class sums. Weights 1 give the exact AAG; weight 0 leaves a row out.
+    ``(B,)`` float64 (NaN where a resample has no same-class or no cross-class pair)."""
+    k = int(codes.max()) + 1
+    W = np.atleast_2d(np.asarray(W, dtype=np.float64))
+    Uf = np.asarray(U, dtype=np.float64)
+    sq_norm = np.einsum("ij,ij->i", Uf, Uf)
+    B = W.shape[0]
+    per_class = np.zeros((B, k))
+    total = np.zeros((B, Uf.shape[1]))
+    sq = np.zeros(B)
+    wc = np.zeros((B, k))
+    w2c = np.zeros((B, k))
+    for c in range(k):
+        m = codes == c
+        Wm = W[:, m]
+        sums = Wm @ Uf[m]
+        sq_c = (Wm * Wm) @ sq_norm[m]
+        per_class[:, c] = np.einsum("bd,bd->b", sums, sums) - sq_c
+        total += sums
+        sq += sq_c
+        wc[:, c] = Wm.sum(axis=1)
+        w2c[:, c] = (Wm * Wm).sum(axis=1)
+    same_pairs = (wc * wc - w2c).sum(axis=1)
+    all_pairs = W.sum(axis=1) ** 2 - (W * W).sum(axis=1)
+    same_sum = per_class.sum(axis=1)
+    all_sum = np.einsum("bd,bd->b", total, total) - sq
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = same_sum / same_pairs - (all_sum - same_sum) / (all_pairs - same_pairs)
+    out[(same_pairs <= 0) | (all_pairs - same_pairs <= 0)] = np.nan
+    return out
+
+
+def aag_effect(U: np.ndarray, codes: np.ndarray, kept: np.ndarray, resamples: int, seed: int,
+               block: int = 64) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """AAG over every row and over the kept rows only, and both on the same row bootstrap
+    (weights ``bincount`` of ``n`` draws with replacement; the kept arm counts only the kept rows
+    among them): ``(aag_all, aag_kept, boot_all, boot_kept)``."""
+    n = U.shape[0]
+    keep = np.zeros(n)
+    keep[kept] = 1.0
+    a, b = weighted_aag(U, codes, np.vstack([np.ones(n), keep]))
+    rng = np.random.default_rng(seed)
+    ba, bb = [], []
+    for s in range(0, resamples, block):
+        W = np.vstack([np.bincount(rng.integers(0, n, size=n), minlength=n) for _ in range(min(block, resamples - s))])
+        v = weighted_aag(U, codes, np.vstack([W, W * keep]))
+        ba.append(v[:len(W)])
+        bb.append(v[len(W):])
+    return float(a), float(b), np.concatenate(ba), np.concatenate(bb)
+
+__all__ = ["BAND_EDGES", "CURVE", "Groups", "RangeResult", "aag_effect", "bands", "floor_cosines", "groups", "keep_bound",
+           "range_pairs", "range_task", "rate_curve", "sample_pairs", "threshold_for_keep", "weighted_aag"]

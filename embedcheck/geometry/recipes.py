@@ -8,7 +8,9 @@ under the candidates that reproduced a probe row; the rows still unexplained und
 candidate; then the rows an fp32 candidate comes close to without reproducing them exactly
 (cosine in ``[BF16_NEAR, FP32_EXACT)``) under the bf16 twin of their closest candidate. A row
 reproduced at both precisions goes to the nearer one (the higher cosine), so an fp32 row is never
-taken by bf16 nor a bf16 row by the fp32 candidate's looser tolerance.
+taken by bf16 nor a bf16 row by the fp32 candidate's looser tolerance. A row whose tokens (prefix
+and special tokens included) fit a max_seq_length is not cut by it: it is re-embedded once per
+prefix and precision and that vector stands for every length that holds it.
 """
 
 from __future__ import annotations
@@ -103,6 +105,10 @@ class Encoder:
         self.backend = getattr(self.model, "_embedcheck_backend", "?")
         self.prompts = {k: v for k, v in (getattr(self.model, "prompts", None) or {}).items() if v}
         self.cache: dict[tuple[str, int, str], np.ndarray] = {}
+        #: per (prefix, precision): the re-embedding of each row its tokens fit untruncated, which
+        #: every max_seq_length at least that long gives alike
+        self.whole: dict[tuple[str, str], np.ndarray] = {}
+        self._tokens: dict[str, np.ndarray] = {}
         self.encoded = 0
         self.usable = self.dim is None or self.dim == dim
 
@@ -117,6 +123,25 @@ class Encoder:
             self.cache[key] = np.full((len(self.texts), self.dim or 0), np.nan, dtype=np.float32)
         return self.cache[key]
 
+    def tokens(self, prefix: str) -> np.ndarray:
+        """Each text's tokens with ``prefix`` before it and the special tokens, untruncated: a row
+        with no more than ``max_seq_length`` tokens is not cut, so every length that holds it
+        re-embeds it alike (it is embedded once, :attr:`whole`)."""
+        if prefix not in self._tokens:
+            tok = getattr(self.model, "tokenizer", None)
+            try:
+                n = [len(tok(prefix + t, verbose=False)["input_ids"]) for t in self.texts]  # type: ignore[misc]
+            except Exception:  # a tokenizer that cannot count: every length embeds its own rows
+                n = [np.iinfo(np.int64).max] * len(self.texts)
+            self._tokens[prefix] = np.asarray(n, dtype=np.int64)
+        return self._tokens[prefix]
+
+    def whole_of(self, c: Candidate) -> np.ndarray:
+        key = (c.prefix, c.precision)
+        if key not in self.whole:
+            self.whole[key] = np.full((len(self.texts), self.dim or 0), np.nan, dtype=np.float32)
+        return self.whole[key]
+
 
 def _embed_all(engine: Any, work: list[tuple[Encoder, Candidate, np.ndarray]]) -> float:
     """Re-embed, for each (encoder, candidate, rows), the rows not embedded under that candidate yet:
@@ -125,20 +150,36 @@ def _embed_all(engine: Any, work: list[tuple[Encoder, Candidate, np.ndarray]]) -
     from ..engine.runner import or_local
 
     tasks, where = [], []
+    later: list[tuple[Encoder, Candidate, list[int]]] = []  # rows another length embeds whole in this call
+    planned: set[tuple[int, str, str, int]] = set()
     for e, c, rows in work:
-        got = e.got(c)
-        todo = [int(r) for r in rows if np.isnan(got[r, 0])]
+        got, whole, n = e.got(c), e.whole_of(c), e.tokens(c.prefix)
+        todo, wait = [], []
+        for r in (int(r) for r in rows if np.isnan(e.got(c)[r, 0])):
+            if n[r] > c.max_seq_length:
+                todo.append(r)  # cut at this length: its own re-embedding
+            elif not np.isnan(whole[r, 0]):
+                got[r] = whole[r]
+            elif (id(e), c.prefix, c.precision, r) in planned:
+                wait.append(r)
+            else:
+                planned.add((id(e), c.prefix, c.precision, r))
+                todo.append(r)
+        if wait:
+            later.append((e, c, wait))
         for s in range(0, len(todo), TASK_TEXTS):
             part = todo[s:s + TASK_TEXTS]
             tasks.append((e.name, c.precision, c.prefix, c.max_seq_length, [e.texts[r] for r in part]))
             where.append((e, c, part))
-    if not tasks:
-        return 0.0
     t0 = time.perf_counter()
-    for (e, c, part), V in zip(where, or_local(engine).map(reembed, tasks)):
+    for (e, c, part), V in zip(where, or_local(engine).map(reembed, tasks) if tasks else []):
         e.got(c)[part] = V
+        uncut = [j for j, r in enumerate(part) if e.tokens(c.prefix)[r] <= c.max_seq_length]
+        e.whole_of(c)[[part[j] for j in uncut]] = V[uncut]
         e.encoded += len(part)
-    return time.perf_counter() - t0
+    for e, c, wait in later:
+        e.got(c)[wait] = e.whole_of(c)[wait]
+    return time.perf_counter() - t0 if tasks else 0.0
 
 
 def search(stored: np.ndarray, texts: list[str], models: list[str], prefixes: list[str], tol: float,

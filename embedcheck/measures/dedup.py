@@ -15,7 +15,7 @@ from ..errors import InputError
 from ..report.result import Figure
 from ..report.schemas import FRACTION
 from ..spec import Measurement, Option, Outcome, Writes
-from .hubness import _row_meta, _unit
+from .hubness import _labels_of, _row_meta, _unit
 
 #: the floor percentile used when no threshold form is given
 DEFAULT_FLOOR_PERCENTILE = 99.99
@@ -209,10 +209,35 @@ def search_effect(corpus: Any, ids: Optional[list[Any]], g: Any, queries: str, q
             "ci_method": f"paired bootstrap and permutation test over the judged queries, {resamples} resamples, seed {seed}"}
 
 
+def labels_effect(corpus: Any, g: Any, labels: str, *, resamples: int, seed: int) -> dict[str, Any]:
+    """AAG over every row and over the kept rows only, paired on one row bootstrap (the kept arm
+    counts the kept rows among each resample's draws): what deduplicating does to the label
+    geometry. Labels are matched to the rows by id as ``aag`` matches them."""
+    from ..geometry import dedup as D
+    from ..geometry.aag_sums import _check_labels
+    from ..stats.paired import paired_figure
+
+    lab = _labels_of(corpus, labels)
+    try:
+        _check_labels(corpus.n, lab)
+        _check_labels(int(g.kept.size), lab[g.kept])
+    except ValueError as e:
+        raise InputError(f"--labels {labels}: {e}" + ("" if "kept" in str(e) else " (over every row or the kept rows)")) from None
+    codes = np.unique(lab, return_inverse=True)[1].reshape(-1)
+    a, b, ba, bb = D.aag_effect(_unit(corpus[:]), codes, g.kept, resamples, seed)
+    pf = paired_figure(a, b, ba, bb).to_dict()
+    return {"labels": labels, "classes": int(codes.max()) + 1, "aag": a, "aag_deduplicated": b,
+            "aag_change": pf["difference"], "aag_change_ci95": pf["difference_ci95"], "p_value": pf["p_value"],
+            "verdict": pf["verdict"], "removed_rows": int(g.removed.size),
+            "rule": "AAG over every row, then over the kept rows only (each group keeps its lowest row index)",
+            "ci_method": (f"paired row bootstrap, {resamples} resamples, seed {seed}: the same draws for both arms, "
+                          "the kept arm counting only the kept rows among them; bootstrap p-value")}
+
+
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[float], floor_percentile: Optional[float],
         keep_rows: Optional[int], floor_pairs: int, leakage_of: Optional[str], examples: int, top: int,
         output: Optional[str], copy: Optional[str], queries: Optional[str] = None, qrels: Optional[str] = None,
-        resamples: int = 1000) -> Outcome:
+        resamples: int = 1000, labels: Optional[str] = None) -> Outcome:
     from ..geometry import dedup as D
     from ..io.source import open_source
 
@@ -230,7 +255,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
         raise InputError(f"--leakage-of {leakage_of}: dimension {test.dim}, the embeddings have {corpus.dim}")
     if (queries is None) != (qrels is None):
         raise InputError("--queries and --qrels go together: search over every row and over the kept rows, judged")
-    copy_kind = check_copy(copy, corpus, [leakage_of, queries, qrels]) if copy is not None else None
+    copy_kind = check_copy(copy, corpus, [leakage_of, queries, qrels, labels]) if copy is not None else None
     U = _unit(corpus[:])
     floor = D.floor_cosines(U, floor_pairs, seed)
     del U
@@ -287,10 +312,10 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
     big = []
     if g.sizes.size and top:
         counts = np.bincount(g.label)
-        labels = [lab for lab in np.flatnonzero(counts > 1)]
+        grouped = [lab for lab in np.flatnonzero(counts > 1)]
         first_row = {int(g.label[k]): int(k) for k in g.kept}
-        labels.sort(key=lambda lab: (-counts[lab], first_row[int(lab)]))
-        for lab in labels[:top]:
+        grouped.sort(key=lambda lab: (-counts[lab], first_row[int(lab)]))
+        for lab in grouped[:top]:
             rows = np.flatnonzero(g.label == lab)
             big.append({"size": int(counts[lab]), **_row(int(rows[0]), ids, texts, "kept_"),
                         "removed_rows": [int(x) for x in rows[1:GROUP_ROWS + 1]],
@@ -316,6 +341,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
                                  "ci_method": "Wilson score interval over the TEST rows (scipy.stats.binomtest)"}
     if queries is not None and qrels is not None:
         body["search"] = search_effect(corpus, ids, g, queries, qrels, resamples=resamples, seed=seed, engine=engine)
+    if labels is not None:
+        body["labels_effect"] = labels_effect(corpus, g, labels, resamples=resamples, seed=seed)
     files = {}
     if output is not None:
         files["output"] = kept_lines(g.kept, ids)
@@ -362,7 +389,11 @@ MEASUREMENT = Measurement(
                     "the kept rows: nDCG@10 before and after, paired.", show_default=False),
              Option("qrels", str, None, "With --queries: relevance judgements (BEIR TSV or JSONL; ids from the "
                     "sidecars). A removed row's grade passes to its group's kept row.", show_default=False),
-             Option("resamples", int, 1000, "Bootstrap resamples over queries for the nDCG@10 change.", min=10)),
+             Option("labels", str, None, "Labels of the rows (a file or table with ids, its 'label' column; the .npy's "
+                    "own .jsonl works): AAG over every row and over the kept rows, paired.", metavar="FILE",
+                    show_default=False),
+             Option("resamples", int, 1000, "Bootstrap resamples (over queries for the nDCG@10 change, over rows for "
+                    "the AAG change).", min=10)),
     figures={
         "duplicate_share": Figure("lower", unit=FRACTION, range=(0, 1),
                                   help="share of rows removed: in a group, not its kept (lowest) row"),
@@ -370,6 +401,8 @@ MEASUREMENT = Measurement(
                                        help="share of rows with a near-duplicate"),
         "search.ndcg_change": Figure("higher", interval="search.ndcg_change_ci95", headline=False, always=False,
                                      help="nDCG@10 over the kept rows - over every row (--queries, --qrels)"),
+        "labels_effect.aag_change": Figure("higher", interval="labels_effect.aag_change_ci95", headline=False,
+                                           always=False, help="AAG over the kept rows - over every row (--labels)"),
         "leakage": Figure("lower", interval="leakage_ci95", unit=FRACTION, range=(0, 1), always=False,
                           help="share of --leakage-of rows with a near-duplicate among the rows"),
     },
