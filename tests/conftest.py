@@ -25,13 +25,16 @@ SHARED_DATA = Path(os.environ.get("EMBEDCHECK_SHARED_DATA", ROOT.parent / "share
 FIXTURES = ROOT / "fixtures"
 
 
-#: the longest test files (seconds of one CI-like run, 2 workers), started first: with whole files
+#: the longest test files (by their summed seconds in one CI-like run, 2 workers), started first: with whole files
 #: per worker (``--dist loadfile --no-loadscope-reorder``) the two workers then finish together
 #: instead of one waiting out the pipelines at the end (longest-processing-time-first scheduling)
-LONGEST_FIRST = ("test_pipelines.py", "test_trust.py", "test_engine.py", "test_readme_examples.py",
-                 "test_engine_ray.py", "test_embed.py", "test_shards.py", "test_fastpath.py", "test_head.py",
-                 "test_lint.py", "test_ci_check.py", "test_retrieve_pipeline.py", "test_physscore_model.py",
-                 "test_reports_match_saved.py", "test_retrieve.py")
+LONGEST_FIRST = ("test_pipelines.py", "test_conformance.py", "test_readme_examples.py", "test_integrity_stores.py",
+                 "test_trust.py", "test_stores.py", "test_tuning.py", "test_engine_ray.py", "test_integrity.py",
+                 "test_embed.py", "test_reports_match_saved.py", "test_fastpath.py", "test_options.py", "test_head.py",
+                 "test_conformance_locators.py", "test_physscore_model.py", "test_retrieve_pipeline.py",
+                 "test_conformance_messages.py", "test_engine.py", "test_drift.py", "test_lint.py", "test_shards.py",
+                 "test_physscore.py", "test_ci_check.py", "test_bad_input.py", "test_conformance_engines.py",
+                 "test_tables80.py")
 
 
 def pytest_collection_modifyitems(items: list) -> None:

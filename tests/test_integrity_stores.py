@@ -1,4 +1,4 @@
-"""``integrity`` on a real pgvector table and on ``--engine ray``: 40 SciFact abstracts embedded by
+"""``integrity`` on a real pgvector table and on ``--engine ray``: 30 SciFact abstracts embedded by
 sentence-transformers itself, with foreign rows planted as in docs/integrity.md's measured case
 (4 with a ``passage: `` prefix, 2 long abstracts at max_seq_length 128, 1 left unnormalised),
 written to a pgvector table (vectors, ids and texts) and to a ``.npy`` with its sidecar. On the
@@ -14,7 +14,7 @@ import pytest
 
 from embedcheck.geometry import integrity as G
 
-N = 40
+N = 30
 #: the planted rows of each kind (the rest are plain)
 PLANTED = {"passage": 4, "msl128": 2, "raw": 1}
 
