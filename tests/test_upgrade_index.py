@@ -353,3 +353,87 @@ def test_label_field_from_the_cli(cli, tmp_path, space):
     assert res.json()["labels"]["classes"] == 4
     res = cli(base)  # no 'label' column: one line naming it
     assert res.exit_code == 2 and res.stderr.startswith("error: ") and "label" in res.stderr, res.stderr
+
+
+# ---- LanceDB -------------------------------------------------------------------------------------
+
+def _lance(folder: Path, X: np.ndarray) -> str:
+    """A LanceDB table ``docs`` of ``X`` (ids 0..n-1) with an IVF_FLAT cosine index of CLUSTERS lists."""
+    lancedb = pytest.importorskip("lancedb")
+    import pyarrow as pa
+
+    db = lancedb.connect(str(folder))
+    X32 = np.ascontiguousarray(X, dtype=np.float32)
+    tbl = db.create_table("docs", pa.table({"id": pa.array(np.arange(len(X), dtype=np.int64)),
+                                            "vector": pa.FixedSizeListArray.from_arrays(pa.array(X32.ravel()), DIM)}))
+    tbl.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_FLAT", num_partitions=CLUSTERS)
+    return f"lancedb://{folder}/docs"
+
+
+def _lance_rewritten(src: Path, dst: Path, V: np.ndarray) -> str:
+    """A file copy of the database (the same index build) whose vectors are then replaced by ``V``
+    (LanceDB's own ``merge_insert`` on the ids), not re-indexed."""
+    import shutil
+
+    import lancedb
+    import pyarrow as pa
+
+    shutil.copytree(src, dst)
+    tbl = lancedb.connect(str(dst)).open_table("docs")
+    V32 = np.ascontiguousarray(V, dtype=np.float32)
+    tbl.merge_insert("id").when_matched_update_all().execute(
+        pa.table({"id": pa.array(np.arange(len(V), dtype=np.int64)),
+                  "vector": pa.FixedSizeListArray.from_arrays(pa.array(V32.ravel()), DIM)}))
+    return f"lancedb://{dst}/docs"
+
+
+def _lance_search(loc: str, Q: np.ndarray, nprobes: int) -> np.ndarray:
+    """LanceDB's own answers (cosine, ``nprobes`` lists)."""
+    import lancedb
+
+    db, name = loc.removeprefix("lancedb://").rsplit("/", 1)
+    tbl = lancedb.connect(db).open_table(name)
+    out = []
+    for q in Q.astype(np.float32):
+        got = (tbl.search(q, vector_column_name="vector").distance_type("cosine").nprobes(nprobes).limit(K)
+               .select(["id"]).to_arrow().column("id").to_pylist())
+        out.append(got + [-1] * (K - len(got)))
+    return np.array(out)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_lancedb_ivf_flat_arms_equal_lancedb_against_brute_force(tmp_path, space):
+    """A LanceDB IVF_FLAT table: built-for and bridge recall equal LanceDB's own answers scored against
+    brute force; without a rewritten copy the migrate arm is not measured (a database is not written);
+    with one (a file copy whose vectors LanceDB's merge_insert replaced) it equals LanceDB's answers
+    on that copy, and since those rows left the index (LanceDB scans them exactly: recall 1), the arm
+    says REINDEX needed from the index's own count of rows it does not cover."""
+    X, Q, R = space
+    Xn, Qn = X @ R, Q @ R
+    f = _files(tmp_path, X, Q, Xn, Qn)
+    bridge_w, migrate_w = _maps(f)
+    X32 = X.astype(np.float32)
+    V = _unit(U.unit(X32.astype(np.float64)) @ migrate_w).astype(np.float32)
+    src = _lance(tmp_path / "db", X)
+    only = _upgrade(f, index=src, index_set=["nprobes=2"])["index"]
+    assert only["kind"] == "lancedb-ivf_flat" and only["metric"] == "cosine" and only["settings"]["nprobes"] == 2
+    base = _recall(_lance_search(src, Q, 2), _brute(U.unit(Q), X32, K), K)
+    assert only["built_for"]["recall"] == pytest.approx(base, abs=1e-12) and base > 0.85
+    QB = _unit(U.unit(Qn.astype(np.float32).astype(np.float64)) @ bridge_w)
+    assert only["bridge"]["recall"] == pytest.approx(_recall(_lance_search(src, QB, 2), _brute(QB, X32, K), K), abs=1e-12)
+    assert only["migrate"]["measured"] is False and "--migrated-index" in only["migrate"]["reading"]
+    rw = _lance_rewritten(tmp_path / "db", tmp_path / "db_rw", V)
+    got = _upgrade(f, index=src, migrated_index=rw, index_set=["nprobes=2"])["index"]
+    QN = U.unit(Qn.astype(np.float32).astype(np.float64))
+    m = got["migrate"]
+    assert m["measured"] is True and m["how"].startswith("--migrated-index")
+    assert m["recall"] == pytest.approx(_recall(_lance_search(rw, QN, 2), _brute(QN, V, K), K), abs=1e-12)
+    assert m["mean_cosine_to_map"] == pytest.approx(1.0, abs=1e-6)
+    assert got["built_for"] == only["built_for"]
+    # merge_insert rewrote every row out of the index: LanceDB scans them all, exactly, until re-indexed
+    import lancedb
+
+    tbl = lancedb.connect(str(tmp_path / "db_rw")).open_table("docs")
+    stats = tbl.index_stats(tbl.list_indices()[0].name)
+    assert m["unindexed_rows"] == stats.num_unindexed_rows == N and m["recall"] == 1.0
+    assert m["reindex_needed"] is True and got["reindex_needed"] == 1.0 and "flat scan" in m["reading"]

@@ -73,6 +73,8 @@ class AnnIndex:
     settings: dict[str, Optional[int]] = field(default_factory=dict)  #: name → current value (None: library default)
     quantised: bool = False  #: the index stores approximations of the vectors (PQ / SQ)
     notes: list[str] = field(default_factory=list)
+    #: rows the index does not cover yet (LanceDB searches them by a flat scan, exactly)
+    unindexed: int = 0
 
     # ---- settings ----
     def setting_name(self, name: str) -> str:
@@ -564,7 +566,7 @@ class LanceIndex(AnnIndex):
             notes.append(f"{stats.num_unindexed_rows} rows are not in the index yet (searched exactly by LanceDB)")
         super().__init__(locator=locator, kind=LANCE_KINDS[itype], library=f"lancedb {lancedb.__version__}",
                          metric=metric, dim=int(dim), n=int(tbl.count_rows()), settings=settings,
-                         quantised=False, notes=notes)
+                         quantised=False, notes=notes, unindexed=int(stats.num_unindexed_rows or 0))
 
     def _search_one(self, q: np.ndarray, k: int, settings: dict[str, Optional[int]]) -> list[Any]:
         s = self._tbl.search(q, vector_column_name=self._column).distance_type(self._lance_metric)

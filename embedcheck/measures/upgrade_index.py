@@ -208,6 +208,13 @@ def index_arms(locator: str, migrated: Optional[str], *, Qo: np.ndarray, bridged
                 m["reading"] = (f"REINDEX needed: recall@{kk} falls {m['drop']:.3f} below its {out['built_for']['recall']:.3f} "
                                 f"on the vectors it was built for (margin {margin:g})" if m["reindex_needed"] else
                                 f"no reindex needed: recall@{kk} within {margin:g} of its recall on the vectors it was built for")
+                if mig_idx.unindexed:  # LanceDB: rewritten rows leave the index and are scanned exactly
+                    m["unindexed_rows"] = int(mig_idx.unindexed)
+                    m["reindex_needed"] = True
+                    m["reading"] = (f"REINDEX needed: the index covers {mig_idx.n - mig_idx.unindexed} of the {mig_idx.n} "
+                                    f"migrated rows; {mig_idx.library.split()[0]} searches the other {mig_idx.unindexed} by "
+                                    f"a flat scan, so recall@{kk} {m['recall']:.3f} is a scan's, not the index's "
+                                    "(and every query reads every such row)")
             finally:
                 if folder is not None:
                     mig_idx.close()
