@@ -311,6 +311,30 @@ def test_lancedb_ivf_pq_against_its_own_answers(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_lancedb_rows_added_after_the_index_are_named_as_a_scan(tmp_path):
+    """Rows added after the index was built are outside it (LanceDB's own count) and searched by a
+    flat scan: the report says how many, in a warning, and its recall still equals LanceDB's answers
+    scored against brute force."""
+    import pyarrow as pa
+
+    X = _data(21, n=600)
+    loc = _lance(tmp_path, X[:500], metric="cosine", index_type="IVF_PQ", num_partitions=4, num_sub_vectors=4)
+    import lancedb
+
+    tbl = lancedb.connect(str(tmp_path / "db")).open_table("items")
+    tbl.add(pa.table({"id": pa.array(np.arange(500, 600) + 1000),
+                      "vector": pa.FixedSizeListArray.from_arrays(pa.array(X[500:].ravel()), X.shape[1])}))
+    assert tbl.index_stats(tbl.list_indices()[0].name).num_unindexed_rows == 100
+    Q = _data(22, n=30)
+    rep = embedcheck.recall(loc, queries=Q, k=10, settings={"nprobes": 1}, resamples=0)
+    assert rep["diagnostics"]["unindexed_rows"] == 100
+    assert any(w.startswith("100 of the 600 rows are not in the index") for w in rep["warnings"])
+    exact, kth, dist = _brute(Q, X, "cosine", 10)
+    idr, _ = _by_hand(_lance_answers(loc, Q, 10, "cosine", nprobes=1), exact, kth, dist, 10)
+    assert np.allclose(rep.results["per_query"]["recall"], idr, atol=0)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_lancedb_ivf_hnsw_sq_l2(tmp_path):
     X = _data(13, n=800, unit=False)
     loc = _lance(tmp_path, X, metric="l2", index_type="IVF_HNSW_SQ", num_partitions=2)

@@ -507,6 +507,10 @@ def _diagnostics(idx: Any, X: np.ndarray, truth: _Truth, k: int, self_rows: Any,
     if ties:
         warnings.append(f"{ties} queries have a tie at the k-th place of the exact list: their id-overlap recall "
                         "depends on which tied row the index returns (knn_recall counts either)")
+    if idx.unindexed:
+        diag["unindexed_rows"] = int(idx.unindexed)
+        warnings.append(f"{idx.unindexed} of the {idx.n} rows are not in the index ({idx.library.split()[0]} searches "
+                        "them by a flat scan, exactly): the recall is partly a scan's, not the index's; re-index first")
     if idx.quantised or idx.kind.startswith("lancedb-"):
         rec = idx.reconstructed() if idx.quantised else None
         if rec is None:
