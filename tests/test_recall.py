@@ -288,7 +288,7 @@ def _lance_answers(loc: str, Q: np.ndarray, k: int, metric: str, **settings) -> 
         s = tbl.search(q, vector_column_name="vector").distance_type(metric)
         for key, v in settings.items():
             s = getattr(s, key)(v)
-        out.append([i - 1000 for i in s.limit(k).select(["id"]).to_arrow().column("id").to_pylist()])
+        out.append([i - 1000 for i in s.limit(k).select(["id", "_distance"]).to_arrow().column("id").to_pylist()])
     return np.array(out)
 
 
@@ -332,6 +332,19 @@ def test_lancedb_rows_added_after_the_index_are_named_as_a_scan(tmp_path):
     exact, kth, dist = _brute(Q, X, "cosine", 10)
     idr, _ = _by_hand(_lance_answers(loc, Q, 10, "cosine", nprobes=1), exact, kth, dist, 10)
     assert np.allclose(rep.results["per_query"]["recall"], idr, atol=0)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_lancedb_recall_with_quiet_prints_nothing_on_stderr(tmp_path, cli_subprocess):
+    """Lance logs from its native code straight to the process's stderr (a deprecation warning per
+    query unless the search names ``_distance``): the CLI as a subprocess, with --quiet, prints nothing."""
+    X = _data(23, n=300)
+    loc = _lance(tmp_path, X, metric="cosine", index_type="IVF_FLAT", num_partitions=4)
+    np.save(tmp_path / "q.npy", _data(24, n=20))
+    res = cli_subprocess(["recall", loc, "--queries", tmp_path / "q.npy", "--k", "5", "--resamples", "0", "--quiet",
+                          "--json"])
+    assert res.exit_code == 0, res.stderr[-2000:]
+    assert res.stderr == "" and json.loads(res.stdout)["kind"] == "lancedb-ivf_flat"
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -396,7 +396,7 @@ def _lance_search(loc: str, Q: np.ndarray, nprobes: int) -> np.ndarray:
     out = []
     for q in Q.astype(np.float32):
         got = (tbl.search(q, vector_column_name="vector").distance_type("cosine").nprobes(nprobes).limit(K)
-               .select(["id"]).to_arrow().column("id").to_pylist())
+               .select(["id", "_distance"]).to_arrow().column("id").to_pylist())
         out.append(got + [-1] * (K - len(got)))
     return np.array(out)
 

@@ -577,10 +577,12 @@ class LanceIndex(AnnIndex):
         if settings.get("ef") is not None:
             s = s.ef(int(settings["ef"]))  # type: ignore[arg-type]
         s = s.limit(k)
+        # ``_distance`` named in the selection: without it Lance (0.40) logs a deprecation warning on
+        # stderr for every query
         if self._id is None:
-            tab = s.with_row_id(True).select([]).to_arrow()
+            tab = s.with_row_id(True).select(["_distance"]).to_arrow()
             return [int(x) for x in tab.column("_rowid").to_pylist()]
-        tab = s.select([self._id]).to_arrow()
+        tab = s.select([self._id, "_distance"]).to_arrow()
         return tab.column(self._id).to_pylist()
 
     def _vectors(self) -> tuple[np.ndarray, np.ndarray]:
