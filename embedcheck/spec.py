@@ -139,6 +139,12 @@ class Option:
     #: a list of ``type`` given as one text joined by this (``--k 1,5,10``: ``sep=","``); the API
     #: takes a sequence (or the same text); the CLI's default is the declared one joined
     sep: str = ""
+    #: not shown in ``--help`` (an old spelling kept working)
+    hidden: bool = False
+    #: an old spelling of another option of the same command (its name): a repeatable option's values
+    #: join that option's; a flag, when given, sets that option to :attr:`becomes`
+    old_of: str = ""
+    becomes: Any = None
 
     def __post_init__(self) -> None:
         if self.sep and (self.multiple or self.nargs > 1 or self.choices or self.type not in (int, float, str)):
@@ -234,6 +240,43 @@ class Option:
         return [self._check_one(v) for v in items]
 
 
+@dataclass(frozen=True)
+class OldGate:
+    """An old spelling of a gate, kept working and hidden from ``--help``: ``--fail-map-below X`` is
+    ``--fail-below label_map.map=X``. ``figure`` is the figure it gates, or a function of the
+    command's options that names it (anisotropy's old ``--gate-on``/``--floor`` choose the reading);
+    ``op`` is ``>=`` (a floor, ``--fail-below``) or ``<=`` (a ceiling, ``--fail-above``). Its bound is
+    checked where every gate's is, against the figure's declared range
+    (:func:`embedcheck.report.gates.check_bound`).
+
+    >>> g = OldGate("min_overlap", "overlap"); g.flag, g.option().hidden, g.figure_for({})
+    ('--min-overlap', True, 'overlap')
+    """
+
+    name: str
+    figure: "str | Callable[[Mapping[str, Any]], str]"
+    op: str = ">="
+    help: str = ""
+
+    def __post_init__(self) -> None:
+        if self.op not in (">=", "<="):
+            raise ValueError(f"old gate {self.name}: op must be '>=' or '<=', got {self.op!r}")
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def option(self) -> Option:
+        """The hidden float option the CLI reads it with."""
+        new = "--fail-below" if self.op == ">=" else "--fail-above"
+        shown = self.figure if isinstance(self.figure, str) else "FIGURE"
+        return Option(self.name, float, None, self.help or f"Gate (old spelling of {new} {shown}=X).",
+                      hidden=True, show_default=False)
+
+    def figure_for(self, options: Mapping[str, Any]) -> str:
+        return self.figure if isinstance(self.figure, str) else self.figure(options)
+
+
 def np_bool() -> type:
     """numpy's bool (a bool option may come from an array), imported where a check needs it."""
     import numpy as np
@@ -241,13 +284,21 @@ def np_bool() -> type:
     return np.bool_
 
 
-def takes(*options: Option) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def takes(*options: Option, cli: Sequence[Option] = (), old: Sequence["Option | OldGate"] = ()
+          ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare the options of a built-in API function once (``@takes(Option("k", int, 10, ..., min=1))``):
     the function's own defaults must be the declared ones (checked when the module is imported, so
     the two cannot drift), each declared option is checked against its bounds and choices when the
     function is called (an :class:`InputError` naming the parameter, ``k= must be >= 1, got 0``),
     and the CLI command makes its options from the same declaration
     (:func:`embedcheck.cli.generic.declared`). :func:`options_of` reads them back.
+
+    ``cli``: the command's options the function does not take — how the terminal shows the report
+    (``--curve``), what the CLI itself writes or prints (``--json``, ``--verbose``), a gate the
+    command spells its own way (recall's ``--fail-below recall@K=X``); :func:`cli_options_of`.
+    ``old``: old spellings kept working, hidden from ``--help`` — :class:`OldGate` s, and options
+    that are an old spelling of another (:attr:`Option.old_of`) or only choose what an old gate reads
+    (anisotropy's ``--gate-on``); :func:`old_spellings_of`. The CLI command takes all three from here.
 
     >>> @takes(Option("k", int, 10, "neighbours", min=1))
     ... def f(x, *, k=10):
@@ -289,6 +340,13 @@ def takes(*options: Option) -> Callable[[Callable[..., Any]], Callable[..., Any]
             return fn(*bound.args, **bound.kwargs)
 
         checked.__options__ = tuple(options)  # type: ignore[attr-defined]
+        taken = {o.name for o in options}
+        for x in (*cli, *old):
+            if x.name in taken:
+                raise TypeError(f"{fn.__qualname__}: option {x.name!r} is declared twice")
+            taken.add(x.name)
+        checked.__cli_options__ = tuple(cli)  # type: ignore[attr-defined]
+        checked.__old_spellings__ = tuple(old)  # type: ignore[attr-defined]
         return checked
 
     return deco
@@ -297,6 +355,16 @@ def takes(*options: Option) -> Callable[[Callable[..., Any]], Callable[..., Any]
 def options_of(fn: Callable[..., Any]) -> tuple[Option, ...]:
     """The options :func:`takes` declared on an API function (none for an undeclared one)."""
     return tuple(getattr(fn, "__options__", ()))
+
+
+def cli_options_of(fn: Callable[..., Any]) -> tuple[Option, ...]:
+    """The command-only options :func:`takes` declared beside an API function's (``cli=``)."""
+    return tuple(getattr(fn, "__cli_options__", ()))
+
+
+def old_spellings_of(fn: Callable[..., Any]) -> tuple["Option | OldGate", ...]:
+    """The old spellings :func:`takes` declared for an API function's command (``old=``)."""
+    return tuple(getattr(fn, "__old_spellings__", ()))
 
 
 @dataclass
@@ -398,10 +466,10 @@ COMMANDS: tuple[Command, ...] = (
             example=("sts_a.npy", "sts_b.npy", "sts_scores.jsonl", "--resamples", "100")),
     Command("train-head", "learn a SISE projection head (or a linear baseline) on cached vectors", "head",
             {"train_head": "heads", "project": "heads"}, {"train-head": 1, "project": 1}, primary="train_aag.after",
-            role="repair", writes=(Writes("out", "with-meta"),),
+            role="repair", writes=(Writes("output", "with-meta"),),
             runs={"": ("topics.npy", "topics.labels.jsonl", "--kind", "lda", "-o", "h.safetensors")}),
     Command("project", "apply a head or an upgrade adapter to existing vectors, without re-embedding", "head", role="repair",
-            writes=(Writes("out", "vectors"),), runs={"": ("topics.npy", "--head", "topics_lda.safetensors", "-o", "p.npy")}),
+            writes=(Writes("output", "vectors"),), runs={"": ("topics.npy", "--head", "topics_lda.safetensors", "-o", "p.npy")}),
     Command("neighbors", "how much do two embeddings' nearest neighbours agree?", "neighbors",
             {"neighbors": "neighbors"}, {"neighbors": 1}, primary="overlap", paired=True, measurement=True, role="measure",
             example=("pairs_a.npy", "pairs_b.npy", "--k", "5", "--resamples", "100")),
@@ -606,5 +674,5 @@ def load(dotted: str) -> Any:
     return getattr(importlib.import_module(mod), attr)
 
 
-__all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "Command", "Input", "Measurement", "Option", "Outcome", "Writes", "api_modules",
-           "map_rows", "measurement", "measurements", "paired_commands", "primary_figure", "register", "report_versions"]
+__all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "Command", "Input", "Measurement", "OldGate", "Option", "Outcome", "Writes",
+           "api_modules", "cli_options_of", "map_rows", "old_spellings_of", "options_of", "measurement", "measurements", "paired_commands", "primary_figure", "register", "report_versions"]

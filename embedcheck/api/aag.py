@@ -19,7 +19,7 @@ from typing import Any, Optional
 from ..report.result import Figure, Report
 from ..report.schemas import BOOL, COSINE, COUNTS, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, obj
 from ..rows import content_sha256, encodes_labels_once
-from ..spec import Option, takes
+from ..spec import OldGate, Option, takes
 from ._common import (
     Hint,
     check_not_swapped,
@@ -75,6 +75,8 @@ class AagReport(Report):
     Option("plot_pairs", int, 2000, "--plot: sampled pairs per class and kind (within, between), seeded by --seed.", min=1),
     Option("map_at", int, None, "MAP@K: average precision over each query's top K only (per-shard top-K lists merge "
            "exactly).", min=1, show_default=False),
+    old=(OldGate("fail_map_below", "label_map.map",
+                 help="Gate (old spelling of --fail-below label_map.map=X): exit 1 when label MAP (x100) is below this."),),
 )
 def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: bool = True,
         map_queries: Optional[int] = None, map_at: Optional[int] = None, permutations: int = 0,

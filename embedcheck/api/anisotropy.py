@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 from ..report.result import Figure, Report
 from ..report.schemas import COSINE, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
-from ..spec import Option, takes
+from ..spec import OldGate, Option, takes
 from ._common import Hint, in_order, label_of, name_of, pair_sides, paired_rows, running, source, store_models
 
 SDS = "in standard deviations of the floor"
@@ -67,6 +67,21 @@ class AnisotropyReport(Report):
     }
 
 
+
+def _old_sd_gate(o: Any) -> str:
+    """The figure the old ``--min-gap-sd`` gates: the gap over the floor's sd, on ``--gate-on``'s
+    reading and ``--floor``'s floor."""
+    return f"{o['gate_on']}.gap_over_floor{'_exact' if o['floor'] == 'exact' else ''}_sd"
+
+
+def _old_share_gate(o: Any) -> str:
+    """The figure the old ``--max-floor-share`` gates: the raw floor share of ``--floor``'s floor."""
+    return "raw.floor_share" + ("_exact" if o["floor"] == "exact" else "")
+
+
+def _old_partner_gate(o: Any) -> str:
+    return f"{o['gate_on']}.partner_ranked_first"
+
 @takes(
     Option("fit_a", str, None, "Fit side A's mean on these (train) rows instead of A's compared rows (a .npy or a "
            "shard set).", metavar="EMB", show_default=False),
@@ -82,6 +97,17 @@ class AnisotropyReport(Report):
     Option("map_fit", str, None, "Two different models: fit an orthogonal Procrustes map from A's space onto B's on "
            "these paired training rows (dims may differ: semi-orthogonal map from the thin SVD of A_train^T B_train), "
            "then compare mapped rows.", metavar="TRAIN_A TRAIN_B", nargs=2, show_default=False),
+    old=(Option("floor", str, "perms", "Old spelling: which floor --min-gap-sd and --max-floor-share test: perms or "
+                "exact (now: name the figure, e.g. --fail-below centred.gap_over_floor_exact_sd=X).",
+                choices=("perms", "exact"), hidden=True),
+         Option("gate_on", str, "centred", "Old spelling: which reading --min-gap-sd and --min-partner-first test "
+                "(now: name the figure, raw.* or centred.*).", choices=("raw", "centred"), hidden=True),
+         OldGate("min_gap_sd", _old_sd_gate, help="Gate (old spelling of --fail-below centred.gap_over_floor_sd=X): "
+                 "gap_over_floor_sd (on --gate-on) must be >= X."),
+         OldGate("max_floor_share", _old_share_gate, "<=", help="Gate (old spelling of --fail-above "
+                 "raw.floor_share=X): raw.floor_share must be <= X."),
+         OldGate("min_partner_first", _old_partner_gate, help="Gate (old spelling of --fail-below "
+                 "centred.partner_ranked_first=X): partner_ranked_first (fraction, on --gate-on) must be >= X.")),
 )
 def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: bool = False, perms: int = 20,
                seed: int = 0, map_fit: Optional[tuple[Any, Any]] = None, block: int = 1024,

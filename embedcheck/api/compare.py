@@ -58,7 +58,11 @@ def report_models(report: dict[str, Any]) -> dict[str, str]:
 
 
 @takes(Option("allow_dim_change", bool, False, "Accept reports whose embedding dimension differs (two models on the "
-              "same rows); row counts must still agree."))
+              "same rows); row counts must still agree."),
+       cli=(Option("fail_on", str, None, "Gate: significant-drop: exit 1 when a headline figure of the command worsens "
+                   "beyond noise.", choices=("significant-drop",), metavar="VERDICT", show_default=False),),
+       old=(Option("fail_on_significant_drop", bool, False, "Old spelling of --fail-on significant-drop.", hidden=True,
+                   old_of="fail_on", becomes="significant-drop"),))
 def compare(baseline: Any, current: Any, *, tolerance: float = 0.0, max_drop: Optional[dict[str, float]] = None,
             fail_on_significant_drop: bool = False, allow_dim_change: bool = False) -> CompareReport:
     """Compare two reports (paths, dicts or API results) of the same command and schema: per figure

@@ -105,6 +105,10 @@ def _check_output(output: Path, inputs: list[Optional[Path]]) -> None:
            metavar="CAL", show_default=False),
     Option("overwrite", bool, False, "A store output (table, file) that exists is replaced (in one step: a failure "
            "leaves it intact)."),
+    Option("output", str, None, "Output .npy (with .meta.json, .jsonl rows, pca projection), or a store: PATH.parquet, "
+           "lancedb://DBDIR/TABLE, a .lance folder, postgresql://...?table=T&column=C (codes, the input's id and other "
+           "columns, the compression record in the store's metadata; see docs/stores.md).", aliases=("-o",),
+           required=True, metavar="TEXT", show_default=False),
 )
 def compress(emb: ArrayOrPath, to: str, output: Optional[Union[str, os.PathLike]] = None, *,
              calibration: Optional[ArrayOrPath] = None, overwrite: bool = False) -> CompressResult:
@@ -291,6 +295,15 @@ def _retrieval_inputs(retrieval: Any, id_field: str) -> Any:
     Option("score_field", str, "score", "Score field of a .jsonl STS file."),
     Option("precisions", str, None, "Comma list of the precision rows to measure (default: all six).",
            show_default=False),
+    cli=(Option("fail_below", str, None, "Gate: exit 1 when the --ship row keeps less than P % of METRIC (ndcg@10, "
+                "recall@100, label_map, aag, sts_spearman; P in percent of float32, e.g. 97). Repeatable.",
+                multiple=True, metavar="METRIC=P", show_default=False),
+         Option("ship", str, "int8", "The row the gates check (e.g. int8, dims:192,int8, binary+rescore).",
+                metavar="FORMAT"),
+         Option("plot", str, None, "Also draw retention against bytes per vector into this .png (needs matplotlib).",
+                metavar="FILE", show_default=False)),
+    old=(Option("fail_below_retention", str, None, "Old spelling of --fail-below METRIC=P.", multiple=True,
+                metavar="METRIC=P", hidden=True, old_of="fail_below", show_default=False),),
 )
 def compress_sweep(*, retrieval: Any = None, labels: Any = None, sts: Any = None,
                    calibration: Optional[ArrayOrPath] = None, precisions: Union[str, list[str], None] = None,

@@ -135,6 +135,8 @@ def _row_entry(side: str, row: int, extra: dict[int, dict[str, Any]], **kw: Any)
            "interval lies below it. Repeatable.", multiple=True, spelled="margin", metavar="FIGURE=X", show_default=False),
     Option("classifier_rows", int, 20_000, "Pooled rows the classifier and k-means see at most (a seeded stratified "
            "sample beyond).", min=20),
+    cli=(Option("fail_on", str, None, "Gate: exit 1 when the verdict is drift (drift), or anything but no-drift "
+                "(not-no-drift).", choices=("drift", "not-no-drift"), show_default=False),),
 )
 def drift(ref: Any, cur: Any, *, permutations: int = 1000, estimator: str = "auto", features: int = 1024,
           folds: int = 5, clusters: int = 8, top: int = 5,

@@ -260,6 +260,15 @@ def _check_args(a: dict[str, Any]) -> None:
     Option('resume', bool, False, 'Sharded output: keep the shards of an earlier (killed) run that are present and hash right; embed the rest.'),
     Option('overwrite', bool, False, 'A store output (-o PATH.parquet, lancedb://, postgresql://) that exists is replaced, in one step.'),
     Option('threads', int, None, 'Threads of the encoder (per worker with --engine ray; default: the free cores in-process, 1 per Ray actor). Runs with the same --threads write the same bytes.', min=1, show_default=False),
+    cli=(Option("output", str, None, "OUT.npy; OUT.jsonl and OUT.meta.json are written beside it (with --halves: "
+                "OUT.a.* and OUT.b.*). Sharded output (a folder/glob input, --shard-rows, --engine ray): a shard-set "
+                "folder DIR. Or a store: PATH.parquet, lancedb://DBDIR/TABLE, a .lance folder, "
+                "postgresql://...?table=T&column=C (ids, labels and texts as columns; the model, dimension and options "
+                "in its metadata; see docs/stores.md).", aliases=("-o",), required=True, metavar="TEXT",
+                show_default=False),
+         Option("verbose", bool, False, "Print on stderr how the backend was chosen (the calibration's timings), the "
+                "bf16 check and the thread counts used."),
+         Option("as_json", bool, False, "Print the meta (what was written) as JSON on stdout.", spelled="json")),
 )
 def embed(texts: TextsOrPath, *, out: Any = None, model: Optional[str] = None, batch_size: int = 32,
           normalize: bool = True, prompt: Optional[str] = None, prompt_name: Optional[str] = None,

@@ -73,6 +73,8 @@ class ProjectReport(Report):
            "seed gives the same bytes for any count).", min=1, show_default=False),
     Option("scale", float, _LINEAR.scale, "lda / probe-scale stretch factor S (finite, > 0; default: the output holds "
            "90% of its variance along the class means).", min=0, min_open=True, show_default=False),
+    Option("output", str, None, "Output file (written atomically).", aliases=("-o",), required=True, metavar="PATH",
+           show_default=False),
 )
 def train_head(embeddings: Any, labels: Any, output: Optional[Path] = None, *, kind: str = "mlp",
                params: Any = None, hidden_dim: int = _MLP.hidden_dim, out_dim: int = _MLP.out_dim,
@@ -300,6 +302,14 @@ def _row_blocks(embeddings: Any, src: Any, chunk: int, sha: Any, from_file: bool
            choices=("queries", "documents"), show_default=False),
     Option("invert", bool, False, "With --adapter --side documents: apply the inverse (the transpose) of an "
            "orthogonal (procrustes) adapter."),
+    Option("head", str, None, "Head file written by train-head (.safetensors); or --adapter.", metavar="FILE",
+           show_default=False),
+    Option("adapter", str, None, "Upgrade adapter written by upgrade -o (new -> old): instead of --head; needs --side.",
+           metavar="FILE", show_default=False),
+    Option("output", str, None, "Output .npy (written atomically); for a shard-set input, a new folder: one output "
+           "shard per input shard, same sidecars, manifest last; or a store: PATH.parquet, lancedb://DBDIR/TABLE, a "
+           ".lance folder, postgresql://...?table=T&column=C (the input's id and other columns carried over; see "
+           "docs/stores.md).", aliases=("-o",), required=True, metavar="TEXT", show_default=False),
 )
 def project(embeddings: Any, head: Any = None, output: Any = None, *, adapter: Any = None,
             side: Optional[str] = None, invert: bool = False, mode: str = "compact", alpha: float = 0.5,

@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..report.result import Figure, Report
 from ..report.schemas import BOOL, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
-from ..spec import Option, takes
+from ..spec import OldGate, Option, takes
 from ._common import check_same_rows, in_order, label_of, labels_for, matrix, paired_rows, running, store_models
 
 
@@ -38,6 +38,8 @@ class NeighborsReport(Report):
     Option("resamples", int, 1000, "Bootstrap resamples (over query rows) of the 95% intervals.", min=1),
     Option("block_mb", int, 128, "Work memory of one block of query rows against a 4,096-row column tile, in MB "
            "(plus one float32 copy of a matrix).", min=1),
+    old=(OldGate("min_overlap", "overlap", help="Gate (old spelling of --fail-below overlap=X): exit 1 when the mean "
+                 "overlap@k is below this (0 to 1)."),),
 )
 def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, labels: Any = None,
               label_field: str = "label", resamples: int = 1000, block_mb: int = 128, seed: int = 0,

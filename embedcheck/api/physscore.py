@@ -26,6 +26,9 @@ DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 #: the options ``physscore score`` and ``physscore run`` share, declared once
 TABLES = Option("tables", str, None, "Comma list of the paper's tables to compute: 1 (benchmark), 3 (recalibration "
                 "probe), 4 (lexical vs numeric). Default: all three.", show_default=False)
+PLOTS = Option("plots", str, None, "Write the overview heatmap grid and the conversion curves as PNG into this folder "
+               "(needs matplotlib: pip install 'embedcheck[plots]').", spelled="plot", aliases=("--plots",),
+               metavar="DIR", show_default=False)
 PAPER_CONVERSIONS = Option("paper_conversions", bool, False, "Use the paper's litre→gallon factor ×3.785 (physically "
                            "inverted) instead of the correct ×0.264172, to reproduce its conversion figure.")
 
@@ -79,6 +82,8 @@ class PhysScoreRunReport(Report):
 
 
 @takes(
+    Option("output", str, None, "Output .jsonl (written atomically, with a .meta.json sidecar).", aliases=("-o",),
+           required=True, metavar="PATH", show_default=False),
     Option("sets", str, "all", "Comma list of phrase sets: benchmark (Tables 1, 3), lexical (Table 4), digits_words and "
            "conversion (figures only), or all."),
     PAPER_CONVERSIONS,
@@ -172,6 +177,16 @@ def _model_from_meta(emb: Path) -> Optional[str]:
     return recorded_model(emb)
 
 
+def _plot_folder(plots: Any) -> Optional[Path]:
+    """``plots`` as a folder path; an existing file there is refused (the figures go into a folder)."""
+    if plots is None:
+        return None
+    folder = Path(plots)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"plots= {folder}: a file, not a folder (the figures are written into a folder)")
+    return folder
+
+
 def _write_plots(plot_dir: Path, lookup: Callable[[Sequence[str]], np.ndarray], model: str,
                  paper_conversions: bool) -> list[str]:
     """Render both figures first, then write them atomically (both or neither)."""
@@ -209,7 +224,7 @@ def _assemble(model: Optional[str], tables: Sequence[int], body: dict[str, Any],
 @takes(
     Option("model", str, None, "Model whose tokenizer Table 4 uses (only the tokenizer is loaded). Default: the model "
            "in the embeddings' .meta.json, else all-MiniLM-L6-v2.", show_default=False),
-    TABLES, PAPER_CONVERSIONS,
+    TABLES, PAPER_CONVERSIONS, PLOTS,
 )
 def physscore(embeddings: Any, phrases: Any, *, model: Optional[str] = None, tables: Optional[str] = None,
               plots: Optional[Path] = None, paper_conversions: bool = False, against: Any = None,
@@ -223,6 +238,7 @@ def physscore(embeddings: Any, phrases: Any, *, model: Optional[str] = None, tab
     difference with its 95 % interval, p-value, minimum detectable effect and verdict at
     ``margins`` (``table1.kendall_tau`` ...). Table 1 is computed for both (``tables`` must include 1)."""
     which = ps_tables.parse_tables(tables)
+    plots = _plot_folder(plots)
     if against is not None:
         from ..geometry.paired import check_margins
 
@@ -274,7 +290,7 @@ def physscore(embeddings: Any, phrases: Any, *, model: Optional[str] = None, tab
 @takes(
     Option("model", str, DEFAULT_MODEL_NAME, "sentence-transformers name or local folder (default: the packaged "
            "all-MiniLM-L6-v2, no download)."),
-    TABLES, PAPER_CONVERSIONS,
+    TABLES, PAPER_CONVERSIONS, PLOTS,
     Option("batch_size", int, 32, "Encoding batch size (the protocol's is 32).", min=1),
     Option("device", str, None, "torch device (default: auto).", show_default=False),
     Option("backend", str, "auto", "auto (default: the torch-free fast path where the model allows it), torch, onnx "
@@ -289,6 +305,7 @@ def physscore_run(*, model: str = DEFAULT_MODEL_NAME, tables: Optional[str] = No
     """Embed the PhysScore phrases with ``model`` (bare phrases, L2-normalised float32, each unique
     string once) and score them: Tables 1, 3 and 4 in one go."""
     which = ps_tables.parse_tables(tables)
+    plots = _plot_folder(plots)
     if plots is not None:
         from ..physscore_protocol import plots as pp
 

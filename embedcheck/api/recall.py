@@ -326,6 +326,11 @@ def _run(idx: Any, truth: _Truth, ids: np.ndarray, settings: dict[str, Any], ask
            spelled="against-set", metavar="NAME=V", show_default=False),
     Option("plot", str, None, "With --sweep: draw recall against latency into this .png (atomically).", metavar="FILE",
            show_default=False),
+    Option("gate_on", str, "mean", "Old spelling: what --fail-below and --target gate when the figure does not say "
+           "(recall@K.lower=X: the lower end of its 95% interval).", choices=("mean", "lower"), hidden=True),
+    cli=(Option("fail_below", str, None, "Gate: exit 1 when recall@K (or knn-recall@K) is below X; recall@K.lower=X: "
+                "the lower end of its 95% interval; a bare X (or recall.mean=X, the report's name) gates recall@K. "
+                "Repeatable.", multiple=True, metavar="FIGURE@K=X", show_default=False),),
 )
 def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: int = 10,
            settings: Optional[dict[str, Any]] = None, sweep: Optional[dict[str, Any]] = None,

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Optional
 from ..errors import InputError
 from ..report.result import Figure, Result, hidden
 from ..report.schemas import INT, STR, obj
+from ..spec import Option, takes
 
 
 @dataclass(kw_only=True)
@@ -31,6 +32,8 @@ class HtmlReport(Result):
     html: str = hidden("")
 
 
+@takes(Option("output", str, None, "The .html page to write (atomically).", aliases=("-o",), required=True,
+              metavar="PATH", show_default=False))
 def html_report(folder: Any, output: Optional[Any] = None, *, title: Optional[str] = None) -> HtmlReport:
     """Gather every report (``*.json`` with an embedcheck schema), plot (``*.png``) and provenance
     sidecar (``*.meta.json``) under ``folder`` into one HTML page with no external reference;

@@ -108,6 +108,8 @@ def _qrels(qrels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     Option("resamples", int, 1000, "Bootstrap resamples over queries of the 95% intervals; 0: none.", min=0),
     Option("rerank", str, None, "A hubness repair re-scoring the neighbours: 'paired' compares it (B) with plain cosine "
            "(A) on the same queries.", choices=tuple(REPAIRS), show_default=False),
+    cli=(Option("dataset_revision", str, "unknown", "With --mteb-json: the data set revision recorded.", spelled="revision"),
+         Option("split", str, "test", "With --mteb-json: the split the scores are filed under.")),
 )
 def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALUES, resamples: int = 1000,
              seed: int = 0, engine: Any = "local", address: Optional[str] = None,

@@ -65,7 +65,9 @@ class ShardsVerifyReport(Report):
 @takes(Option("rows", int, None, "Rows per shard (the last shard holds the rest).", min=1, required=True,
               show_default=False),
        Option("model", str, None, "Model id for the manifest (default: the one in BIG.meta.json, if any).",
-              show_default=False))
+              show_default=False),
+       Option("output", str, None, "New folder for the shard set (must not exist, or be empty).", aliases=("-o",),
+              required=True, metavar="DIR", show_default=False))
 def shards_split(input: PathLike, rows: int, output: PathLike, *, labels: Optional[PathLike] = None,
                  label_field: str = "label", model: Optional[str] = None) -> ShardsSplitReport:
     """Cut ``input`` (a 2-D float ``.npy``, or a shard set to re-shard) into shards of ``rows`` rows
@@ -134,6 +136,8 @@ def shards_split(input: PathLike, rows: int, output: PathLike, *, labels: Option
         "model": out_model, "seconds": round(time.perf_counter() - t0, 3)})
 
 
+@takes(Option("output", str, None, "Output .npy; BIG.jsonl and BIG.meta.json are written beside it.", aliases=("-o",),
+              required=True, metavar="BIG.npy", show_default=False))
 def shards_merge(shard_set: PathLike, output: PathLike, *,
                  on_rows: Optional[Callable[[int, int], None]] = None) -> ShardsMergeReport:
     """Join ``shard_set`` (verified first) into one ``.npy`` (``output``) and one ``.jsonl`` beside

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..geometry.threshold import ThresholdResult, binary_labels, calibrate, check_precision, count_pairs_above
-from ..spec import Option, takes
+from ..spec import OldGate, Option, takes
 
 
 def _matrix(x: Any, what: str) -> np.ndarray:
@@ -44,6 +44,10 @@ def _matrix(x: Any, what: str) -> np.ndarray:
     Option("corpus", str, None, "Count the corpus pairs at or above each threshold (.npy or shard set).", metavar="EMB",
            show_default=False),
     Option("resamples", int, 1000, "Bootstrap resamples of the threshold intervals; 0: none.", min=0),
+    cli=(Option("curve", bool, False, "Table view: also print the precision-recall curve (101 points; always in the JSON)."),),
+    old=(OldGate("fail_if_below_floor_pct", "check.floor_percentile",
+                 help="Gate (old spelling of --fail-below check.floor_percentile=P): with --check, exit 1 when T sits "
+                 "below the P-th percentile of unrelated pairs."),),
 )
 def threshold(a: Any, b: Any, labels: Any = None, *, precision: float = 0.95, match_at: Optional[float] = None,
               label_field: str = "label", check: Optional[float] = None, corpus: Any = None,

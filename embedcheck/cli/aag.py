@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
-
-import typer
+from typing import Any
 
 from ..api.aag import aag
 from ._app import app
@@ -31,7 +29,6 @@ def aag_cmd(
     label_field: LabelFieldOpt = "label",
     seed: SeedOpt = 0,
     plot: PlotOpt = None,
-    fail_map_below: Annotated[Optional[float], typer.Option("--fail-map-below", hidden=True, help="Gate (old spelling of --fail-below label_map.map=X): exit 1 when label MAP (x100) is below this.")] = None,
     *,
     out: Output,
     **options: Any,
@@ -49,7 +46,6 @@ def aag_cmd(
 
     Example: embedcheck aag val.npy val.jsonl --fail-below 0.05
     """
-    out.gate("label_map.map", fail_map_below, option="--fail-map-below")
     out.start()
     check_plot(plot, [embeddings, labels])
 

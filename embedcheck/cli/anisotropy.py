@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -18,16 +17,6 @@ from .common import (
 )
 from .generic import declared
 from .reporting import Output, reporting
-
-
-class GateOn(str, Enum):
-    raw = "raw"
-    centred = "centred"
-
-
-class FloorKind(str, Enum):
-    perms = "perms"
-    exact = "exact"
 
 
 def _render(report: dict[str, Any]) -> None:
@@ -73,12 +62,7 @@ def anisotropy_cmd(
     a: Annotated[str, typer.Argument(metavar="A.npy", help="Compared rows of side A (n x d float .npy).", show_default=False)],
     b: Annotated[str, typer.Argument(metavar="B.npy", help="Compared rows of side B; row i pairs with row i of A.", show_default=False)],
     seed: SeedOpt = 0,
-    min_gap_sd: Annotated[Optional[float], typer.Option("--min-gap-sd", hidden=True, help="Gate (old spelling of --fail-below centred.gap_over_floor_sd=X): gap_over_floor_sd (on --gate-on) must be >= X.")] = None,
-    max_floor_share: Annotated[Optional[float], typer.Option("--max-floor-share", hidden=True, help="Gate (old spelling of --fail-above raw.floor_share=X): raw.floor_share must be <= X.")] = None,
-    min_partner_first: Annotated[Optional[float], typer.Option("--min-partner-first", hidden=True, help="Gate (old spelling of --fail-below centred.partner_ranked_first=X): partner_ranked_first (fraction, on --gate-on) must be >= X.")] = None,
-    floor: Annotated[FloorKind, typer.Option("--floor", hidden=True, help="Old spelling: which floor --min-gap-sd and --max-floor-share test: perms or exact (now: name the figure, e.g. --fail-below centred.gap_over_floor_exact_sd=X).", case_sensitive=False)] = FloorKind.perms,
     plot: PlotOpt = None,
-    gate_on: Annotated[GateOn, typer.Option("--gate-on", hidden=True, help="Old spelling: which reading --min-gap-sd and --min-partner-first test (now: name the figure, raw.* or centred.*).", case_sensitive=False)] = GateOn.centred,
     *,
     out: Output,
     **options: Any,
@@ -113,12 +97,6 @@ def anisotropy_cmd(
 
     Example: embedcheck anisotropy halves.a.npy halves.b.npy --shared
     """
-    side = gate_on.value
-    sd_key, share_key = (("gap_over_floor_exact_sd", "floor_share_exact") if floor == FloorKind.exact
-                         else ("gap_over_floor_sd", "floor_share"))
-    out.gate(f"{side}.{sd_key}", min_gap_sd, option="--min-gap-sd")
-    out.gate(f"raw.{share_key}", max_floor_share, "<=", option="--max-floor-share")
-    out.gate(f"{side}.partner_ranked_first", min_partner_first, option="--min-partner-first")
     out.start()
     check_plot(plot, [a, b, options["fit_a"], options["fit_b"], *(options["map_fit"] or ())])
     rep = anisotropy(a, b, seed=seed, plot=plot, engine=out.engine.value, address=out.address,

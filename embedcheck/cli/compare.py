@@ -3,9 +3,8 @@ command, its change and whether the change is beyond noise (logic in :mod:`embed
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -17,10 +16,6 @@ from .generic import declared
 _ReportArg = typer.Argument
 
 
-class CompareVerdict(str, Enum):
-    significant_drop = "significant-drop"
-
-
 @app.command("compare")
 @declared(compare)
 def compare_cmd(
@@ -28,8 +23,6 @@ def compare_cmd(
     current_report: Annotated[Path, _ReportArg(metavar="CURRENT.json", help="The new report of the same command.", show_default=False)],
     tolerance: ToleranceOpt = 0.0,
     max_drop: MaxDropOpt = None,
-    fail_on: Annotated[Optional[CompareVerdict], typer.Option("--fail-on", metavar="VERDICT", help="Gate: significant-drop: exit 1 when a headline figure of the command worsens beyond noise.", case_sensitive=False, show_default=False)] = None,
-    fail_on_significant_drop: Annotated[bool, typer.Option("--fail-on-significant-drop", hidden=True, help="Old spelling of --fail-on significant-drop.")] = False,
     *,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
@@ -51,10 +44,11 @@ def compare_cmd(
     from ..report.comparison import parse_max_drops
     from .output import render_comparison
 
+    fail_on = options.pop("fail_on")
     start_command(quiet)
     report: dict[str, Any] = compare(baseline_report, current_report, tolerance=tolerance,
                                      max_drop=parse_max_drops(list(max_drop or [])),
-                                     fail_on_significant_drop=fail_on_significant_drop or fail_on is not None,
+                                     fail_on_significant_drop=fail_on is not None,
                                      **options).to_dict()
 
     def view(r: dict[str, Any]) -> None:

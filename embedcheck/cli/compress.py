@@ -10,7 +10,7 @@ default verb, so the issue's ``embedcheck compress EMB --to int8 -o OUT.npy`` wo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -47,7 +47,6 @@ compress_app = sub_app(
 @declared(compress)
 def write_cmd(
     emb: Annotated[str, typer.Argument(metavar="EMB", help="Embeddings: a 2-D float .npy, a shard set or a store (docs/stores.md).", show_default=False)],
-    output: Annotated[str, typer.Option("--output", "-o", help="Output .npy (with .meta.json, .jsonl rows, pca projection), or a store: PATH.parquet, lancedb://DBDIR/TABLE, a .lance folder, postgresql://...?table=T&column=C (codes, the input's id and other columns, the compression record in the store's metadata; see docs/stores.md).", show_default=False)],
     *,
     out: Output,
     **options: Any,
@@ -60,6 +59,7 @@ def write_cmd(
 
     Example: embedcheck compress corpus.npy --to int8 -o corpus.int8.npy
     """
+    output = options.pop("output")
     out.start()
     with option_errors({"to": "--to", "calibration": "--calibration", "output": "--output"}):
         from ..io.stores import display_name, output_locator
@@ -121,10 +121,6 @@ def _render(report: dict[str, Any]) -> None:
 @declared(compress_sweep)
 def sweep_cmd(
     seed: SeedOpt = 0,
-    fail_below: Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="METRIC=P", help="Gate: exit 1 when the --ship row keeps less than P % of METRIC (ndcg@10, recall@100, label_map, aag, sts_spearman; P in percent of float32, e.g. 97). Repeatable.", show_default=False)] = None,
-    fail_below_retention: Annotated[Optional[list[str]], typer.Option("--fail-below-retention", metavar="METRIC=P", hidden=True, help="Old spelling of --fail-below METRIC=P.", show_default=False)] = None,
-    ship: Annotated[str, typer.Option("--ship", metavar="FORMAT", help="The row the gates check (e.g. int8, dims:192,int8, binary+rescore).")] = "int8",
-    plot: Annotated[Optional[Path], typer.Option("--plot", help="Also draw retention against bytes per vector into this .png (needs matplotlib).", dir_okay=False, show_default=False)] = None,
     engine: EngineOpt = EngineName.local,
     address: AddressOpt = None,
     *,
@@ -143,10 +139,13 @@ def sweep_cmd(
     from ..report.gates import add_gates
     from .common import check_plot, hint, stderr_is_terminal, write_plot
 
+    fail_below, ship = options.pop("fail_below"), options.pop("ship")
+    plot = None if options["plot"] is None else Path(options["plot"])
+    del options["plot"]
     check_engine(engine, address)
     out.start()
     with option_errors({"fail_below_retention": "--fail-below", "ship": "--ship"}):
-        below = parse_retention([*(fail_below or []), *(fail_below_retention or [])])
+        below = parse_retention(list(fail_below or []))
         try:
             precs = options["precisions"] = precisions_arg(options["precisions"])
         except InputError as exc:

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -16,18 +15,12 @@ from .generic import declared
 from .reporting import Output, reporting
 
 
-class DriftFailOn(str, Enum):
-    drift = "drift"
-    not_no_drift = "not-no-drift"
-
-
 @app.command("drift")
 @reporting(engine=True)
 @declared(drift)
 def drift_cmd(
     ref: Annotated[str, typer.Argument(metavar="REF", help="Reference embeddings (.npy or shard set).", show_default=False)],
     cur: Annotated[str, typer.Argument(metavar="CUR", help="Current embeddings, other rows of the same model.", show_default=False)],
-    fail_on: Annotated[Optional[DriftFailOn], typer.Option("--fail-on", help="Gate: exit 1 when the verdict is drift (drift), or anything but no-drift (not-no-drift).", case_sensitive=False, show_default=False)] = None,
     seed: SeedOpt = 0,
     *,
     out: Output,
@@ -43,13 +36,14 @@ def drift_cmd(
 
     Example: embedcheck drift ref.npy cur.npy --margin auc=0.55 --fail-on drift
     """
+    fail_on = options.pop("fail_on")
     out.start()
     rep = drift(ref, cur, seed=seed, engine=out.engine.value, address=out.address, hint=hint, **options)
     report = rep.to_dict()
     if fail_on is not None:
         v = rep["verdict"]
-        bad = v == "drift" if fail_on is DriftFailOn.drift else v != "no-drift"
-        needs = "not drift" if fail_on is DriftFailOn.drift else "no-drift"
-        add_gates(report, [verdict_gate(f"verdict_{fail_on.value.replace('-', '_')}", v, needs, not bad,
+        bad = v == "drift" if fail_on == "drift" else v != "no-drift"
+        needs = "not drift" if fail_on == "drift" else "no-drift"
+        add_gates(report, [verdict_gate(f"verdict_{fail_on.replace('-', '_')}", v, needs, not bad,
                                         shown="drift verdict")])
     out.finish(report, title=f"drift — {ref} → {cur}")

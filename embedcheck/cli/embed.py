@@ -53,10 +53,7 @@ _SPELLING = {"normalize=False": "--no-normalize", "out=": "-o ", "keep_fields=":
 @declared(embed)
 def embed_cmd(
     input: Annotated[str, typer.Argument(help="Texts: a .jsonl/.json/.csv/.tsv/.parquet/.txt file, - for stdin, or hf:NAME[:CONFIG].", show_default=False)],
-    output: Annotated[str, typer.Option("--output", "-o", help="OUT.npy; OUT.jsonl and OUT.meta.json are written beside it (with --halves: OUT.a.* and OUT.b.*). Sharded output (a folder/glob input, --shard-rows, --engine ray): a shard-set folder DIR. Or a store: PATH.parquet, lancedb://DBDIR/TABLE, a .lance folder, postgresql://...?table=T&column=C (ids, labels and texts as columns; the model, dimension and options in its metadata; see docs/stores.md).", show_default=False)],
     seed: SeedOpt = 0,
-    verbose: Annotated[bool, typer.Option("--verbose", help="Print on stderr how the backend was chosen (the calibration's timings), the bf16 check and the thread counts used.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the meta (what was written) as JSON on stdout.")] = False,
     quiet: QuietOpt = False,
     engine: EngineOpt = EngineName.local,
     address: AddressOpt = None,
@@ -66,6 +63,7 @@ def embed_cmd(
 
     Example: embedcheck embed ../shared/data/sst2/validation.jsonl -o val.npy
     """
+    output, verbose, as_json = options.pop("output"), options.pop("verbose"), options.pop("as_json")
     start_command(quiet)
     check_engine(engine, address)
     t_start = time.perf_counter()

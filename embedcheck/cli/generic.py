@@ -8,6 +8,7 @@ function as ``embedcheck.<name>`` (:func:`embedcheck.api.measure.run_measurement
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Annotated, Any, Optional
 
@@ -57,6 +58,8 @@ def option_param(o: Option) -> inspect.Parameter:
         kw["metavar"] = o.metavar or "[" + "|".join(o.choices) + "]"
     if not o.show_default:
         kw["show_default"] = False
+    if o.hidden:
+        kw["hidden"] = True
     typ: Any = str if o.sep else o.type
     if o.multiple:
         typ = list[typ]  # type: ignore[valid-type]
@@ -81,28 +84,49 @@ _TAIL = ("seed", "engine", "address")
 def declared(api_fn: Any) -> Any:
     """A built-in command's options made from its API function's declaration
     (:func:`embedcheck.spec.takes`), the path a plugin's options take (:func:`option_param`): the
-    command function declares only its arguments and what is the CLI's own (old gate spellings);
-    the declared options join its signature before ``--seed``, and typer reads them from there."""
-    from ..spec import options_of
+    command function declares only its arguments; the declared options — the API's, the command's
+    own (``cli=``: they reach the command in ``**options`` beside the API's, for it to take out) and
+    the old spellings (``old=``: turned into gates or into the option they spell, before the command
+    runs) — join its signature before ``--seed``, and typer reads them from there."""
+    from ..spec import OldGate, cli_options_of, old_spellings_of, options_of
 
-    options = options_of(api_fn)
-    if not options:
+    api_options, own, old = options_of(api_fn), cli_options_of(api_fn), old_spellings_of(api_fn)
+    if not (api_options or own):
         raise TypeError(f"{api_fn.__qualname__} declares no options (embedcheck.spec.takes)")
+    old_options = tuple(x.option() if isinstance(x, OldGate) else x for x in old)
+    options = (*api_options, *own, *old_options)
 
     def deco(fn: Any) -> Any:
         sig = inspect.signature(fn, eval_str=True)
-        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
-        if len(own) == len(sig.parameters):
+        mine = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        if len(mine) == len(sig.parameters):
             raise TypeError(f"{fn.__qualname__} must take its declared options as **options")
-        clash = {p.name for p in own} & {o.name for o in options}
+        clash = {p.name for p in mine} & {o.name for o in options}
         if clash:
             raise TypeError(f"{fn.__qualname__} declares {sorted(clash)} again: they are declared on {api_fn.__qualname__}")
-        at = next((i for i, p in enumerate(own) if p.name in _TAIL or p.kind is p.KEYWORD_ONLY), len(own))
-        params = own[:at] + [option_param(o) for o in options] + own[at:]
-        fn.__signature__ = sig.replace(parameters=params)
-        fn.__options__ = options  # the command's declared options (tests/test_options.py reads them)
-        fn.__annotations__ = {p.name: p.annotation for p in params}
-        return fn
+        at = next((i for i, p in enumerate(mine) if p.name in _TAIL or p.kind is p.KEYWORD_ONLY), len(mine))
+        params = mine[:at] + [option_param(o) for o in options] + mine[at:]
+
+        @functools.wraps(fn)
+        def command(*args: Any, **kw: Any) -> Any:
+            spelled = {x.name: kw.pop(x.name) for x in old}
+            for x in old:  # an old spelling of another option: its value goes there
+                if isinstance(x, OldGate) or not x.old_of or spelled[x.name] in (None, False, [], ()):
+                    continue
+                if x.type is bool:
+                    kw[x.old_of] = x.becomes
+                else:
+                    kw[x.old_of] = [*(kw.get(x.old_of) or []), *spelled[x.name]]
+            for x in old:  # an old gate spelling: a gate like --fail-below FIGURE=X
+                if isinstance(x, OldGate):
+                    kw["out"].gate(x.figure_for({**kw, **spelled}), spelled[x.name], x.op, option=x.flag)
+            return fn(*args, **kw)
+
+        command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        command.__options__ = options  # type: ignore[attr-defined]  # every declared option (tests/test_options.py)
+        command.__old_spellings__ = old  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
 
     return deco
 

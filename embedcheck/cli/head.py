@@ -10,9 +10,7 @@ memory stays bounded whatever the input size) and writes float32 unit rows atomi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
-
-import typer
+from typing import Any
 
 from ..api import heads as api
 from ..errors import InputError
@@ -21,7 +19,6 @@ from .common import (
     EmbArg,
     LabelFieldOpt,
     LabelsArg,
-    OutOpt,
     SeedOpt,
     hint,
     progress,
@@ -39,7 +36,6 @@ from .reporting import Output, reporting
 def train_head(
     emb: EmbArg,
     labels: LabelsArg,
-    out: OutOpt,
     seed: SeedOpt = 0,
     label_field: LabelFieldOpt = "label",
     *,
@@ -60,7 +56,7 @@ def train_head(
         def on_epoch(e: int, loss: float) -> None:
             prog.update(task, advance=1, info=f"epoch {e + 1}/{epochs} loss {loss:.4f}")
 
-        rep = api.train_head(emb, labels, out, seed=seed, label_field=label_field, on_epoch=on_epoch, hint=hint,
+        rep = api.train_head(emb, labels, Path(options.pop("output")), seed=seed, label_field=label_field, on_epoch=on_epoch, hint=hint,
                              **options)
     o.finish(rep, title=f"train-head ({k})")
 
@@ -74,9 +70,6 @@ def train_head(
 @declared(api.project)
 def project(
     emb: EmbArg,
-    out: Annotated[str, typer.Option("--output", "-o", help="Output .npy (written atomically); for a shard-set input, a new folder: one output shard per input shard, same sidecars, manifest last; or a store: PATH.parquet, lancedb://DBDIR/TABLE, a .lance folder, postgresql://...?table=T&column=C (the input's id and other columns carried over; see docs/stores.md).", show_default=False)],
-    head_path: Annotated[Optional[Path], typer.Option("--head", help="Head file written by train-head (.safetensors); or --adapter.", dir_okay=False, show_default=False)] = None,
-    adapter: Annotated[Optional[Path], typer.Option("--adapter", help="Upgrade adapter written by upgrade -o (new -> old): instead of --head; needs --side.", dir_okay=False, show_default=False)] = None,
     *,
     o: Output,
     **options: Any,
@@ -92,7 +85,8 @@ def project(
         task = prog.add_task("project", total=None, info="")
         from ..io.stores import output_locator
 
-        rep = api.project(emb, head_path, out if output_locator(out) is not None else Path(out), adapter=adapter,
+        out = options.pop("output")
+        rep = api.project(emb, output=out if output_locator(out) is not None else Path(out),
                           engine=o.engine.value, address=o.address,
                           on_rows=lambda done, total: prog.update(task, completed=done, total=total), hint=hint,
                           **options)

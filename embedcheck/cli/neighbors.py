@@ -3,7 +3,7 @@ neighbours (overlap@k, top-1 changes, label agreement); exact and blocked."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -28,7 +28,6 @@ def neighbors_cmd(
     labels: OptLabelsArg = None,
     label_field: LabelFieldOpt = "label",
     seed: SeedOpt = 0,
-    min_overlap: Annotated[Optional[float], typer.Option("--min-overlap", hidden=True, help="Gate (old spelling of --fail-below overlap=X): exit 1 when the mean overlap@k is below this (0 to 1).", show_default=False)] = None,
     *,
     out: Output,
     **options: Any,
@@ -45,7 +44,6 @@ def neighbors_cmd(
 
     Example: embedcheck neighbors test.npy test.fused.npy test.jsonl --k 10 --fail-below 0.5
     """
-    out.gate("overlap", min_overlap, option="--min-overlap")
     out.start()
     with progress() as bar:
         task = bar.add_task("neighbours", total=None, info="")

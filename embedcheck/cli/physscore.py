@@ -10,7 +10,7 @@ protocol and its tables are in :mod:`embedcheck.physscore_protocol`, the termina
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -31,11 +31,6 @@ physscore_app = sub_app(
     "One go: `embedcheck physscore run`. Step by step: `physscore phrases -o p.jsonl`, "
     "`embed p.jsonl -o p_emb.npy`, `physscore score p_emb.npy p.jsonl`.",
 )
-
-
-PlotsOpt = Annotated[Optional[Path], typer.Option(
-    "--plot", "--plots", help="Write the overview heatmap grid and the conversion curves as PNG into this folder "
-    "(needs matplotlib: pip install 'embedcheck\\[plots]').", file_okay=False, show_default=False)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -69,8 +64,6 @@ def _check_gate_tables(which: Any, out: Output) -> None:
 @physscore_app.command("phrases")
 @declared(physscore_phrases)
 def phrases_cmd(
-    output: Annotated[Path, typer.Option("--output", "-o", help="Output .jsonl (written atomically, with a .meta.json sidecar).",
-                                         dir_okay=False, show_default=False)],
     *,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
@@ -85,7 +78,8 @@ def phrases_cmd(
     Example: embedcheck physscore phrases -o phrases.jsonl
     """
     start_command(quiet)
-    rep = physscore_phrases(output, **options).to_dict()
+    output = Path(options["output"])
+    rep = physscore_phrases(**options).to_dict()
     hint(f"wrote {rep['rows']} phrases ({rep['unique_texts']} unique) to {output}; next: embedcheck embed {output} -o "
          f"{output.with_name(output.stem + '_emb.npy')}")
     finish(rep, title="PhysScore phrases", as_json=as_json, fmt=fmt, report_file=report_file)
@@ -98,7 +92,6 @@ def score_cmd(
     embeddings: Annotated[Path, typer.Argument(help="Embeddings of the phrases: a 2-D float .npy, one row per phrase.", show_default=False)],
     phrases: Annotated[Path, typer.Argument(help="The phrases .jsonl (from `physscore phrases`) or embed's .jsonl sidecar: "
                                             "row i holds the text of embedding row i.", show_default=False)],
-    plots: PlotsOpt = None,
     against: AgainstOpt = None, margin: MarginOpt = None, fail_on: FailOnOpt = None,  # cli/paired_opts.py
     *,
     out: Output,
@@ -117,7 +110,7 @@ def score_cmd(
     _check_gate_tables(ps_tables.parse_tables(options["tables"]), out)
     margins = parse_margins(margin)
     pair = check_paired_options(against, 1, margins, fail_on, "EMBEDDINGS")
-    rep = physscore(embeddings, phrases, plots=plots, against=pair[0] if pair else None, margins=margins or None,
+    rep = physscore(embeddings, phrases, against=pair[0] if pair else None, margins=margins or None,
                     **options)
     report = rep.to_dict()
     if pair:
@@ -129,7 +122,6 @@ def score_cmd(
 @reporting()
 @declared(physscore_run)
 def run_cmd(
-    plots: PlotsOpt = None,
     *,
     out: Output,
     **options: Any,
@@ -144,6 +136,6 @@ def run_cmd(
     _check_gate_tables(ps_tables.parse_tables(options["tables"]), out)
     with progress() as bar:
         task = bar.add_task("embedding phrases", total=None, info="")
-        report = physscore_run(plots=plots, hint=hint, on_progress=lambda k: bar.update(task, advance=k),
+        report = physscore_run(hint=hint, on_progress=lambda k: bar.update(task, advance=k),
                                **options).to_dict()
     out.finish(report, title="PhysScore", renderer=render)

@@ -3,9 +3,8 @@ spread over queries, a settings sweep and a CI gate."""
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -17,18 +16,11 @@ from .paired_opts import FailOnOpt, MarginOpt, paired_gates, parse_margins
 from .reporting import Output, reporting
 
 
-class GateOn(str, Enum):
-    mean = "mean"
-    lower_end = "lower"
-
-
 @app.command("recall")
 @reporting(gates=False, engine=True)  # its own --fail-below FIGURE@K[.lower]=X (recall@K or knn-recall@K: the K is the run's)
 @declared(recall)
 def recall_cmd(
     index: Annotated[str, typer.Argument(metavar="INDEX", help="The index: PATH.faiss / PATH.index (FAISS), an hnswlib file (--space/--dim or PATH.json), postgresql://USER@HOST/DB?table=T&column=C[&id=I] (pgvector HNSW or IVFFlat) or lancedb://DBDIR/TABLE (IVF_PQ, IVF_HNSW_SQ).", show_default=False)],
-    fail_below: Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="FIGURE@K=X", help="Gate: exit 1 when recall@K (or knn-recall@K) is below X; recall@K.lower=X: the lower end of its 95% interval; a bare X (or recall.mean=X, the report's name) gates recall@K. Repeatable.", show_default=False)] = None,
-    gate_on: Annotated[GateOn, typer.Option("--gate-on", hidden=True, help="Old spelling: what --fail-below and --target gate when the figure does not say (recall@K.lower=X: the lower end of its 95% interval).", case_sensitive=False)] = GateOn.mean,
     seed: SeedOpt = 0,
     margin: MarginOpt = None,
     fail_on: FailOnOpt = None,
@@ -53,6 +45,7 @@ def recall_cmd(
     from ..report.gates import add_gates
     from .common import option_errors
 
+    fail_below = options.pop("fail_below")
     out.start()
     plot = None if options["plot"] is None else Path(options["plot"])
     check_plot(plot, [p for p in (index, options["queries"], options["vectors"]) if p and "://" not in p])
@@ -68,9 +61,9 @@ def recall_cmd(
         from ..api.recall import parse_gate
 
         parse_gate(item, options["k"], what="fail_below")
-    rep = recall(index, gate_on=gate_on.value, seed=seed, margins=margins or None,
+    rep = recall(index, seed=seed, margins=margins or None,
                  engine=out.engine.value, address=out.address, hint=hint, **options)
-    recall_gates(rep, list(fail_below or []), gate_on.value)
+    recall_gates(rep, list(fail_below or []), options["gate_on"])
     report: dict[str, Any] = rep.to_dict()
     add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
     r, kk = report["recall"], report["k"]

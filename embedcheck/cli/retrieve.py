@@ -57,8 +57,6 @@ def retrieve_cmd(
     seed: SeedOpt = 0,
     mteb_json: MtebJsonOpt = None,
     task_name: TaskNameOpt = "Retrieval",
-    dataset_revision: Annotated[str, typer.Option("--revision", help="With --mteb-json: the data set revision recorded.")] = "unknown",
-    split: Annotated[str, typer.Option("--split", help="With --mteb-json: the split the scores are filed under.")] = "test",
     *,
     out: Output,
     **options: Any,
@@ -82,6 +80,7 @@ def retrieve_cmd(
     from ..geometry.retrieval import _figures
     from .common import option_errors
 
+    dataset_revision, split = options.pop("dataset_revision"), options.pop("split")
     ks = options.pop("k")  # the declaration's check made the list (--k 1,5,10)
     # --fail-below METRIC=X (ndcg@10, map@100, recall@1000, p@5, mrr@10: fractions, 0 to 1) at these cut-offs
     out.start(figures=_figures(sorted({*ks, 10})))

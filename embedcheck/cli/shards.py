@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..api.shards import shards_split
+from ..api.shards import shards_merge, shards_split
 from ._app import sub_app
 from .common import FormatOpt, JsonOpt, LabelFieldOpt, QuietOpt, ReportOpt, finish, hint, progress, start_command
 from .generic import declared
@@ -30,7 +30,6 @@ ShardSetArg = Annotated[Path, typer.Argument(metavar="DIR", help="A shard folder
 @declared(shards_split)
 def split_cmd(
     input: Annotated[Path, typer.Argument(metavar="BIG.npy", help="A 2-D float .npy (or a shard set, to re-shard it).", show_default=False)],
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="DIR", help="New folder for the shard set (must not exist, or be empty).", show_default=False)],
     labels: Annotated[Path | None, typer.Argument(help="Optional labels (.npy, .txt, a .jsonl/.csv/.tsv/.parquet table read by --label-field, or a shard set's sidecars), attached as the 'label' field of every sidecar record.", show_default=False)] = None,
     label_field: LabelFieldOpt = "label",
     *,
@@ -48,30 +47,32 @@ def split_cmd(
     Example: embedcheck shards split val.npy --rows 200 -o val_shards
     """
     start_command(quiet)
-    rep = shards_split(input, output=output, labels=labels, label_field=label_field, **options).to_dict()
+    output = options["output"]
+    rep = shards_split(input, labels=labels, label_field=label_field, **options).to_dict()
     hint(f"wrote {output}: {rep['shards']} shards of up to {options['rows']} rows ({rep['rows']} x {rep['dim']} {rep['dtype']})")
     finish(rep, title="shards split", as_json=as_json, fmt=fmt, report_file=report_file)
 
 
 @shards_app.command("merge")
+@declared(shards_merge)
 def merge_cmd(
     shard_set: ShardSetArg,
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="BIG.npy", help="Output .npy; BIG.jsonl and BIG.meta.json are written beside it.", dir_okay=False, show_default=False)],
+    *,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,
     quiet: QuietOpt = False,
+    **options: Any,
 ) -> None:
     """Join a shard set (verified first) into one .npy and one .jsonl, in manifest order.
 
     Example: embedcheck shards merge val_shards -o val_merged.npy
     """
-    from ..api.shards import shards_merge
-
     start_command(quiet)
+    output = options["output"]
     with progress() as bar:
         task = bar.add_task("merge", total=None, info="")
-        rep = shards_merge(shard_set, output,
+        rep = shards_merge(shard_set, output=output,
                            on_rows=lambda done, total: bar.update(task, completed=done, total=total)).to_dict()
     hint(f"wrote {output} ({rep['rows']} x {rep['dim']} {rep['dtype']}) and {rep['sidecar']} from {rep['shards']} shards")
     finish(rep, title="shards merge", as_json=as_json, fmt=fmt, report_file=report_file)

@@ -31,11 +31,9 @@ def threshold_cmd(
     b: Annotated[str, typer.Argument(help="Embeddings of the second item, row i paired with row i of A.", show_default=False)],
     labels: Annotated[Optional[str], typer.Argument(help=f"0/1 per pair, one per row: {LABEL_FORMATS}; or scores with --match-at. None: matched pairs vs unrelated pairs.", show_default=False)] = None,
     label_field: LabelFieldOpt = "label",
-    fail_if_below_floor_pct: Annotated[Optional[float], typer.Option("--fail-if-below-floor-pct", metavar="P", hidden=True, help="Gate (old spelling of --fail-below check.floor_percentile=P): with --check, exit 1 when T sits below the P-th percentile of unrelated pairs.", show_default=False)] = None,
     seed: SeedOpt = 0,
     engine: EngineOpt = EngineName.local,
     address: AddressOpt = None,
-    curve: Annotated[bool, typer.Option("--curve", help="Table view: also print the precision-recall curve (101 points; always in the JSON).")] = False,
     *,
     out: Output,
     **options: Any,
@@ -51,7 +49,7 @@ def threshold_cmd(
     Example: embedcheck threshold s1.npy s2.npy s1.jsonl --label-field score
     --match-at 4 --check 0.82 --fail-below check.floor_percentile=99
     """
-    out.gate("check.floor_percentile", fail_if_below_floor_pct, option="--fail-if-below-floor-pct")
+    curve = options.pop("curve")
     out.start()
     check_engine(engine, address)
     for g in out.gates:
