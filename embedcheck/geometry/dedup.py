@@ -36,6 +36,7 @@ import numpy as np
 from ..engine.runner import or_local
 from . import search as S
 from .retrieval import cosine
+from .tiles import _better, scan_range
 
 #: the thresholds of the duplicate-rate curve (the chosen threshold is added)
 CURVE = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.92, 0.95, 0.97, 0.98, 0.99, 0.995, 1.0)
@@ -56,46 +57,31 @@ class RangeResult:
     nn_cos: np.ndarray
 
 
-def _better(v: np.ndarray, r: np.ndarray, bv: np.ndarray, br: np.ndarray) -> np.ndarray:
-    return (v > bv) | ((v == bv) & (r < br))
-
-
 def range_task(q_src: Any, q_lo: int, q_hi: int, c_src: Any, c_lo: int, c_hi: int, thr: float, in_corpus: bool,
                tile: int, check_q: bool, check_c: bool) -> tuple[np.ndarray, ...]:
     """Pairs ``>= thr`` of queries ``[q_lo, q_hi)`` with corpus rows ``[c_lo, c_hi)`` (``in_corpus``:
     only corpus rows after the query), the queries' best row and cosine in the range and — in one
     corpus — the corpus rows' best earlier query row and cosine."""
     Q = S._rows(q_src, q_lo, q_hi, check_q, "queries")
-    b, t32 = q_hi - q_lo, np.float32(thr)
+    b = q_hi - q_lo
     ii, jj, cc = [], [], []
     rv = np.full(b, -np.inf, dtype=np.float32)
     rr = np.full(b, -1, dtype=np.int64)
     cv = np.full(c_hi - c_lo, -np.inf, dtype=np.float32)
     cr = np.full(c_hi - c_lo, -1, dtype=np.int64)
-    qrows = np.arange(q_lo, q_hi)
     for t0 in range(c_lo, c_hi, tile):
         t1 = min(t0 + tile, c_hi)
         if in_corpus and t1 <= q_lo + 1:
             continue
         C = S._rows(c_src, t0, t1, check_c, "corpus")
         M = np.asarray(cosine(Q, C), dtype=np.float32)
-        if in_corpus and t0 <= q_hi - 1:  # the diagonal crosses the tile: only j > i counts
-            M[np.arange(t0, t1)[None, :] <= qrows[:, None]] = -np.inf
-        a = np.argmax(M, axis=1)
-        v = M[np.arange(b), a]
-        up = _better(v, a + t0, rv, rr)
-        rv[up], rr[up] = v[up], a[up] + t0
-        if in_corpus:
-            a0 = np.argmax(M, axis=0)
-            v0 = M[a0, np.arange(t1 - t0)]
-            sl = slice(t0 - c_lo, t1 - c_lo)
-            up0 = _better(v0, a0 + q_lo, cv[sl], cr[sl])
-            cv[sl][up0], cr[sl][up0] = v0[up0], a0[up0] + q_lo
-        r, c = np.nonzero(M >= t32)
+        sl = slice(t0 - c_lo, t1 - c_lo)
+        r, c, v = scan_range(M, q_lo, t0, in_corpus, thr, rv, rr, cv[sl] if in_corpus else None,
+                             cr[sl] if in_corpus else None)
         if r.size:
-            ii.append(r + q_lo)
-            jj.append(c + t0)
-            cc.append(M[r, c])
+            ii.append(r)
+            jj.append(c)
+            cc.append(v)
     def cat(xs: list[Any], dt: Any) -> np.ndarray:
         return np.concatenate(xs).astype(dt) if xs else np.zeros(0, dtype=dt)
 

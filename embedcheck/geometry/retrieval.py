@@ -86,20 +86,15 @@ def _topk_by_threshold(S: np.ndarray, ranks: np.ndarray, kk: int) -> Optional[tu
     entries at or above it (one comparison pass) hold the whole top ``kk`` — ties included — and
     only they are sorted by the tie rule. None when too many entries reach the bound (rows of
     near-equal scores): the caller partitions instead. The same columns and order as the partition."""
+    from .tiles import reach
+
     b, t = S.shape
     sub = max(8 * kk, 1024)
     thr = np.partition(S[:, :sub], sub - kk, axis=1)[:, sub - kk]
-    mask = S >= thr[:, None]
-    counts = mask.sum(axis=1)
-    width = int(counts.max(initial=0))
-    if width > max(t // 8, kk):
+    got = reach(S, thr, ranks, 0, max(t // 8, kk))
+    if got is None:
         return None
-    r, c = np.nonzero(mask)  # row-major: grouped by row
-    pos = np.arange(r.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    cand = np.zeros((b, width), dtype=np.int64)
-    vals = np.full((b, width), -np.inf, dtype=S.dtype)
-    rk = np.full((b, width), np.iinfo(np.int64).max, dtype=np.int64)
-    cand[r, pos], vals[r, pos], rk[r, pos] = c, S[r, c], ranks[c]
+    cand, vals, rk = got
     order = np.lexsort((rk, -vals), axis=1)[:, :kk]
     return np.take_along_axis(cand, order, axis=1), np.take_along_axis(vals, order, axis=1)
 

@@ -30,6 +30,7 @@ import numpy as np
 from ..engine.runner import Engine, or_local
 from ..io.source import Source, read_range
 from .retrieval import TopK, cosine, select_topk
+from .tiles import reach
 
 #: queries per task
 QUERY_BLOCK = 1024
@@ -65,25 +66,6 @@ def merge_ranked(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
             np.take_along_axis(rk, order, axis=1))
 
 
-def _candidates(S: np.ndarray, thr: np.ndarray, t0: int, rk: np.ndarray,
-                limit: int) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The entries of a tile that reach each row's current k-th best score (``>=``: a tie may
-    still win on its tie rank), padded with ``-inf``; None when a row has more than ``limit``."""
-    mask = S >= thr[:, None]
-    counts = mask.sum(axis=1)
-    width = int(counts.max(initial=0))
-    if width > limit:
-        return None
-    b = S.shape[0]
-    r, c = np.nonzero(mask)  # row-major: grouped by row
-    pos = np.arange(r.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    rows = np.zeros((b, max(width, 1)), dtype=np.int64)
-    vals = np.full((b, max(width, 1)), -np.inf, dtype=np.float32)
-    ranks = np.full((b, max(width, 1)), np.iinfo(np.int64).max, dtype=np.int64)
-    rows[r, pos], vals[r, pos], ranks[r, pos] = c + t0, S[r, c], rk[c]
-    return rows, vals, ranks
-
-
 def topk_task(q_src: Any, q_lo: int, q_hi: int, c_src: Any, c_lo: int, c_hi: int, ranks: np.ndarray, k: int,
               score: Score, tile: int, check_q: bool, check_c: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top ``k`` of queries ``[q_lo, q_hi)`` among corpus rows ``[c_lo, c_hi)`` (``ranks``: the tie
@@ -100,7 +82,7 @@ def topk_task(q_src: Any, q_lo: int, q_hi: int, c_src: Any, c_lo: int, c_hi: int
         rk = ranks[t0 - c_lo:t1 - c_lo]
         part = None
         if best is not None and best[0].shape[1] >= k:
-            part = _candidates(S, best[1][:, k - 1], t0, rk, 2 * k)
+            part = reach(S, best[1][:, k - 1], rk, t0, 2 * k)
         if part is None:
             cols, vals = select_topk(S, rk, k)
             part = (cols + t0, vals, rk[cols])

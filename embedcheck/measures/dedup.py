@@ -237,7 +237,8 @@ def labels_effect(corpus: Any, g: Any, labels: str, *, resamples: int, seed: int
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[float], floor_percentile: Optional[float],
         keep_rows: Optional[int], floor_pairs: int, leakage_of: Optional[str], examples: int, top: int,
         output: Optional[str], copy: Optional[str], queries: Optional[str] = None, qrels: Optional[str] = None,
-        resamples: int = 1000, labels: Optional[str] = None) -> Outcome:
+        resamples: int = 1000, labels: Optional[str] = None, ann: bool = False, probes: int = 8,
+        ann_sample: int = 1000) -> Outcome:
     from ..geometry import dedup as D
     from ..io.source import open_source
 
@@ -256,25 +257,39 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
     if (queries is None) != (qrels is None):
         raise InputError("--queries and --qrels go together: search over every row and over the kept rows, judged")
     copy_kind = check_copy(copy, corpus, [leakage_of, queries, qrels, labels]) if copy is not None else None
+    if ann and getattr(engine, "name", "local") != "local":
+        raise InputError("--ann runs in this process (k-means lists and GEMM scans): drop --engine, or drop --ann "
+                         "for the exact pass on the engine")
     U = _unit(corpus[:])
     floor = D.floor_cosines(U, floor_pairs, seed)
     del U
+    lists = None
+    if ann:
+        from ..geometry.dedup_ann import Lists
+
+        lists = Lists(corpus[:], probes=probes, seed=seed)
+
+    def pairs_at(t: float, queries: Any = None) -> Any:
+        if lists is not None:
+            return lists.range_pairs(t, queries=None if queries is None else queries[:])
+        return D.range_pairs(corpus, t, queries=queries, engine=engine)
+
     body: dict[str, Any] = {"n": n, "dim": corpus.dim}
     if form == "threshold":
         assert threshold is not None
         thr = float(threshold)
-        r = D.range_pairs(corpus, thr, engine=engine)
+        r = pairs_at(thr)
         i, j, cos = r.i, r.j, r.cos
     elif form == "floor_percentile":
         pct = DEFAULT_FLOOR_PERCENTILE if floor_percentile is None else float(floor_percentile)
         thr = float(np.percentile(floor, pct))
-        r = D.range_pairs(corpus, thr, engine=engine)
+        r = pairs_at(thr)
         i, j, cos = r.i, r.j, r.cos
     else:
         assert keep_rows is not None
-        first = D.range_pairs(corpus, float("inf"), engine=engine)  # each row's nearest only
+        first = pairs_at(float("inf"))  # each row's nearest only
         bound = D.keep_bound(first.nn_cos, keep_rows)
-        r = D.range_pairs(corpus, bound, engine=engine) if np.isfinite(bound) else first
+        r = pairs_at(bound) if np.isfinite(bound) else first
         thr = D.threshold_for_keep(n, r.i, r.j, r.cos, keep_rows)
         if not np.isfinite(thr):  # keep every row: the least float32 above every pair's cosine
             thr = float(np.nextafter(np.float32(first.nn_cos.max()), np.float32(np.inf)))
@@ -288,6 +303,12 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
     if form == "keep_rows":
         body["keep_rows"] = keep_rows
     body["floor"] = _floor_section(floor, floor_pairs, seed, thr)
+    if lists is not None:
+        from ..geometry.dedup_ann import sample_recall
+
+        body["ann"] = {**lists.describe(), **sample_recall(lists, r, thr, rows=ann_sample, seed=seed),
+                       "note": ("pairs found through the lists, not by the exact pass: a pair is missed when neither "
+                                "row probes the other's list; the curve's nearest cosines are the best rows scored")}
     g = D.groups(n, i, j)
     in_groups = int(g.sizes.sum())
     body["pairs"] = int(i.size)
@@ -322,7 +343,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
                         **({"removed_ids": [ids[x] for x in rows[1:GROUP_ROWS + 1]]} if ids is not None else {})})
     body["largest_groups"] = big
     if test is not None:
-        lk = D.range_pairs(corpus, thr, queries=test, engine=engine)
+        lk = pairs_at(thr, test)
         leaked = lk.nn_cos >= np.float32(thr)
         k, mq = int(leaked.sum()), test.n
         body["leakage"] = k / mq
@@ -339,6 +360,10 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
         body["leakage_check"] = {"test": leakage_of, "test_rows": mq, "leaked_rows": k, "pairs": int(lk.i.size),
                                  "bands": lb, "examples": le,
                                  "ci_method": "Wilson score interval over the TEST rows (scipy.stats.binomtest)"}
+        if lists is not None:
+            from ..geometry.dedup_ann import sample_recall
+
+            body["leakage_check"]["ann"] = sample_recall(lists, lk, thr, rows=ann_sample, seed=seed, queries=test[:])
     if queries is not None and qrels is not None:
         body["search"] = search_effect(corpus, ids, g, queries, qrels, resamples=resamples, seed=seed, engine=engine)
     if labels is not None:
@@ -393,7 +418,15 @@ MEASUREMENT = Measurement(
                     "own .jsonl works): AAG over every row and over the kept rows, paired.", metavar="FILE",
                     show_default=False),
              Option("resamples", int, 1000, "Bootstrap resamples (over queries for the nDCG@10 change, over rows for "
-                    "the AAG change).", min=10)),
+                    "the AAG change).", min=10),
+             Option("ann", bool, False, "Find the pairs through k-means lists (an inverted file: √n lists, each row "
+                    "scored exactly against the lists of its --probes nearest centroids) instead of the exact pass: for "
+                    "millions of rows. The share of exact pairs found is measured on --ann-sample rows and reported. "
+                    "Needs faiss-cpu.", show_default=False),
+             Option("probes", int, 8, "With --ann: lists each row is scored against (more: fewer pairs missed, "
+                    "slower).", min=1),
+             Option("ann_sample", int, 1000, "With --ann: rows scored exactly against every row to measure the share "
+                    "of pairs found.", min=10)),
     figures={
         "duplicate_share": Figure("lower", unit=FRACTION, range=(0, 1),
                                   help="share of rows removed: in a group, not its kept (lowest) row"),
@@ -403,6 +436,9 @@ MEASUREMENT = Measurement(
                                      help="nDCG@10 over the kept rows - over every row (--queries, --qrels)"),
         "labels_effect.aag_change": Figure("higher", interval="labels_effect.aag_change_ci95", headline=False,
                                            always=False, help="AAG over the kept rows - over every row (--labels)"),
+        "ann.pairs_recall": Figure("higher", interval="ann.pairs_recall_ci95", headline=False, always=False,
+                                   unit=FRACTION, range=(0, 1),
+                                   help="--ann: share of a sample's exact pairs the lists found"),
         "leakage": Figure("lower", interval="leakage_ci95", unit=FRACTION, range=(0, 1), always=False,
                           help="share of --leakage-of rows with a near-duplicate among the rows"),
     },

@@ -1,0 +1,77 @@
+"""``dedup --ann``: the k-means lists against the exact pass (brute force through
+``embedcheck.geometry.dedup.range_pairs``, itself tested against numpy all-pairs): probing every list
+is exhaustive, so it gives the exact pair set and every row's nearest; probing a few finds a subset of
+the exact pairs whose share the sample measures as a direct count over the exact pairs would."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("faiss", reason="dedup --ann needs faiss-cpu (pip install 'embedcheck[stores]')")
+
+from embedcheck.geometry import dedup as D  # noqa: E402
+from embedcheck.geometry import dedup_ann as A  # noqa: E402
+
+
+def _planted(n=6000, d=24, seed=2, share=0.05):
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((60, d))
+    X = centres[rng.integers(0, 60, n)] + 0.8 * rng.standard_normal((n, d))
+    m = int(share * n)
+    X[rng.choice(n, m, replace=False)] = X[rng.integers(0, n, m)] + 0.05 * rng.standard_normal((m, d))
+    return X.astype(np.float32)
+
+
+def _set(r):
+    return set(zip(r.i.tolist(), r.j.tolist()))
+
+
+def test_probing_every_list_is_the_exact_pass():
+    X = _planted()
+    exact = D.range_pairs(X, 0.97)
+    ix = A.Lists(X, lists=40, probes=40, seed=0)
+    got = ix.range_pairs(0.97)
+    assert len(exact.i) > 100 and _set(got) == _set(exact)
+    assert np.allclose(got.nn_cos, exact.nn_cos, atol=1e-6)
+    assert np.all(np.diff(got.i) >= 0) and np.all(got.i < got.j)  # sorted, each unordered pair once
+    test = _planted(seed=9)[:1500]
+    lk_e, lk_a = D.range_pairs(X, 0.97, queries=test), ix.range_pairs(0.97, queries=test)
+    assert _set(lk_a) == _set(lk_e) and np.allclose(lk_a.nn_cos, lk_e.nn_cos, atol=1e-6)
+
+
+def test_a_few_probes_find_a_subset_and_the_sample_counts_it_as_a_direct_count_would():
+    X = _planted()
+    exact = D.range_pairs(X, 0.95)
+    ix = A.Lists(X, lists=80, probes=2, seed=1)
+    got = ix.range_pairs(0.95)
+    e, g = _set(exact), _set(got)
+    assert g <= e and 0.5 < len(g) / len(e) <= 1.0
+    rec = A.sample_recall(ix, got, 0.95, rows=1500, seed=4)
+    s = np.sort(np.random.default_rng(5).choice(X.shape[0], 1500, replace=False))
+    mine = [p for p in e if p[0] in set(s.tolist()) or p[1] in set(s.tolist())]
+    assert rec["exact_pairs"] == len(mine) and rec["found_pairs"] == sum(p in g for p in mine)
+    assert rec["pairs_recall"] == pytest.approx(rec["found_pairs"] / rec["exact_pairs"])
+    lo, hi = rec["pairs_recall_ci95"]
+    assert lo <= rec["pairs_recall"] <= hi
+    more = A.Lists(X, lists=80, probes=8, seed=1).range_pairs(0.95)
+    assert g <= _set(more) <= e and len(_set(more)) >= len(g)  # more probes: a superset, still exact pairs
+
+
+def test_cli_ann_reports_the_measured_share_gates_on_it_and_keeps_the_exact_groups(cli, tmp_path):
+    X = _planted(n=4000)
+    np.save(tmp_path / "x.npy", X)
+    exact = cli(["dedup", tmp_path / "x.npy", "--threshold", "0.95", "--json"])
+    ann = cli(["dedup", tmp_path / "x.npy", "--threshold", "0.95", "--ann", "--probes", "64", "--json"])
+    assert exact.exit_code == 0 and ann.exit_code == 0, ann
+    e, a = exact.json(), ann.json()
+    assert "ann" not in e and a["ann"]["probes"] == a["ann"]["lists"] == 63  # √4000 lists, all probed
+    assert a["ann"]["pairs_recall"] == 1.0 and (a["pairs"], a["removed"]) == (e["pairs"], e["removed"])
+    gate = cli(["dedup", tmp_path / "x.npy", "--threshold", "0.95", "--ann", "--probes", "1", "--json",
+                "--fail-below", "ann.pairs_recall=1.0"])
+    rep = gate.json()
+    want_fail = rep["ann"]["pairs_recall"] < 1.0
+    assert gate.exit_code == (1 if want_fail else 0), json.dumps(rep.get("gates"))
+    assert rep["ann"]["found_pairs"] <= rep["ann"]["exact_pairs"]
