@@ -507,3 +507,17 @@ def test_aag_against_with_map_at_on_ray_is_the_local_paired_report(cli, ray_loca
     assert a == b
     paired = a["paired"]["label_map.map"]
     assert paired["a"] == pytest.approx(a["label_map"]["map"], rel=1e-12)
+
+
+def test_dedup_ann_on_ray_is_refused_in_one_line_naming_both_options(cli, ray_local, tmp_path):
+    """``dedup --ann`` scans its k-means lists in this process: with ``--engine ray`` it says so
+    before any work, and the exact pass on Ray is what runs without ``--ann``."""
+    pytest.importorskip("faiss", reason="dedup --ann needs faiss-cpu")
+    X = np.random.default_rng(0).standard_normal((300, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", X)
+    res = cli(["dedup", tmp_path / "x.npy", "--ann", "--threshold", "0.9", "--engine", "ray", "-o", tmp_path / "k.jsonl"])
+    assert_one_line_error(res)
+    assert "--ann" in res.stderr and "--engine" in res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]  # nothing written
+    ok = cli(["dedup", tmp_path / "x.npy", "--threshold", "0.9", "--engine", "ray", "--json"])
+    assert ok.exit_code == 0, ok

@@ -98,3 +98,20 @@ def test_a_wide_block_selects_the_same_top_k_as_a_full_sort(formulation):
         cols, vals = select_topk(S, ranks, k)
         want = np.lexsort((np.broadcast_to(ranks, S.shape), -S), axis=1)[:, :k]
         assert np.array_equal(cols, want) and np.array_equal(vals, np.take_along_axis(S, want, axis=1))
+
+
+def test_the_local_engine_on_two_cores_gives_the_bytes_of_one(monkeypatch):
+    """The exact top-k search and dedup's range pass run their tasks on the free cores in process
+    (``imap(cores=True)``: each task with BLAS on one thread, results in task order): the rows,
+    scores and pairs are the same bytes on one worker thread and on two."""
+    X = _tied_rows(n=2500)
+    ranks = tie_ranks(np.arange(X.shape[0]))
+    got = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv("EMBEDCHECK_THREADS", threads)
+        top = search.search_topk(X[::3], X, 9, ranks, query_block=64, corpus_rows=700, tile=300)
+        r = D.range_pairs(X, 0.9, query_block=128, corpus_rows=600, tile=200)
+        lk = D.range_pairs(X[:1500], 0.9, queries=X[1500:], query_block=128, corpus_rows=600, tile=200)
+        got[threads] = [top.rows.tobytes(), top.scores.tobytes(),
+                        *(getattr(x, f).tobytes() for x in (r, lk) for f in ("i", "j", "cos", "nn_row", "nn_cos"))]
+    assert got["1"] == got["2"]

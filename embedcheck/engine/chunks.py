@@ -33,28 +33,37 @@ def over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any],
             local.buf = np.empty((rows, d))
         return fn(sl, X[sl], local.buf)
 
-    # the free cores are measured (~60 ms) on a background thread while this one computes the first
-    # chunks; the workers start only if a second core is free (a pool on one free core costs more)
-    threads = choose_threads(4, work=len(slices), min_work_per_thread=2, measure=False)
+    yield from in_order(slices, one, cap=4, min_items_per_thread=2)
+
+
+def in_order(items: Any, one: Callable[[Any], Any], *, cap: int, min_items_per_thread: int = 1,
+             pool: str = "chunks") -> Iterator[Any]:
+    """``one(item)`` for every item, yielded in item order; BLAS on one thread throughout. The first
+    items run on the calling thread while the free cores are measured in the background (~60 ms);
+    with a second core free the rest run on the process's kept ``pool`` workers (at most ``cap``),
+    at most two per worker ahead of the caller. Each result is what one sequential loop gives: the
+    bits do not depend on the number of workers."""
+    items = list(items)
+    threads = choose_threads(cap, work=len(items), min_work_per_thread=min_items_per_thread, measure=False)
     with one_blas_thread():
         soon = FreeCoresSoon(threads)
         i = 0
-        while i < len(slices) and (soon.get() or 1) <= 1:
-            yield one(slices[i])
+        while i < len(items) and (soon.get() or 1) <= 1:
+            yield one(items[i])
             i += 1
-        if i == len(slices):
+        if i == len(items):
             return
         threads = soon.get() or 1
-        pool = _workers(threads)
+        workers = _workers(threads, pool)
         ahead: deque[Any] = deque()
         try:
-            for sl in slices[i:]:
-                ahead.append(pool.submit(one, sl))
+            for it in items[i:]:
+                ahead.append(workers.submit(one, it))
                 if len(ahead) >= 2 * threads:
                     yield ahead.popleft().result()
             while ahead:
                 yield ahead.popleft().result()
-        finally:  # a consumer that stops early (an error) leaves no chunk running
+        finally:  # a consumer that stops early (an error) leaves no item running
             for f in ahead:
                 f.cancel()
             for f in ahead:
@@ -62,7 +71,7 @@ def over_chunks(X: Any, chunk: int, fn: Callable[[slice, Any, np.ndarray], Any],
                     f.exception()
 
 
-_POOLS: dict[tuple[int, int], Any] = {}
+_POOLS: dict[tuple[int, int, str], Any] = {}
 _POOLS_LOCK = threading.Lock()
 
 
@@ -78,19 +87,20 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pools)
 
 
-def _workers(threads: int) -> Any:
-    """The process's chunk workers for ``threads`` threads, made once and kept (numpy and BLAS
+def _workers(threads: int, pool: str = "chunks") -> Any:
+    """The process's ``pool`` workers for ``threads`` threads, made once and kept (numpy and BLAS
     release the GIL): a pass of a few chunks then pays no thread start-up, and the several passes
-    of one command share the same threads. A forked child makes its own (the parent's threads do
-    not exist in it)."""
-    key = (os.getpid(), threads)
+    of one command share the same threads. Each pool its own threads: an engine task that runs a
+    chunk pass never waits on a worker of its own pool. A forked child makes its own (the parent's
+    threads do not exist in it)."""
+    key = (os.getpid(), threads, pool)
     with _POOLS_LOCK:
-        pool = _POOLS.get(key)
-        if pool is None:
+        got = _POOLS.get(key)
+        if got is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            pool = _POOLS[key] = ThreadPoolExecutor(threads, thread_name_prefix="embedcheck-chunks")
-        return pool
+            got = _POOLS[key] = ThreadPoolExecutor(threads, thread_name_prefix=f"embedcheck-{pool}")
+        return got
 
 
-__all__ = ["over_chunks"]
+__all__ = ["in_order", "over_chunks"]

@@ -116,7 +116,7 @@ def range_pairs(corpus: Any, threshold: float, *, queries: Any = None, engine: A
     cv = np.full(n, -np.inf, dtype=np.float32)
     cr = np.full(n, -1, dtype=np.int64)
     ii, jj, cc = [], [], []
-    for task, got in zip(tasks, engine.imap(range_task, tasks)):
+    for task, got in zip(tasks, engine.imap(range_task, tasks, cores=True)):
         q0, q1, c0, c1 = task[1], task[2], task[4], task[5]
         gi, gj, gc, tv, tr, tcv, tcr = got
         ii.append(gi)

@@ -4,9 +4,9 @@ it misses, measured.
 An inverted file whose scans are GEMMs. The rows are put in lists by spherical k-means
 (``faiss.Kmeans`` on a seeded sample of :data:`TRAIN_PER_LIST` rows per list; √n lists by default),
 each row belongs to the list of its nearest centroid and probes the ``probes`` lists of its nearest
-centroids, and every row is scored exactly — the float32 cosine of the exact pass, in tiles, by the
-same tile kernel — against the members of the lists it probes. A pair is found when one row's list
-is among the other's probes; each row's nearest is the best row it was scored against. What the
+centroids, and every row is scored exactly — the float32 cosine as a GEMM of unit rows, in tiles,
+read by the exact pass's tile kernel — against the members of the lists it probes (stored in list
+order, so a list is one slice). A pair is found when one row's list is among the other's probes; each row's nearest is the best row it was scored against. What the
 lists miss is measured, not assumed: :func:`sample_recall` scores a seeded sample of rows exactly
 against every row and counts the share of their exact pairs that were found.
 
@@ -28,7 +28,6 @@ import numpy as np
 
 from ..errors import InputError
 from .dedup import RangeResult
-from .retrieval import cosine
 from .tiles import _better, scan_range
 
 #: training rows drawn per list for k-means
@@ -38,7 +37,7 @@ PROBES = 8
 #: rows scored per GEMM against a list's members, and members per tile
 ROW_BLOCK, MEMBER_TILE = 4096, 16384
 #: rows of the seeded sample scored exactly to measure what the lists miss
-SAMPLE_ROWS = 1000
+SAMPLE_ROWS = 2000
 
 
 def default_lists(n: int) -> int:
@@ -99,6 +98,7 @@ class Lists:
         self.centroids = np.asarray(km.centroids, dtype=np.float32)
         self.own = nearest_lists(self.U, self.centroids, self.probes)
         self.members, self.m_bounds = _groups(self.own[:, :1], self.L)
+        self.by_list = self.U[self.members]  # the rows in list order: a list's members are one slice
 
     def describe(self) -> dict[str, Any]:
         sizes = np.diff(self.m_bounds)
@@ -112,8 +112,7 @@ class Lists:
         corpus each unordered pair once, ``i < j``; with ``queries``, (query, corpus) pairs), as
         :func:`embedcheck.geometry.dedup.range_pairs` returns them."""
         in_corpus = queries is None
-        U = self.U
-        Q = U if in_corpus else _unit32(queries)
+        Q = self.U if in_corpus else _unit32(queries)
         m = Q.shape[0]
         if in_corpus:  # the other lists a row probes (its own list is scanned as members)
             probers, p_bounds = _groups(self.own[:, 1:], self.L)
@@ -131,7 +130,8 @@ class Lists:
             up = _better(v, r, gv[rows], gr[rows])
             gv[rows[up]], gr[rows[up]] = v[up], r[up]
 
-        def scan(qrows: np.ndarray, QQ: np.ndarray, mem: np.ndarray, diag: bool, cols: bool) -> tuple[np.ndarray, ...]:
+        def scan(qrows: np.ndarray, QQ: np.ndarray, mem: np.ndarray, Um: np.ndarray, diag: bool,
+                 cols: bool) -> tuple[np.ndarray, ...]:
             rv = np.full(qrows.size, -np.inf, dtype=np.float32)
             rr = np.full(qrows.size, -1, dtype=np.int64)
             cv = np.full(mem.size, -np.inf, dtype=np.float32)
@@ -143,7 +143,7 @@ class Lists:
                     t1 = min(t0 + MEMBER_TILE, mem.size)
                     if diag and t1 <= r0 + 1:
                         continue
-                    M = np.asarray(cosine(Qb, U[mem[t0:t1]]), dtype=np.float32)
+                    M = Qb @ Um[t0:t1].T  # unit rows: the cosine
                     a, b, v = scan_range(M, r0, t0, diag, threshold, rv[r0:r1], rr[r0:r1],
                                          cv[t0:t1] if cols else None, cr[t0:t1] if cols else None)
                     if a.size:
@@ -153,16 +153,17 @@ class Lists:
             return rv, rr, cv, cr
 
         for c in range(self.L):
-            mem = self.members[self.m_bounds[c]:self.m_bounds[c + 1]]
+            lo, hi = self.m_bounds[c], self.m_bounds[c + 1]
+            mem, Um = self.members[lo:hi], self.by_list[lo:hi]
             oth = probers[p_bounds[c]:p_bounds[c + 1]]
             if mem.size == 0:
                 continue
             if in_corpus:  # members against later members (the triangle), then the other probers
-                rv, rr, cv, cr = scan(mem, U, mem, True, True)
+                rv, rr, cv, cr = scan(mem, self.U, mem, Um, True, True)
                 merge(mem, rv, np.where(rr >= 0, mem[np.maximum(rr, 0)], -1))
                 merge(mem, cv, np.where(cr >= 0, mem[np.maximum(cr, 0)], -1))
             if oth.size:
-                rv, rr, cv, cr = scan(oth, Q, mem, False, in_corpus)
+                rv, rr, cv, cr = scan(oth, Q, mem, Um, False, in_corpus)
                 merge(oth, rv, np.where(rr >= 0, mem[np.maximum(rr, 0)], -1))
                 if in_corpus:
                     merge(mem, cv, np.where(cr >= 0, oth[np.maximum(cr, 0)], -1))

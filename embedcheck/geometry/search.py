@@ -124,7 +124,7 @@ def search_topk(queries: Any, corpus: Any, k: int, ranks: np.ndarray, *, score: 
              for i, (q0, q1) in enumerate(q_blocks) for j, (c0, c1) in enumerate(c_ranges)]
     rows = np.empty((m, kk), dtype=np.int64)
     vals = np.empty((m, kk), dtype=np.float32)
-    results = engine.imap(topk_task, tasks)
+    results = engine.imap(topk_task, tasks, cores=True)
     for i, (q0, q1) in enumerate(q_blocks):
         best = None
         for _ in c_ranges:

@@ -238,7 +238,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
         keep_rows: Optional[int], floor_pairs: int, leakage_of: Optional[str], examples: int, top: int,
         output: Optional[str], copy: Optional[str], queries: Optional[str] = None, qrels: Optional[str] = None,
         resamples: int = 1000, labels: Optional[str] = None, ann: bool = False, probes: int = 8,
-        ann_sample: int = 1000) -> Outcome:
+        ann_sample: int = 2000) -> Outcome:
     from ..geometry import dedup as D
     from ..io.source import open_source
 
@@ -390,7 +390,8 @@ MEASUREMENT = Measurement(
                  "(--keep-rows). The duplicate-rate curve, the groups (each keeps its lowest row index), "
                  "sampled pairs of each similarity band with ids and texts, the largest groups, the kept rows' "
                  "ids (-o, JSON lines) or the rows themselves (--copy) and, with --leakage-of TEST, the share of TEST rows with a "
-                 "near-duplicate here, with a Wilson interval.\n\n"
+                 "near-duplicate here, with a Wilson interval. For millions of rows, --ann finds the pairs through k-means "
+                 "lists and reports the share of a sample's exact pairs it found.\n\n"
                  "Example: embedcheck dedup train.npy --leakage-of test.npy --fail-above leakage=0.01"),
     run=run,
     options=(Option("threshold", float, None, "A cosine: pairs at or above it are near-duplicates.", min=-1.0, max=1.0,
@@ -425,7 +426,7 @@ MEASUREMENT = Measurement(
                     "Needs faiss-cpu.", show_default=False),
              Option("probes", int, 8, "With --ann: lists each row is scored against (more: fewer pairs missed, "
                     "slower).", min=1),
-             Option("ann_sample", int, 1000, "With --ann: rows scored exactly against every row to measure the share "
+             Option("ann_sample", int, 2000, "With --ann: rows scored exactly against every row to measure the share "
                     "of pairs found.", min=10)),
     figures={
         "duplicate_share": Figure("lower", unit=FRACTION, range=(0, 1),
