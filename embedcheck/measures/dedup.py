@@ -383,7 +383,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
 
 MEASUREMENT = Measurement(
     name="dedup",
-    help="near-duplicates and test-set leakage by exact cosine: pairs, groups, what to keep",
+    help="near-duplicates and test-set leakage by cosine (exact, or --ann for millions of rows): pairs, groups, what to keep",
     description=("Every pair of rows with cosine at or above a threshold, in one exact pass: the threshold a "
                  "cosine (--threshold), a percentile of this model and corpus's unrelated-pair floor "
                  f"(--floor-percentile; the default, {DEFAULT_FLOOR_PERCENTILE:g}) or the size to keep "
