@@ -83,6 +83,17 @@ def kept_lines(kept: np.ndarray, ids: Optional[list[Any]]) -> bytes:
                    for r in kept.tolist()).encode()
 
 
+def check_rows(src: Any, what: str) -> None:
+    """Every row of ``src`` checked as the exact pass checks the rows it reads (NaN/inf, all-zero and
+    overflowing rows refused, the error naming ``what``, the file and the row): ``--ann`` reads the
+    rows through k-means and GEMM scans, which would take such a row silently (or fail in faiss)."""
+    from ..io.source import read_range
+    from ..rows import iter_chunks
+
+    for sl in iter_chunks(src.n):
+        read_range(src.parts, sl.start, sl.stop, check=True, what=what)
+
+
 def _locator(src: Any) -> Any:
     """The input as it was named: a store's locator (its parts carry it, password included), else the
     ``.npy`` or shard-set path; None for an array."""
@@ -260,6 +271,10 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
     if ann and getattr(engine, "name", "local") != "local":
         raise InputError("--ann runs in this process (k-means lists and GEMM scans): drop --engine, or drop --ann "
                          "for the exact pass on the engine")
+    if ann:  # the lists read every row through k-means and GEMM scans, not the exact pass's checked reads
+        check_rows(corpus, "embeddings")
+        if test is not None:
+            check_rows(test, "--leakage-of")
     U = _unit(corpus[:])
     floor = D.floor_cosines(U, floor_pairs, seed)
     del U
@@ -272,7 +287,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
     def pairs_at(t: float, queries: Any = None) -> Any:
         if lists is not None:
             return lists.range_pairs(t, queries=None if queries is None else queries[:])
-        return D.range_pairs(corpus, t, queries=queries, engine=engine)
+        return D.range_pairs(corpus, t, queries=queries, engine=engine,
+                             names=("embeddings", "embeddings") if queries is None else ("--leakage-of", "embeddings"))
 
     body: dict[str, Any] = {"n": n, "dim": corpus.dim}
     if form == "threshold":
