@@ -116,3 +116,18 @@ def test_lists_refuse_nan_and_zero_rows_in_the_library():
     Q[2] = 0
     with pytest.raises(InputError, match="row 2 of queries"):
         A.Lists(X, lists=4).range_pairs(0.9, queries=Q)
+
+
+def test_ann_keep_rows_the_lists_cannot_reach_is_one_error_line_naming_the_option(cli, tmp_path):
+    # with one probe no pair crosses two lists: the lists' pairs leave at least one group per list, and
+    # --keep-rows below that ended in threshold_for_keep's ValueError ("error: the pairs leave 17 groups,
+    # more than 2", no option named); a reachable --keep-rows still keeps that many rows
+    X = np.random.default_rng(0).standard_normal((300, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", X)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    r = cli(["dedup", tmp_path / "x.npy", "--ann", "--probes", "1", "--keep-rows", "2", "-o", tmp_path / "k.jsonl"])
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("error: --keep-rows 2: the pairs found through the --ann lists"), r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    ok = cli(["dedup", tmp_path / "x.npy", "--ann", "--probes", "1", "--keep-rows", "40", "--json"])
+    assert ok.exit_code == 0 and ok.json()["kept"] == 40, ok.stderr

@@ -306,6 +306,12 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
         first = pairs_at(float("inf"))  # each row's nearest only
         bound = D.keep_bound(first.nn_cos, keep_rows)
         r = pairs_at(bound) if np.isfinite(bound) else first
+        if lists is not None:  # the lists' pairs need not connect enough rows: a row's nearest may be in a list it
+            left = int(D.groups(n, r.i, r.j).kept.size)  # does not probe, and one probe finds no pair across lists
+            if left > keep_rows:
+                raise InputError(f"--keep-rows {keep_rows}: the pairs found through the --ann lists (cosine at or above "
+                                 f"{bound:.6g}) leave {left} groups, more than {keep_rows}: keep more rows, raise "
+                                 "--probes, or drop --ann for the exact pass")
         thr = D.threshold_for_keep(n, r.i, r.j, r.cos, keep_rows)
         if not np.isfinite(thr):  # keep every row: the least float32 above every pair's cosine
             thr = float(np.nextafter(np.float32(first.nn_cos.max()), np.float32(np.inf)))
