@@ -131,3 +131,18 @@ def test_ann_keep_rows_the_lists_cannot_reach_is_one_error_line_naming_the_optio
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     ok = cli(["dedup", tmp_path / "x.npy", "--ann", "--probes", "1", "--keep-rows", "40", "--json"])
     assert ok.exit_code == 0 and ok.json()["kept"] == 40, ok.stderr
+
+
+@pytest.mark.parametrize("opts", [["--probes", "4"], ["--ann-sample", "50"]])
+def test_ann_options_without_ann_are_refused_not_ignored(cli, tmp_path, opts):
+    # --probes / --ann-sample without --ann ran the exact pass and ignored them, exit 0
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).standard_normal((50, 8)).astype(np.float32))
+    r = cli(["dedup", tmp_path / "x.npy", *opts, "-o", tmp_path / "k.jsonl"])
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith(f"error: {opts[0]} {opts[1]} goes with --ann"), r.stderr
+    assert not (tmp_path / "k.jsonl").exists()
+    ok = cli(["dedup", tmp_path / "x.npy", "--ann", *opts, "--json"])
+    assert ok.exit_code == 0, ok.stderr
+    rep = ok.json()["ann"]
+    assert rep["probes"] == (4 if opts[0] == "--probes" else min(8, rep["lists"]))
+    assert rep["sample_rows"] == (50 if opts[0] == "--ann-sample" else 50)  # 50 rows: the sample is every row
