@@ -75,3 +75,74 @@ def test_cli_ann_reports_the_measured_share_gates_on_it_and_keeps_the_exact_grou
     want_fail = rep["ann"]["pairs_recall"] < 1.0
     assert gate.exit_code == (1 if want_fail else 0), json.dumps(rep.get("gates"))
     assert rep["ann"]["found_pairs"] <= rep["ann"]["exact_pairs"]
+
+
+@pytest.mark.parametrize("case", ["corpus_nan", "corpus_nan_unsampled", "test_nan_unsampled", "test_inf_unsampled",
+                                  "test_zero_unsampled"])
+def test_ann_refuses_the_rows_the_exact_pass_refuses_naming_the_file(cli, tmp_path, case):
+    # --ann read the rows through faiss k-means and GEMM scans: a NaN corpus row failed inside faiss
+    # (its C++ message, naming no file), and a NaN/inf/zero --leakage-of row outside --ann-sample was
+    # taken silently (exit 0, NaN cosines); the exact pass refuses each, naming the file and the row
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 8)).astype(np.float32)
+    T = X[:200] + 0.01
+    bad_row = 250 if case == "corpus_nan_unsampled" else 150
+    if case.startswith("corpus"):
+        X[bad_row] = np.nan
+    else:
+        T[bad_row] = {"test_nan_unsampled": np.nan, "test_inf_unsampled": np.inf, "test_zero_unsampled": 0.0}[case]
+    np.save(tmp_path / "x.npy", X)
+    np.save(tmp_path / "t.npy", T)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    r = cli(["dedup", tmp_path / "x.npy", "--ann", "--leakage-of", tmp_path / "t.npy", "--ann-sample", "10",
+             "--threshold", "0.99", "-o", tmp_path / "kept.jsonl"])
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    want = ("embeddings " + str(tmp_path / "x.npy")) if case.startswith("corpus") else \
+        ("--leakage-of " + str(tmp_path / "t.npy"))
+    assert len(lines) == 1 and lines[0].startswith("error: " + want + f": row {bad_row} "), r.stderr
+    assert "faiss" not in r.stderr and sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_lists_refuse_nan_and_zero_rows_in_the_library():
+    X = np.random.default_rng(0).standard_normal((50, 4)).astype(np.float32)
+    bad = X.copy()
+    bad[3] = np.nan
+    from embedcheck.errors import InputError
+
+    with pytest.raises(InputError, match="row 3 has NaN"):
+        A.Lists(bad, lists=4)
+    Q = X[:5].copy()
+    Q[2] = 0
+    with pytest.raises(InputError, match="row 2 of queries"):
+        A.Lists(X, lists=4).range_pairs(0.9, queries=Q)
+
+
+def test_ann_keep_rows_the_lists_cannot_reach_is_one_error_line_naming_the_option(cli, tmp_path):
+    # with one probe no pair crosses two lists: the lists' pairs leave at least one group per list, and
+    # --keep-rows below that ended in threshold_for_keep's ValueError ("error: the pairs leave 17 groups,
+    # more than 2", no option named); a reachable --keep-rows still keeps that many rows
+    X = np.random.default_rng(0).standard_normal((300, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", X)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    r = cli(["dedup", tmp_path / "x.npy", "--ann", "--probes", "1", "--keep-rows", "2", "-o", tmp_path / "k.jsonl"])
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("error: --keep-rows 2: the pairs found through the --ann lists"), r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    ok = cli(["dedup", tmp_path / "x.npy", "--ann", "--probes", "1", "--keep-rows", "40", "--json"])
+    assert ok.exit_code == 0 and ok.json()["kept"] == 40, ok.stderr
+
+
+@pytest.mark.parametrize("opts", [["--probes", "4"], ["--ann-sample", "50"]])
+def test_ann_options_without_ann_are_refused_not_ignored(cli, tmp_path, opts):
+    # --probes / --ann-sample without --ann ran the exact pass and ignored them, exit 0
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).standard_normal((50, 8)).astype(np.float32))
+    r = cli(["dedup", tmp_path / "x.npy", *opts, "-o", tmp_path / "k.jsonl"])
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith(f"error: {opts[0]} {opts[1]} goes with --ann"), r.stderr
+    assert not (tmp_path / "k.jsonl").exists()
+    ok = cli(["dedup", tmp_path / "x.npy", "--ann", *opts, "--json"])
+    assert ok.exit_code == 0, ok.stderr
+    rep = ok.json()["ann"]
+    assert rep["probes"] == (4 if opts[0] == "--probes" else min(8, rep["lists"]))
+    assert rep["sample_rows"] == (50 if opts[0] == "--ann-sample" else 50)  # 50 rows: the sample is every row

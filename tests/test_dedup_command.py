@@ -338,3 +338,22 @@ def test_the_labels_effect_is_aag_before_and_after_on_one_row_bootstrap(cli, tmp
     bad = cli(["dedup", tmp_path / "x.npy", "--threshold", "0.999", "--labels", tmp_path / "one.jsonl"])
     assert_one_line_error(bad)
     assert "--labels" in bad.stderr
+
+
+@pytest.mark.parametrize("argv,want", [
+    (["dedup", "{bad}"], "embeddings {bad}: row 7 has NaN"),
+    (["dedup", "{good}", "--leakage-of", "{bad}"], "--leakage-of {bad}: row 7 has NaN"),
+    (["hubness", "{bad}", "--null-draws", "0"], "embeddings {bad}: row 7 has NaN"),
+    (["hubness", "{good}", "--queries", "{bad}", "--null-draws", "0"], "--queries {bad}: row 7 has NaN"),
+])
+def test_a_refused_row_is_named_by_the_input_it_came_from(cli, tmp_path, argv, want):
+    # the exact passes named their two sides "queries" and "corpus" whatever the command: a NaN row of
+    # dedup's or hubness's own embeddings was reported as "--queries FILE", and one of --leakage-of too
+    X = np.random.default_rng(0).standard_normal((60, 8)).astype(np.float32)
+    np.save(tmp_path / "good.npy", X)
+    X[7] = np.nan
+    np.save(tmp_path / "bad.npy", X)
+    names = {"bad": tmp_path / "bad.npy", "good": tmp_path / "good.npy"}
+    r = cli([a.format(**names) for a in argv])
+    assert r.exit_code == 2 and r.stderr.strip().splitlines() == [r.stderr.strip()], r.stderr
+    assert r.stderr.startswith("error: " + want.format(**names)), r.stderr

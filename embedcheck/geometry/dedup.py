@@ -58,11 +58,13 @@ class RangeResult:
 
 
 def range_task(q_src: Any, q_lo: int, q_hi: int, c_src: Any, c_lo: int, c_hi: int, thr: float, in_corpus: bool,
-               tile: int, check_q: bool, check_c: bool) -> tuple[np.ndarray, ...]:
+               tile: int, check_q: bool, check_c: bool,
+               names: tuple[str, str] = ("queries", "corpus")) -> tuple[np.ndarray, ...]:
     """Pairs ``>= thr`` of queries ``[q_lo, q_hi)`` with corpus rows ``[c_lo, c_hi)`` (``in_corpus``:
     only corpus rows after the query), the queries' best row and cosine in the range and — in one
-    corpus — the corpus rows' best earlier query row and cosine."""
-    Q = S._rows(q_src, q_lo, q_hi, check_q, "queries")
+    corpus — the corpus rows' best earlier query row and cosine. ``names``: the two sides as a
+    refused row's error names them."""
+    Q = S._rows(q_src, q_lo, q_hi, check_q, names[0])
     b = q_hi - q_lo
     ii, jj, cc = [], [], []
     rv = np.full(b, -np.inf, dtype=np.float32)
@@ -73,7 +75,7 @@ def range_task(q_src: Any, q_lo: int, q_hi: int, c_src: Any, c_lo: int, c_hi: in
         t1 = min(t0 + tile, c_hi)
         if in_corpus and t1 <= q_lo + 1:
             continue
-        C = S._rows(c_src, t0, t1, check_c, "corpus")
+        C = S._rows(c_src, t0, t1, check_c, names[1])
         M = np.asarray(cosine(Q, C), dtype=np.float32)
         sl = slice(t0 - c_lo, t1 - c_lo)
         r, c, v = scan_range(M, q_lo, t0, in_corpus, thr, rv, rr, cv[sl] if in_corpus else None,
@@ -90,15 +92,19 @@ def range_task(q_src: Any, q_lo: int, q_hi: int, c_src: Any, c_lo: int, c_hi: in
 
 def range_pairs(corpus: Any, threshold: float, *, queries: Any = None, engine: Any = None,
                 query_block: Optional[int] = None, corpus_rows: Optional[int] = None, tile: Optional[int] = None,
-                check: bool = True) -> RangeResult:
+                check: bool = True, names: Optional[tuple[str, str]] = None) -> RangeResult:
     """Every pair with cosine ``>= threshold`` and each query row's nearest corpus row (see the
     module docstring). ``queries`` None: the corpus against itself, each unordered pair once.
-    ``corpus``/``queries``: 2-D arrays or :class:`~embedcheck.io.source.Source` s."""
+    ``corpus``/``queries``: 2-D arrays or :class:`~embedcheck.io.source.Source` s. ``names``: the
+    queries and the corpus as a refused (NaN/inf, zero) row's error names them (default
+    ``("queries", "corpus")``; in one corpus both sides are the ``embeddings``)."""
     engine = or_local(engine)
     query_block = query_block or S.QUERY_BLOCK
     corpus_rows = corpus_rows or S.CORPUS_ROWS
     tile = tile or S.TILE
     in_corpus = queries is None
+    if names is None:
+        names = ("embeddings", "embeddings") if in_corpus else ("queries", "corpus")
     cs, n, _ = S._src(corpus, engine)
     qs, m, _ = (cs, n, 0) if in_corpus else S._src(queries, engine)
     q_blocks = [(s, min(s + query_block, m)) for s in range(0, m, query_block)]
@@ -110,7 +116,8 @@ def range_pairs(corpus: Any, threshold: float, *, queries: Any = None, engine: A
                 continue
             first = bi not in firsts
             firsts.add(bi)
-            tasks.append((qs, q0, q1, cs, c0, c1, float(threshold), in_corpus, tile, check and first, check and bi == 0))
+            tasks.append((qs, q0, q1, cs, c0, c1, float(threshold), in_corpus, tile, check and first, check and bi == 0,
+                          names))
     rv = np.full(m, -np.inf, dtype=np.float32)
     rr = np.full(m, -1, dtype=np.int64)
     cv = np.full(n, -np.inf, dtype=np.float32)

@@ -45,10 +45,17 @@ def default_lists(n: int) -> int:
     return int(max(1, min(65536, round(math.sqrt(n)))))
 
 
-def _unit32(X: Any) -> np.ndarray:
+def _unit32(X: Any, what: str = "embeddings") -> np.ndarray:
+    """Float32 unit rows; NaN/inf and all-zero rows refused (``what`` names the rows), as the exact
+    pass refuses them: k-means fails on them in faiss, and a scan would take them silently."""
     from ..rows import unit_rows
 
-    return np.ascontiguousarray(unit_rows(np.asarray(X), dtype=np.float32))
+    X = np.asarray(X)
+    finite = np.isfinite(X).all(axis=1)
+    if not finite.all():
+        raise InputError(f"{what}: row {int(np.flatnonzero(~finite)[0])} has NaN or inf "
+                         f"({int((~finite).sum())} such rows)")
+    return np.ascontiguousarray(unit_rows(X, dtype=np.float32, zero="raise", name=what))
 
 
 def nearest_lists(X: np.ndarray, C: np.ndarray, probes: int, block: int = 65536) -> np.ndarray:
@@ -112,7 +119,7 @@ class Lists:
         corpus each unordered pair once, ``i < j``; with ``queries``, (query, corpus) pairs), as
         :func:`embedcheck.geometry.dedup.range_pairs` returns them."""
         in_corpus = queries is None
-        Q = self.U if in_corpus else _unit32(queries)
+        Q = self.U if in_corpus else _unit32(queries, "queries")
         m = Q.shape[0]
         if in_corpus:  # the other lists a row probes (its own list is scanned as members)
             probers, p_bounds = _groups(self.own[:, 1:], self.L)
@@ -194,7 +201,7 @@ def sample_recall(ix: Lists, found: RangeResult, threshold: float, *, rows: int 
     given one, each with a Wilson interval."""
     from .dedup import range_pairs
 
-    Q = ix.U if queries is None else _unit32(queries)
+    Q = ix.U if queries is None else _unit32(queries, "queries")
     m = Q.shape[0]
     rng = np.random.default_rng(seed + 1)
     s = np.sort(rng.choice(m, min(rows, m), replace=False))

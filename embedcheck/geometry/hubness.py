@@ -66,16 +66,21 @@ def figures(nk: np.ndarray, k: int, multiple: float) -> dict[str, float]:
             "antihub_share": antihub_share(nk)}
 
 
-def neighbours(queries: Any, corpus: Any, k: int, *, in_corpus: bool, engine: Any = None) -> tuple[np.ndarray, np.ndarray]:
+def neighbours(queries: Any, corpus: Any, k: int, *, in_corpus: bool, engine: Any = None,
+               names: Optional[tuple[str, str]] = None) -> tuple[np.ndarray, np.ndarray]:
     """(rows, cosines) of every query's exact top ``k`` corpus rows (``embedcheck.geometry.search``);
     ``in_corpus``: the queries are the corpus rows, each row's own entry left out (the row itself is
-    searched with one neighbour more and removed wherever it ranks — behind an exact duplicate too)."""
+    searched with one neighbour more and removed wherever it ranks — behind an exact duplicate too).
+    ``names``: the two sides as a refused row's error names them (default: ``("queries", "corpus")``,
+    in one corpus both the ``embeddings``)."""
+    if names is None:
+        names = ("embeddings", "embeddings") if in_corpus else ("queries", "corpus")
     n = int(corpus.shape[0]) if hasattr(corpus, "shape") else int(corpus.n)
     ranks = tie_ranks(np.arange(n))
     if not in_corpus:
-        top = search_topk(queries, corpus, k, ranks, engine=engine)
+        top = search_topk(queries, corpus, k, ranks, engine=engine, names=names)
         return top.rows, top.scores
-    top = search_topk(queries, corpus, k + 1, ranks, engine=engine)
+    top = search_topk(queries, corpus, k + 1, ranks, engine=engine, names=names)
     rows, scores = top.rows, top.scores
     own = rows == np.arange(rows.shape[0])[:, None]
     keep = ~own

@@ -67,18 +67,20 @@ def merge_ranked(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
 
 
 def topk_task(q_src: Any, q_lo: int, q_hi: int, c_src: Any, c_lo: int, c_hi: int, ranks: np.ndarray, k: int,
-              score: Score, tile: int, check_q: bool, check_c: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              score: Score, tile: int, check_q: bool, check_c: bool,
+              names: tuple[str, str] = ("queries", "corpus")) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top ``k`` of queries ``[q_lo, q_hi)`` among corpus rows ``[c_lo, c_hi)`` (``ranks``: the tie
     ranks of those rows): ``(global rows, scores, tie ranks)``, each ``(b, min(k, c_hi - c_lo))``.
 
     The first tiles go through :func:`select_topk`; once every query holds k documents, a tile
     only contributes the entries that reach the query's k-th best score (a comparison pass
-    instead of a partition), merged by the same rule: the result is the same."""
-    Q = _rows(q_src, q_lo, q_hi, check_q, "queries")
+    instead of a partition), merged by the same rule: the result is the same. ``names``: the two
+    sides as a refused row's error names them."""
+    Q = _rows(q_src, q_lo, q_hi, check_q, names[0])
     best: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]] = None
     for t0 in range(c_lo, c_hi, tile):
         t1 = min(t0 + tile, c_hi)
-        S = np.asarray(score(Q, _rows(c_src, t0, t1, check_c, "corpus")), dtype=np.float32)
+        S = np.asarray(score(Q, _rows(c_src, t0, t1, check_c, names[1])), dtype=np.float32)
         rk = ranks[t0 - c_lo:t1 - c_lo]
         part = None
         if best is not None and best[0].shape[1] >= k:
@@ -102,13 +104,15 @@ def _src(x: Any, engine: Engine) -> tuple[Any, int, int]:
 def search_topk(queries: Any, corpus: Any, k: int, ranks: np.ndarray, *, score: Score = cosine,
                 engine: Optional[Engine] = None, query_block: Optional[int] = None,
                 corpus_rows: Optional[int] = None, tile: Optional[int] = None, check: bool = True,
-                progress: Optional[Callable[[int, int], None]] = None) -> TopK:
+                progress: Optional[Callable[[int, int], None]] = None,
+                names: tuple[str, str] = ("queries", "corpus")) -> TopK:
     """Exact top ``k`` corpus rows of every query row by ``score`` and the tie rule.
 
     ``queries``, ``corpus``: 2-D arrays (or memmaps) or :class:`~embedcheck.io.source.Source` s;
     ``ranks``: each corpus row's tie rank (:func:`embedcheck.geometry.retrieval.tie_ranks` of the
     document ids); ``engine``: where the tasks run (default: this process). ``check``: refuse
-    NaN/inf and zero rows (float inputs), each row checked once. Returns a
+    NaN/inf and zero rows (float inputs), each row checked once; ``names``: the queries and the
+    corpus as such an error names them (the command's own input names). Returns a
     :class:`~embedcheck.geometry.retrieval.TopK` with ``min(k, corpus rows)`` columns."""
     engine = or_local(engine)
     query_block = query_block or QUERY_BLOCK  # read at call time (tests shrink the grid)
@@ -120,7 +124,8 @@ def search_topk(queries: Any, corpus: Any, k: int, ranks: np.ndarray, *, score: 
     kk = min(k, n)
     q_blocks = [(s, min(s + query_block, m)) for s in range(0, m, query_block)]
     c_ranges = [(s, min(s + corpus_rows, n)) for s in range(0, n, corpus_rows)]
-    tasks = [(qs, q0, q1, cs, c0, c1, ranks[c0:c1], k, score, tile, check and j == 0, check and i == 0)
+    tasks = [(qs, q0, q1, cs, c0, c1, ranks[c0:c1], k, score, tile, check and j == 0, check and i == 0,
+              names)
              for i, (q0, q1) in enumerate(q_blocks) for j, (c0, c1) in enumerate(c_ranges)]
     rows = np.empty((m, kk), dtype=np.int64)
     vals = np.empty((m, kk), dtype=np.float32)

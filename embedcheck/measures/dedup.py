@@ -83,6 +83,17 @@ def kept_lines(kept: np.ndarray, ids: Optional[list[Any]]) -> bytes:
                    for r in kept.tolist()).encode()
 
 
+def check_rows(src: Any, what: str) -> None:
+    """Every row of ``src`` checked as the exact pass checks the rows it reads (NaN/inf, all-zero and
+    overflowing rows refused, the error naming ``what``, the file and the row): ``--ann`` reads the
+    rows through k-means and GEMM scans, which would take such a row silently (or fail in faiss)."""
+    from ..io.source import read_range
+    from ..rows import iter_chunks
+
+    for sl in iter_chunks(src.n):
+        read_range(src.parts, sl.start, sl.stop, check=True, what=what)
+
+
 def _locator(src: Any) -> Any:
     """The input as it was named: a store's locator (its parts carry it, password included), else the
     ``.npy`` or shard-set path; None for an array."""
@@ -237,8 +248,8 @@ def labels_effect(corpus: Any, g: Any, labels: str, *, resamples: int, seed: int
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[float], floor_percentile: Optional[float],
         keep_rows: Optional[int], floor_pairs: int, leakage_of: Optional[str], examples: int, top: int,
         output: Optional[str], copy: Optional[str], queries: Optional[str] = None, qrels: Optional[str] = None,
-        resamples: int = 1000, labels: Optional[str] = None, ann: bool = False, probes: int = 8,
-        ann_sample: int = 2000) -> Outcome:
+        resamples: int = 1000, labels: Optional[str] = None, ann: bool = False, probes: Optional[int] = None,
+        ann_sample: Optional[int] = None) -> Outcome:
     from ..geometry import dedup as D
     from ..io.source import open_source
 
@@ -257,22 +268,34 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
     if (queries is None) != (qrels is None):
         raise InputError("--queries and --qrels go together: search over every row and over the kept rows, judged")
     copy_kind = check_copy(copy, corpus, [leakage_of, queries, qrels, labels]) if copy is not None else None
+    if not ann:  # the exact pass has no lists to probe and measures nothing: such an option would do nothing
+        for flag, v in (("--probes", probes), ("--ann-sample", ann_sample)):
+            if v is not None:
+                raise InputError(f"{flag} {v} goes with --ann (the exact pass has no lists): add --ann or drop {flag}")
     if ann and getattr(engine, "name", "local") != "local":
         raise InputError("--ann runs in this process (k-means lists and GEMM scans): drop --engine, or drop --ann "
                          "for the exact pass on the engine")
+    if ann:  # the lists read every row through k-means and GEMM scans, not the exact pass's checked reads
+        check_rows(corpus, "embeddings")
+        if test is not None:
+            check_rows(test, "--leakage-of")
     U = _unit(corpus[:])
     floor = D.floor_cosines(U, floor_pairs, seed)
     del U
-    lists = None
+    lists, sample_rows = None, 0
     if ann:
-        from ..geometry.dedup_ann import Lists
+        from ..geometry.dedup_ann import PROBES, SAMPLE_ROWS, Lists
+
+        probes = PROBES if probes is None else probes
+        sample_rows = SAMPLE_ROWS if ann_sample is None else ann_sample
 
         lists = Lists(corpus[:], probes=probes, seed=seed)
 
     def pairs_at(t: float, queries: Any = None) -> Any:
         if lists is not None:
             return lists.range_pairs(t, queries=None if queries is None else queries[:])
-        return D.range_pairs(corpus, t, queries=queries, engine=engine)
+        return D.range_pairs(corpus, t, queries=queries, engine=engine,
+                             names=("embeddings", "embeddings") if queries is None else ("--leakage-of", "embeddings"))
 
     body: dict[str, Any] = {"n": n, "dim": corpus.dim}
     if form == "threshold":
@@ -290,6 +313,12 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
         first = pairs_at(float("inf"))  # each row's nearest only
         bound = D.keep_bound(first.nn_cos, keep_rows)
         r = pairs_at(bound) if np.isfinite(bound) else first
+        if lists is not None:  # the lists' pairs need not connect enough rows: a row's nearest may be in a list it
+            left = int(D.groups(n, r.i, r.j).kept.size)  # does not probe, and one probe finds no pair across lists
+            if left > keep_rows:
+                raise InputError(f"--keep-rows {keep_rows}: the pairs found through the --ann lists (cosine at or above "
+                                 f"{bound:.6g}) leave {left} groups, more than {keep_rows}: keep more rows, raise "
+                                 "--probes, or drop --ann for the exact pass")
         thr = D.threshold_for_keep(n, r.i, r.j, r.cos, keep_rows)
         if not np.isfinite(thr):  # keep every row: the least float32 above every pair's cosine
             thr = float(np.nextafter(np.float32(first.nn_cos.max()), np.float32(np.inf)))
@@ -306,7 +335,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
     if lists is not None:
         from ..geometry.dedup_ann import sample_recall
 
-        body["ann"] = {**lists.describe(), **sample_recall(lists, r, thr, rows=ann_sample, seed=seed),
+        body["ann"] = {**lists.describe(), **sample_recall(lists, r, thr, rows=sample_rows, seed=seed),
                        "note": ("pairs found through the lists, not by the exact pass: a pair is missed when neither "
                                 "row probes the other's list; the curve's nearest cosines are the best rows scored")}
     g = D.groups(n, i, j)
@@ -363,7 +392,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
         if lists is not None:
             from ..geometry.dedup_ann import sample_recall
 
-            body["leakage_check"]["ann"] = sample_recall(lists, lk, thr, rows=ann_sample, seed=seed, queries=test[:])
+            body["leakage_check"]["ann"] = sample_recall(lists, lk, thr, rows=sample_rows, seed=seed, queries=test[:])
     if queries is not None and qrels is not None:
         body["search"] = search_effect(corpus, ids, g, queries, qrels, resamples=resamples, seed=seed, engine=engine)
     if labels is not None:
@@ -424,10 +453,10 @@ MEASUREMENT = Measurement(
                     "scored exactly against the lists of its --probes nearest centroids) instead of the exact pass: for "
                     "millions of rows. The share of exact pairs found is measured on --ann-sample rows and reported. "
                     "Needs faiss-cpu.", show_default=False),
-             Option("probes", int, 8, "With --ann: lists each row is scored against (more: fewer pairs missed, "
-                    "slower).", min=1),
-             Option("ann_sample", int, 2000, "With --ann: rows scored exactly against every row to measure the share "
-                    "of pairs found.", min=10)),
+             Option("probes", int, None, "With --ann: lists each row is scored against (more: fewer pairs missed, "
+                    "slower; default 8).", min=1, show_default=False),
+             Option("ann_sample", int, None, "With --ann: rows scored exactly against every row to measure the share "
+                    "of pairs found (default 2000).", min=10, show_default=False)),
     figures={
         "duplicate_share": Figure("lower", unit=FRACTION, range=(0, 1),
                                   help="share of rows removed: in a group, not its kept (lowest) row"),

@@ -148,7 +148,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple:
         raise InputError(f"k must be at most the {n} corpus rows, got {k}")
     kk = k
     depth = min(max(kk, 10), n) if judged is not None else kk
-    nb_deep, _scores = H.neighbours(q_src if q_src is not None else corpus, corpus, depth, in_corpus=q_src is None, engine=engine)
+    nb_deep, _scores = H.neighbours(q_src if q_src is not None else corpus, corpus, depth, in_corpus=q_src is None,
+                                    engine=engine, names=("--queries" if q_src is not None else "embeddings", "embeddings"))
     nb = nb_deep[:, :kk]
     nk = H.k_occurrence(nb, n)
     figs = H.figures(nk, kk, hub_multiple)
