@@ -521,3 +521,58 @@ def test_dedup_ann_on_ray_is_refused_in_one_line_naming_both_options(cli, ray_lo
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]  # nothing written
     ok = cli(["dedup", tmp_path / "x.npy", "--threshold", "0.9", "--engine", "ray", "--json"])
     assert ok.exit_code == 0, ok
+
+
+def test_upgrade_scores_its_arms_on_ray_and_gives_the_local_report(ray_local, tmp_path, monkeypatch):
+    """upgrade --engine ray: every arm's exact search (keep, re-embed, migrate and each adapter's bridge)
+    runs as tasks on Ray — counted at the engine, none on the local engine — cut into several query
+    blocks and corpus ranges (40 queries in blocks of 16, 200 rows in ranges of 64: 12 tasks a
+    search), and the report equals the local one, every figure and interval exactly."""
+    import embedcheck
+    from embedcheck.engine import runner
+    from embedcheck.geometry import search
+
+    rng = np.random.default_rng(7)
+    C, Q = np.load(FIXTURES / "retrieve_corpus.npy").astype(np.float64), np.load(FIXTURES / "retrieve_queries.npy")
+    R = np.linalg.qr(rng.normal(size=(16, 16)))[0]
+    files = {"old": C, "new": C @ R + 0.05 * rng.normal(size=C.shape), "qo": Q + 0.3 * rng.normal(size=Q.shape),
+             "qn": Q @ R}
+    for name, X in files.items():
+        np.save(tmp_path / f"{name}.npy", X.astype(np.float32))
+        src = "retrieve_corpus" if name in ("old", "new") else "retrieve_queries"
+        shutil.copyfile(FIXTURES / f"{src}.jsonl", tmp_path / f"{name}.jsonl")
+    monkeypatch.setattr(search, "QUERY_BLOCK", 16)
+    monkeypatch.setattr(search, "CORPUS_ROWS", 64)
+    monkeypatch.setattr(search, "TILE", 32)
+    seen: dict[str, list[tuple[str, int]]] = {"local": [], "ray": []}
+
+    def counting(cls, key):
+        original = cls.imap
+
+        def imap(self, fn, tasks, *, cores=False):
+            seen[key].append((fn.__name__, len(tasks)))
+            return original(self, fn, tasks, cores=cores)
+
+        monkeypatch.setattr(cls, "imap", imap)
+
+    counting(runner.LocalEngine, "local")
+    counting(runner.RayEngine, "ray")
+
+    def report(engine, qrels):
+        kw = {"qrels": str(FIXTURES / "retrieve_qrels.tsv")} if qrels else {}
+        return embedcheck.upgrade(tmp_path / "old.npy", tmp_path / "new.npy", queries_old=tmp_path / "qo.npy",
+                                  queries_new=tmp_path / "qn.npy", method="procrustes,ridge", resamples=200,
+                                  engine=engine, **kw).to_dict()
+
+    for qrels in (True, False):
+        seen["local"].clear(), seen["ray"].clear()
+        local = report("local", qrels)
+        searches = [n for n, _ in seen["local"] if n == "topk_task"]
+        assert len(searches) == 5 and not seen["ray"], seen  # keep, re-embed, migrate, bridge:procrustes, bridge:ridge
+        seen["local"].clear()
+        ray = report("ray", qrels)
+        assert [t for t in seen["ray"] if t[0] == "topk_task"] == [("topk_task", 12)] * 5, seen
+        assert not [t for t in seen["local"] if t[0] == "topk_task"], seen
+        assert ray == local
+        assert local["provisional"] is (not qrels)
+        assert local["gain"] > 0 and local["recovered"] is not None

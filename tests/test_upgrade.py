@@ -174,3 +174,62 @@ def test_fit_pairs_fits_on_a_seeded_sample_and_scores_every_row(cli, tmp_path, b
     for bad, msg in (("201", "at most the 200 paired rows, got 201"), ("1", "greater than or equal to 2")):
         res = cli(["upgrade", old, new, "--queries-old", qo, "--queries-new", qn, "--fit-pairs", bad])
         assert res.exit_code == 2 and msg in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+def test_new_covering_part_of_old_scores_every_arm_on_the_paired_sub_corpus(tmp_path, base):
+    """NEW holds 120 of OLD's 200 rows, in another order: every arm is scored on those 120 rows
+    (the report's ``corpus`` says so), each equal to ``retrieve`` on that sub-corpus with the
+    judgements of its documents, computed here by hand."""
+    old, new, qo, qn, qrels = _case(tmp_path, base, "rotation")
+    C, Q, dids, qids = base
+    sub = np.random.default_rng(5).permutation(200)[:120]  # NEW's rows: OLD rows sub, in this order
+    Xn_all = np.load(new).astype(np.float64)
+    part = _save(tmp_path / "new_part.npy", Xn_all[sub], [dids[i] for i in sub])
+    rep = embedcheck.upgrade(old, part, queries_old=qo, queries_new=qn, qrels=qrels, method="procrustes",
+                             resamples=200).to_dict()
+    assert (rep["pairs"], rep["old_rows"], rep["new_rows"]) == (120, 200, 120)
+    assert rep["corpus"].startswith("the 120 paired rows' sub-corpus (NEW covers 120 of 200 OLD rows)")
+    Xo, Pn = U.unit(np.load(old))[sub], U.unit(np.load(part))
+    Qo, Qn = U.unit(np.load(qo)), U.unit(np.load(qn))
+    tr, _ = U.split(120, 0.2, 0)
+    bridge = U.fit("procrustes", Pn[tr], Xo[tr])
+    migrate = U.fit("procrustes", Xo[tr], Pn[tr])
+    sub_ids = [dids[i] for i in sub]
+    lines = Path(qrels).read_text().splitlines()
+    kept = [ln for ln in lines[1:] if ln.split("\t")[1] in set(sub_ids)]
+    assert 0 < len(kept) < len(lines) - 1  # some judgements fall outside the sub-corpus
+    (tmp_path / "sub_qrels.tsv").write_text("\n".join([lines[0], *kept]) + "\n")
+    judged_q = {ln.split("\t")[0] for ln in kept}
+    assert rep["judged_queries"] == len(judged_q)
+    arms = {"keep": (Qo, Xo), "re_embed": (Qn, Pn), "bridge": (bridge.apply(Qn), Xo), "migrate": (Qn, migrate.apply(Xo))}
+    got = {}
+    for name, (q, c) in arms.items():
+        r = embedcheck.retrieve(q.astype(np.float32), c.astype(np.float32), tmp_path / "sub_qrels.tsv", resamples=0,
+                                query_ids=qids, doc_ids=sub_ids)
+        got[name] = r.metric("ndcg@10")
+        assert rep[name] == pytest.approx(got[name], abs=1e-9), name
+    # the sub-corpus is not the whole corpus: keep on all 200 OLD rows scores otherwise
+    whole = embedcheck.retrieve(Qo.astype(np.float32), U.unit(np.load(old)).astype(np.float32), qrels, resamples=0,
+                                query_ids=qids, doc_ids=dids).metric("ndcg@10")
+    assert whole != pytest.approx(got["keep"], abs=1e-6)
+    assert rep["gain"] == pytest.approx(got["re_embed"] - got["keep"], abs=1e-9)
+
+
+def test_queries_whose_sides_differ_in_ids_are_one_line(cli, tmp_path, base):
+    """--queries-old and --queries-new with the same count but other ids (one renamed; the same ids
+    in another order): one ``error:`` line naming both options and the first row that differs, exit 2."""
+    from conftest import assert_one_line_error
+
+    old, new, qo, qn, qrels = _case(tmp_path, base, "rotation")
+    C, Q, dids, qids = base
+    renamed = list(qids)
+    renamed[7] = "other"
+    swapped = list(qids)
+    swapped[3], swapped[4] = swapped[4], swapped[3]
+    Qn = np.load(qn)
+    for name, ids, row in (("renamed", renamed, 7), ("swapped", swapped, 3)):
+        q2 = _save(tmp_path / f"qn_{name}.npy", Qn, ids)
+        r = cli(["upgrade", old, new, "--queries-old", qo, "--queries-new", q2, "--qrels", qrels])
+        assert_one_line_error(r)
+        assert "--queries-old and --queries-new differ in ids from row" in r.stderr, r.stderr
+        assert f"row {row} ({qids[row]!r} vs {ids[row]!r})" in r.stderr, r.stderr

@@ -242,13 +242,16 @@ def fit_chosen(method: str, S: np.ndarray, T: np.ndarray, train: np.ndarray, hel
 # ---- the arms ---------------------------------------------------------------------------------------
 
 
-def topk(Q: np.ndarray, C: np.ndarray, k: int, ranks: np.ndarray) -> np.ndarray:
-    """Exact cosine top ``k`` rows of ``C`` for each query, in ``retrieve``'s tie order."""
+def topk(Q: np.ndarray, C: np.ndarray, k: int, ranks: np.ndarray, *, engine: Any = None) -> np.ndarray:
+    """Exact cosine top ``k`` rows of ``C`` for each query, in ``retrieve``'s tie order: ``retrieve``'s
+    own blocked search (:func:`embedcheck.geometry.search.search_topk`, float32 rows), its tasks run
+    on ``engine`` (default: this process) with BLAS on one thread each and merged in task order, so
+    every engine gives the same rows."""
     from .search import search_topk
 
     Qa = np.ascontiguousarray(Q, dtype=np.float32)
     Ca = np.ascontiguousarray(C, dtype=np.float32)
-    return np.asarray(search_topk(Qa, Ca, min(k, Ca.shape[0]), ranks).rows, dtype=np.int64)
+    return np.asarray(search_topk(Qa, Ca, min(k, Ca.shape[0]), ranks, engine=engine).rows, dtype=np.int64)
 
 
 def overlap_at_k(rows: np.ndarray, ref: np.ndarray, k: int) -> np.ndarray:

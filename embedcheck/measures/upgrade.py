@@ -202,10 +202,11 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     doc_ids = [old_ids[i] for i in o_rows]
     ranks = tie_ranks(id_bytes(doc_ids))
     kk = min(k, npairs)
-    runs = {"keep": U.topk(Qo, Po, kk, ranks), "re-embed": U.topk(Qn, Pn, kk, ranks),
-            "migrate": U.topk(Qn, mig.apply(Po), kk, ranks)}
+    # every arm's exact search runs as tasks on the run's engine (the maps are applied here, on the driver)
+    runs = {"keep": U.topk(Qo, Po, kk, ranks, engine=engine), "re-embed": U.topk(Qn, Pn, kk, ranks, engine=engine),
+            "migrate": U.topk(Qn, mig.apply(Po), kk, ranks, engine=engine)}
     for m in methods:
-        runs[f"bridge:{m}"] = U.topk(adapters[m].apply(Qn), Po, kk, ranks)
+        runs[f"bridge:{m}"] = U.topk(adapters[m].apply(Qn), Po, kk, ranks, engine=engine)
     runs["bridge"] = runs[f"bridge:{best}"]
     body: dict[str, Any] = {"pairs": npairs, "old_rows": old.n, "new_rows": new.n, "old_dim": old.dim,
                             "new_dim": new.dim, "queries": qo_src.n, "k": kk, "fit_pairs": int(len(fit_rows)),
