@@ -426,8 +426,11 @@ def _price(q_src: Any, text_field: Optional[str], corpus: Any, qrels: str, expec
                       int(length) if length else None, [str(t) for t in texts], bool(expected["normalized"]), engine)
     ranks = tie_ranks(dids)
     k = min(10, corpus.n)
-    a = evaluate_run(search_topk(q_src, corpus, k, ranks), judged, (10,), n_docs=corpus.n)["ndcg_at_10"]
-    b = evaluate_run(search_topk(V, corpus, k, ranks), judged, (10,), n_docs=corpus.n)["ndcg_at_10"]
+    names = ("--queries", "embeddings")
+    a = evaluate_run(search_topk(q_src, corpus, k, ranks, engine=engine, names=names), judged, (10,),
+                     n_docs=corpus.n)["ndcg_at_10"]
+    b = evaluate_run(search_topk(V, corpus, k, ranks, engine=engine, names=names), judged, (10,),
+                     n_docs=corpus.n)["ndcg_at_10"]
     pf = paired_items(a, b, resamples=resamples, permutations=resamples, seed=seed).to_dict()
     return {"qrels": qrels, "judged_queries": int(len(a)), "reembedded_with": expected,
             "ndcg_at_10_stored": float(a.mean()), "ndcg_at_10_reembedded": float(b.mean()),
