@@ -132,7 +132,10 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple:
     n = corpus.n
     if n < 3:
         raise InputError(f"embeddings: {n} rows; hubness needs at least 3")
+    corpus.unique_ids("embeddings")  # the report names rows by id (top hubs): an id that repeats names two
     q_src = open_source(queries, what="--queries") if queries is not None else None
+    if q_src is not None:
+        q_src.unique_ids("--queries")
     if q_src is not None and q_src.dim != corpus.dim:
         raise InputError(f"--queries {queries}: dimension {q_src.dim}, the embeddings have {corpus.dim}")
     repairs = parse_repairs(repair)
@@ -222,7 +225,7 @@ MEASUREMENT = Measurement(
     help="do a few rows crowd every top-k list? k-occurrence skewness, hubs and anti-hubs against a null",
     description=("The k-occurrence N_k of every row (how many queries' exact top k hold it; without --queries each "
                  "row's neighbours among the others), its skewness, the Robin Hood index, the hub share "
-                 "(N_k > hub-multiple x k) and anti-hub share (N_k = 0) with bootstrap intervals over queries, the same "
+                 "(N_k > hub-multiple x k) and anti-hub share (N_k = 0) with bootstrap intervals over the rows' N_k, the same "
                  "figures for Gaussian rows of the data's own spectrum (is it high for this dimension and n?), and "
                  "the top hubs by id and text with why they may be hubs.\n\n"
                  "Example: embedcheck hubness corpus.npy --queries queries.npy --k 10"),
