@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import InputError
 from ..report.result import Figure
 from ..report.schemas import FRACTION
-from ..spec import Measurement, Option, Outcome
+from ..spec import Measurement, Option, Outcome, Verdict
 from . import comma_choices
 
 FIGURE_HELP = {
@@ -174,6 +174,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple:
                         **null.figures}
         lo = ci["k_skewness"][0]
         body["excess_skewness"] = figs["k_skewness"] - null.figures["k_skewness"]["mean"]
+        body["level"] = ("high" if lo > null.figures["k_skewness"]["max"] else
+                         "below-null" if ci["k_skewness"][1] < null.figures["k_skewness"]["mean"] else "not-high")
         body["reading"] = ("high for this dimension and n: the skewness's 95% interval lies above every null draw"
                            if lo > null.figures["k_skewness"]["max"] else
                            "below the null: more even than Gaussian rows of this spectrum"
@@ -259,6 +261,9 @@ MEASUREMENT = Measurement(
         "repairs[].knn_accuracy_change": Figure("higher", headline=False, always=False),
     },
     primary="k_skewness",
+    verdicts=(Verdict("level", ("high", "not-high", "below-null"), shown="hubness level",
+                      help="against the null (--null-draws >= 1): high when the skewness's interval lies above every "
+                           "null draw, below-null when below the null's mean, else not-high (reading says it in words)"),),
     tolerance=1e-9,
     example=("topics.npy", "--resamples", "100", "--null-draws", "1"),
 )
