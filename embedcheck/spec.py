@@ -11,7 +11,8 @@ Two kinds of entries:
   API function(s) (``embedcheck/api/<module>.py``);
 * :class:`Measurement` — a measurement given entirely by its declaration and a ``run`` function:
   the CLI command, the API function ``embedcheck.<name>``, the JSON Schema, gates
-  (``--fail-below/--fail-above FIGURE=X``), ``--against`` (a paired comparison over the rows,
+  (``--fail-below/--fail-above FIGURE=X``, and ``--fail-on VALUE`` on its own categorical outcomes,
+  :class:`Verdict`), ``--against`` (a paired comparison over the rows,
   :attr:`Measurement.unit`), ``compare``, the HTML section and ``--engine`` are all made from it
   (:mod:`embedcheck.measure` and :mod:`embedcheck.cli.generic`).
 
@@ -367,6 +368,43 @@ def old_spellings_of(fn: Callable[..., Any]) -> tuple["Option | OldGate", ...]:
     return tuple(getattr(fn, "__old_spellings__", ()))
 
 
+#: the verdicts of ``--against`` that ``--fail-on`` takes on every paired measurement
+#: (:func:`embedcheck.report.gates.paired_verdict_gates`)
+PAIRED_VERDICTS = ("worse", "not-non-inferior")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A categorical outcome of a :class:`Measurement` itself (not of ``--against``): the report key
+    holding one word of ``values`` — upgrade's ``decision`` (keep, bridge, re-embed, inconclusive),
+    integrity's ``populations`` (one, mixed) — or null where the run could not tell. ``--fail-on VALUE``
+    (``Report.gate(fail_on=VALUE)`` from Python) takes each value beside the paired verdicts and exits 1
+    when the report's outcome is VALUE (null, undefined, never passes; a report without the key —
+    the options that produce it were not given — is refused); a value no verdict of the command declares
+    is refused while parsing. The gate is :func:`embedcheck.report.gates.verdict_gate`'s, shown as
+    ``FAIL upgrade decision = keep (needs not keep)``.
+
+    >>> Verdict("decision", ("keep", "bridge"), shown="upgrade decision").gate_name("keep")
+    'decision_keep'
+    """
+
+    key: str                                      #: the dotted report key holding the word
+    values: tuple[str, ...]                       #: every word it can hold
+    help: str = ""                                #: one line: what the outcome is
+    shown: str = ""                               #: how a gate names it (default: the key)
+
+    def __post_init__(self) -> None:
+        if not self.values or len(set(self.values)) != len(self.values):
+            raise ValueError(f"verdict {self.key!r}: values must be given, each once")
+        for v in self.values:
+            if not _NAME.match(v) or v in PAIRED_VERDICTS:
+                raise ValueError(f"verdict {self.key!r}: value {v!r} must be lower case words joined by hyphens, "
+                                 f"not one of --against's {', '.join(PAIRED_VERDICTS)}")
+
+    def gate_name(self, value: str) -> str:
+        return f"{self.key.replace('.', '_')}_{value.replace('-', '_')}"
+
+
 @dataclass
 class Outcome:
     """What a measurement's ``run`` returns: the report ``body`` (figures by key, their ``_ci95``
@@ -415,6 +453,9 @@ class Measurement:
     #: the terminal view of a report (``view(report_dict) -> list[str]`` of lines), where the default
     #: view from the figures (:mod:`embedcheck.cli.views`) does not read well
     view: Optional[Callable[[dict[str, Any]], list[str]]] = None
+    #: its own categorical outcomes (:class:`Verdict`): ``--fail-on VALUE`` takes their values beside
+    #: the paired verdicts, and the conformance suite drives each value
+    verdicts: tuple[Verdict, ...] = ()
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -429,6 +470,11 @@ class Measurement:
         if self.paired and {"against", "margin", "fail_on"} & set(names):
             raise ValueError(f"measurement {self.name!r}: 'against', 'margin' and 'fail_on' belong to --against; "
                              "declare paired=False to use the name")
+        values = [v for d in self.verdicts for v in d.values]
+        if len(set(values)) != len(values):
+            raise ValueError(f"measurement {self.name!r}: a verdict value is declared twice (--fail-on VALUE names one)")
+        if self.verdicts and "fail_on" in names:
+            raise ValueError(f"measurement {self.name!r}: 'fail_on' is --fail-on of its verdicts; name the option otherwise")
         for w in self.writes:
             if w.param not in {o.name for o in self.options}:
                 raise ValueError(f"measurement {self.name!r}: it writes {w.param!r}, which is not one of its options")
@@ -566,6 +612,22 @@ def primary_figure(command: str) -> Optional[str]:
     return m.primary if m is not None else None
 
 
+def verdicts_of(command: str) -> tuple[Verdict, ...]:
+    """The declared categorical outcomes of a measurement (:attr:`Measurement.verdicts`); none for a
+    built-in :class:`Command` (drift's ``--fail-on drift`` is its own option)."""
+    m = measurement(command)
+    return tuple(m.verdicts) if m is not None else ()
+
+
+def fail_on_values(command: str) -> tuple[str, ...]:
+    """What ``--fail-on`` takes on a declared measurement: the paired verdicts (when it takes
+    ``--against``), then each value of its own :attr:`Measurement.verdicts`."""
+    m = measurement(command)
+    if m is None:
+        return ()
+    return (*(PAIRED_VERDICTS if m.paired else ()), *(v for d in m.verdicts for v in d.values))
+
+
 def writes_of(command: str) -> tuple[Writes, ...]:
     """The declared outputs of a running command (``project``, ``compress-write``, ``shards-merge``;
     the reporting outputs aside): :attr:`Command.writes` of its verb, or a declared measurement's
@@ -674,5 +736,5 @@ def load(dotted: str) -> Any:
     return getattr(importlib.import_module(mod), attr)
 
 
-__all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "Command", "Input", "Measurement", "OldGate", "Option", "Outcome", "Writes",
-           "api_modules", "cli_options_of", "map_rows", "old_spellings_of", "options_of", "measurement", "measurements", "paired_commands", "primary_figure", "register", "report_versions"]
+__all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "PAIRED_VERDICTS", "Command", "Input", "Measurement", "OldGate", "Option",
+           "Outcome", "Verdict", "Writes", "api_modules", "cli_options_of", "fail_on_values", "map_rows", "old_spellings_of", "options_of", "measurement", "measurements", "paired_commands", "primary_figure", "register", "report_versions", "verdicts_of"]

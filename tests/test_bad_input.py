@@ -63,8 +63,30 @@ def _corpus(d: Path) -> dict[str, Path]:
     np.save(files["scores_nan.npy"], np.full(N, np.nan))
     files["empty.jsonl"] = d / "empty.jsonl"
     files["empty.jsonl"].write_text("")
+    # rows named by id: unique ids, and the same rows whose id 'r3' repeats at row 7 (sidecars beside them)
+    for name, repeat in (("ids.npy", False), ("dup_ids.npy", True)):
+        save(name, X)
+        ids = [f"r{i}" for i in range(N)]
+        if repeat:
+            ids[7] = "r3"
+        files[name].with_suffix(".jsonl").write_text("".join(f'{{"id": "{i}"}}\n' for i in ids))
     return files
 
+
+#: the commands that name rows by id in their report or output (hubness's top hubs; dedup's pairs, groups,
+#: leaked rows and the kept ids -o writes) or pair rows by id (upgrade): an input whose ids repeat is refused,
+#: naming the input and the first repeated id ('r3', rows 3 and 7) — each input of theirs that carries ids
+DUPLICATE_IDS = [
+    ("hubness-duplicate-ids", ["hubness", "{dup_ids.npy}", "--null-draws", "0", "--resamples", "10"]),
+    ("hubness-queries-duplicate-ids", ["hubness", "{ids.npy}", "--queries", "{dup_ids.npy}", "--null-draws", "0"]),
+    ("dedup-duplicate-ids", ["dedup", "{dup_ids.npy}", "--threshold", "0.9", "-o", "{out}/kept.txt"]),
+    ("dedup-leakage-of-duplicate-ids", ["dedup", "{ids.npy}", "--leakage-of", "{dup_ids.npy}", "--threshold", "0.9",
+                                        "-o", "{out}/kept.txt"]),
+    ("dedup-queries-duplicate-ids", ["dedup", "{ids.npy}", "--queries", "{dup_ids.npy}", "--qrels",
+                                     FIXTURES / "retrieve_qrels.tsv", "--threshold", "0.9", "-o", "{out}/kept.txt"]),
+    ("upgrade-duplicate-ids", ["upgrade", "{dup_ids.npy}", "{ids.npy}", "--queries-old", "{ids.npy}",
+                               "--queries-new", "{ids.npy}", "-o", "{out}/a.safetensors"]),
+]
 
 # (case id, argv template) — {name} is replaced by the corpus path, {out} by the output folder.
 CASES = [
@@ -110,6 +132,7 @@ CASES = [
     ("project-pickle-head", ["project", GOOD, "--head", "{pickle_payload.npy}", "-o", "{out}/p.npy"]),
     ("project-missing-head", ["project", GOOD, "--head", "{missing.safetensors}", "-o", "{out}/p.npy"]),
     ("project-truncated-input", ["project", "{truncated.npy}", "--head", "{pickle_payload.npy}", "-o", "{out}/p.npy"]),
+    *DUPLICATE_IDS,
 ]
 
 
@@ -144,6 +167,19 @@ def test_bad_input_exits_2_with_one_line(case, argv, corpus, cli, tmp_path):
     res = cli(args)
     assert_one_line_error(res)
     assert list(out.iterdir()) == [], f"{case} wrote {list(out.iterdir())}"
+
+
+@pytest.mark.parametrize("case,argv", DUPLICATE_IDS, ids=[c[0] for c in DUPLICATE_IDS])
+def test_duplicate_ids_are_refused_naming_the_input_and_the_first_repeat(case, argv, corpus, cli, tmp_path):
+    """Before the fix hubness and dedup ran on (and dedup -o wrote the kept ids of) rows whose ids repeat."""
+    out = tmp_path / "out"
+    out.mkdir()
+    args = [str(corpus[str(a)[1:-1]]) if str(a).startswith("{") and str(a)[1:-1] in corpus else
+            str(a).replace("{out}", str(out)) for a in argv]
+    res = cli(args)
+    assert_one_line_error(res)
+    assert str(corpus["dup_ids.npy"]) in res.stderr and "'r3' repeats (rows 3 and 7)" in res.stderr, res.stderr
+    assert list(out.iterdir()) == []
 
 
 def test_bad_input_corpus_is_large_enough():

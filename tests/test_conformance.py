@@ -235,6 +235,58 @@ def test_gates_exit_0_when_met_1_when_not_2_when_malformed(case: Case, request) 
         assert_one_line_error(case.run("--fail-below", f"{case.primary}={rng[1] + max(1.0, rng[1] - rng[0])}"))
 
 
+def test_every_declared_verdict_gates_with_fail_on(case: Case, request) -> None:
+    """Every categorical outcome a measurement declares (``Measurement.verdicts``: upgrade's decision,
+    integrity's populations, hubness's level — a plugin's too) is a gate: ``--fail-on VALUE`` exits 1
+    when the report's outcome is VALUE and 0 for another value, its gate recorded in ``gates`` and
+    printed; a value the command does not declare is one line, exit 2. From Python,
+    ``Report.gate(fail_on=VALUE)`` fails on a report holding VALUE and passes on each other value, for
+    every declared value (the report's outcome set to each), and refuses an undeclared one."""
+    from embedcheck.api.measure import report_class
+    from embedcheck.errors import InputError
+    from embedcheck.report.gates import failed
+    from embedcheck.spec import PAIRED_VERDICTS, measurement
+
+    if case.name == PLUGIN:
+        request.getfixturevalue("with_doc_plugin")
+    m = measurement(case.name)
+    if m is None or not m.verdicts:
+        pytest.skip(f"{case.id} declares no verdict of its own")
+    assert_one_line_error(case.run("--fail-on", "no-such-verdict"))
+    report = case.run().json()
+    for d in m.verdicts:
+        got = _get(report, d.key)
+        assert got in d.values, (d.key, got)
+        other = next(v for v in d.values if v != got)
+        for value, code in ((got, 1), (other, 0)):  # the CLI: fires on the report's own outcome only
+            res = case.run("--fail-on", value)
+            assert res.exit_code == code, res
+            [gate] = [g for g in res.json()["gates"] if g["name"] == d.gate_name(value)]
+            assert gate["passed"] is (code == 0) and gate["words"]["value"] == got, gate
+            assert f"{'PASS' if code == 0 else 'FAIL'} {d.shown or d.key} = {got}" in res.stderr, res
+        body = {k: v for k, v in report.items() if k not in ("schema", "gates")}
+        for value in d.values:  # the API: every declared value, the report's outcome set to each
+            for outcome in d.values:
+                rep = report_class(m)(body=_set(body, d.key, outcome))
+                [gate] = rep.gate(fail_on=value)
+                assert gate["passed"] is (outcome != value), (value, outcome)
+                assert failed(rep.to_dict()) == ([] if outcome != value else [d.gate_name(value)])
+            with pytest.raises(InputError, match="no such verdict"):
+                report_class(m)(body=body).gate(fail_on="no-such-verdict")
+    assert not set(PAIRED_VERDICTS) & {v for d in m.verdicts for v in d.values}  # --against's stay its own
+
+
+def _set(body: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    """A copy of ``body`` with the dotted key set to ``value``."""
+    out = json.loads(json.dumps(body))
+    cur = out
+    *head, last = dotted.split(".")
+    for part in head:
+        cur = cur[part]
+    cur[last] = value
+    return out
+
+
 def test_missing_or_malformed_embeddings_give_one_line_and_exit_2(case: Case, tmp_path) -> None:
     i = case.embeddings[0]
     res = case.run(replace={i: tmp_path / "missing.npy"})

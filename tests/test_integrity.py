@@ -258,7 +258,11 @@ def test_without_texts_the_label_free_checks_run_and_one_line_says_what_needs_te
     np.save(tmp_path / "t.npy", X)
     res = cli(["integrity", tmp_path / "t.npy", "--null-draws", "2", "--fail-above", "mixed=0.5", "--json"])
     assert res.exit_code == 1, res  # the label-free norm check finds two kinds of rows
+    on = cli(["integrity", tmp_path / "t.npy", "--null-draws", "2", "--fail-on", "mixed", "--json"])
+    assert on.exit_code == 1 and on.json()["gates"][0]["name"] == "populations_mixed", on
+    assert "FAIL integrity populations = mixed (needs not mixed)" in on.stderr
     rep = res.json()
+    assert rep["populations"] == "mixed"
     assert rep["match_share"] is None and "needs texts" in rep["needs_texts"]
     assert rep["label_free"]["norms"] == {"unit_rows": 60, "other_rows": 60, "mixed": True}
     assert rep["mixed"] == 1.0

@@ -138,7 +138,11 @@ def test_no_gain_decides_keep_and_the_keep_gate_fails(cli, tmp_path, base):
     assert r.exit_code == 0, r
     rep = r.json()
     assert rep["gain"] < 0 and rep["decision"] == "keep" and rep["recovered"] is None
-    assert cli([*args, "--fail-above", "decision_keep=0.5"]).exit_code == 1
+    assert cli([*args, "--fail-above", "decision_keep=0.5"]).exit_code == 1  # the older spelling
+    g = cli([*args, "--fail-on", "keep", "--json"])
+    assert g.exit_code == 1 and g.json()["gates"][0]["name"] == "decision_keep", g
+    assert "FAIL upgrade decision = keep (needs not keep)" in g.stderr
+    assert cli([*args, "--fail-on", "bridge"]).exit_code == 0
 
 
 def test_the_mlp_adapter_starts_at_ridge_and_fits_a_rotation():

@@ -1,6 +1,6 @@
 """The command of a declared measurement (:class:`embedcheck.spec.Measurement`), made from its
 declaration: one argument per input, one option per declared option (bounds checked while parsing),
-``--seed``, ``--engine``/``--address``, ``--fail-on VERDICT`` with ``--against``, and the reporting
+``--seed``, ``--engine``/``--address``, ``--fail-on VERDICT`` (its own verdicts, and ``--against``'s), and the reporting
 options every measuring command has (``--json``, ``--report``, ``--baseline``, the gates
 ``--fail-below [FIGURE=]X`` / ``--fail-above [FIGURE=]X`` from :mod:`.reporting`). It calls the same
 function as ``embedcheck.<name>`` (:func:`embedcheck.api.measure.run_measurement`).
@@ -14,10 +14,10 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..spec import Measurement, Option
+from ..spec import PAIRED_VERDICTS, Measurement, Option
 from ._app import app
 from .common import AddressOpt, EngineName, EngineOpt, LabelFieldOpt, SeedOpt, check_engine
-from .paired_opts import AgainstOpt, FailOnOpt, MarginOpt, check_paired_options, paired_gates, parse_margins
+from .paired_opts import AgainstOpt, FailOn, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
 
@@ -37,10 +37,37 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
                P("address", P.POSITIONAL_OR_KEYWORD, annotation=AddressOpt, default=None)]
     if m.paired:
         params += [P("against", P.POSITIONAL_OR_KEYWORD, annotation=AgainstOpt, default=None),
-                   P("margin", P.POSITIONAL_OR_KEYWORD, annotation=MarginOpt, default=None),
-                   P("fail_on", P.POSITIONAL_OR_KEYWORD, annotation=FailOnOpt, default=None)]
+                   P("margin", P.POSITIONAL_OR_KEYWORD, annotation=MarginOpt, default=None)]
+    if m.paired or m.verdicts:
+        params.append(P("fail_on", P.POSITIONAL_OR_KEYWORD, annotation=fail_on_option(m), default=None))
     params.append(P("out", P.KEYWORD_ONLY, annotation=Output))
     return params
+
+
+def fail_on_option(m: Measurement) -> Any:
+    """``--fail-on VERDICT`` of a declared measurement: its own verdicts' values
+    (:attr:`~embedcheck.spec.Measurement.verdicts`: exit 1 when the report's outcome is that value)
+    and, when it takes ``--against``, the paired verdicts; any other word is refused while parsing."""
+    from ..spec import fail_on_values
+
+    own = [f"{' / '.join(d.values)} (exit 1 when the {d.shown or d.key} is that)" for d in m.verdicts]
+    paired = ("with --against: worse (a figure's interval below 0) or not-non-inferior (at its --margin)"
+              if m.paired else "")
+    help = "Gate on a verdict: " + "; ".join([*own, *([paired] if paired else [])]) + "."
+
+    def check(value: Optional[str]) -> Optional[str]:
+        from ..errors import InputError
+        from ..report.gates import check_fail_on
+
+        if value is None:
+            return None
+        try:
+            return check_fail_on(value, fail_on_values(m.name), m.name)
+        except InputError:
+            raise typer.BadParameter(f"{value!r}: choose from {', '.join(fail_on_values(m.name))}") from None
+
+    return Annotated[Optional[str], typer.Option("--fail-on", metavar="VERDICT", help=help, callback=check,
+                                                 show_default=False)]
 
 
 def option_param(o: Option) -> inspect.Parameter:
@@ -152,19 +179,19 @@ def add_command(m: Measurement) -> None:
 
     def command(**kw: Any) -> None:
         from ..api.measure import run_measurement
-        from ..report.gates import add_gates
+        from ..report.gates import add_gates, outcome_gates
 
         out: Output = kw.pop("out")
         out.start(primary=m.primary, figures=dict(m.figures))  # --fail-below/--fail-above: the one gate spelling
         check_engine(kw["engine"], kw["address"])
         paired: dict[str, Any] = {}
-        fail_on = None
+        fail_on = kw.pop("fail_on", None)  # a paired verdict (needs --against) or one of the command's own
+        paired_fail = FailOn(fail_on) if fail_on in PAIRED_VERDICTS else None
         if m.paired:
             margins = parse_margins(kw.pop("margin"))
             emb = [i.name for i in m.embedding_inputs]
-            against = check_paired_options(kw.pop("against"), len(emb), margins, kw["fail_on"],
+            against = check_paired_options(kw.pop("against"), len(emb), margins, paired_fail,
                                            ", ".join(e.upper() for e in emb))
-            fail_on = kw.pop("fail_on")
             paired = {"against": against, "margins": margins or None}
         inputs = [kw.pop(i.name) for i in m.inputs]
         engine = kw.pop("engine").value
@@ -174,7 +201,9 @@ def add_command(m: Measurement) -> None:
         rep = run_measurement(m, *inputs, engine=engine, **paired, **kw)
         report = rep.to_dict()
         if m.paired:
-            add_gates(report, paired_gates(rep.results.get("paired"), fail_on))
+            add_gates(report, paired_gates(rep.results.get("paired"), paired_fail))
+        if fail_on is not None and paired_fail is None:
+            add_gates(report, outcome_gates(report, fail_on, m.verdicts))
         out.finish(report, title=f"{m.name} — {inputs[0]}")
 
     command.__name__ = m.api_name + "_cmd"

@@ -46,20 +46,7 @@ def check_paired_options(against: Optional[list[str]], wanted: int, margins: dic
 
 
 def paired_gates(paired: Any, fail_on: Optional[FailOn]) -> list[dict[str, Any]]:
-    """``--fail-on worse``: per figure, ``paired.<f>.difference_ci95_high >= 0`` (the interval does not
-    lie below 0); ``--fail-on not-non-inferior``: ``paired.<f>.difference_ci95_low >= -margin`` for
-    every figure given a margin (the others are reported, not gated)."""
-    from ..report.gates import min_gate
+    """``--fail-on worse`` / ``not-non-inferior``: :func:`embedcheck.report.gates.paired_verdict_gates`."""
+    from ..report.gates import paired_verdict_gates
 
-    if fail_on is None or paired is None:
-        return []
-    gates = []
-    for k, f in paired.items.items():
-        ci = f.difference_ci95
-        if fail_on is FailOn.worse:
-            gates.append(min_gate(f"paired.{k}.difference_ci95_high", None if ci is None else ci[1], 0.0))
-        else:
-            if f.margin is None:
-                continue
-            gates.append(min_gate(f"paired.{k}.difference_ci95_low", None if ci is None else ci[0], -f.margin))
-    return gates
+    return paired_verdict_gates(paired, None if fail_on is None else FailOn(fail_on).value)

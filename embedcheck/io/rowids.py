@@ -110,6 +110,29 @@ def match_rows(ref_ids: Optional[Sequence[Any]], ids: Optional[Sequence[Any]], *
     return Matched("id", order)
 
 
+def refuse_repeated_ids(ids: Optional[Sequence[Any]], where: str, why: str = "this command names rows by id") -> None:
+    """Refuse ids that repeat, for an input whose rows a command names by id (in its report or in
+    what it writes) or pairs by id: one :class:`InputError` naming the input and the first repeated id
+    with its two rows. A row without an id (None) repeats nothing.
+
+    >>> refuse_repeated_ids(["a", "b", "a"], "embeddings x.npy")
+    Traceback (most recent call last):
+    ...
+    embedcheck.errors.InputError: embeddings x.npy: id 'a' repeats (rows 0 and 2); this command names rows by id, so they must be unique
+    """
+    if ids is None:
+        return
+    first: dict[str, int] = {}
+    for i, v in enumerate(ids):
+        if v is None:
+            continue
+        k = _key(v)
+        if k in first:
+            shown = v.item() if isinstance(v, np.generic) else v
+            raise InputError(f"{where}: id {shown!r:.40} repeats (rows {first[k]} and {i}); {why}, so they must be unique")
+        first[k] = i
+
+
 def row_ids(path: Any) -> Optional[list[Any]]:
     """The ``id`` of every row from the sidecar (``X.jsonl`` beside ``X.npy``, or a shard set's
     sidecars); None when ``path`` is not a file path, there is no sidecar or a row has no id."""

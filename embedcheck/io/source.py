@@ -171,6 +171,16 @@ class Source:
         """Every row's id (:meth:`column` ``"id"``), or None."""
         return self.column("id")
 
+    def unique_ids(self, what: str = "") -> Optional[list[Any]]:
+        """:meth:`ids`, refused in one line naming this input (``what``, then its name) and the first
+        repeated id when an id repeats: for a command that names rows by id in its report or output
+        (:func:`embedcheck.io.rowids.refuse_repeated_ids`)."""
+        from .rowids import refuse_repeated_ids
+
+        ids = self.ids()
+        refuse_repeated_ids(ids, f"{what} {self.name}".strip() if what and what != self.name else self.name)
+        return ids
+
     def texts(self) -> Optional[list[Any]]:
         """Every row's text (:meth:`column` ``"text"``), or None."""
         return self.column("text")

@@ -262,7 +262,13 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
         raise InputError(f"output {output!r}: name a file for the kept rows' ids (the report goes to stdout)")
     if keep_rows is not None and keep_rows > n:
         raise InputError(f"keep_rows must be at most the {n} rows, got {keep_rows}")
+    # rows are named by id (pairs, groups, leaked rows, the kept ids -o writes): an id that repeats names two rows
+    corpus.unique_ids("embeddings")
     test = open_source(leakage_of, what="--leakage-of") if leakage_of is not None else None
+    if test is not None:
+        test.unique_ids("--leakage-of")
+    if queries is not None:
+        open_source(queries, what="--queries").unique_ids("--queries")
     if test is not None and test.dim != corpus.dim:
         raise InputError(f"--leakage-of {leakage_of}: dimension {test.dim}, the embeddings have {corpus.dim}")
     if (queries is None) != (qrels is None):

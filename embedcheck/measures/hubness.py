@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import InputError
 from ..report.result import Figure
 from ..report.schemas import FRACTION
-from ..spec import Measurement, Option, Outcome
+from ..spec import Measurement, Option, Outcome, Verdict
 from . import comma_choices
 
 FIGURE_HELP = {
@@ -132,7 +132,10 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple:
     n = corpus.n
     if n < 3:
         raise InputError(f"embeddings: {n} rows; hubness needs at least 3")
+    corpus.unique_ids("embeddings")  # the report names rows by id (top hubs): an id that repeats names two
     q_src = open_source(queries, what="--queries") if queries is not None else None
+    if q_src is not None:
+        q_src.unique_ids("--queries")
     if q_src is not None and q_src.dim != corpus.dim:
         raise InputError(f"--queries {queries}: dimension {q_src.dim}, the embeddings have {corpus.dim}")
     repairs = parse_repairs(repair)
@@ -171,6 +174,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple:
                         **null.figures}
         lo = ci["k_skewness"][0]
         body["excess_skewness"] = figs["k_skewness"] - null.figures["k_skewness"]["mean"]
+        body["level"] = ("high" if lo > null.figures["k_skewness"]["max"] else
+                         "below-null" if ci["k_skewness"][1] < null.figures["k_skewness"]["mean"] else "not-high")
         body["reading"] = ("high for this dimension and n: the skewness's 95% interval lies above every null draw"
                            if lo > null.figures["k_skewness"]["max"] else
                            "below the null: more even than Gaussian rows of this spectrum"
@@ -222,7 +227,7 @@ MEASUREMENT = Measurement(
     help="do a few rows crowd every top-k list? k-occurrence skewness, hubs and anti-hubs against a null",
     description=("The k-occurrence N_k of every row (how many queries' exact top k hold it; without --queries each "
                  "row's neighbours among the others), its skewness, the Robin Hood index, the hub share "
-                 "(N_k > hub-multiple x k) and anti-hub share (N_k = 0) with bootstrap intervals over queries, the same "
+                 "(N_k > hub-multiple x k) and anti-hub share (N_k = 0) with bootstrap intervals over the rows' N_k, the same "
                  "figures for Gaussian rows of the data's own spectrum (is it high for this dimension and n?), and "
                  "the top hubs by id and text with why they may be hubs.\n\n"
                  "Example: embedcheck hubness corpus.npy --queries queries.npy --k 10"),
@@ -256,6 +261,9 @@ MEASUREMENT = Measurement(
         "repairs[].knn_accuracy_change": Figure("higher", headline=False, always=False),
     },
     primary="k_skewness",
+    verdicts=(Verdict("level", ("high", "not-high", "below-null"), shown="hubness level",
+                      help="against the null (--null-draws >= 1): high when the skewness's interval lies above every "
+                           "null draw, below-null when below the null's mean, else not-high (reading says it in words)"),),
     tolerance=1e-9,
     example=("topics.npy", "--resamples", "100", "--null-draws", "1"),
 )

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import InputError
 from ..report.result import Figure
 from ..report.schemas import FRACTION
-from ..spec import Measurement, Option, Outcome
+from ..spec import Measurement, Option, Outcome, Verdict
 
 #: the label-free split calls an index mixed when its best 2-means split's centroids are at most
 #: this cosine apart (calibrated A/A on SciFact abstracts, docs/integrity.md: a clean index's groups
@@ -241,6 +241,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
         body["match_share"] = None
         body["match_share_ci95"] = None
         body["mixed"] = 1.0 if lf.get("mixed") else 0.0
+        body["populations"] = ("mixed" if lf.get("mixed") else "one") if readable else None
         body["mixed_by"] = ("label-free checks (unit and non-unit rows side by side; a 2-means split whose centroids "
                             "point apart)" if readable else "nothing: the rows could not be read")
         if q_src is not None and readable:
@@ -300,6 +301,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
                     for i, r in enumerate(take)]
     populations = sum(1 for r in recipes if r["rows"] > 0)
     body["mixed"] = 1.0 if populations >= 2 else 0.0
+    body["populations"] = "mixed" if populations >= 2 else "one"
     body["mixed_by"] = "re-embedding: rows reproduced by two or more recipes" if populations >= 2 else \
         "re-embedding: one recipe reproduces every explained row"
     if claim is not None and best is not None:
@@ -461,7 +463,7 @@ MEASUREMENT = Measurement(
                  "--match-tolerance: the share each explains with a Wilson interval, the rows none explains, the "
                  "recipe the metadata claims against the one found. Without texts, label-free checks: unit and "
                  "non-unit rows side by side, and a 2-means split whose groups point apart.\n\n"
-                 "Example: embedcheck integrity corpus.npy --fail-below match_share=0.99 --fail-above mixed=0.5"),
+                 "Example: embedcheck integrity corpus.npy --fail-below 0.99 --fail-on mixed"),
     run=run,
     options=(Option("rows", str, "300", "Sampled rows re-embedded: a number or 'all'.", metavar="N|all"),
              Option("text_field", str, None, "The column or sidecar field holding each row's text (default 'text')."),
@@ -486,7 +488,8 @@ MEASUREMENT = Measurement(
         "match_share": Figure("higher", interval="match_share_ci95", unit=FRACTION, range=(0, 1),
                               help="share of the sampled rows the best single recipe reproduces (null without texts)"),
         "mixed": Figure("lower", unit=FRACTION, range=(0, 1),
-                        help="1 when two populations are found (two recipes; without texts the label-free checks)"),
+                        help="1 when two populations are found (two recipes; without texts the label-free checks); the "
+                             "gate is --fail-on mixed"),
         "unexplained_share": Figure("lower", headline=False, always=False, unit=FRACTION, range=(0, 1)),
         "queries.price.change": Figure("higher", interval="queries.price.change_ci95", always=False, headline=False,
                                        help="nDCG@10 of the queries re-embedded with the corpus's recipe minus as stored "
@@ -496,6 +499,8 @@ MEASUREMENT = Measurement(
                                                             "expects (--queries)"),
     },
     primary="match_share",
+    verdicts=(Verdict("populations", ("one", "mixed"), shown="integrity populations",
+                      help="mixed when two populations are found (mixed_by says how); null when the rows could not be read"),),
     tolerance=1e-9,
     paired=False,
     example=("integrity.npy", "--rows", "all", "--probe-rows", "2", "--null-draws", "3"),

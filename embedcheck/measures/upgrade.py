@@ -14,7 +14,7 @@ from ..errors import InputError
 from ..geometry.upgrade import METHODS
 from ..report.result import Figure
 from ..report.schemas import COSINE, FRACTION, PERCENT
-from ..spec import Input, Measurement, Option, Outcome, Writes
+from ..spec import Input, Measurement, Option, Outcome, Verdict, Writes
 from . import comma_choices
 
 
@@ -22,6 +22,9 @@ def _ids_of(src: Any, what: str) -> list[Any]:
     ids = src.ids()
     if ids is None:
         raise InputError(f"{what}: its rows carry no ids (a sidecar .jsonl or an id column): rows are paired by id")
+    from ..io.rowids import refuse_repeated_ids
+
+    refuse_repeated_ids(ids, f"{what} {src.name}", "rows are paired by id")
     return list(ids)
 
 
@@ -352,7 +355,7 @@ MEASUREMENT = Measurement(
         "bridge": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
         "re_embed": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
         "migrate": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
-        "decision_keep": Figure("lower", headline=False, help="1 when the decision is keep (gate: --fail-above decision_keep=0.5)"),
+        "decision_keep": Figure("lower", headline=False, help="1 when the decision is keep (the gate is --fail-on keep)"),
         "labels.aag.bridged": Figure("higher", headline=False, always=False, reference="labels.aag.new", unit=COSINE,
                                      range=(-2, 2), help="AAG of the bridged rows (with --old-labels); read against the new vectors'"),
         "labels.label_map.bridged": Figure("higher", headline=False, always=False, reference="labels.label_map.new",
@@ -375,6 +378,8 @@ MEASUREMENT = Measurement(
                                        help="1 when REINDEX is needed (gate: --fail-above index.reindex_needed=0.5)"),
     },
     primary="gain",
+    verdicts=(Verdict("decision", ("keep", "bridge", "re-embed", "inconclusive"), shown="upgrade decision",
+                      help="the decision of the stated rule (rule, decision_because)"),),
     tolerance=1e-6,
     example=("retrieve_corpus.npy", "retrieve_corpus.npy", "--queries-old", "retrieve_queries.npy",
              "--queries-new", "retrieve_queries.npy", "--qrels", "retrieve_qrels.tsv", "--method", "procrustes,ridge",

@@ -57,6 +57,63 @@ def verdict_gate(name: str, verdict: str, needs: str, passed: bool, *, shown: Op
     return g
 
 
+# ---- --fail-on VALUE: a measurement's own verdicts beside --against's ----------------------------
+
+def check_fail_on(value: str, allowed: Sequence[str], command: str, *, text: Optional[str] = None) -> str:
+    """``value`` when ``--fail-on`` of the declared measurement ``command`` takes it (``allowed``: a
+    paired verdict, or a value of one of its :attr:`~embedcheck.spec.Measurement.verdicts`,
+    :func:`embedcheck.spec.fail_on_values`; any case), else one :class:`InputError` naming what it takes."""
+    v = str(value).strip().lower()
+    if v not in allowed:
+        said = text or f"--fail-on {value}"
+        raise InputError(f"{said}: {command} has no such verdict; it takes "
+                         + (", ".join(allowed) if allowed else "nothing on this command"))
+    return v
+
+
+def paired_verdict_gates(paired: Any, value: Optional[str]) -> list[dict[str, Any]]:
+    """``worse``: per figure, ``paired.<f>.difference_ci95_high >= 0`` (the interval does not lie below
+    0); ``not-non-inferior``: ``paired.<f>.difference_ci95_low >= -margin`` for every figure given a
+    margin (the others are reported, not gated). None for another value, or no paired comparison."""
+    if value not in ("worse", "not-non-inferior") or paired is None:
+        return []
+    gates = []
+    for k, f in paired.items.items():
+        ci = f.difference_ci95
+        if value == "worse":
+            gates.append(min_gate(f"paired.{k}.difference_ci95_high", None if ci is None else ci[1], 0.0))
+        elif f.margin is not None:
+            gates.append(min_gate(f"paired.{k}.difference_ci95_low", None if ci is None else ci[0], -f.margin))
+    return gates
+
+
+def outcome_gates(report: Mapping[str, Any], value: str, verdicts: Sequence[Any], *,
+                  text: Optional[str] = None) -> list[dict[str, Any]]:
+    """The gate of ``--fail-on VALUE`` on the one of a declared measurement's own ``verdicts``
+    (:class:`embedcheck.spec.Verdict` s, :func:`embedcheck.spec.verdicts_of`) that holds ``value``:
+    fails when the report's outcome is ``value``, or is null (undefined never passes); a report
+    without the verdict's key is refused. Empty for a paired verdict (:func:`paired_verdict_gates`).
+
+    >>> from embedcheck.spec import Verdict
+    >>> v = Verdict("decision", ("keep", "bridge"), shown="upgrade decision")
+    >>> g = _outcome_gate({"decision": "keep"}, v, "keep", "--fail-on keep")
+    >>> verdict_line(g), g["name"]
+    ('FAIL upgrade decision = keep (needs not keep)', 'decision_keep')
+    """
+    for d in verdicts:
+        if value in d.values:
+            return [_outcome_gate(report, d, value, text or f"--fail-on {value}")]
+    return []
+
+
+def _outcome_gate(report: Mapping[str, Any], d: Any, value: str, text: str) -> dict[str, Any]:
+    found, got = _dotted(report, d.key)
+    if not found:
+        raise InputError(f"{text}: this report has no {d.key} (the options that produce it were not given)")
+    return verdict_gate(d.gate_name(value), "undefined" if got is None else str(got), f"not {value}",
+                        got is not None and got != value, shown=d.shown or d.key)
+
+
 def add_gates(report: dict[str, Any], gates: Iterable[Optional[dict[str, Any]]]) -> None:
     """Attach the gates that were asked for (``None`` entries are options not given)."""
     gs = [g for g in gates if g is not None]

@@ -124,16 +124,33 @@ class Report(Result):
         return cur
 
     def gate(self, *, minimum: Optional[dict[str, float]] = None,
-             maximum: Optional[dict[str, float]] = None) -> list[dict[str, Any]]:
+             maximum: Optional[dict[str, float]] = None, fail_on: Optional[str] = None) -> list[dict[str, Any]]:
         """Evaluate gates on this report's figures (dotted keys or short names, as ``--fail-below``
         takes them; bounds in the unit each figure is printed in, checked against its declared
         range), attach them to the report (``gates``) and return them;
-        ``embedcheck.report.gates.failed(report.to_dict())`` lists failures."""
-        from .gates import GateSpec, evaluate, resolve_gates
+        ``embedcheck.report.gates.failed(report.to_dict())`` lists failures. ``fail_on``: as
+        ``--fail-on`` of a declared measurement — a value of its own verdicts (upgrade's ``"keep"``,
+        integrity's ``"mixed"``: fails when the report's outcome is that value) or, on a report made
+        with ``against=``, ``"worse"`` / ``"not-non-inferior"``; another value is refused."""
+        from .gates import GateSpec, check_fail_on, evaluate, outcome_gates, paired_verdict_gates, resolve_gates
 
         specs = [GateSpec(k, ">=", float(t), f"minimum {k}={t}") for k, t in (minimum or {}).items()]
         specs += [GateSpec(k, "<=", float(t), f"maximum {k}={t}") for k, t in (maximum or {}).items()]
+        said = f"fail_on={fail_on!r}"
+        from ..spec import fail_on_values, verdicts_of
+
+        value = check_fail_on(fail_on, fail_on_values(self.command), self.command, text=said) \
+            if fail_on is not None else None
         gs = evaluate(self.to_dict(), resolve_gates(specs, figures_of(self.command), command=self.command))
+        if value is not None:
+            from ..errors import InputError
+
+            paired: Any = self.results.get("paired")
+            if value in ("worse", "not-non-inferior") and paired is None:
+                raise InputError(f"{said}: a verdict of against=; this report was made without it")
+            if value == "not-non-inferior" and not any(f.margin is not None for f in paired.items.values()):
+                raise InputError(f"{said}: needs margins= (a margin for each figure it gates)")
+            gs += paired_verdict_gates(paired, value) + outcome_gates(self.to_dict(), value, verdicts_of(self.command), text=said)
         if gs:
             self.body["gates"] = [*self.body.get("gates", []), *gs]
         return gs

@@ -216,7 +216,7 @@ INPUTS = {"type": "object", "properties": {"rows_matched_by": {"type": "object",
 
 def json_schema(command: str) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of ``command``'s report."""
-    from ..spec import measurement, paired_commands
+    from ..spec import measurement, paired_commands, verdicts_of
 
     sid = schema_id(command)
     name = command_name(command)
@@ -225,6 +225,9 @@ def json_schema(command: str) -> dict[str, Any]:
     body = copy.deepcopy(BODIES[name]) if plugin is None else obj(dict(plugin.body_schema))
     body["properties"] = {"schema": {"const": sid}, **body["properties"],
                           "gates": {"type": "array", "items": GATE}, "comparison": COMPARISON}
+    for v in verdicts_of(name):  # a declared verdict holds one of its words, or null (could not tell)
+        if "." not in v.key:
+            body["properties"][v.key] = {"enum": [*v.values, None]}
     if name in paired_commands():
         body["properties"]["paired"] = PAIRED
         body["properties"]["inputs"] = INPUTS
