@@ -487,3 +487,29 @@ def test_sst2_linear_baselines(sst2_minilm, cli, tmp_path):
         assert cli(["project", p["val"], "--head", h, "-o", tmp_path / f"{kind}.npy", "--json"]).exit_code == 0
         P = np.load(tmp_path / f"{kind}.npy")
         assert _aag_bruteforce(P, yv) >= 5 * base_aag, kind
+
+
+def test_projection_of_many_rows_runs_fixed_blocks_on_the_free_cores_with_the_bytes_of_one(monkeypatch):
+    """``project_rows`` above one block projects fixed blocks of ``BLOCK_ROWS`` rows on the free cores
+    (BLAS on one thread each, in order): the same bytes on one worker thread and on two, each block the
+    bytes of that block projected alone, and every row within float32 rounding of a float64 projection."""
+    from embedcheck.heads import project as P
+
+    rng = np.random.default_rng(3)
+    d, k = 48, 16
+    head = H.Head("probe-scale", {"weight": rng.standard_normal((k, d)).astype(np.float32),
+                                  "bias": rng.standard_normal(k).astype(np.float32)})
+    n = 3 * P.BLOCK_ROWS + 5
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    got = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv("EMBEDCHECK_THREADS", threads)
+        got[threads] = {m: P.project_rows(head, X, m).tobytes() for m in ("compact", "fused")}
+    assert got["1"] == got["2"]
+    Y = P.project_rows(head, X, "compact")
+    for s in range(0, n, P.BLOCK_ROWS):
+        assert Y[s:s + P.BLOCK_ROWS].tobytes() == P.project_rows(head, X[s:s + P.BLOCK_ROWS], "compact").tobytes()
+    U = X.astype(np.float64) / np.linalg.norm(X.astype(np.float64), axis=1, keepdims=True)
+    R = U @ head.tensors["weight"].astype(np.float64).T + head.tensors["bias"].astype(np.float64)
+    R /= np.linalg.norm(R, axis=1, keepdims=True)
+    assert np.abs(Y - R).max() < 1e-5

@@ -50,11 +50,31 @@ def project_rows(head: Head, X: np.ndarray, mode: str = "compact", alpha: float 
         raise InputError(f"--alpha must be in [0, 1], got {alpha}")
     if X.shape[1] != head.input_dim:
         raise InputError(f"the vectors have dimension {X.shape[1]} but the head expects {head.input_dim}")
-    U = _unit32(X)
-    from ..engine.threads import one_blas_thread
+    n = X.shape[0]
+    if n <= BLOCK_ROWS:
+        from ..engine.threads import one_blas_thread
 
-    with one_blas_thread():  # the bits of a product follow BLAS's thread count: one thread, as a Ray worker
-        Hh = _unit32(head.raw(U))
+        with one_blas_thread():  # the bits of a product follow BLAS's thread count: one thread, as a Ray worker
+            return _project_block(head, X, mode, alpha)
+    # fixed blocks of rows (the grid depends on n only), on the free cores, each with BLAS on one thread
+    # and yielded in order: the same bytes whatever the cores and the engine
+    from ..engine.chunks import in_order
+
+    blocks = [slice(s, min(s + BLOCK_ROWS, n)) for s in range(0, n, BLOCK_ROWS)]
+    out = np.empty((n, project_dim(head, mode)), dtype=np.float32)
+    for sl, P in zip(blocks, in_order(blocks, lambda sl: _project_block(head, X[sl], mode, alpha), cap=4)):
+        out[sl] = P
+    return out
+
+
+#: rows of one block of :func:`project_rows` (a GEMM of this many rows; more run on the free cores)
+BLOCK_ROWS = 2048
+
+
+def _project_block(head: Head, X: np.ndarray, mode: str, alpha: float) -> np.ndarray:
+    """One block of :func:`project_rows` (BLAS already on one thread)."""
+    U = _unit32(X)
+    Hh = _unit32(head.raw(U))
     if mode == "compact":
         return Hh
     d = U.shape[1]

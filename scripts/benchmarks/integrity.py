@@ -75,7 +75,7 @@ def run(quick: bool = False) -> list[dict]:
         folder = Path(tmp)
         texts = [d["text"] for d in docs[:n_store]]
         store, truth = _store(folder, texts, [str(d["_id"]) for d in docs[:n_store]])
-        plain_in = folder / "plain.jsonl"
+        plain_in = folder / "plain_texts.jsonl"
         plain_in.write_text("".join(json.dumps({"id": str(d["_id"]), "text": d["text"]}) + "\n" for d in docs[:n_plain]))
         t0 = time.perf_counter()
         embedcheck.embed(str(plain_in), out=str(folder / "plain.npy"))
