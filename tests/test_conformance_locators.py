@@ -497,6 +497,15 @@ def test_duplicate_store_ids_are_one_warning_with_their_count(cli, tmp_path, kin
         lines = [ln for ln in res.stderr.splitlines() if "duplicate id" in ln]
         assert res.exit_code == 0, res
         assert len(lines) == 1 and lines[0].startswith(want), res.stderr
+    # commands that refuse repeated ids: their one error line alone, the opening warning dropped
+    for args in (["hubness", loc, "--k", "3", "--null-draws", "0", "--resamples", "10"],
+                 ["dedup", loc, "--threshold", "0.9"]):
+        from embedcheck.io.stores import close_all
+
+        close_all()
+        res = cli(args)
+        assert_one_line_error(res)
+        assert "repeat" in res.stderr and "5" in res.stderr, res.stderr
 
 
 # ---- FAISS indexes that do not keep the vectors -----------------------------------------------------

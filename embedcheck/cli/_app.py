@@ -68,14 +68,17 @@ _shown: set[str] = set()
 def _show_warning(message: Any, category: type, filename: str, lineno: int, file: Any = None,
                   line: Any = None) -> None:
     """Library warnings (numpy, scipy, sklearn ...) as one ``warning: ...`` line each on stderr,
-    once per message, silenced by ``--quiet`` — never a raw source excerpt."""
-    from .common import warn
+    once per message, silenced by ``--quiet`` — never a raw source excerpt. An input's warning
+    (:class:`InputWarning`: repeated ids in a store, a compressed index read as its reconstruction)
+    waits with the notices until the command prints or ends, so a command that then refuses the
+    input prints its one ``error:`` line alone."""
+    from .common import defer_warning, warn
 
     text = _one_line(str(message)) if issubclass(category, InputWarning) else \
         f"{category.__name__}: {_one_line(str(message))}"
     if text not in _shown:
         _shown.add(text)
-        warn(text)
+        (defer_warning if issubclass(category, InputWarning) else warn)(text)
 
 
 class EmbedcheckGroup(TyperGroup):

@@ -495,6 +495,12 @@ def warn(msg: str) -> None:
     hint(f"warning: {msg}")
 
 
+def defer_warning(msg: str) -> None:
+    """``warning: msg`` with the notices: printed before the command's next line or at its end,
+    dropped when the command ends in an error (an error is one line)."""
+    _notices.append(f"warning: {msg}")
+
+
 def stderr_is_terminal() -> bool:
     return (not _state["quiet"]) and sys.stderr.isatty()
 
