@@ -237,3 +237,41 @@ def test_queries_whose_sides_differ_in_ids_are_one_line(cli, tmp_path, base):
         assert_one_line_error(r)
         assert "--queries-old and --queries-new differ in ids from row" in r.stderr, r.stderr
         assert f"row {row} ({qids[row]!r} vs {ids[row]!r})" in r.stderr, r.stderr
+
+
+def test_the_identity_is_a_candidate_when_the_dimensions_match(tmp_path, base):
+    """'all' takes the identity (nothing fitted: the new queries searched in the old index as they
+    are, the naive swap) when OLD and NEW have one dimension: its held-out cosine is the plain mean
+    cosine of the paired rows, its bridge equals retrieve(new queries, old vectors), and between two
+    near-equal spaces it is chosen over the fitted maps."""
+    C, Q, dids, qids = base
+    rng = np.random.default_rng(11)
+    # NEW: the same space with small noise on the documents; OLD's queries are worse (a gain to recover)
+    old, new = _save(tmp_path / "o.npy", C, dids), _save(tmp_path / "n.npy", C + 0.02 * rng.normal(size=C.shape), dids)
+    qo = _save(tmp_path / "qo.npy", Q + 0.4 * np.linalg.norm(Q, axis=1, keepdims=True) / 4 * rng.normal(size=Q.shape), qids)
+    qn = _save(tmp_path / "qn.npy", Q, qids)
+    qrels = str(FIX / "retrieve_qrels.tsv")
+    rep = _run((old, new, qo, qn, qrels), method="all", mlp_epochs=2)
+    fits = {a["method"]: a for a in rep["adapters"]}
+    assert list(fits) == ["identity", "procrustes", "ridge", "low-rank", "mlp"]
+    Xo, Xn = U.unit(np.load(old)), U.unit(np.load(new))
+    tr, he = U.split(200, 0.2, 0)
+    assert fits["identity"]["heldout_cosine"] == pytest.approx(float(np.mean(np.sum(Xn[he] * Xo[he], axis=1))), abs=1e-12)
+    assert fits["identity"]["parameters"] == 0 and fits["identity"]["params"]["dims"] == "same dimension"
+    assert rep["chosen"] == "identity", fits  # 200 pairs in 16 dimensions: close, but the identity is exact
+    r = embedcheck.retrieve(np.load(qn), np.load(old), qrels, resamples=0, query_ids=qids, doc_ids=dids)
+    assert rep["arms"]["bridge:identity"]["ndcg_at_10"] == pytest.approx(r.metric("ndcg@10"), abs=1e-9)
+    assert rep["bridge"] == rep["arms"]["bridge:identity"]["ndcg_at_10"]
+
+
+def test_the_identity_between_other_dimensions_is_left_out_of_all_and_refused_by_name(cli, tmp_path, base):
+    C, Q, dids, qids = base
+    old, qo = _save(tmp_path / "o.npy", C, dids), _save(tmp_path / "qo.npy", Q, qids)
+    new, qn = _save(tmp_path / "n.npy", C[:, :8], dids), _save(tmp_path / "qn.npy", Q[:, :8], qids)
+    args = ["upgrade", old, new, "--queries-old", qo, "--queries-new", qn, "--resamples", "50", "--mlp-epochs", "2"]
+    r = cli([*args, "--json"])
+    assert r.exit_code == 0, r
+    assert [a["method"] for a in r.json()["adapters"]] == ["procrustes", "ridge", "low-rank", "mlp"]
+    r = cli([*args, "--method", "identity,ridge", "--report", tmp_path / "r.json"])
+    assert r.exit_code == 2 and r.stderr.startswith("error: --method identity: OLD has dimension 16 and NEW 8"), r.stderr
+    assert len(r.stderr.splitlines()) == 1 and not (tmp_path / "r.json").exists()

@@ -169,6 +169,26 @@ def test_an_orthogonal_adapter_inverted_migrates_old_documents(cli, rotation):
     assert got.metric("ndcg@10") == pytest.approx(rep["re_embed"], abs=0.02)
 
 
+def test_an_identity_adapter_file_leaves_the_vectors_as_they_are_both_ways(cli, rotation):
+    """The identity written by name (``--adapter-method identity``): an orthogonal map with nothing
+    fitted (0 parameters in its manifest); the queries projected through it, and the documents
+    through its inverse, are the input rows made unit."""
+    f, out = rotation, rotation["dir"] / "i.safetensors"
+    r = cli(["upgrade", f["old"], f["new"], "--queries-old", f["qo"], "--queries-new", f["qn"], "--qrels", QRELS,
+             "--method", "identity,procrustes", "--resamples", "100", "-o", out, "--adapter-method", "identity", "--json"])
+    assert r.exit_code == 0, r
+    assert r.json()["adapter_file"]["method"] == "identity"
+    from embedcheck.heads.format import head_from_bytes
+
+    head = head_from_bytes(Path(out).read_bytes())
+    assert head.config["method"] == "identity" and head.config["orthogonal"] is True
+    assert head.config["fit"]["parameters"] == 0
+    for src, side, extra in ((f["qn"], "queries", []), (f["old"], "documents", ["--invert"])):
+        got = f["dir"] / f"{side}.npy"
+        assert cli(["project", src, "--adapter", out, "--side", side, *extra, "-o", got]).exit_code == 0
+        assert np.allclose(np.load(got), U.unit(np.load(src)), atol=1e-6), side
+
+
 def _refused(res, f, out, *words):
     assert_one_line_error(res)
     for w in words:

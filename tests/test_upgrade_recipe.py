@@ -129,3 +129,22 @@ def test_no_adapter_fitted_on_146_pairs_reaches_the_identity_between_two_recipes
     assert np.allclose(W @ W.T, np.eye(384), atol=1e-8)  # a rotation
     assert np.linalg.norm(W - np.eye(384)) > 15  # measured 22.6: not near the identity at 146 pairs
     assert U.mean_cosine(Xn[he] @ W.T, Xo[he]) == pytest.approx(p["heldout_cosine"], abs=1e-9)
+
+
+def test_with_the_identity_among_the_candidates_it_is_chosen_between_two_recipes(recipes):
+    """The identity offered as a candidate (``--method identity,...``; 'all' offers it when the
+    dimensions match) wins on the held-out pairs at 146 train pairs (0.918 against ridge's 0.773),
+    and its bridge — the 128-token claims searched in the 256-token index as they are — is keep's
+    figure, since the claims did not move."""
+    f = recipes["files"]
+    rep = embedcheck.upgrade(f["old"], f["new"], queries_old=f["qo"], queries_new=f["qn"], qrels=f["qrels"],
+                             method="identity,procrustes,ridge", resamples=1000).to_dict()
+    fits = {a["method"]: a for a in rep["adapters"]}
+    assert rep["chosen"] == "identity", fits
+    assert 0.89 < fits["identity"]["heldout_cosine"] < 0.95 and fits["identity"]["parameters"] == 0
+    assert fits["identity"]["heldout_cosine"] > fits["ridge"]["heldout_cosine"] + 0.08
+    got = embedcheck.retrieve(np.load(f["qn"]), np.load(f["old"]), f["qrels"], resamples=0,
+                              query_ids=recipes["qids"], doc_ids=recipes["dids"]).metric("ndcg@10")
+    assert rep["bridge"] == pytest.approx(got, abs=1e-9)
+    assert rep["bridge"] == pytest.approx(rep["keep"], abs=1e-3)  # the claims' vectors agree to 1e-5
+    assert rep["decision"] == "keep"

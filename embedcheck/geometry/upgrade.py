@@ -6,6 +6,9 @@ Every adapter maps unit source rows ``U`` to ``U @ weight.T + bias`` (plus, for 
 ``fc2(relu(fc1(U)))``); :meth:`Adapter.tensors` gives those arrays by name (the file ``upgrade -o`` writes:
 :mod:`embedcheck.heads.adapter`).
 
+* ``identity`` — nothing fitted: the new model's vectors searched as they are (the "naive swap";
+  only between equal dimensions). Between two recipes of one model it is the right map, and a
+  fitted adapter reaches it only with more pairs than dimensions.
 * ``procrustes`` — :func:`scipy.linalg.orthogonal_procrustes` on the unit rows; when the two
   dimensions differ the smaller side is zero-padded to the larger (the rotation acts in the padded
   space, the output keeps the target's first coordinates), no bias.
@@ -36,9 +39,13 @@ import numpy as np
 from ..errors import InputError
 from ..rows import unit_rows as unit  # float64 unit rows; zero rows kept as zeros
 
-METHODS = ("procrustes", "ridge", "low-rank", "mlp")
-#: the fewest paired rows each method is fitted on (train and held-out together)
-MIN_PAIRS = {"procrustes": 10, "ridge": 20, "low-rank": 20, "mlp": 50}
+METHODS = ("identity", "procrustes", "ridge", "low-rank", "mlp")
+#: the fewest paired rows each method is fitted on (train and held-out together; the identity's
+#: are only scored)
+MIN_PAIRS = {"identity": 10, "procrustes": 10, "ridge": 20, "low-rank": 20, "mlp": 50}
+#: the methods with nothing fitted, and those whose map is orthogonal (inverted by its transpose)
+UNFITTED = ("identity",)
+ORTHOGONAL = ("identity", "procrustes")
 RIDGE_ALPHAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
 RANKS = (4, 8, 16, 32, 64, 128, 256)
 DECISIONS = ("keep", "bridge", "re-embed", "inconclusive")
@@ -204,6 +211,12 @@ def _mlp(S: np.ndarray, T: np.ndarray, base: Adapter, *, hidden: int, epochs: in
 def fit(method: str, S: np.ndarray, T: np.ndarray, *, alpha: float = 1.0, rank: Optional[int] = None,
         hidden: int = 256, epochs: int = 30, seed: int = 0) -> Adapter:
     """One adapter of ``method`` mapping rows ``S`` to rows ``T`` (fixed hyper-parameters)."""
+    if method == "identity":
+        if S.shape[1] != T.shape[1]:
+            raise InputError(f"method identity: the two sides have dimensions {S.shape[1]} and {T.shape[1]}; "
+                             "the identity maps only between equal dimensions")
+        return Adapter("identity", np.eye(S.shape[1]), np.zeros(S.shape[1]),
+                       params={"dims": "same dimension", "fitted": "nothing: the vectors as they are"})
     if method == "procrustes":
         return _procrustes(S, T)
     if method == "ridge":
@@ -235,7 +248,8 @@ def fit_chosen(method: str, S: np.ndarray, T: np.ndarray, train: np.ndarray, hel
             seed=seed)
     P = a.apply(Sh)
     figs = {"heldout_cosine": mean_cosine(P, Th), "variance_explained": variance_explained(P, Th),
-            "train_cosine": mean_cosine(a.apply(St), Tt), "parameters": int(sum(v.size for v in a.tensors().values()))}
+            "train_cosine": mean_cosine(a.apply(St), Tt),
+            "parameters": 0 if method in UNFITTED else int(sum(v.size for v in a.tensors().values()))}
     return a, figs
 
 
@@ -331,5 +345,5 @@ def finite(v: Any) -> Any:
     return v if math.isfinite(v) else None
 
 
-__all__ = ["DECISIONS", "METHODS", "MIN_PAIRS", "RULE", "Adapter", "attribute_geometry", "decide", "fit", "fit_chosen", "mean_cosine",
+__all__ = ["DECISIONS", "METHODS", "MIN_PAIRS", "ORTHOGONAL", "RULE", "UNFITTED", "Adapter", "attribute_geometry", "decide", "fit", "fit_chosen", "mean_cosine",
            "overlap_at_k", "recovered_share", "split", "topk", "unit", "variance_explained"]

@@ -11,7 +11,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import InputError
-from ..geometry.upgrade import METHODS
+from ..geometry.upgrade import METHODS, ORTHOGONAL
 from ..report.result import Figure
 from ..report.schemas import COSINE, FRACTION, PERCENT
 from ..spec import Input, Measurement, Option, Outcome, Verdict, Writes
@@ -111,7 +111,7 @@ def _adapter_file(a: Any, fit: dict[str, Any], old: Any, new: Any, body: dict[st
         "maps": "new-model vectors (queries) into the old model's space: search the old index with them",
         "models": {"new": _model(new), "old": _model(old)},
         "input_dim": a.source_dim, "output_dim": a.target_dim,
-        "method": m, "orthogonal": m == "procrustes",
+        "method": m, "orthogonal": m in ORTHOGONAL,
         "hyperparameters": {k: v for k, v in a.params.items()},
         "fit": {k: fit[k] for k in ("heldout_cosine", "variance_explained", "train_cosine", "parameters")},
         "fitted_on": {"pairs": body["pairs"], "train_pairs": body["train_pairs"], "heldout_pairs": body["heldout_pairs"],
@@ -138,6 +138,11 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
 
     old, new = inputs["old"], inputs["new"]
     methods = comma_choices(method, U.METHODS, "--method")
+    if old.dim != new.dim and "identity" in methods:
+        if method.strip() != "all":
+            raise InputError(f"--method identity: OLD has dimension {old.dim} and NEW {new.dim}; the identity maps "
+                             "only between equal dimensions")
+        methods.remove("identity")  # 'all': every method that applies
     if output is not None and not str(output).lower().endswith(".safetensors"):
         raise InputError(f"output {output} must end in .safetensors (the adapter file)")
     if adapter_method is not None:
@@ -303,7 +308,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
 MEASUREMENT = Measurement(
     name="upgrade",
     help="a new model without re-embedding? keep, bridge or re-embed, decided on your queries",
-    description=("Adapters (orthogonal Procrustes, ridge, low-rank, residual MLP) fitted on the rows of OLD and NEW "
+    description=("Adapters (orthogonal Procrustes, ridge, low-rank, residual MLP; and the identity, nothing fitted, "
+                 "when the dimensions match) fitted on the rows of OLD and NEW "
                  "paired by id (a train split; hyper-parameters and the chosen adapter by the held-out pairs), and "
                  "four arms on the same queries: keep (old queries, old index), bridge (new queries mapped into the "
                  "old index), re-embed (new queries, new vectors) and migrate (old documents mapped into the new "
@@ -316,7 +322,9 @@ MEASUREMENT = Measurement(
     options=(Option("queries_old", str, None, "The queries under the old model (any matrix source)."),
              Option("queries_new", str, None, "The same queries under the new model (same count and ids)."),
              Option("qrels", str, None, "Relevance judgements (BEIR TSV or JSONL; ids from the sidecars)."),
-             Option("method", str, "all", "Adapters: 'all' or a comma list of procrustes, ridge, low-rank, mlp."),
+             Option("method", str, "all", "Adapters: 'all' or a comma list of identity (nothing fitted: the new "
+                    "vectors as they are; equal dimensions only, which 'all' then includes), procrustes, ridge, "
+                    "low-rank, mlp."),
              Option("k", int, 10, "Top k of the overlap score without --qrels, and of --index's recall@k.", min=1),
              Option("holdout", float, 0.2, "Share of the paired rows held out for choosing.", min=0.05, max=0.5),
              Option("decision_margin", float, 0.01, "Decision margin on the score (nDCG@10 or overlap).", min=0.0, max=1.0),
