@@ -36,13 +36,16 @@ def arms_table(rep: dict) -> list[str]:
     out = [f"Scored by {rep['scored_by']}; {rep['queries']} queries, {rep['judged_queries']} judged; corpus: "
            f"{rep['corpus']}; adapters fitted on {rep['fit_pairs']} paired rows ({rep['train_pairs']} train, "
            f"{rep['heldout_pairs']} held out); {rep['ci_method']}.", "",
-           "| arm | nDCG@10 | recall@10 | held-out cosine | variance explained |", "|---|---|---|---|---|"]
+           "| arm | nDCG@10 [95 %] | recall@10 [95 %] | recovered [95 %] | held-out cosine | variance explained |",
+           "|---|---|---|---|---|---|"]
     order = ["keep"] + [f"bridge:{m}" for m in fits] + ["re-embed", "migrate"]
     for name in order:
         a = arms[name]
         f = fits.get(name.split(":", 1)[1]) if name.startswith("bridge:") else None
         label = name + (" (chosen)" if name == f"bridge:{rep['chosen']}" else "")
-        out.append(f"| {label} | {_f(a['ndcg_at_10'])} | {_f(a['recall_at_10'])} | "
+        rec = f"{_f(a.get('recovered'), 3)} {_ci(a.get('recovered_ci95'))}" if f else ""
+        out.append(f"| {label} | {_f(a['ndcg_at_10'])} {_ci(a.get('ndcg_at_10_ci95'))} | "
+                   f"{_f(a['recall_at_10'])} {_ci(a.get('recall_at_10_ci95'))} | {rec} | "
                    f"{_f(f and f['heldout_cosine'])} | {_f(f and f['variance_explained'])} |")
     out += ["", f"- gain (re-embed − keep): {_f(rep['gain'])} {_ci(rep['gain_ci95'])}",
             f"- bridge − keep: {_f(rep['bridge_vs_keep'])} {_ci(rep['bridge_vs_keep_ci95'])}; "

@@ -275,3 +275,31 @@ def test_the_identity_between_other_dimensions_is_left_out_of_all_and_refused_by
     r = cli([*args, "--method", "identity,ridge", "--report", tmp_path / "r.json"])
     assert r.exit_code == 2 and r.stderr.startswith("error: --method identity: OLD has dimension 16 and NEW 8"), r.stderr
     assert len(r.stderr.splitlines()) == 1 and not (tmp_path / "r.json").exists()
+
+
+def test_every_arm_and_each_adapters_bridge_carry_intervals_over_the_same_queries(tmp_path, base):
+    """Each arm's nDCG@10 and recall@10 with a 95 % percentile bootstrap interval over the judged
+    queries (resampled query indices drawn from default_rng(seed), as here), and each adapter's
+    bridge its own difference to keep and recovered share — the chosen one's equal to the report's."""
+    files = _case(tmp_path, base, "rotation")
+    rep = _run(files, method="procrustes,ridge")
+    old, new, qo, qn, qrels = files
+    qids = [json.loads(x)["id"] for x in Path(qo).with_suffix(".jsonl").read_text().splitlines()]
+    dids = [json.loads(x)["id"] for x in Path(old).with_suffix(".jsonl").read_text().splitlines()]
+    keep = embedcheck.retrieve(np.load(qo), np.load(old), qrels, resamples=0, query_ids=qids, doc_ids=dids)
+    per = np.asarray(keep.per_query["ndcg_at_10"])
+    n = rep["judged_queries"]
+    idx = np.random.default_rng(0).integers(0, n, size=(200, n))
+    arm = rep["arms"]["keep"]
+    assert len(per) == n and arm["ndcg_at_10"] == pytest.approx(per.mean(), abs=1e-12)
+    want = np.quantile(per[idx].mean(axis=1), [0.025, 0.975])
+    assert arm["ndcg_at_10_ci95"] == pytest.approx(want, abs=1e-12)
+    for name, a in rep["arms"].items():
+        for key in ("ndcg_at_10", "recall_at_10"):
+            lo, hi = a[f"{key}_ci95"]
+            assert lo <= a[key] <= hi, (name, key)
+    chosen = rep["arms"][f"bridge:{rep['chosen']}"]
+    assert chosen["recovered"] == rep["recovered"] and chosen["recovered_ci95"] == rep["recovered_ci95"]
+    assert chosen["vs_keep"] == pytest.approx(rep["bridge_vs_keep"], abs=1e-12)
+    other = rep["arms"]["bridge:ridge" if rep["chosen"] == "procrustes" else "bridge:procrustes"]
+    assert other["recovered"] == pytest.approx((other["ndcg_at_10"] - rep["keep"]) / rep["gain"], abs=1e-9)

@@ -294,6 +294,30 @@ def recovered_share(keep: np.ndarray, bridge: np.ndarray, reembed: np.ndarray, r
     return {"value": value, "ci95": ci, "resamples_without_gain": int((~ok).sum())}
 
 
+def arm_intervals(per: dict[str, dict[str, np.ndarray]], resamples: int, seed: int) -> dict[str, dict[str, Any]]:
+    """Each arm's mean of each per-query figure with its 95 % percentile bootstrap interval over
+    queries (the same resampled queries for every arm and figure: :func:`recovered_share`'s).
+
+    >>> r = arm_intervals({"keep": {"ndcg_at_10": np.array([0.0, 1.0, 1.0, 0.0])}}, 200, 0)
+    >>> r["keep"]["ndcg_at_10"], len(r["keep"]["ndcg_at_10_ci95"])
+    (0.5, 2)
+    """
+    from ..stats.paired import percentile_interval, unit_weights
+
+    n = len(next(iter(next(iter(per.values())).values())))
+    W = unit_weights(n, resamples, seed)
+    tot = W.sum(axis=1)
+    out: dict[str, dict[str, Any]] = {}
+    for name, figs in per.items():
+        row: dict[str, Any] = {}
+        for key, v in figs.items():
+            v = np.asarray(v, dtype=np.float64)
+            row[key] = float(v.mean())
+            row[f"{key}_ci95"] = percentile_interval(W @ v / tot)
+        out[name] = row
+    return out
+
+
 def decide(gain_ci: Optional[list[float]], bridge_vs_reembed_ci: Optional[list[float]],
            bridge_vs_keep_ci: Optional[list[float]], margin: float) -> tuple[str, str]:
     """The decision and the rule's branch that gave it (the rule: :data:`RULE`)."""
@@ -345,5 +369,5 @@ def finite(v: Any) -> Any:
     return v if math.isfinite(v) else None
 
 
-__all__ = ["DECISIONS", "METHODS", "MIN_PAIRS", "ORTHOGONAL", "RULE", "UNFITTED", "Adapter", "attribute_geometry", "decide", "fit", "fit_chosen", "mean_cosine",
+__all__ = ["DECISIONS", "METHODS", "MIN_PAIRS", "ORTHOGONAL", "RULE", "UNFITTED", "Adapter", "arm_intervals", "attribute_geometry", "decide", "fit", "fit_chosen", "mean_cosine",
            "overlap_at_k", "recovered_share", "split", "topk", "unit", "variance_explained"]

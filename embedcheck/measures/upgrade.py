@@ -226,6 +226,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
                             "adapters": fits, "chosen": best,
                             "migrate_adapter": {"method": best, **{k2: U.finite(v) if isinstance(v, float) else v
                                                                    for k2, v in mig_figs.items()}}}
+    from ..stats.paired import paired_items
+
     if qrels is not None:
         from ..api.retrieve import _qrels
         from ..geometry.retrieval import build_qrels, evaluate_run
@@ -247,11 +249,12 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
         per = {name: {"overlap_at_k": s} for name, s in score.items()}
         body["scored_by"] = f"overlap@{kk} with the re-embedded top {kk} (no --qrels): provisional"
         body["provisional"] = True
-    from ..stats.paired import paired_items
-
-    arms = {}
-    for name, p in per.items():
-        arms[name] = {key: float(np.mean(v)) for key, v in p.items()}
+    arms = U.arm_intervals(per, resamples, seed)  # each arm's figures with their intervals over queries
+    for m in methods:  # each adapter's bridge against keep and re-embed, as the chosen one's below
+        rec_m = U.recovered_share(score["keep"], score[f"bridge:{m}"], score["re-embed"], resamples, seed)
+        vk = paired_items(score["keep"], score[f"bridge:{m}"], resamples=resamples, permutations=0, seed=seed).to_dict()
+        arms[f"bridge:{m}"].update({"vs_keep": vk["difference"], "vs_keep_ci95": vk["difference_ci95"],
+                                    "recovered": rec_m["value"], "recovered_ci95": rec_m["ci95"]})
     body["arms"] = arms
     for name in ("keep", "bridge", "re-embed", "migrate"):
         body[name.replace("-", "_")] = float(np.mean(score[name]))
