@@ -298,6 +298,8 @@ def test_every_arm_and_each_adapters_bridge_carry_intervals_over_the_same_querie
         for key in ("ndcg_at_10", "recall_at_10"):
             lo, hi = a[f"{key}_ci95"]
             assert lo <= a[key] <= hi, (name, key)
+    for name in ("keep", "bridge", "re-embed", "migrate"):  # the headline arms: their intervals declared
+        assert rep[f"{name.replace('-', '_')}_ci95"] == rep["arms"][name]["ndcg_at_10_ci95"]
     chosen = rep["arms"][f"bridge:{rep['chosen']}"]
     assert chosen["recovered"] == rep["recovered"] and chosen["recovered_ci95"] == rep["recovered_ci95"]
     assert chosen["vs_keep"] == pytest.approx(rep["bridge_vs_keep"], abs=1e-12)

@@ -256,8 +256,10 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
         arms[f"bridge:{m}"].update({"vs_keep": vk["difference"], "vs_keep_ci95": vk["difference_ci95"],
                                     "recovered": rec_m["value"], "recovered_ci95": rec_m["ci95"]})
     body["arms"] = arms
+    scored = "ndcg_at_10" if qrels is not None else "overlap_at_k"
     for name in ("keep", "bridge", "re-embed", "migrate"):
         body[name.replace("-", "_")] = float(np.mean(score[name]))
+        body[f"{name.replace('-', '_')}_ci95"] = arms[name][f"{scored}_ci95"]
 
     def pf(a: str, b: str) -> dict[str, Any]:
         r = paired_items(score[a], score[b], resamples=resamples, permutations=0, seed=seed).to_dict()
@@ -362,10 +364,10 @@ MEASUREMENT = Measurement(
         "recovered": Figure("higher", interval="recovered_ci95", always=False,
                             help="(bridge - keep) / (re-embed - keep): the share of the upgrade's gain the bridge keeps"),
         "gain": Figure("higher", interval="gain_ci95", help="re-embed - keep: what a full re-embedding gains"),
-        "keep": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
-        "bridge": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
-        "re_embed": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
-        "migrate": Figure("higher", headline=False, unit=FRACTION, range=(0, 1)),
+        "keep": Figure("higher", headline=False, interval="keep_ci95", unit=FRACTION, range=(0, 1)),
+        "bridge": Figure("higher", headline=False, interval="bridge_ci95", unit=FRACTION, range=(0, 1)),
+        "re_embed": Figure("higher", headline=False, interval="re_embed_ci95", unit=FRACTION, range=(0, 1)),
+        "migrate": Figure("higher", headline=False, interval="migrate_ci95", unit=FRACTION, range=(0, 1)),
         "decision_keep": Figure("lower", headline=False, help="1 when the decision is keep (the gate is --fail-on keep)"),
         "labels.aag.bridged": Figure("higher", headline=False, always=False, reference="labels.aag.new", unit=COSINE,
                                      range=(-2, 2), help="AAG of the bridged rows (with --old-labels); read against the new vectors'"),
