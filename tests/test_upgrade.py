@@ -305,3 +305,26 @@ def test_every_arm_and_each_adapters_bridge_carry_intervals_over_the_same_querie
     assert chosen["vs_keep"] == pytest.approx(rep["bridge_vs_keep"], abs=1e-12)
     other = rep["arms"]["bridge:ridge" if rep["chosen"] == "procrustes" else "bridge:procrustes"]
     assert other["recovered"] == pytest.approx((other["ndcg_at_10"] - rep["keep"]) / rep["gain"], abs=1e-9)
+
+
+@pytest.mark.parametrize("where", ["OLD", "NEW", "--queries-old", "--queries-new"])
+@pytest.mark.parametrize("bad", ["nan", "inf", "zero"])
+def test_a_bad_row_in_any_input_is_one_line_naming_that_input(cli, tmp_path, base, where, bad):
+    """A NaN, inf or all-zero row in OLD, NEW or either side of the queries: one line naming that
+    input, its file and the row, exit 2, no report and no adapter file written."""
+    C, Q, dids, qids = base
+    arrays = {"OLD": C.copy(), "NEW": C.copy(), "--queries-old": Q.copy(), "--queries-new": Q.copy()}
+    X = arrays[where]
+    X[3] = 0.0 if bad == "zero" else X[3]
+    if bad != "zero":
+        X[3, 2] = np.nan if bad == "nan" else np.inf
+    files = {k: _save(tmp_path / f"{k.strip('-').replace('-', '_')}.npy", v, dids if v.shape[0] == len(dids) else qids)
+             for k, v in arrays.items()}
+    out, rep = tmp_path / "a.safetensors", tmp_path / "r.json"
+    r = cli(["upgrade", files["OLD"], files["NEW"], "--queries-old", files["--queries-old"], "--queries-new",
+             files["--queries-new"], "--qrels", str(FIX / "retrieve_qrels.tsv"), "--resamples", "20", "--mlp-epochs", "1",
+             "-o", out, "--report", rep])
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    want = "is all zeros" if bad == "zero" else "has NaN or inf"
+    assert r.stderr.startswith(f"error: {where} {files[where]}: row 3 {want}"), r.stderr
+    assert not out.exists() and not rep.exists()

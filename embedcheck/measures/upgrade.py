@@ -188,10 +188,9 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     if y is not None and len(np.unique(y[0][o_rows])) < 2:
         raise InputError(f"--old-labels {old_labels}: its column {label_field!r} holds one class over the paired rows; "
                          "AAG and label MAP need at least two")
-    Xo = U.unit(np.asarray(old[:], dtype=np.float64))
-    Xn = U.unit(np.asarray(new[:], dtype=np.float64))
-    Qo = U.unit(np.asarray(qo_src[:], dtype=np.float64))
-    Qn = U.unit(np.asarray(qn_src[:], dtype=np.float64))
+    # every row read checked (NaN/inf, all-zero, overflowing rows refused), the error naming the input
+    Xo, Xn, Qo, Qn = (U.unit(np.asarray(src.rows(0, src.n, check=True, what=what), dtype=np.float64))
+                      for src, what in ((old, "OLD"), (new, "NEW"), (qo_src, "--queries-old"), (qn_src, "--queries-new")))
     Po, Pn = Xo[o_rows], Xn[n_rows]  # the paired rows
     fit_rows = U.fit_subset(npairs, fit_pairs, seed)  # the paired rows the adapters are fitted on
     tr, he = U.split(len(fit_rows), holdout, seed)
