@@ -21,7 +21,7 @@ from . import comma_choices
 def _ids_of(src: Any, what: str) -> list[Any]:
     ids = src.ids()
     if ids is None:
-        raise InputError(f"{what}: its rows carry no ids (a sidecar .jsonl or an id column): rows are paired by id")
+        raise InputError(f"{what} {src.name}: its rows carry no ids (a sidecar .jsonl or an id column): rows are paired by id")
     from ..io.rowids import refuse_repeated_ids
 
     refuse_repeated_ids(ids, f"{what} {src.name}", "rows are paired by id")
