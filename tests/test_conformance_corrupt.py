@@ -17,13 +17,14 @@ import os
 import re
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
 import pytest
 from conftest import FIXTURES
 
-from embedcheck.spec import COMMANDS
+from embedcheck.spec import COMMANDS, measurements
 
 #: what a library's internals look like in a message
 INTERNALS = re.compile(r"faiss::|\.cpp|/project/|Traceback|pyarrow\.lib|EMBEDCHECK_DEBUG|Error in |lance::|\.rs:|"
@@ -265,9 +266,14 @@ def make_corrupt(good: dict[str, Path], kind: str, corrupt, name: str, d: Path) 
 
 def _example_runs(suffix: str) -> list[tuple[str, list[str], int]]:
     """(id, the example's argv, the position of its first ``suffix`` file) of every command in
-    ``spec.COMMANDS`` whose example reads one."""
+    ``spec.COMMANDS`` and every built-in declared measurement whose example reads one."""
     runs = []
-    for c in COMMANDS:
+    declared = [(m.name, m.example) for m in measurements() if m.source == "built-in" and m.example]
+    for c in [*COMMANDS, *declared]:
+        if isinstance(c, tuple):  # a declared measurement (embedcheck.measures): its example, as a command's
+            c = SimpleNamespace(name=c[0], example=c[1])
+        if not c.example:
+            continue
         args = [c.name, *c.example]
         pos = next((i for i, a in enumerate(args) if a.endswith(suffix) and (FIXTURES / a).is_file()), None)
         if pos is not None:

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from conftest import FIXTURES, CliResult, assert_one_line_error
 from embedcheck.errors import InputError, InputWarning
 from embedcheck.report.gates import OPTIONS, parse_gate, resolve_gates
 from embedcheck.report.schemas import VERSIONS, figures_of
-from embedcheck.spec import COMMANDS
+from embedcheck.spec import COMMANDS, measurements
 
 WARN = "can never catch a worse"
 
@@ -90,7 +91,11 @@ def _run(args: list[Any], env: dict[str, str] | None = None) -> CliResult:
 
 
 def _gated_cases() -> list[Any]:
-    return [c for c in COMMANDS if c.example and c.primary]
+    """Every command with an example and a primary figure, the built-in declared measurements
+    (embedcheck.measures) included."""
+    declared = [SimpleNamespace(name=m.name, example=m.example, primary=m.primary)
+                for m in measurements() if m.source == "built-in" and m.example and m.primary]
+    return [*(c for c in COMMANDS if c.example and c.primary), *declared]
 
 
 @pytest.mark.parametrize("cmd", _gated_cases(), ids=[c.name for c in _gated_cases()])
