@@ -56,11 +56,13 @@ def arms_table(rep: dict) -> list[str]:
 
 
 def growth_table(reps: list[dict]) -> list[str]:
-    out = ["| paired rows fitted | chosen | its held-out cosine | bridge nDCG@10 | recovered | 95 % interval | decision |",
-           "|---|---|---|---|---|---|---|"]
+    out = ["| paired rows fitted | chosen | its held-out cosine | bridge nDCG@10 | bridge − keep [95 %] | recovered | "
+           "95 % interval | decision |",
+           "|---|---|---|---|---|---|---|---|"]
     for rep in sorted(reps, key=lambda r: r["fit_pairs"]):
         fit = next(f for f in rep["adapters"] if f["method"] == rep["chosen"])
         out.append(f"| {rep['fit_pairs']:,} | {rep['chosen']} | {_f(fit['heldout_cosine'])} | {_f(rep['bridge'])} | "
+                   f"{_f(rep['bridge_vs_keep'])} {_ci(rep['bridge_vs_keep_ci95'])} | "
                    f"{_f(rep['recovered'], 3)} | {_ci(rep['recovered_ci95'])} | {rep['decision']} |")
     return out
 
