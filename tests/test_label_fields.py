@@ -129,17 +129,22 @@ def test_missing_named_fields_list_what_exists(tmp_path):
 
 
 def test_cli_prints_the_input_warning_as_one_plain_line(monkeypatch):
-    """The app's warning hook prints an InputWarning without its class name, once."""
+    """The app's warning hook prints an InputWarning without its class name, once — held with the
+    notices (printed before the command's next line, dropped by an error line) — and a library's
+    warning at once, with its class name."""
     import embedcheck.cli.common as common
     from embedcheck.cli import _app
 
     lines: list[str] = []
     monkeypatch.setattr(common, "warn", lines.append)
+    common.drop_notices()
     _app._shown.clear()
     _app._show_warning("x.csv has no 'label' field", InputWarning, "f.py", 1)
     _app._show_warning("x.csv has no 'label' field", InputWarning, "f.py", 1)
     _app._show_warning("overflow", RuntimeWarning, "f.py", 1)
-    assert lines == ["x.csv has no 'label' field", "RuntimeWarning: overflow"]
+    assert lines == ["RuntimeWarning: overflow"]
+    assert common._notices == ["warning: x.csv has no 'label' field"]
+    common.drop_notices()
 
 
 def test_repeated_ids_warn_naming_the_first_repeat_and_unique_ids_do_not(tmp_path):
