@@ -146,5 +146,7 @@ def test_with_the_identity_among_the_candidates_it_is_chosen_between_two_recipes
     got = embedcheck.retrieve(np.load(f["qn"]), np.load(f["old"]), f["qrels"], resamples=0,
                               query_ids=recipes["qids"], doc_ids=recipes["dids"]).metric("ndcg@10")
     assert rep["bridge"] == pytest.approx(got, abs=1e-9)
-    assert rep["bridge"] == pytest.approx(rep["keep"], abs=1e-3)  # the claims' vectors agree to 1e-5
+    # the claims' vectors agree to 1e-5 (equal bits here); a near-tie flipped elsewhere moves one claim's
+    # nDCG@10 by at most 1/30 of its value
+    assert rep["bridge"] == pytest.approx(rep["keep"], abs=0.01)
     assert rep["decision"] == "keep"
