@@ -135,3 +135,39 @@ def test_qrels_of_rows_outside_the_paired_subcorpus_are_one_line(cli, world):
     q = w["dir"] / "qrels_out.tsv"
     q.write_text("q0\td150\t1\nq1\td160\t1\n")
     _refused(cli, _args(w, new=n, qrels=str(q)), w, "none of its 2 judgements is of a paired row", "120 of 200")
+
+
+def test_an_adapter_file_changed_after_writing_is_refused(cli, world):
+    """Every byte of the tensors (and a digit of the config) changed after writing: before, the file was
+    read and applied with the changed weights (exit 0); now one line naming the file, nothing written.
+    A head without the checksum (written before it) still loads."""
+    from embedcheck.errors import InputError
+    from embedcheck.heads.format import CHECKSUM, head_from_bytes
+
+    w, d = world, world["dir"]
+    a = d / "a.safetensors"
+    assert cli([*_args(w), "-o", str(a)]).exit_code == 0
+    good = a.read_bytes()
+    n = int.from_bytes(good[:8], "little")
+    head = head_from_bytes(good)
+    assert head.tensors["weight"].shape == (16, 16)
+    for pos in range(8 + n, len(good)):
+        bad = bytearray(good)
+        bad[pos] ^= 0x01
+        with pytest.raises(InputError, match=CHECKSUM):
+            head_from_bytes(bytes(bad), "adapter")
+    i = good.index(b'\\"input_dim\\":16') + len(b'\\"input_dim\\":1')
+    bad = bytearray(good)
+    bad[i] = ord("8")
+    with pytest.raises(InputError, match=CHECKSUM):
+        head_from_bytes(bytes(bad), "adapter")
+    flipped = d / "flipped.safetensors"
+    bad = bytearray(good)
+    bad[-1] ^= 0x01
+    flipped.write_bytes(bytes(bad))
+    before = sorted(p.name for p in d.iterdir())
+    r = cli(["project", w["qn"], "--adapter", str(flipped), "--side", "queries", "-o", str(d / "bridged.npy")])
+    assert_one_line_error(r)
+    assert "flipped.safetensors" in r.stderr and CHECKSUM in r.stderr, r.stderr
+    assert sorted(p.name for p in d.iterdir()) == before
+    assert head_from_bytes((FIX / "topics_lda.safetensors").read_bytes()).kind == "lda"  # no checksum: read
