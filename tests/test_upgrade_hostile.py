@@ -171,3 +171,16 @@ def test_an_adapter_file_changed_after_writing_is_refused(cli, world):
     assert "flipped.safetensors" in r.stderr and CHECKSUM in r.stderr, r.stderr
     assert sorted(p.name for p in d.iterdir()) == before
     assert head_from_bytes((FIX / "topics_lda.safetensors").read_bytes()).kind == "lda"  # no checksum: read
+
+
+def test_the_mlp_adapter_leaves_nothing_in_the_temporary_directory(cli_subprocess, world, tmp_path_factory):
+    """The mlp adapter's optimiser imports torch._dynamo, which made a ``torchinductor_<user>`` folder in
+    the temporary directory (and left it); now the temporary directory is as it was."""
+    tmp = tmp_path_factory.mktemp("tmpdir")
+    w = world
+    args = [a for a in _args(w, qrels=None) if a != "procrustes"]
+    args[args.index("--method") + 1:args.index("--method") + 1] = ["mlp"]
+    r = cli_subprocess([*args, "--mlp-epochs", "1", "--report", str(w["dir"] / "rep.json")], env={"TMPDIR": str(tmp)})
+    assert r.exit_code == 0, r
+    assert json.loads((w["dir"] / "rep.json").read_text())["chosen"] == "mlp"
+    assert list(tmp.iterdir()) == []
