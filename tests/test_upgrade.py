@@ -220,18 +220,17 @@ def test_new_covering_part_of_old_scores_every_arm_on_the_paired_sub_corpus(tmp_
 
 
 def test_queries_whose_sides_differ_in_ids_are_one_line(cli, tmp_path, base):
-    """--queries-old and --queries-new with the same count but other ids (one renamed; the same ids
-    in another order): one ``error:`` line naming both options and the first row that differs, exit 2."""
+    """--queries-old and --queries-new with the same count but other ids (one renamed): one ``error:``
+    line naming both options and the first row that differs, exit 2. The same ids in another order are
+    matched by id (the project's rule for two inputs of the same rows: tests/test_upgrade_hostile.py)."""
     from conftest import assert_one_line_error
 
     old, new, qo, qn, qrels = _case(tmp_path, base, "rotation")
     C, Q, dids, qids = base
     renamed = list(qids)
     renamed[7] = "other"
-    swapped = list(qids)
-    swapped[3], swapped[4] = swapped[4], swapped[3]
     Qn = np.load(qn)
-    for name, ids, row in (("renamed", renamed, 7), ("swapped", swapped, 3)):
+    for name, ids, row in (("renamed", renamed, 7),):
         q2 = _save(tmp_path / f"qn_{name}.npy", Qn, ids)
         r = cli(["upgrade", old, new, "--queries-old", qo, "--queries-new", q2, "--qrels", qrels])
         assert_one_line_error(r)

@@ -36,6 +36,25 @@ def passive_wait() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+def quiet_torch_cache() -> None:
+    """Import ``torch._dynamo`` (which every torch optimiser imports) with its cache folder in a
+    temporary folder removed at once, so training leaves no ``torchinductor_<user>`` folder in the
+    temporary directory: nothing is compiled, the cache is never used. Call before the first
+    optimiser; a no-op once imported or when ``TORCHINDUCTOR_CACHE_DIR`` is set."""
+    import sys
+
+    if "torch._dynamo" in sys.modules or "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="embedcheck-torch-") as tmp:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tmp
+        try:
+            import torch._dynamo  # noqa: F401
+        finally:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+
+
 def available_cores() -> int:
     """Cores this process may run on (its CPU affinity), at least 1."""
     try:

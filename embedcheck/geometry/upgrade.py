@@ -173,6 +173,9 @@ def _low_rank_basis(S: np.ndarray, T: np.ndarray, alpha: float) -> tuple[Adapter
 def _mlp(S: np.ndarray, T: np.ndarray, base: Adapter, *, hidden: int, epochs: int, seed: int) -> Adapter:
     import torch
 
+    from ..engine.threads import quiet_torch_cache
+
+    quiet_torch_cache()  # the optimiser imports torch._dynamo: no torchinductor folder left in the temp dir
     torch.manual_seed(seed)  # torch's default CPU threads; seeded
     Xs = torch.as_tensor(S, dtype=torch.float32)
     Yt = torch.nn.functional.normalize(torch.as_tensor(T, dtype=torch.float32), dim=1)

@@ -26,13 +26,28 @@ _MAX_HEADER = 100 * 1024 * 1024
 
 
 
+#: the metadata key holding the sha256 of the config text and the tensor bytes (:func:`_content_sha256`)
+CHECKSUM = "content_sha256"
+
+
+def _content_sha256(config_text: Any, tensor_bytes: bytes) -> str:
+    import hashlib
+
+    h = hashlib.sha256(str(config_text).encode("utf-8"))
+    h.update(b"\0")
+    h.update(tensor_bytes)
+    return h.hexdigest()
+
+
 def head_to_bytes(head: Head, extra: Optional[dict[str, Any]] = None) -> bytes:
     """Serialise a head as safetensors bytes, deterministically.
 
     The header JSON has sorted keys (the ``safetensors`` library writes ``__metadata__`` in
     hash order, so the same head could give different bytes). Metadata (all strings):
     ``format = "embedcheck-head"``, ``format_version``, ``kind`` and ``config`` (JSON: kind,
-    dims, hyper-parameters, training summary, ``extra`` such as the input checksums).
+    dims, hyper-parameters, training summary, ``extra`` such as the input checksums) and
+    ``content_sha256`` (of the config text and the tensor bytes: :func:`head_from_bytes` refuses a file
+    whose config or tensors were changed after writing).
     """
     config = dict(head.config)
     config.update(extra or {})
@@ -48,6 +63,7 @@ def head_to_bytes(head: Head, extra: Optional[dict[str, Any]] = None) -> bytes:
         header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
+    meta[CHECKSUM] = _content_sha256(meta["config"], b"".join(blobs))
     hb = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
     hb += b" " * (-len(hb) % 8)
     return len(hb).to_bytes(8, "little") + hb + b"".join(blobs)
@@ -106,6 +122,11 @@ def head_from_bytes(data: bytes, source: str = "head") -> Head:
     if kind not in (*KINDS, ADAPTER) or config.get("kind") != kind:
         raise InputError(f"{source}: unknown head kind {kind!r}")
     _check_tensors(kind, tensors, source)
+    if CHECKSUM in meta:  # written since the checksum was: a changed config or tensor byte is refused (older files have none)
+        end = max((e["data_offsets"][1] for k, e in header.items() if k != "__metadata__"), default=0)
+        if meta[CHECKSUM] != _content_sha256(text, data[8 + n:8 + n + end]):
+            raise InputError(f"{source}: its config and tensors do not match the {CHECKSUM} written with them: "
+                             "the file was changed or corrupted after it was written")
     return Head(kind, {k: v.astype(np.float32, copy=False) for k, v in tensors.items()}, config)
 
 

@@ -67,6 +67,9 @@ def train_mlp(X: np.ndarray, labels: np.ndarray, params: MLPParams = MLPParams()
             torch.manual_seed(seed)
             model = torch.nn.Sequential(torch.nn.Linear(d, hidden_dim), torch.nn.ReLU(),
                                         torch.nn.Linear(hidden_dim, out_dim))
+        from ..engine.threads import quiet_torch_cache
+
+        quiet_torch_cache()  # the optimiser imports torch._dynamo: no torchinductor folder left in the temp dir
         opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
         Ut = torch.from_numpy(U)
         yt = torch.from_numpy(codes)

@@ -19,9 +19,21 @@ from . import comma_choices
 
 
 def _ids_of(src: Any, what: str) -> list[Any]:
+    """The ids of ``src``'s rows, checked as rows paired by id need them: present for every row (a
+    sidecar or id column whose count is the row count — when it is not, the reader says why), each a
+    string or an integer, none repeated (``5`` and ``"5"`` are one id: :func:`embedcheck.io.rowids.match_rows`'s
+    rule)."""
     ids = src.ids()
     if ids is None:
+        if src.parts[0].array is None:  # a file, shard set or store: its reader names what is wrong with its ids
+            from ..io.retrieval import read_ids
+
+            read_ids(src.name, what=what, option="an id in every record", n_rows=src.n)
         raise InputError(f"{what} {src.name}: its rows carry no ids (a sidecar .jsonl or an id column): rows are paired by id")
+    for i, v in enumerate(ids):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (str, int, np.integer)):
+            shown = "no id" if v is None else f"id {v!r:.40} ({type(v).__name__})"
+            raise InputError(f"{what} {src.name}: row {i} has {shown}; ids must be strings or integers: rows are paired by id")
     from ..io.rowids import refuse_repeated_ids
 
     refuse_repeated_ids(ids, f"{what} {src.name}", "rows are paired by id")
@@ -29,16 +41,23 @@ def _ids_of(src: Any, what: str) -> list[Any]:
 
 
 def _pairs(old_ids: list[Any], new_ids: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    pos = {k: i for i, k in enumerate(old_ids)}
+    """The OLD and NEW row of each pair, in OLD's row order (so the pairs, their split and every figure do
+    not depend on the order of NEW's rows); ids compare as text (``5`` and ``"5"`` are one id)."""
+    from ..io.rowids import _key
+
+    pos = {_key(k): i for i, k in enumerate(old_ids)}
     if len(pos) != len(old_ids):
         raise InputError("OLD: its ids repeat: rows are paired by id")
-    if len(set(new_ids)) != len(new_ids):
+    keys = [_key(k) for k in new_ids]
+    if len(set(keys)) != len(keys):
         raise InputError("NEW: its ids repeat: rows are paired by id")
-    miss = [k for k in new_ids if k not in pos]
+    miss = [k for k, key in zip(new_ids, keys) if key not in pos]
     if miss:
         raise InputError(f"NEW: {len(miss)} of its {len(new_ids)} rows pair with no OLD row by id "
                          f"(e.g. {miss[0]!r}; OLD has {len(old_ids)} rows)")
-    return np.array([pos[k] for k in new_ids], dtype=np.int64), np.arange(len(new_ids), dtype=np.int64)
+    o_rows = np.array([pos[k] for k in keys], dtype=np.int64)
+    order = np.argsort(o_rows, kind="stable")
+    return o_rows[order], order.astype(np.int64)
 
 
 def _record(src: Any) -> dict[str, Any]:
@@ -169,10 +188,19 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     qn_src = open_source(queries_new, what="--queries-new")
     if qo_src.n != qn_src.n:
         raise InputError(f"--queries-old has {qo_src.n} rows but --queries-new has {qn_src.n}: the same queries under both models")
+    if qo_src.n < 2:
+        raise InputError(f"--queries-old {qo_src.name}: {qo_src.n} query; the arms are compared by paired intervals "
+                         "over queries, which need at least 2")
     qo_ids, qn_ids = qo_src.ids(), qn_src.ids()
-    if qo_ids is not None and qn_ids is not None and list(qo_ids) != list(qn_ids):
-        diff = next(i for i, (a, b) in enumerate(zip(qo_ids, qn_ids)) if a != b)
-        raise InputError(f"--queries-old and --queries-new differ in ids from row {diff} ({qo_ids[diff]!r} vs {qn_ids[diff]!r})")
+    q_order = None  # --queries-new's rows in --queries-old's order (the same ids in another order: matched by id)
+    if qo_ids is not None and qn_ids is not None:
+        from ..io.rowids import _key, match_rows
+
+        ko, kn = [_key(v) for v in qo_ids], [_key(v) for v in qn_ids]
+        if sorted(ko) != sorted(kn):
+            diff = next(i for i, (a, b) in enumerate(zip(ko, kn)) if a != b)
+            raise InputError(f"--queries-old and --queries-new differ in ids from row {diff} ({qo_ids[diff]!r} vs {qn_ids[diff]!r})")
+        q_order = match_rows(qo_ids, qn_ids, names=(f"--queries-old {qo_src.name}", f"--queries-new {qn_src.name}")).order
     if qo_src.dim != old.dim:
         raise InputError(f"--queries-old: dimension {qo_src.dim}, OLD has {old.dim}")
     if qn_src.dim != new.dim:
@@ -191,6 +219,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     # every row read checked (NaN/inf, all-zero, overflowing rows refused), the error naming the input
     Xo, Xn, Qo, Qn = (U.unit(np.asarray(src.rows(0, src.n, check=True, what=what), dtype=np.float64))
                       for src, what in ((old, "OLD"), (new, "NEW"), (qo_src, "--queries-old"), (qn_src, "--queries-new")))
+    if q_order is not None:
+        Qn = Qn[q_order]
     Po, Pn = Xo[o_rows], Xn[n_rows]  # the paired rows
     fit_rows = U.fit_subset(npairs, fit_pairs, seed)  # the paired rows the adapters are fitted on
     tr, he = U.split(len(fit_rows), holdout, seed)
@@ -232,11 +262,25 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
         from ..geometry.retrieval import build_qrels, evaluate_run
 
         qq, dd, gg = _qrels(qrels)
-        keepj = np.isin(dd, id_bytes(doc_ids))
         if qo_ids is None:
             raise InputError("--queries-old: its rows carry no ids: --qrels names queries by id")
         qids = id_bytes(list(qo_ids))
+        all_docs = id_bytes(old_ids)
+        stray = ~np.isin(dd, all_docs)
+        if stray.any():  # as retrieve refuses them: a document in no OLD row
+            i = int(np.flatnonzero(stray)[0])
+            raise InputError(f"--qrels {qrels} names {len(np.unique(dd[stray]))} document id(s) that are in no OLD row "
+                             f"(e.g. {dd[i].decode('utf-8', 'replace')!r}, line {i + 1} of the judgements)")
+        keepj = np.isin(dd, id_bytes(doc_ids))
+        if not keepj.any():
+            raise InputError(f"--qrels {qrels}: none of its {len(dd)} judgements is of a paired row (NEW covers "
+                             f"{npairs} of {old.n} OLD rows; every arm is scored on them)")
         judged = build_qrels(qq[keepj], dd[keepj], gg[keepj], qids, id_bytes(doc_ids), what=f"--qrels {qrels}")
+        relevant = int(np.count_nonzero(judged.n_relevant))
+        if len(judged.query_rows) < 2 or relevant == 0:
+            raise InputError(f"--qrels {qrels}: {len(judged.query_rows)} judged queries over the scored rows, {relevant} "
+                             "with a relevant document (grade above 0); the arms' paired intervals need at least 2 "
+                             "judged queries and a relevant document")
         per = {name: evaluate_run(r, judged, (10,), n_docs=npairs) for name, r in runs.items()}
         score = {name: p["ndcg_at_10"] for name, p in per.items()}
         body["scored_by"] = "nDCG@10 against --qrels (trec_eval's definitions, as retrieve)"
