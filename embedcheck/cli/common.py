@@ -348,12 +348,21 @@ def library_names(spelling: Optional[dict[str, str]] = None) -> Iterator[Callabl
         raise InputError(as_options(str(exc), spelling)) from None
 
 
+def _names_path(value: str) -> bool:
+    """Whether a plain string option names an existing file or folder. A value no file system
+    could hold (too long, a name part over the limit) names none: it is text (a ``--prefix``, a
+    ``--text-field``), not a path to guard."""
+    try:
+        return Path(value).is_file() or Path(value).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def _path_values(value: Any) -> list[Path]:
     """Path-typed values, and plain strings that name an existing file (inputs typed ``str``)."""
     if isinstance(value, Path) and str(value) not in ("", "-"):
         return [value]
-    if isinstance(value, str) and not isinstance(value, Enum) and value not in ("", "-") and (
-            Path(value).is_file() or Path(value).is_dir()):
+    if isinstance(value, str) and not isinstance(value, Enum) and value not in ("", "-") and _names_path(value):
         return [Path(value)]
     if isinstance(value, (list, tuple)):
         return [p for v in value for p in _path_values(v)]
