@@ -171,6 +171,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
                              "the queries' recipe is found by re-embedding their texts")
     if qrels is not None and queries is None:
         raise InputError("--qrels needs --queries: it prices the queries' recipe against the corpus's")
+    if qrels is not None:  # judgements that name no query or document are refused now, not after the search
+        _judged(q_src, src, qrels)
     ids = src.ids()
     notes: list[str] = []
     acc = G.Health(src.dim, src.dtype)
@@ -212,7 +214,9 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
         split_mixed = split_says_mixed(sp)
         read = sp["mean_norm"] is not None and sp["mean_norm"] >= MEAN_NORM
         lf = {"norms": nm, "split": {**sp, "threshold_centroid_cosine": CENTROID_COSINE, "mixed": bool(split_mixed),
-                                     "read": ("yes" if read else f"no: the unit rows' mean is shorter than {MEAN_NORM:g} "
+                                     "read": ("yes" if read else
+                                              f"no: {sp['rows']} unit rows, too few to split" if sp["mean_norm"] is None
+                                              else f"no: the unit rows' mean is shorter than {MEAN_NORM:g} "
                                               "(centred or isotropic rows have no shared direction to split from)"),
                                      "null": f"Gaussian rows of the unit rows' mean and covariance, the same count, "
                                              f"{null_draws} draws, seed {seed} (context: real rows beat a Gaussian "
@@ -229,21 +233,30 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
     body["match_tolerance"] = match_tolerance
     body["bf16_tolerance"] = bf16_tolerance
     tols = (match_tolerance, bf16_tolerance)
-    if texts is None or not readable:
+    good = np.zeros(0, dtype=np.int64)
+    if texts is not None and readable:  # the rows a recipe can be looked for on: a finite non-zero vector and a text
+        good = np.flatnonzero(good_mask & np.array([isinstance(t, str) and bool(t.strip()) for t in texts], dtype=bool))
+    if texts is None or not readable or not len(good):
         why = ("the rows carry no texts (a 'text' column or sidecar field; --text-field NAME): which recipe made "
                "them needs texts, so only the label-free checks ran") if texts is None else \
-            "the rows could not be read, so no recipe was looked for"
+            "the rows could not be read, so no recipe was looked for" if not readable else \
+            (f"no row has both a finite non-zero vector and a text (its {texts_from}): which recipe made them needs "
+             "both, so only the label-free checks ran")
         body["needs_texts"] = why
         if readable:
             from ..io.rowids import notice
 
             notice(f"{src.name}: {why}")
+        # the label-free checks saw something only when some row is finite and non-zero; else the outcome is
+        # undefined (null, which fails a gate), not "one"
+        seen = readable and (nm["unit_rows"] + nm["other_rows"]) > 0
         body["match_share"] = None
         body["match_share_ci95"] = None
-        body["mixed"] = 1.0 if lf.get("mixed") else 0.0
-        body["populations"] = ("mixed" if lf.get("mixed") else "one") if readable else None
+        body["mixed"] = (1.0 if lf.get("mixed") else 0.0) if seen else None
+        body["populations"] = ("mixed" if lf.get("mixed") else "one") if seen else None
         body["mixed_by"] = ("label-free checks (unit and non-unit rows side by side; a 2-means split whose centroids "
-                            "point apart)" if readable else "nothing: the rows could not be read")
+                            "point apart)" if seen else "nothing: the rows could not be read" if not readable else
+                            "nothing: no row has a finite non-zero vector")
         if q_src is not None and readable:
             full = claim if claim and all(claim.get(k) is not None for k in ("model", "prefix", "normalized")) else None
             body["queries"] = _queries(q_src, text_field, want, seed, _models(folders, claim, notes), prefixes,
@@ -252,9 +265,6 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
                 body["queries"]["expected_from"] = "the recipe the corpus's metadata claims (the corpus has no texts)"
         body["notes"] = notes or None
         return Outcome(body=body)
-    good = np.flatnonzero(good_mask & np.array([isinstance(t, str) and bool(t.strip()) for t in texts]))
-    if not len(good):
-        raise InputError(f"{src.name}: no row has both a finite non-zero vector and a text")
     rng = np.random.default_rng(seed)
     take = good if want is None or want >= len(good) else np.sort(rng.choice(good, want, replace=False))
     s_texts = [str(texts[int(r)]) for r in take]
@@ -273,8 +283,10 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
     best = order[0] if order else None
     share = int(matches[best].sum()) / m if best else 0.0
     body["sampled_rows"] = m
-    body["sample"] = ("every row with a vector and a text" if len(take) == len(good) else
-                      f"{m} of {len(good)} rows with a vector and a text, seed {seed}")
+    body["sample"] = (f"every row with a vector and a text ({m} of {src.n} rows)" if len(take) == len(good) else
+                      f"{m} of {len(good)} rows with a vector and a text ({src.n} rows in all), seed {seed}")
+    # rows left out of the search because they have a vector but no text (missing, null, empty): counted, not hidden
+    body["rows_without_text"] = int(good_mask.sum()) - len(good)
     body["texts_from"] = texts_from
     body["match_share"] = share
     body["match_share_ci95"] = G.wilson(int(matches[best].sum()) if best else 0, m)
@@ -300,10 +312,12 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, rows: str, text_field
                      "best_cosine": float(found["best_sim"][i]) if np.isfinite(found["best_sim"][i]) else None}
                     for i, r in enumerate(take)]
     populations = sum(1 for r in recipes if r["rows"] > 0)
-    body["mixed"] = 1.0 if populations >= 2 else 0.0
-    body["populations"] = "mixed" if populations >= 2 else "one"
+    # no recipe reproduces any sampled row: how many populations is undefined (null fails a gate), not "one"
+    body["mixed"] = None if populations == 0 else 1.0 if populations >= 2 else 0.0
+    body["populations"] = None if populations == 0 else "mixed" if populations >= 2 else "one"
     body["mixed_by"] = "re-embedding: rows reproduced by two or more recipes" if populations >= 2 else \
-        "re-embedding: one recipe reproduces every explained row"
+        "re-embedding: one recipe reproduces every explained row" if populations else \
+        "nothing: no candidate recipe reproduces any sampled row"
     if claim is not None and best is not None:
         f = found["recipe_of"][best]
         agree = {}
@@ -411,16 +425,12 @@ def _price(q_src: Any, text_field: Optional[str], corpus: Any, qrels: str, expec
     queries gives B − A with its 95 % interval and verdict."""
     if expected is None or corpus_recipe is None:
         return {"ndcg_at_10_stored": None, "why": "the corpus's recipe was not found: nothing to re-embed the queries with"}
-    from ..api.retrieve import _ids, _qrels
     from ..geometry import recipes as R
-    from ..geometry.retrieval import build_qrels, evaluate_run, tie_ranks
+    from ..geometry.retrieval import evaluate_run, tie_ranks
     from ..geometry.search import search_topk
     from ..stats.paired import paired_items
 
-    qq, dd, gg = _qrels(qrels)
-    qids = _ids(None, q_src.name, "id", "--queries", "query_ids", q_src.n)
-    dids = _ids(None, corpus.name, "id", "embeddings", "doc_ids", corpus.n)
-    judged = build_qrels(qq, dd, gg, qids, dids, what=f"--qrels {qrels}")
+    judged, dids = _judged(q_src, corpus, qrels)
     texts, _ = _texts_of(q_src, text_field)
     assert texts is not None
     length = corpus_recipe.get("max_seq_length")
@@ -441,6 +451,18 @@ def _price(q_src: Any, text_field: Optional[str], corpus: Any, qrels: str, expec
             "method": (f"exact top {k} (retrieve's search and tie rule), trec_eval's nDCG@10 over the judged queries; "
                        f"paired bootstrap and permutation test over those queries, {resamples} resamples, seed {seed}; "
                        "B = the queries re-embedded with the recipe the corpus expects, A = the queries as stored")}
+
+
+def _judged(q_src: Any, corpus: Any, qrels: str) -> tuple[Any, Any]:
+    """``--qrels`` read against the queries' and the corpus's ids (an error names what does not match),
+    and the corpus's ids."""
+    from ..api.retrieve import _ids, _qrels
+    from ..geometry.retrieval import build_qrels
+
+    qq, dd, gg = _qrels(qrels)
+    qids = _ids(None, q_src.name, "id", "--queries", "query_ids", q_src.n)
+    dids = _ids(None, corpus.name, "id", "embeddings", "doc_ids", corpus.n)
+    return build_qrels(qq, dd, gg, qids, dids, what=f"--qrels {qrels}"), dids
 
 
 def _same_model(a: str, b: str) -> bool:
