@@ -123,3 +123,13 @@ def test_qrels_naming_unknown_queries_are_refused_before_any_row_is_re_embedded(
     assert_one_line_error(res)
     assert "--qrels" in res.stderr and "qX" in res.stderr
     assert _snapshot(d) == before
+
+
+@pytest.mark.parametrize("report", ["postgresql://u:secretpw@h/db", "postgres://u:secretpw@h/db/r.json"])
+def test_a_report_onto_a_database_uri_never_shows_its_password(cli, fx, report):
+    d, _, _ = fx
+    before = _snapshot(d)
+    res = cli(["integrity", d / "integrity.npy", "--rows", "2", "--report", report, *FAST])
+    assert_one_line_error(res)
+    assert "secretpw" not in res.stderr and "u:***@h" in res.stderr
+    assert _snapshot(d) == before

@@ -58,7 +58,9 @@ PG_KEYS = ("table", "column", "id")
 #: the selectors after a path or a lancedb locator
 SELECTORS = ("column", "id")
 
-_PW_NETLOC = re.compile(r"((?:postgres(?:ql)?)://[^:/@?#\s]*:)[^@/?#\s]*@", re.IGNORECASE)
+# one slash after the scheme too: a locator taken for a path (``Path("postgresql://u:pw@h/db")``) is
+# shown with its double slash collapsed, ``postgresql:/u:pw@h/db``, and its password must still be masked
+_PW_NETLOC = re.compile(r"((?:postgres(?:ql)?):/{1,2}[^:/@?#\s]*:)[^@/?#\s]*@", re.IGNORECASE)
 # the value ends at the next parameter, a blank or a quote / backslash (the end of a JSON string
 # the locator sits in: masking a report's text must not swallow the quote that closes it)
 _PW_PARAM = re.compile(r"((?:^|[?&\s])password=)[^&\s\"\\]*", re.IGNORECASE)
@@ -72,8 +74,10 @@ def mask_secrets(text: str) -> str:
     'error: postgresql://u:***@h/db?password=***&table=t'
     >>> mask_secrets('{"index": "postgresql:///db?host=/s&password=x"}')
     '{"index": "postgresql:///db?host=/s&password=***"}'
+    >>> mask_secrets("--report postgresql:/u:pw@h/db: output folder postgresql:/u:pw@h does not exist")
+    '--report postgresql:/u:***@h/db: output folder postgresql:/u:***@h does not exist'
     """
-    if "://" not in text and "password=" not in text.lower():
+    if ":/" not in text and "password=" not in text.lower():
         return text
     text = _PW_NETLOC.sub(lambda m: m.group(1) + ("***@" if m.group(0)[len(m.group(1)):-1] else "@"), text)
     return _PW_PARAM.sub(lambda m: m.group(1) + "***", text)
