@@ -76,6 +76,16 @@ def minilm(minilm_path: Path):
     return SentenceTransformer(str(minilm_path), device="cpu")
 
 
+def save_with_ids(path: Path, X: np.ndarray, ids: list, model: str | None = None) -> str:
+    """``X`` as a float32 ``.npy`` with its ``.jsonl`` sidecar of ``{"id": ...}`` rows (and, with
+    ``model``, the ``.meta.json`` embed writes beside its output): an input whose rows pair by id."""
+    np.save(path, np.asarray(X, dtype=np.float32))
+    path.with_suffix(".jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
+    if model is not None:
+        path.with_name(path.stem + ".meta.json").write_text(json.dumps({"command": "embed", "model": model}))
+    return str(path)
+
+
 def read_jsonl(path: Path) -> list[dict]:
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]

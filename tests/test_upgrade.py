@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import save_with_ids as _save
 from scipy.linalg import orthogonal_procrustes
 from sklearn.linear_model import Ridge
 
@@ -16,12 +17,6 @@ import embedcheck
 from embedcheck.geometry import upgrade as U
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
-
-
-def _save(path: Path, X: np.ndarray, ids: list[str]) -> str:
-    np.save(path, X.astype(np.float32))
-    path.with_suffix(".jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
-    return str(path)
 
 
 @pytest.fixture

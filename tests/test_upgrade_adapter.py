@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import assert_one_line_error
+from conftest import save_with_ids as _save
 
 import embedcheck
 from embedcheck.geometry import upgrade as U
@@ -23,14 +24,6 @@ QRELS = str(FIX / "retrieve_qrels.tsv")
 
 def _ids(name: str) -> list[str]:
     return [json.loads(x)["id"] for x in (FIX / name).read_text().splitlines()]
-
-
-def _save(path: Path, X: np.ndarray, ids: list[str], model: str | None = None) -> str:
-    np.save(path, X.astype(np.float32))
-    path.with_suffix(".jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
-    if model is not None:  # what embed records beside its output
-        path.with_name(path.stem + ".meta.json").write_text(json.dumps({"command": "embed", "model": model}))
-    return str(path)
 
 
 @pytest.fixture

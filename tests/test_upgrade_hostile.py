@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import assert_one_line_error
+from conftest import save_with_ids as _save
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 QRELS = str(FIX / "retrieve_qrels.tsv")
@@ -18,12 +19,6 @@ QRELS = str(FIX / "retrieve_qrels.tsv")
 
 def _ids(name: str) -> list[str]:
     return [json.loads(x)["id"] for x in (FIX / name).read_text().splitlines()]
-
-
-def _save(path: Path, X: np.ndarray, ids: list) -> str:
-    np.save(path, np.asarray(X, dtype=np.float32))
-    path.with_suffix(".jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
-    return str(path)
 
 
 @pytest.fixture

@@ -10,19 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import save_with_ids as _save
 from scipy.linalg import orthogonal_procrustes
 
 import embedcheck
 from embedcheck.geometry import upgrade as U
 
 DIM, N, NQ, CLUSTERS, K = 32, 1500, 120, 30, 10
-
-
-def _save(path: Path, X: np.ndarray, ids: list[str], extra: list[dict] | None = None) -> str:
-    np.save(path, X.astype(np.float32))
-    rows = [{"id": i, **(extra[j] if extra else {})} for j, i in enumerate(ids)]
-    path.with_suffix(".jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return str(path)
 
 
 def _unit(X: np.ndarray) -> np.ndarray:

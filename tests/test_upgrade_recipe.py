@@ -14,13 +14,13 @@ train pairs). Each arm equals ``retrieve`` on the same vectors."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import ROOT
+from conftest import save_with_ids as _save
 
 import embedcheck
 from embedcheck.geometry import upgrade as U
@@ -28,12 +28,6 @@ from embedcheck.geometry import upgrade as U
 pytestmark = [pytest.mark.model, pytest.mark.data, pytest.mark.slow]
 
 CLAIMS, OTHERS = 30, 150
-
-
-def _save(path: Path, X: np.ndarray, ids: list[str]) -> str:
-    np.save(path, X.astype(np.float32))
-    path.with_suffix(".jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
-    return str(path)
 
 
 @pytest.fixture(scope="module")
