@@ -42,15 +42,12 @@ def _ids_of(src: Any, what: str) -> list[Any]:
 
 def _pairs(old_ids: list[Any], new_ids: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """The OLD and NEW row of each pair, in OLD's row order (so the pairs, their split and every figure do
-    not depend on the order of NEW's rows); ids compare as text (``5`` and ``"5"`` are one id)."""
+    not depend on the order of NEW's rows); ids compare as text (``5`` and ``"5"`` are one id). Both
+    sides come from :func:`_ids_of`, which has refused repeated ids."""
     from ..io.rowids import _key
 
     pos = {_key(k): i for i, k in enumerate(old_ids)}
-    if len(pos) != len(old_ids):
-        raise InputError("OLD: its ids repeat: rows are paired by id")
     keys = [_key(k) for k in new_ids]
-    if len(set(keys)) != len(keys):
-        raise InputError("NEW: its ids repeat: rows are paired by id")
     miss = [k for k, key in zip(new_ids, keys) if key not in pos]
     if miss:
         raise InputError(f"NEW: {len(miss)} of its {len(new_ids)} rows pair with no OLD row by id "
