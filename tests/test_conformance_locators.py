@@ -60,7 +60,7 @@ def test_pg_forms_keep_the_libpq_uri_as_written(raw, conninfo, table, column, id
     want = conninfo_to_dict(conninfo)
     assert "postgresql:/" not in want and want.get("dbname") == conninfo.split("/")[3].split("?")[0]
     assert psycopg.conninfo.make_conninfo(conninfo)  # libpq's own parser takes it
-    from embedcheck.io.ann import split_pg
+    from embedcheck.io.stores import split_pg
 
     assert split_pg(raw)[0] == conninfo  # the ANN side gets the same URI (once rebuilt without its //)
 
@@ -389,7 +389,7 @@ def test_recall_opens_the_index_through_every_pg_form(cli, world):
     if world["pg_uri"] is None:
         pytest.skip("no PostgreSQL (pgserver, psycopg)")
     pytest.importorskip("pgvector")
-    from embedcheck.io.ann import index_vectors, open_index
+    from embedcheck.io.stores import index_vectors, open_index
 
     w = world
     forms = {k: v for k, v in w["forms"].items() if k.startswith("pg_")}

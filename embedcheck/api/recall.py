@@ -1,6 +1,6 @@
 """``embedcheck.recall``: does an approximate-nearest-neighbour index serve what exact search would?
 
-The index (a FAISS or hnswlib file, a pgvector column, a LanceDB table: :mod:`embedcheck.io.ann`)
+The index (a FAISS or hnswlib file, a pgvector column, a LanceDB table: :mod:`embedcheck.io.stores`)
 is queried through its own library, one query per call; the ground truth is exact top-k over the
 index's own vectors under its metric (:mod:`embedcheck.geometry.recall`). Both recall definitions
 per query, then summarised; latency of both sides; a settings sweep with its Pareto frontier and
@@ -106,7 +106,7 @@ def _matrix(x: Any, what: str) -> np.ndarray:
 
 def _vectors_of(idx: Any, vectors: Any) -> tuple[np.ndarray, np.ndarray, str]:
     """(ids, vectors, where they came from) — the ground truth's corpus."""
-    from ..io.ann import index_vectors
+    from ..io.stores import index_vectors
 
     if vectors is None:
         ids, X = index_vectors(idx)
@@ -294,7 +294,7 @@ class _Truth:
 
 
 def _run(idx: Any, truth: _Truth, ids: np.ndarray, settings: dict[str, Any], ask: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    from ..io.ann import rows_of
+    from ..io.stores import rows_of
 
     got, secs = idx.search(truth.Q, ask, **settings)
     return truth.score(rows_of(ids, got)), secs
@@ -339,7 +339,7 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
            plot: Union[str, Path, None] = None, against: Any = None, against_settings: Optional[dict[str, Any]] = None,
            against_vectors: Any = None, margins: Optional[dict[str, float]] = None, engine: Any = "local",
            address: Optional[str] = None, hint: Hint = None) -> RecallReport:
-    """Recall@k of an ANN ``index`` (a locator or an opened :class:`~embedcheck.io.ann.AnnIndex`)
+    """Recall@k of an ANN ``index`` (a locator or an opened :class:`~embedcheck.io.stores.AnnIndex`)
     against exact search over its own vectors, under its metric.
 
     ``queries``: real query vectors (``.npy``, shard set or array); without them, ``n_queries``
@@ -358,7 +358,7 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
     The index itself is queried in this process, through its library (its latency is measured).
     """
     from ..geometry import recall as geo
-    from ..io.ann import open_index
+    from ..io.stores import open_index
     from ._common import running
 
     plot = None if plot is None else Path(plot)
@@ -617,7 +617,7 @@ def _plot(plot: Path, body: dict[str, Any], hint: Hint) -> None:
 def _paired(idx: Any, idx_b: Any, X: np.ndarray, ids: np.ndarray, truth: _Truth, main: dict[str, np.ndarray],
             settings_b: Optional[dict[str, Any]], vectors_b: Any, resamples: int, seed: int,
             margins: Optional[dict[str, float]], ask: int, *, engine: Any, results: dict[str, Any]) -> Any:
-    from ..io.ann import rows_of
+    from ..io.stores import rows_of
     from ..stats.paired import Paired, check_margin, method_text, paired_items
 
     if resamples < 2:

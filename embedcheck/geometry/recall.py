@@ -1,7 +1,7 @@
 """Recall of an approximate-nearest-neighbour index against exact search: the maths.
 
 Arrays in, arrays and plain results out (the index itself is queried in
-:mod:`embedcheck.io.ann`; the report is assembled in :mod:`embedcheck.api.recall`).
+:mod:`embedcheck.io.stores`; the report is assembled in :mod:`embedcheck.api.recall`).
 
 **Metrics and distances.** An index searches under one metric; the exact side uses the same one,
 through the blocked exact search that ``retrieve`` uses (:func:`embedcheck.geometry.search.search_topk`,

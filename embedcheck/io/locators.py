@@ -4,7 +4,7 @@
 returns a :class:`Locator` — the kind, the local path or the libpq connection string, the table,
 the vector column, the id column and the other parameters — or None when the string is no
 locator (a ``.npy``, a shard set, a labels file ...). :mod:`embedcheck.io.stores` and
-:mod:`embedcheck.io.ann` both open what it returns, so a form one of them reads the other reads
+:mod:`embedcheck.io.stores` both open what it returns, so a form one of them reads the other reads
 the same way.
 
 The forms:

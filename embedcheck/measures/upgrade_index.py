@@ -1,5 +1,5 @@
 """``upgrade --index``: what the maps cost an ANN index (the old model's: a FAISS or hnswlib file, a
-pgvector column, a LanceDB table, opened as ``recall`` opens it, :func:`embedcheck.io.ann.open_index`).
+pgvector column, a LanceDB table, opened as ``recall`` opens it, :func:`embedcheck.io.stores.open_index`).
 
 The index's recall@k, measured as ``recall`` measures it (its own library queried one query per
 call; the ground truth exact top-k under its metric over the vectors it holds; id-overlap and k-nn
@@ -26,7 +26,6 @@ far is flagged too, but a rebuild over the same documents would not help it: its
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
@@ -81,43 +80,12 @@ def _drop(base: np.ndarray, arm: np.ndarray, resamples: int, seed: int) -> dict[
 
 def _rewritten(idx: Any, ids: np.ndarray, V: np.ndarray, folder: str) -> tuple[str, dict[str, Any], str]:
     """A copy of a FAISS or hnswlib index file with its stored vectors replaced by ``V`` (rows in the
-    order :func:`~embedcheck.io.ann.index_vectors` gave them), not rebuilt: (its path, open_index's
-    keywords, how it was rewritten)."""
-    from ..io.ann import FaissIndex, HnswlibIndex
+    order :func:`~embedcheck.io.stores.index_vectors` gave them), not rebuilt: (its path, open_index's
+    keywords, how it was rewritten) — written by the index's own backend (``io/stores/``)."""
+    from ..io.stores import FaissIndex, HnswlibIndex
 
-    if isinstance(idx, FaissIndex):
-        import faiss
-
-        ix: Any = faiss.read_index(idx.locator)
-        wrapped = isinstance(ix, (faiss.IndexIDMap, faiss.IndexIDMap2))
-        base: Any = faiss.downcast_index(ix.index) if wrapped else ix
-        if hasattr(base, "hnsw"):
-            storage = faiss.downcast_index(base.storage)
-            storage.reset()
-            storage.add(V)
-            how = "its HNSW graph (built on the old vectors) kept, its stored vectors replaced by the migrated ones"
-        elif hasattr(base, "nprobe"):
-            base.reset()  # the lists emptied; the trained coarse quantizer (the centroids) kept
-            base.add(V)
-            how = ("its trained centroids (from the old vectors) kept, its lists refilled: each migrated document "
-                   "in its nearest old centroid's list, as an insert puts it")
-        else:
-            base.reset()
-            base.add(V)
-            how = "a flat index: its vectors replaced (exact search, nothing to rebuild)"
-        path = str(Path(folder) / "migrated.faiss")
-        faiss.write_index(ix, path)
-        return path, {}, how
-    if isinstance(idx, HnswlibIndex):
-        import hnswlib
-
-        h = hnswlib.Index(space=idx.metric, dim=idx.dim)
-        h.load_index(idx.locator, max_elements=idx.n)
-        h.add_items(V, np.asarray(ids, dtype=np.int64), num_threads=1)  # an existing label: updated in place (one thread: reproducible)
-        path = str(Path(folder) / "migrated.hnsw")
-        h.save_index(path)
-        return path, {"space": idx.metric, "dim": idx.dim}, ("each point updated in place under its label by "
-                                                               "hnswlib (add_items: the point's links repaired around it)")
+    if isinstance(idx, (FaissIndex, HnswlibIndex)):
+        return idx.rewritten(ids, V, folder)
     raise AssertionError(idx.kind)
 
 
@@ -129,7 +97,7 @@ def index_arms(locator: str, migrated: Optional[str], *, Qo: np.ndarray, bridged
     adapter (:class:`embedcheck.geometry.upgrade.Adapter`)."""
     from ..geometry import upgrade as U
     from ..geometry.recall import DISTANCE
-    from ..io.ann import FaissIndex, HnswlibIndex, index_vectors, open_index, rows_of
+    from ..io.stores import FaissIndex, HnswlibIndex, index_vectors, open_index, rows_of
 
     idx = open_index(locator)
     mig_idx = None

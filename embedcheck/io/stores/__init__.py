@@ -13,8 +13,10 @@ A store is named by one string, its **locator**:
   taken out and the rest is the libpq URI as written (``host=/socket/folder`` included);
 * ``PATH.faiss`` / ``PATH.index``: a FAISS index whose vectors can be reconstructed.
 
-The one parser of these forms is :func:`embedcheck.io.locators.parse` (:mod:`embedcheck.io.ann`
-opens its indexes from the same :class:`Locator`).
+The one parser of these forms is :func:`embedcheck.io.locators.parse`. Each backend's module owns
+both its store and its ANN index (``faiss.py``, ``hnswlib.py`` — an index only —, ``postgres.py``,
+``lance.py``; the index interface in ``index.py``): :func:`open_index` opens an index from the same
+:class:`Locator` (FAISS, hnswlib, pgvector, LanceDB).
 
 Every store has one interface (:class:`Store`): ``n`` rows of dimension ``dim``, ``ids()``,
 ``read(start, stop)`` (rows as float32 / float64, checked: no NULL, one dimension, finite),
@@ -66,22 +68,27 @@ from .base import (  # noqa: F401
            timeout_s,
            warn_duplicate_ids,
 )
-from .faiss import _FAISS_LOSSY, _FAISS_NOT_VECTORS, FAISS_EXACT, FaissStore, faiss_reconstruction  # noqa: F401
-from .lance import LanceStore  # noqa: F401
-from .opening import _KINDS, _OPEN, _OPEN_LOCK, StoreRows, close_all, open_store, store_model  # noqa: F401
+from .faiss import _FAISS_LOSSY, _FAISS_NOT_VECTORS, FAISS_EXACT, FaissIndex, FaissStore, faiss_reconstruction  # noqa: F401
+from .hnswlib import HNSWLIB_SPACES, HnswlibIndex  # noqa: F401
+from .index import AnnIndex, index_vectors, norm_key, rows_of  # noqa: F401
+from .lance import LanceIndex, LanceStore  # noqa: F401
+from .opening import _KINDS, _OPEN, _OPEN_LOCK, StoreRows, close_all, is_index_locator, open_index, open_store, store_model  # noqa: F401
 from .postgres import (  # noqa: F401
            _PG_ARRAY,
            _PG_SIGNATURE,
            _PG_TYPES,
            PgStore,
+           PgvectorIndex,
            _pg_field,
            _pg_type,
            _pg_vectors,
            _write_pg,
            pg_connect,
            pg_error,
+           split_pg,
 )
 from .writing import CODES, WRITABLE, _place, carried_columns, check_output, output_locator, write_store  # noqa: F401
 
-__all__ = ["EXTRA", "Locator", "Store", "StoreRows", "close_all", "display_name", "is_store", "mask_secrets",
-           "check_output", "open_store", "output_locator", "parse_locator", "store_model", "write_store"]
+__all__ = ["EXTRA", "AnnIndex", "Locator", "Store", "StoreRows", "close_all", "display_name", "index_vectors",
+           "is_index_locator", "is_store", "mask_secrets", "check_output", "open_index", "open_store", "output_locator",
+           "parse_locator", "rows_of", "store_model", "write_store"]

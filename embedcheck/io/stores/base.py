@@ -96,7 +96,7 @@ def range_buffer(shape: tuple[int, int], dtype: np.dtype) -> np.ndarray:
 
 
 
-#: the kinds of locator that are stores (an hnswlib file is an index only: :mod:`embedcheck.io.ann`)
+#: the kinds of locator that are stores (an hnswlib file is an index only: :mod:`embedcheck.io.stores`)
 STORE_KINDS = ("parquet", "arrow", "lance", "lancedb", "faiss", "postgres")
 
 

@@ -11,6 +11,8 @@ import numpy as np
 from ...errors import InputError
 from ..locators import Locator
 from .base import Store, _need
+from .index import AnnIndex
+from .index import _need as _need_index
 
 #: FAISS indexes whose vectors come back exactly (``reconstruct``): Flat, HNSW over Flat, IVF-Flat
 FAISS_EXACT = "IndexFlat, IndexFlatIP, IndexFlatL2, IndexHNSWFlat, IndexIVFFlat"
@@ -121,3 +123,111 @@ class FaissStore(Store):
             rec = loads(raw, f"sidecar {side}")  # a sidecar cut short or not UTF-8 is refused, as beside a .npy
             return rec if isinstance(rec, dict) else {}
         return {}
+
+# ---- the ANN index ------------------------------------------------------------------------------
+
+class FaissIndex(AnnIndex):
+    def __init__(self, path: Path) -> None:
+        faiss = _need_index("faiss")
+        try:
+            idx = faiss.read_index(str(path))
+        except (RuntimeError, MemoryError):  # FAISS's own message names its C++ internals: ours says what is wrong
+            from ..integrity import faiss_problem
+
+            raise InputError(faiss_problem(path)) from None
+        self._faiss, self._index = faiss, idx
+        self._idmap = isinstance(idx, (faiss.IndexIDMap, faiss.IndexIDMap2))
+        base = faiss.downcast_index(idx.index) if self._idmap else idx
+        self._base = base
+        if idx.metric_type == faiss.METRIC_INNER_PRODUCT:
+            metric = "ip"
+        elif idx.metric_type == faiss.METRIC_L2:
+            metric = "l2"
+        else:
+            raise InputError(f"{path}: FAISS metric type {idx.metric_type} is not supported (inner product or L2)")
+        name = type(base).__name__
+        settings: dict[str, Optional[int]] = {}
+        quant = False
+        if hasattr(base, "hnsw"):
+            kind = "faiss-hnsw"
+            settings["efSearch"] = int(base.hnsw.efSearch)
+            storage = faiss.downcast_index(base.storage)
+            quant = not isinstance(storage, faiss.IndexFlat)
+        elif hasattr(base, "nprobe"):
+            kind = "faiss-ivf"
+            settings["nprobe"] = int(base.nprobe)
+            quant = not isinstance(base, faiss.IndexIVFFlat)
+        elif isinstance(base, faiss.IndexFlat):
+            kind = "faiss-flat"
+        else:
+            kind = "faiss-" + name.lower().removeprefix("index")
+            quant = True
+        super().__init__(locator=str(path), kind=kind, library=f"faiss {faiss.__version__}", metric=metric,
+                         dim=int(idx.d), n=int(idx.ntotal), settings=settings, quantised=quant,
+                         notes=[f"FAISS {name}" + (" (ids from its IndexIDMap)" if self._idmap else "")])
+        if self.n == 0:
+            raise InputError(f"FAISS index {path} is empty")
+
+    def _prepare(self, settings: dict[str, Optional[int]]) -> None:
+        ps = self._faiss.ParameterSpace()
+        for k, v in settings.items():
+            if v is not None:
+                ps.set_index_parameter(self._index, k, int(v))
+
+    def _search_one(self, q: np.ndarray, k: int, settings: dict[str, Optional[int]]) -> list[Any]:
+        _, ids = self._index.search(q[None, :], k)
+        return [int(x) for x in ids[0]]
+
+    def search(self, queries: np.ndarray, k: int, **settings: Any) -> tuple[np.ndarray, np.ndarray]:
+        ids, secs = super().search(queries, k, **settings)
+        return ids, secs
+
+    def _ids(self) -> np.ndarray:
+        if self._idmap:
+            return self._faiss.vector_to_array(self._index.id_map).astype(np.int64)
+        return np.arange(self.n, dtype=np.int64)
+
+    def _decode(self) -> np.ndarray:
+        base = self._base
+        if hasattr(base, "make_direct_map") and not hasattr(base, "hnsw"):
+            base.make_direct_map()
+        return np.asarray(base.reconstruct_n(0, self.n), dtype=np.float32)
+
+    def _vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._ids(), self._decode()
+
+    def reconstructed(self) -> Optional[np.ndarray]:
+        try:
+            return self._decode()
+        except RuntimeError:
+            return None
+
+    def row_ids(self) -> np.ndarray:
+        return self._ids()
+
+    def rewritten(self, ids: np.ndarray, V: np.ndarray, folder: str) -> tuple[str, dict[str, Any], str]:
+        """A copy of the index file with its stored vectors replaced by ``V`` (rows in the order
+        :func:`~embedcheck.io.stores.index.index_vectors` gave them), not rebuilt: (its path,
+        open_index's keywords, how it was rewritten)."""
+        import faiss
+
+        ix: Any = faiss.read_index(self.locator)
+        wrapped = isinstance(ix, (faiss.IndexIDMap, faiss.IndexIDMap2))
+        base: Any = faiss.downcast_index(ix.index) if wrapped else ix
+        if hasattr(base, "hnsw"):
+            storage = faiss.downcast_index(base.storage)
+            storage.reset()
+            storage.add(V)
+            how = "its HNSW graph (built on the old vectors) kept, its stored vectors replaced by the migrated ones"
+        elif hasattr(base, "nprobe"):
+            base.reset()  # the lists emptied; the trained coarse quantizer (the centroids) kept
+            base.add(V)
+            how = ("its trained centroids (from the old vectors) kept, its lists refilled: each migrated document "
+                   "in its nearest old centroid's list, as an insert puts it")
+        else:
+            base.reset()
+            base.add(V)
+            how = "a flat index: its vectors replaced (exact search, nothing to rebuild)"
+        path = str(Path(folder) / "migrated.faiss")
+        faiss.write_index(ix, path)
+        return path, {}, how

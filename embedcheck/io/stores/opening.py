@@ -1,18 +1,24 @@
-"""Opening a store from its locator, one per locator and process (:func:`open_store`), and a store read as rows (:class:`StoreRows`)."""
+"""Opening a store from its locator, one per locator and process (:func:`open_store`), a store read as rows
+(:class:`StoreRows`), and opening an ANN index from its locator (:func:`open_index`)."""
 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 
 from ...errors import InputError
+from .. import locators as _locators
+from ..locators import SCHEMES
 from .arrow import ArrowStore
 from .base import BATCH_ROWS, Store, display_name, parse_locator
-from .faiss import FaissStore
-from .lance import LanceStore
-from .postgres import PgStore
+from .faiss import FaissIndex, FaissStore
+from .hnswlib import HnswlibIndex
+from .index import AnnIndex
+from .lance import LanceIndex, LanceStore
+from .postgres import PgStore, PgvectorIndex
 
 _OPEN: dict[str, Store] = {}
 _OPEN_LOCK = threading.Lock()
@@ -105,3 +111,32 @@ class StoreRows:
 def store_model(x: Any) -> Optional[str]:
     """The model a store says it holds, or None."""
     return open_store(x).model()
+
+
+def is_index_locator(x: Any) -> bool:
+    """Whether ``x`` names an index (a postgres or lancedb locator, a FAISS or hnswlib file)."""
+    s = str(x)
+    return s.lower().startswith(SCHEMES) or Path(s.partition("?")[0]).suffix.lower() in (
+        ".faiss", ".index", ".bin", ".hnsw", ".hnswlib")
+
+
+def open_index(locator: Any, *, space: Optional[str] = None, dim: Optional[int] = None) -> AnnIndex:
+    """Open an index from its locator (:mod:`embedcheck.io.stores.index`). ``space`` / ``dim``: an hnswlib index's
+    space and dimension (else its ``.json`` sidecar)."""
+    if isinstance(locator, AnnIndex):
+        return locator
+    s = str(locator)
+    loc = _locators.parse(s) if s.lower().startswith(SCHEMES) else None  # the one parser of stores and indexes
+    if loc is not None and loc.kind == "postgres":
+        return PgvectorIndex(loc)
+    if loc is not None and loc.kind == "lancedb":
+        return LanceIndex(loc)
+    path = Path(s)
+    if not path.exists():
+        raise InputError(f"no index file {path}")
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; an index is a .faiss/.index file, an hnswlib file, "
+                         "postgresql://...?table=T&column=C or lancedb://DBDIR/TABLE")
+    if path.suffix in (".faiss", ".index") and space is None:
+        return FaissIndex(path)
+    return HnswlibIndex(path, space, dim)

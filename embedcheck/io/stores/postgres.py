@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any, Iterator, Optional
 
 import numpy as np
 
 from ...errors import InputError
-from ..locators import Locator, mask_secrets
+from .. import locators as _locators
+from ..locators import Locator, mask_secrets, parse_pg
 from .base import META_KEY, Store, _default_id, _need, codes_record, range_buffer, timeout_s
+from .index import CONNECT_TIMEOUT, STATEMENT_TIMEOUT_MS, AnnIndex, _id_matrix
+from .index import _need as _need_index
 
 _PG_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 _PG_TYPES: dict[str, tuple[str, np.dtype]] = {"vector": ("vector", np.dtype(np.float32)), "halfvec": ("halfvec", np.dtype(np.float32)),
@@ -571,3 +575,175 @@ def _write_pg(loc: Locator, batches: Iterator[np.ndarray], dim: int, cols: dict[
         raise pg_error(exc, shown, secret) from None
     finally:
         conn.close()
+
+# ---- the ANN index ------------------------------------------------------------------------------
+
+PG_OPS = {"vector_cosine_ops": "cosine", "vector_ip_ops": "ip", "vector_l2_ops": "l2",
+          "halfvec_cosine_ops": "cosine", "halfvec_ip_ops": "ip", "halfvec_l2_ops": "l2"}
+PG_OPERATOR = {"cosine": "<=>", "ip": "<#>", "l2": "<->"}
+PG_DEFAULTS = {"hnsw.ef_search": 40, "ivfflat.probes": 1}
+
+
+def split_pg(locator: str) -> tuple[str, dict[str, str], str]:
+    """``(libpq URI without table/column/id, {table, column, id}, the locator with its password
+    masked)`` — from the one parser, :func:`embedcheck.io.locators.parse_pg`."""
+    loc = parse_pg(locator)
+    ours = {k: v for k, v in (("table", loc.table), ("column", loc.column), ("id", loc.id)) if v}
+    return loc.conninfo, ours, loc.name
+
+
+def mask(locator: str) -> str:
+    """The locator with its password (and a ``password=`` parameter) replaced by ``***``."""
+    return mask_secrets(locator)
+
+
+class PgvectorIndex(AnnIndex):
+    def __init__(self, locator: Any) -> None:
+        psycopg = _need_index("psycopg")
+        _need_index("pgvector.psycopg")
+        from psycopg import sql
+
+        loc = _locators.parse(locator)
+        assert loc is not None and loc.kind == "postgres"
+        uri, shown = loc.conninfo, loc.name
+        ours = {k: v for k, v in (("table", loc.table), ("column", loc.column), ("id", loc.id)) if v}
+        self._loc = loc
+        self._sql = sql
+        try:
+            conn = psycopg.connect(uri, connect_timeout=CONNECT_TIMEOUT, autocommit=False,
+                                   options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}")
+        except psycopg.Error as exc:
+            raise InputError(f"cannot connect to {shown}: {_pg_message(exc, loc)}") from None
+        conn.read_only = True
+        from pgvector.psycopg import register_vector
+
+        self._conn = conn
+        try:
+            register_vector(conn)
+        except psycopg.Error as exc:
+            conn.close()
+            raise InputError(f"{shown}: the vector extension is not installed ({_pg_message(exc, loc)})") from None
+        table, column = ours["table"], ours["column"]
+        self._table, self._column = sql.Identifier(*table.split(".")), sql.Identifier(column)
+        try:
+            with conn.transaction():
+                reg = conn.execute("SELECT to_regclass(%s)", (sql.Identifier(*table.split(".")).as_string(conn),)
+                                   ).fetchone()
+                if reg is None or reg[0] is None:
+                    raise InputError(f"{shown}: no table {table!r}")
+                cols = {r[0] for r in conn.execute(
+                    "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
+                    "AND NOT attisdropped", (self._table.as_string(conn),))}
+                if column not in cols:
+                    raise InputError(f"{shown}: table {table!r} has no column {column!r}")
+                id_col = ours.get("id") or ("id" if "id" in cols else None)
+                if id_col is None or id_col not in cols:
+                    raise InputError(f"{shown}: name the id column with &id=NAME (the ids the index returns)")
+                self._id = sql.Identifier(id_col)
+                rows = conn.execute(
+                    "SELECT i.relname, am.amname, opc.opcname FROM pg_index x "
+                    "JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am am ON am.oid = i.relam "
+                    "JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = x.indkey[0] "
+                    "JOIN pg_opclass opc ON opc.oid = x.indclass[0] "
+                    "WHERE x.indrelid = to_regclass(%s) AND a.attname = %s AND am.amname IN ('hnsw', 'ivfflat') "
+                    "ORDER BY i.relname", (self._table.as_string(conn), column)).fetchall()
+                if not rows:
+                    raise InputError(f"{shown}: column {column!r} has no HNSW or IVFFlat index, so there is no "
+                                     "approximate search to measure")
+                name, am, opc = rows[0]
+                if opc not in PG_OPS:
+                    raise InputError(f"{shown}: index {name} uses operator class {opc}; supported: {', '.join(PG_OPS)}")
+                n = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self._table)).fetchone()[0]
+                dim_row = conn.execute(sql.SQL("SELECT vector_dims({}) FROM {} LIMIT 1").format(
+                    self._column, self._table)).fetchone()
+        except psycopg.Error as exc:
+            conn.close()
+            raise InputError(f"{shown}: {_pg_message(exc, loc)}") from None
+        except InputError:
+            conn.close()
+            raise
+        if not n or dim_row is None:
+            conn.close()
+            raise InputError(f"{shown}: table {table!r} is empty")
+        setting = "hnsw.ef_search" if am == "hnsw" else "ivfflat.probes"
+        self._op = sql.SQL(PG_OPERATOR[PG_OPS[opc]])
+        self._setting_name = setting
+        super().__init__(locator=shown, kind=f"pgvector-{am}", library=f"pgvector ({psycopg.__name__} {psycopg.__version__})",
+                         metric=PG_OPS[opc], dim=int(dim_row[0]), n=int(n),
+                         settings={setting: PG_DEFAULTS[setting]},
+                         notes=[f"index {name} ({opc}); queried with enable_seqscan off so the index is used"])
+        self._uri = uri
+        self._query = sql.SQL("SELECT {} FROM {} ORDER BY {} {} %s LIMIT %s").format(
+            self._id, self._table, self._column, self._op)
+
+    def search(self, queries: np.ndarray, k: int, **settings: Any) -> tuple[np.ndarray, np.ndarray]:
+        import psycopg
+
+        use = self.resolve(settings)
+        Q = np.ascontiguousarray(np.asarray(queries, dtype=np.float32))
+        if Q.ndim != 2 or Q.shape[1] != self.dim:
+            raise InputError(f"queries have dimension {Q.shape[-1]} but index {self.locator} has {self.dim}")
+        ids: list[list[Any]] = []
+        secs = np.empty(Q.shape[0], dtype=np.float64)
+        conn = self._conn
+        try:
+            with conn.transaction():
+                conn.execute("SELECT set_config('enable_seqscan', 'off', true)")
+                conn.execute("SELECT set_config(%s, %s, true)", (self._setting_name, str(use[self._setting_name])))
+                self._check_plan(Q[0], k)
+                with conn.cursor() as cur:
+                    for i in range(Q.shape[0]):
+                        t0 = time.perf_counter()
+                        cur.execute(self._query, (Q[i], k), prepare=True)
+                        got = [r[0] for r in cur.fetchall()]
+                        secs[i] = time.perf_counter() - t0
+                        ids.append(got)
+        except psycopg.Error as exc:
+            raise InputError(f"{self.locator}: {_pg_message(exc, self._loc)}") from None
+        return _id_matrix(ids, k), secs
+
+    def _check_plan(self, q: np.ndarray, k: int) -> None:
+        plan = "\n".join(r[0] for r in self._conn.execute(self._sql.SQL("EXPLAIN ") + self._query, (q, k)))
+        if "Index Scan" not in plan:
+            raise InputError(f"{self.locator}: PostgreSQL does not use the vector index for this search, so it "
+                             "would measure exact search")
+
+    def _vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        import psycopg
+
+        sql = self._sql
+        ids: list[Any] = []
+        X = np.empty((self.n, self.dim), dtype=np.float32)
+        i = 0
+        try:
+            with self._conn.transaction():
+                with self._conn.cursor(name="embedcheck_vectors") as cur:
+                    cur.execute(sql.SQL("SELECT {}, {} FROM {} ORDER BY {}").format(
+                        self._id, self._column, self._table, self._id))
+                    while True:
+                        rows = cur.fetchmany(4096)
+                        if not rows:
+                            break
+                        for rid, v in rows:
+                            if v is None:
+                                raise InputError(f"{self.locator}: row {rid!r} has a NULL vector")
+                            if i >= self.n:
+                                raise InputError(f"{self.locator}: the table changed while it was read")
+                            ids.append(rid)
+                            X[i] = v.to_numpy() if hasattr(v, "to_numpy") else np.asarray(v, dtype=np.float32)
+                            i += 1
+        except psycopg.Error as exc:
+            raise InputError(f"{self.locator}: {_pg_message(exc, self._loc)}") from None
+        if i != self.n:
+            raise InputError(f"{self.locator}: the table changed while it was read")
+        arr = np.asarray(ids)
+        if arr.dtype.kind not in "iu":
+            arr = np.array(ids, dtype=object)
+        return arr, X
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _pg_message(exc: Exception, loc: Locator) -> str:
+    return loc.redact(" ".join(str(exc).split()))[:300]
