@@ -12,7 +12,6 @@ from ...errors import InputError
 from ..locators import Locator
 from .base import Store, _need
 from .index import AnnIndex
-from .index import _need as _need_index
 
 #: FAISS indexes whose vectors come back exactly (``reconstruct``): Flat, HNSW over Flat, IVF-Flat
 FAISS_EXACT = "IndexFlat, IndexFlatIP, IndexFlatL2, IndexHNSWFlat, IndexIVFFlat"
@@ -128,7 +127,7 @@ class FaissStore(Store):
 
 class FaissIndex(AnnIndex):
     def __init__(self, path: Path) -> None:
-        faiss = _need_index("faiss")
+        faiss = _need("faiss", str(path))
         try:
             idx = faiss.read_index(str(path))
         except (RuntimeError, MemoryError):  # FAISS's own message names its C++ internals: ours says what is wrong

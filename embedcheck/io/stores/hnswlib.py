@@ -9,15 +9,15 @@ from typing import Any, Optional
 import numpy as np
 
 from ...errors import InputError
+from .base import _need
 from .index import AnnIndex
-from .index import _need as _need_index
 
 HNSWLIB_SPACES = {"cosine": "cosine", "ip": "ip", "l2": "l2"}
 
 
 class HnswlibIndex(AnnIndex):
     def __init__(self, path: Path, space: Optional[str], dim: Optional[int]) -> None:
-        hnswlib = _need_index("hnswlib")
+        hnswlib = _need("hnswlib", str(path))
         side = path.with_name(path.name + ".json")
         if (space is None or dim is None) and side.is_file():
             try:

@@ -39,19 +39,6 @@ import numpy as np
 
 from ...errors import InputError
 
-STORES_HINT = "pip install 'embedcheck[stores]'"
-CONNECT_TIMEOUT = 10
-STATEMENT_TIMEOUT_MS = 600_000
-
-
-def _need(module: str) -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise InputError(f"reading this index needs {module}, which is not installed: {STORES_HINT}") from None
-
 
 def norm_key(name: str) -> str:
     """Setting names compared loosely: ``hnsw.ef_search`` ~ ``ef_search`` ~ ``efSearch``."""

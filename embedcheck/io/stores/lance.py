@@ -13,7 +13,6 @@ from ..locators import Locator
 from .arrow import _np_dtype, _vector_column, arrow_vectors
 from .base import BATCH_ROWS, Store, _default_id, _lance_files, _meta_of, _need, contained_files, range_buffer
 from .index import AnnIndex
-from .index import _need as _need_index
 
 
 class LanceStore(Store):
@@ -106,9 +105,9 @@ LANCE_METRICS = {"cosine": "cosine", "dot": "ip", "l2": "l2"}
 
 class LanceIndex(AnnIndex):
     def __init__(self, locator: Any) -> None:
-        lancedb = _need_index("lancedb")
         loc = _locators.parse(locator)
         assert loc is not None and loc.kind == "lancedb" and loc.table
+        lancedb = _need("lancedb", loc.name)
         locator = loc.name
         opts = {k: v for k, v in (("column", loc.column), ("id", loc.id)) if v}
         folder = Path(loc.path)

@@ -13,8 +13,7 @@ from ...errors import InputError
 from .. import locators as _locators
 from ..locators import Locator, mask_secrets, parse_pg
 from .base import META_KEY, Store, _default_id, _need, codes_record, range_buffer, timeout_s
-from .index import CONNECT_TIMEOUT, STATEMENT_TIMEOUT_MS, AnnIndex, _id_matrix
-from .index import _need as _need_index
+from .index import AnnIndex, _id_matrix
 
 _PG_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 _PG_TYPES: dict[str, tuple[str, np.dtype]] = {"vector": ("vector", np.dtype(np.float32)), "halfvec": ("halfvec", np.dtype(np.float32)),
@@ -599,22 +598,19 @@ def mask(locator: str) -> str:
 
 class PgvectorIndex(AnnIndex):
     def __init__(self, locator: Any) -> None:
-        psycopg = _need_index("psycopg")
-        _need_index("pgvector.psycopg")
-        from psycopg import sql
-
         loc = _locators.parse(locator)
         assert loc is not None and loc.kind == "postgres"
         uri, shown = loc.conninfo, loc.name
+        psycopg = _need("psycopg", shown)
+        _need("pgvector.psycopg", shown)
+        from psycopg import sql
+
         ours = {k: v for k, v in (("table", loc.table), ("column", loc.column), ("id", loc.id)) if v}
         self._loc = loc
         self._sql = sql
-        try:
-            conn = psycopg.connect(uri, connect_timeout=CONNECT_TIMEOUT, autocommit=False,
-                                   options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}")
-        except psycopg.Error as exc:
-            raise InputError(f"cannot connect to {shown}: {_pg_message(exc, loc)}") from None
-        conn.read_only = True
+        # the store's one connection policy: connect and statement timeouts (EMBEDCHECK_STORE_TIMEOUT),
+        # read-only; the search settings are SET LOCAL inside each search's transaction
+        conn = pg_connect(uri, shown, secret=loc.secrets)
         from pgvector.psycopg import register_vector
 
         self._conn = conn
@@ -622,7 +618,7 @@ class PgvectorIndex(AnnIndex):
             register_vector(conn)
         except psycopg.Error as exc:
             conn.close()
-            raise InputError(f"{shown}: the vector extension is not installed ({_pg_message(exc, loc)})") from None
+            raise pg_error(exc, f"{shown}: the vector extension is not installed", loc.secrets) from None
         table, column = ours["table"], ours["column"]
         self._table, self._column = sql.Identifier(*table.split(".")), sql.Identifier(column)
         try:
@@ -658,7 +654,7 @@ class PgvectorIndex(AnnIndex):
                     self._column, self._table)).fetchone()
         except psycopg.Error as exc:
             conn.close()
-            raise InputError(f"{shown}: {_pg_message(exc, loc)}") from None
+            raise pg_error(exc, shown, loc.secrets) from None
         except InputError:
             conn.close()
             raise
@@ -699,7 +695,7 @@ class PgvectorIndex(AnnIndex):
                         secs[i] = time.perf_counter() - t0
                         ids.append(got)
         except psycopg.Error as exc:
-            raise InputError(f"{self.locator}: {_pg_message(exc, self._loc)}") from None
+            raise pg_error(exc, self.locator, self._loc.secrets) from None
         return _id_matrix(ids, k), secs
 
     def _check_plan(self, q: np.ndarray, k: int) -> None:
@@ -733,7 +729,7 @@ class PgvectorIndex(AnnIndex):
                             X[i] = v.to_numpy() if hasattr(v, "to_numpy") else np.asarray(v, dtype=np.float32)
                             i += 1
         except psycopg.Error as exc:
-            raise InputError(f"{self.locator}: {_pg_message(exc, self._loc)}") from None
+            raise pg_error(exc, self.locator, self._loc.secrets) from None
         if i != self.n:
             raise InputError(f"{self.locator}: the table changed while it was read")
         arr = np.asarray(ids)
@@ -743,7 +739,3 @@ class PgvectorIndex(AnnIndex):
 
     def close(self) -> None:
         self._conn.close()
-
-
-def _pg_message(exc: Exception, loc: Locator) -> str:
-    return loc.redact(" ".join(str(exc).split()))[:300]
