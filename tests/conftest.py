@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -132,20 +133,69 @@ class CliResult:
         return f"CliResult(exit={self.exit_code}, stdout={self.stdout[:500]!r}, stderr={self.stderr[:500]!r})"
 
 
-@pytest.fixture
-def cli():
-    """Run the CLI in-process (typer's CliRunner): ``cli(["aag", a, b], input=None)``."""
-    from typer.testing import CliRunner
+#: the warning filters of a fresh interpreter: this one's when the test session started, before pytest
+#: adds its own around each test (an in-process run of the CLI warns as a new process would)
+_START_FILTERS = list(warnings.filters)
+_COMMAND: dict[tuple, object] = {}
+
+
+def _command():
+    """The click command of the app, built once (building it costs about half a second) and again
+    only when a test registers or removes a command (the plugin of docs/plugins.md)."""
+    import typer.main
 
     from embedcheck.cli import app
 
-    runner = CliRunner()
+    key = (tuple(map(id, app.registered_commands)), tuple(map(id, app.registered_groups)))
+    if key not in _COMMAND:
+        _COMMAND.clear()
+        _COMMAND[key] = typer.main.get_command(app)
+    return _COMMAND[key]
 
-    def run(args, input: str | bytes | None = None) -> CliResult:
-        r = runner.invoke(app, [str(a) for a in args], input=input, catch_exceptions=False)
-        return CliResult(r.exit_code, r.stdout, r.stderr)
 
-    return run
+def run_cli(args, input: str | bytes | None = None, env: dict | None = None, cwd=None) -> CliResult:
+    """``embedcheck ARGS`` in this process, as a subprocess whose output is piped sees it: stdout and
+    stderr captured apart and neither a terminal (so reports print as JSON, as on a pipe), ``input``
+    on stdin, the exit code the process would have, the help wrapped to $COLUMNS as in a process
+    (not click's test width). ``env`` is applied (a value of None unsets it) and the whole environment
+    restored afterwards; ``cwd`` is entered and left; the warning filters are a fresh process's.
+    Use a subprocess (:func:`cli_subprocess`) where a process is the point: signals and kills,
+    start-up cost, the installed entry point, plugins found at start-up (PYTHONPATH)."""
+    from typer._click import formatting
+    from typer.testing import CliRunner
+
+    if env and "PYTHONPATH" in env:
+        raise ValueError("PYTHONPATH changes what a new process imports: use cli_subprocess")
+    command = _command()
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    env = {k: (None if v is None else str(v)) for k, v in (env or {}).items()}
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with warnings.catch_warnings(), CliRunner().isolation(input=input, env=env) as (out, err, _):
+            warnings.filters[:] = _START_FILTERS
+            getattr(warnings, "_filters_mutated", lambda: None)()  # forget what was said under other filters
+            formatting.FORCED_WIDTH = None  # the width of $COLUMNS, as in a process (CliRunner restores it)
+            try:
+                command.main(args=[str(a) for a in args], prog_name="embedcheck")  # type: ignore[attr-defined]
+                code = 0  # pragma: no cover - the group always exits
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            stdout, stderr = out.getvalue().decode(), err.getvalue().decode(errors="backslashreplace")
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return CliResult(code, stdout, stderr)
+
+
+@pytest.fixture
+def cli():
+    """Run the CLI in-process (:func:`run_cli`): ``cli(["aag", a, b], input=None, env=None, cwd=None)``."""
+    return run_cli
 
 
 @pytest.fixture

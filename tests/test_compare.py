@@ -305,12 +305,12 @@ def test_every_direction_is_the_declared_one():
 
 
 @pytest.mark.parametrize("with_intervals", [False, True])
-def test_compare_of_figures_whose_difference_overflows_names_the_figure(cli_subprocess, tmp_path, with_intervals):
+def test_compare_of_figures_whose_difference_overflows_names_the_figure(cli, tmp_path, with_intervals):
     extra_a = {"spearman_ci95": [-1e308, 1.5e308]} if with_intervals else {}
     extra_b = {"spearman_ci95": [-1.7e308, 1e308]} if with_intervals else {}
     (tmp_path / "a.json").write_text(json.dumps(rep(spearman=1e308, pearson=0.5, **extra_a)))
     (tmp_path / "b.json").write_text(json.dumps(rep(spearman=-1e308, pearson=0.4, **extra_b)))
-    res = cli_subprocess(["compare", tmp_path / "a.json", tmp_path / "b.json", "--json"])
+    res = cli(["compare", tmp_path / "a.json", tmp_path / "b.json", "--json"])
     assert_one_line_error(res)
     assert "figure spearman" in res.stderr and "overflows" in res.stderr and "a.json" in res.stderr, res.stderr
 

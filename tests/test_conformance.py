@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, CliResult, assert_one_line_error
+from conftest import FIXTURES, CliResult, assert_one_line_error, run_cli
 
 from embedcheck.spec import COMMANDS
 
@@ -82,20 +82,26 @@ class Case:
         return [str((replace or {}).get(i, FIXTURES / a)) if i in self.files else a for i, a in enumerate(self.args)]
 
     def run(self, *extra: Any, replace: dict[int, Any] | None = None, json_out: bool = True) -> CliResult:
-        """The command as a subprocess; its bare example (no extra option, no file replaced: five tests
-        read it, none writes beside it) runs once per case and environment and is kept."""
+        """The command in this process (:func:`conftest.run_cli`; the plugin, found through its entry
+        point at start-up, as a subprocess); its bare example (no extra option, no file replaced: five
+        tests read it, none writes beside it) runs once per case and environment and is kept."""
         bare = not extra and not replace and json_out
         key = (self.id, tuple(self.args), tuple(sorted(self.env.items())))
         if bare and key in _BARE:
             return _BARE[key]
-        env = {**os.environ, **self.env, "HF_HUB_OFFLINE": "1", "COLUMNS": "80"}
-        args = [self.name, *self.argv(replace), *[str(a) for a in extra]]
-        p = subprocess.run([sys.executable, "-m", "embedcheck", *args, *(["--json"] if json_out else [])],
-                           capture_output=True, text=True, env=env, timeout=300)
-        res = CliResult(p.returncode, p.stdout, p.stderr)
+        res = self.run_plain(self.name, *self.argv(replace), *extra, *(["--json"] if json_out else []))
         if bare and res.exit_code == 0:
             _BARE[key] = res
         return res
+
+    def run_plain(self, *args: Any) -> CliResult:
+        """``embedcheck ARGS`` in this case's environment."""
+        env = {**self.env, "HF_HUB_OFFLINE": "1", "COLUMNS": "80"}
+        if "PYTHONPATH" in env:
+            p = subprocess.run([sys.executable, "-m", "embedcheck", *map(str, args)], capture_output=True, text=True,
+                               env={**os.environ, **env}, timeout=300)
+            return CliResult(p.returncode, p.stdout, p.stderr)
+        return run_cli(args, env=env)
 
 
 #: the bare example's result per (case, arguments, environment): :meth:`Case.run`
@@ -185,10 +191,9 @@ def test_report_validates_against_its_schema(case: Case) -> None:
     res = case.run()
     assert res.exit_code == 0, res
     report = res.json()
-    p = subprocess.run([sys.executable, "-m", "embedcheck", "schema", case.report], capture_output=True, text=True,
-                       env={**os.environ, **case.env})
-    assert p.returncode == 0, p.stderr
-    jsonschema.validate(report, json.loads(p.stdout))
+    schema = case.run_plain("schema", case.report)
+    assert schema.exit_code == 0, schema
+    jsonschema.validate(report, schema.json())
     if case.primary is not None:
         assert isinstance(_get(report, case.primary), (int, float))
 
@@ -321,9 +326,8 @@ def _floats(report: Any, path: str = "") -> dict[str, float]:
 def test_a_shard_set_gives_the_one_file_figures(case: Case, tmp_path) -> None:
     i = case.embeddings[0]
     folder = tmp_path / "set"
-    split = subprocess.run([sys.executable, "-m", "embedcheck", "shards", "split", str(FIXTURES / case.files[i]),
-                            "--rows", "37", "-o", str(folder)], capture_output=True, text=True)
-    assert split.returncode == 0, split.stderr
+    split = run_cli(["shards", "split", FIXTURES / case.files[i], "--rows", "37", "-o", folder])
+    assert split.exit_code == 0, split
     one, sharded = case.run(), case.run(replace={i: folder})
     assert one.exit_code == 0 and sharded.exit_code == 0, sharded
     a, b = _floats(one.json()), _floats(sharded.json())

@@ -412,12 +412,12 @@ def test_recall_opens_the_index_through_every_pg_form(cli, world):
             idx.close()
 
 
-def test_the_measured_defect_recall_on_a_uri_without_authority(cli_subprocess, world):
-    """The issue's own command line, as a subprocess."""
+def test_the_measured_defect_recall_on_a_uri_without_authority(cli, world):
+    """The issue's own command line."""
     if world["pg_uri"] is None:
         pytest.skip("no PostgreSQL (pgserver, psycopg)")
     loc = world["forms"]["pg_no_authority"]
-    res = cli_subprocess(["recall", loc, "--queries", world["ref"]["Q"], "--k", "5", "--resamples", "0", "--json"])
+    res = cli(["recall", loc, "--queries", world["ref"]["Q"], "--k", "5", "--resamples", "0", "--json"])
     assert res.exit_code == 0, res
     assert res.json()["index"] == loc and "invalid connection option" not in res.stderr
 

@@ -13,9 +13,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, CliResult, assert_one_line_error
+from conftest import FIXTURES, CliResult, assert_one_line_error, run_cli
 
 from embedcheck.errors import InputError, InputWarning
 from embedcheck.report.gates import OPTIONS, parse_gate, resolve_gates
@@ -84,10 +81,7 @@ def test_every_report_declares_directions_the_rule_reads_and_p_values_are_exempt
 
 
 def _run(args: list[Any], env: dict[str, str] | None = None) -> CliResult:
-    e = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "80", **(env or {})}
-    p = subprocess.run([sys.executable, "-m", "embedcheck", *[str(a) for a in args]], capture_output=True,
-                       text=True, env=e, timeout=300)
-    return CliResult(p.returncode, p.stdout, p.stderr)
+    return run_cli(args, env={"HF_HUB_OFFLINE": "1", "COLUMNS": "80", **(env or {})})
 
 
 def _gated_cases() -> list[Any]:

@@ -176,10 +176,10 @@ def test_drift_names_every_row_with_the_id_and_text_of_the_npy_case(inputs, drif
     assert got["mmd"] == drift_npy["mmd"] and got["clusters"] == drift_npy["clusters"]
 
 
-def test_cli_drift_on_two_pgvector_tables_names_rows_by_id_and_text(inputs, drift_npy, cli_subprocess):
+def test_cli_drift_on_two_pgvector_tables_names_rows_by_id_and_text(inputs, drift_npy, cli):
     x = inputs("pgvector")
-    res = cli_subprocess(["drift", x["ref"], x["cur"], "--permutations", "20", "--clusters", "3", "--top", "3",
-                          "--folds", "3", "--json"])
+    res = cli(["drift", x["ref"], x["cur"], "--permutations", "20", "--clusters", "3", "--top", "3",
+               "--folds", "3", "--json"])
     assert res.exit_code == 0, res
     assert _named_rows(json.loads(res.stdout)) == _named_rows(drift_npy)
 

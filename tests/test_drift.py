@@ -245,7 +245,7 @@ def test_baseline_compares_the_headline_figures(cli, pair, tmp_path):
     assert figs["mmd.p_value"]["direction"] == "higher" and not figs["mmd.p_value"]["headline"]
 
 
-def test_cli_bad_inputs_one_line_exit_2(cli_subprocess, pair, tmp_path):
+def test_cli_bad_inputs_one_line_exit_2(cli, pair, tmp_path):
     np.save(tmp_path / "wide.npy", np.ones((60, 7), dtype=np.float32))
     np.save(tmp_path / "few.npy", np.random.default_rng(0).normal(size=(9, 6)).astype(np.float32))
     nan = np.load(pair["cur"])
@@ -262,7 +262,7 @@ def test_cli_bad_inputs_one_line_exit_2(cli_subprocess, pair, tmp_path):
         "--margin": ["drift", pair["ref"], pair["cur"], "--margin", "mmd2=-1"],
     }
     for needle, args in cases.items():
-        res = cli_subprocess(args)
+        res = cli(args)
         assert_one_line_error(res)
         assert needle in res.stderr, (needle, res)
 

@@ -29,11 +29,11 @@ def _fmt(v: float) -> str:
 # ---- verdicts visible everywhere -------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", [["--json"], ["-q"], ["-q", "--json"], ["--format", "table", "-q"]])
-def test_every_verdict_is_on_stderr_whatever_stdout_is(cli_subprocess, tmp_path, mode):
+def test_every_verdict_is_on_stderr_whatever_stdout_is(cli, tmp_path, mode):
     """A pipe, --json, -q: each gate prints PASS|FAIL figure = value (needs op bound) on stderr,
     then 'gate failed'; exit 1; the report file records every verdict although the gate failed."""
-    res = cli_subprocess(["aag", TOPICS, LABELS, "--resamples", "30", "--fail-below", "0.9",
-                          "--fail-below", "label_map=10", "--report", tmp_path / "r.json", *mode])
+    res = cli(["aag", TOPICS, LABELS, "--resamples", "30", "--fail-below", "0.9",
+               "--fail-below", "label_map=10", "--report", tmp_path / "r.json", *mode])
     assert res.exit_code == 1, res
     rep = json.loads((tmp_path / "r.json").read_text())
     aag, lmap = rep["aag"], rep["label_map"]["map"]
@@ -46,9 +46,9 @@ def test_every_verdict_is_on_stderr_whatever_stdout_is(cli_subprocess, tmp_path,
         assert json.loads(res.stdout)["gates"] == rep["gates"]
 
 
-def test_passing_gates_print_their_verdict_and_exit_0(cli_subprocess):
-    res = cli_subprocess(["neighbors", TEST, TEST, "--k", "3", "--resamples", "20", "--fail-below", "0.99",
-                          "--fail-above", "top1_changed=0", "-q"])
+def test_passing_gates_print_their_verdict_and_exit_0(cli):
+    res = cli(["neighbors", TEST, TEST, "--k", "3", "--resamples", "20", "--fail-below", "0.99",
+               "--fail-above", "top1_changed=0", "-q"])
     assert res.exit_code == 0, res
     assert res.stderr.splitlines() == ["PASS overlap = 1.0000 (needs >= 0.99)", "PASS top1_changed = 0.0000 (needs <= 0)"]
 

@@ -128,25 +128,25 @@ def _assert_shown_safely(out: str, text: str) -> None:
 
 
 @pytest.mark.parametrize("kind", list(HOSTILE_TEXTS))
-def test_table_view_shows_input_text_as_text(cli_subprocess, tmp_path, kind):
+def test_table_view_shows_input_text_as_text(cli, tmp_path, kind):
     """A label (aag's table) and a model name (compare's models table) holding rich markup, a terminal
     escape or a database password: exit 0, shown as plain text, the password masked."""
     text = HOSTILE_TEXTS[kind]
     lab = _labels_with(tmp_path, text)
-    res = cli_subprocess(["aag", FIXTURES / "topics.npy", lab, "--permutations", "5", "--format", "table",
-                          "--report", tmp_path / "r.json"])
+    res = cli(["aag", FIXTURES / "topics.npy", lab, "--permutations", "5", "--format", "table",
+               "--report", tmp_path / "r.json"])
     assert res.exit_code == 0, res
     _assert_shown_safely(res.stdout + res.stderr, text)
     base = json.loads((tmp_path / "r.json").read_text())
     (tmp_path / "b.json").write_text(json.dumps({**base, "models": {"emb": "m1"}}))
     (tmp_path / "c.json").write_text(json.dumps({**base, "models": {"emb": text}}))
     for fmt in ("table", "json"):
-        res = cli_subprocess(["compare", tmp_path / "b.json", tmp_path / "c.json", "--format", fmt])
+        res = cli(["compare", tmp_path / "b.json", tmp_path / "c.json", "--format", fmt])
         assert res.exit_code == 0, res
         _assert_shown_safely(res.stdout + res.stderr, text)
 
 
-def test_error_line_shows_a_terminal_escape_as_text(cli_subprocess, tmp_path):
-    res = cli_subprocess(["aag", tmp_path / "x\x1b[2J.npy", FIXTURES / "topics.labels.jsonl"])
+def test_error_line_shows_a_terminal_escape_as_text(cli, tmp_path):
+    res = cli(["aag", tmp_path / "x\x1b[2J.npy", FIXTURES / "topics.labels.jsonl"])
     assert_one_line_error(res)
     assert "\x1b" not in res.stderr and "x\\x1b[2J.npy" in res.stderr, res.stderr

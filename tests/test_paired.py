@@ -1,6 +1,6 @@
 """Paired comparison (embedcheck.stats.paired): intervals against scipy, permutation p-values
 against an exact enumeration, verdicts, and reduced A/A and power checks (full ones:
-scripts/coverage.py)."""
+scripts/studies/coverage.py)."""
 
 from __future__ import annotations
 
@@ -151,7 +151,7 @@ def test_a_a_check_reduced_worse_in_at_most_a_few_seeds():
         b = (a + rng.normal(0, 1e-7, 200)).astype(np.float32).astype(np.float64)
         f = P.paired_items(a, b, resamples=300, permutations=0, seed=s)
         worse += f.verdict == "worse"
-    assert worse <= 4  # expected 1 of 40 (2.5 %); full 200-seed check in scripts/coverage.py
+    assert worse <= 4  # expected 1 of 40 (2.5 %); full 200-seed check in scripts/studies/coverage.py
 
 
 def test_power_check_reduced_planted_mde_found_about_80_percent():

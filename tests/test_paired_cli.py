@@ -99,7 +99,7 @@ def _rounded(x, rng):
 
 
 def test_a_a_reduced_for_sts_and_aag_rarely_worse():
-    """B = A at float32 rounding level (full check: scripts/coverage.py, 200 seeds)."""
+    """B = A at float32 rounding level (full check: scripts/studies/coverage.py, 200 seeds)."""
     worse = 0
     for s in range(15):
         rng = np.random.default_rng(500 + s)
@@ -130,4 +130,4 @@ def test_paired_aag_interval_covers_the_population_difference_reduced():
     hits = [lo <= truth <= hi for lo, hi in
             (aag_paired(*pair(300, np.random.default_rng(s)), resamples=300, seed=s).items["aag"].difference_ci95
              for s in range(60))]
-    assert 0.85 <= np.mean(hits) <= 1.0  # 95 % nominal; full check (500 samples): scripts/coverage.py
+    assert 0.85 <= np.mean(hits) <= 1.0  # 95 % nominal; full check (500 samples): scripts/studies/coverage.py

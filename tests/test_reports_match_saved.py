@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"
@@ -84,8 +83,8 @@ def _prepare(tmp: Path) -> dict[str, str]:
     sets = tmp / "sets"
     sets.mkdir()
     for name, rows in (("topics", 97), ("pairs_a", 50)):
-        subprocess.run([sys.executable, "-m", "embedcheck", "shards", "split", str(fx / f"{name}.npy"),
-                        "--rows", str(rows), "-o", str(sets / f"{name}_set")], check=True, capture_output=True)
+        res = run_cli(["shards", "split", fx / f"{name}.npy", "--rows", rows, "-o", sets / f"{name}_set"])
+        assert res.exit_code == 0, res
     return {"F": str(fx), "S": str(sets), "T": str(tmp)}
 
 
@@ -98,14 +97,12 @@ def run_cases(tmp: Path, only: list[str] | None = None) -> dict[str, str]:
     in case order."""
     subst = _prepare(tmp)
     out: dict[str, str] = {}
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     wanted = set(CASES) if only is None else {*only, *(n for c in only for n in NEEDS.get(c, ()))}
     for name, args in [(k, v) for k, v in CASES.items() if k in wanted]:
         argv = [a.format(**subst) for a in args]
-        p = subprocess.run([sys.executable, "-m", "embedcheck", *argv, "--json", "--quiet"],
-                           capture_output=True, text=True, env=env)
-        assert p.returncode == 0, (name, p.stderr)
-        out[name] = json.dumps(_mask(json.loads(p.stdout), str(tmp)), indent=1) + "\n"
+        res = run_cli([*argv, "--json", "--quiet"], env={"HF_HUB_OFFLINE": "1"})  # in this process
+        assert res.exit_code == 0, (name, res.stderr)
+        out[name] = json.dumps(_mask(res.json(), str(tmp)), indent=1) + "\n"
     return out
 
 

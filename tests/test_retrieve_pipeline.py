@@ -42,11 +42,7 @@ def test_scifact_retrieval_target_at_reduced_size(shared_data, minilm_path, tmp_
 
 
 def test_task_writer_gives_beirs_counts(shared_data, tmp_path):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import scifact_retrieval_data as sd
-    finally:
-        sys.path.pop(0)
+    from scripts.data import scifact_retrieval_data as sd
     task = sd.build(Path(shared_data) / "scifact")
     assert (len(task["queries"]), len(task["corpus"]), len(task["pairs"])) == (300, 5183, 339)
     assert task["corpus"][0]["id"] == "4983" and task["corpus"][0]["text"].startswith("Microstructural development")

@@ -14,12 +14,10 @@ train pairs). Each arm equals ``retrieve`` on the same vectors."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT
 from conftest import save_with_ids as _save
 
 import embedcheck
@@ -33,11 +31,7 @@ CLAIMS, OTHERS = 30, 150
 @pytest.fixture(scope="module")
 def recipes(shared_data, minilm_path, tmp_path_factory):
     """The reduced task embedded at max_seq_length 256 (OLD) and 128 (NEW): saved inputs and vectors."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import scifact_retrieval_data as sd
-    finally:
-        sys.path.pop(0)
+    from scripts.data import scifact_retrieval_data as sd
     task = sd.build(Path(shared_data) / "scifact", queries=CLAIMS, docs=OTHERS)
     dids, qids = [r["id"] for r in task["corpus"]], [r["id"] for r in task["queries"]]
     d = tmp_path_factory.mktemp("recipe")

@@ -81,6 +81,21 @@ def _show_warning(message: Any, category: type, filename: str, lineno: int, file
         (defer_warning if issubclass(category, InputWarning) else warn)(text)
 
 
+def _end_command() -> None:
+    """What one command set up ends with it, so a second command in the same process (an
+    application or a test calling the CLI in-process) starts as the first did: not ``--quiet``,
+    no sink for row-matching notices, and no store left open — a store rewritten in between is
+    read again, not from the first command's handle."""
+    from ..io.rowids import set_notice_sink
+    from .common import _state
+
+    _state["quiet"] = False
+    set_notice_sink(None)
+    opening = sys.modules.get("embedcheck.io.stores.opening")  # never imported just to close nothing
+    if opening is not None:
+        opening.close_all()
+
+
 class EmbedcheckGroup(TyperGroup):
     """Runs click in non-standalone mode and maps every exception to one line + exit code; its
     commands' help follows the conventions of :mod:`embedcheck.cli.helpfmt` (applied once, here)."""
@@ -111,6 +126,7 @@ class EmbedcheckGroup(TyperGroup):
 
                 flush_notices()  # what is left of a command that printed nothing after them
                 clear_guard()  # the inputs guarded for this command only
+                _end_command()
 
     def _run_inner(self, args: Any, prog_name: Any, complete_var: Any, **extra: Any) -> int:
         try:
