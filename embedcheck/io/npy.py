@@ -28,6 +28,7 @@ from ..rows import iter_chunks
 from .compressed import open_decoded
 from .npyfile import _npy_header, check_matrix_shape, check_rows, open_npy
 from .shards import is_shard_set, open_shard_set
+from .sidecar import check_sidecar, sidecar_of
 from .source import load_shard_matrix, open_source
 
 __all__ = ["_npy_header", "check_matrix_shape", "check_rows", "check_same_dim",
@@ -69,6 +70,9 @@ def load_matrix(
     X = open_decoded(path, what)  # a compressed artifact is decoded as its rows are read
     p = Path(path)
     check_matrix_shape(X, p, what=what, min_rows=min_rows)
+    side = sidecar_of(p)
+    if side is not None:  # io.sidecar's one policy, as for every input opened through io.source
+        check_sidecar(side, int(X.shape[0]), of=f"{what} {path}")
     work = "float64" if X.dtype.itemsize == 8 else "float32"
     for sl in iter_chunks(X.shape[0]):
         check_rows(X[sl], sl.start, p, what=what, need_direction=need_direction, work=work)

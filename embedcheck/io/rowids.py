@@ -155,7 +155,10 @@ def row_ids(path: Any) -> Optional[list[Any]]:
     side = Path(path).with_suffix(".jsonl")
     if not side.is_file():
         return None
-    return _jsonl_ids(side)
+    from .source import open_source
+
+    ids = open_source(path).ids()  # the one sidecar reader: a bad or miscounted sidecar is refused, naming it
+    return None if ids is None or any(v is None for v in ids) else ids
 
 
 def _jsonl_ids(path: Path) -> Optional[list[Any]]:
@@ -259,18 +262,11 @@ def row_lines(src: str | os.PathLike[str]) -> Optional[list[str]]:
     side = src.with_suffix(".jsonl")
     if not side.is_file():
         return None
-    from .jsonio import loads, utf8_error_at
+    from .sidecar import sidecar_lines
+    from .source import open_source
 
-    try:
-        text = side.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"sidecar {side}: not valid UTF-8 (byte {utf8_error_at(side)})") from None
-    lines = []
-    for i, ln in enumerate(text.split("\n"), 1):  # carried over as they are: a line cut short or corrupt is refused
-        if ln.strip():
-            loads(ln, f"sidecar {side}:{i}")
-            lines.append(ln)
-    return lines
+    n = open_source(src).n
+    return sidecar_lines(side, n, of=f"embeddings {src}")  # carried over as they are, after the one reader's checks
 
 
 def _plain(v: Any) -> Any:

@@ -62,9 +62,10 @@ import numpy as np
 
 from ..errors import InputError
 from .atomic import AtomicBatch, atomic_writer, cannot_write, check_not_input, check_output_folder, remove_stale_temps
-from .jsonio import dumps, loads, parse_jsonl
+from .jsonio import dumps, loads
 from .npyfile import open_npy
 from .provenance import sha256_file
+from .sidecar import read_sidecar, sidecar_lines
 from .tables import missing_field
 
 FORMAT = "embedcheck-shards/1"
@@ -157,25 +158,26 @@ class ShardSet:
 
     def read_sidecar(self, i: int) -> list[dict]:
         """The sidecar records of shard ``i`` (one dict per row), checked against ``sidecar_sha256``
-        when the manifest lists it and against the shard's row count."""
-        p, e = self.sidecar_path(i), self.shards[i]
+        when the manifest lists it and against the shard's row count (:mod:`embedcheck.io.sidecar`,
+        the one reader of a sidecar)."""
+        return read_sidecar(self.sidecar_path(i), self.shards[i].rows, of=f"its shard {self.shard_path(i)}",
+                            check=self._sidecar_check(i))
+
+    def sidecar_lines(self, i: int) -> list[str]:
+        """Shard ``i``'s sidecar lines as they are, after the checks of :meth:`read_sidecar`."""
+        return sidecar_lines(self.sidecar_path(i), self.shards[i].rows, of=f"its shard {self.shard_path(i)}",
+                             check=self._sidecar_check(i))
+
+    def _sidecar_check(self, i: int) -> Any:
         self.check_sidecar_exists(i)
-        try:
-            data = p.read_bytes()
-        except OSError as exc:
-            raise InputError(f"cannot read shard sidecar {p}: {exc.strerror or exc}") from None
-        if e.sidecar_sha256 is not None:
-            actual = hashlib.sha256(data).hexdigest()
-            if actual != e.sidecar_sha256:
-                raise InputError(_mismatch(p, actual, e.sidecar_sha256, self.manifest_path))
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"shard sidecar {p} is not valid UTF-8 (byte {exc.start})") from None
-        rows = parse_jsonl(text.split("\n"), str(p))  # not splitlines(): U+2028 may sit inside a string
-        if len(rows) != e.rows:
-            raise InputError(f"shard sidecar {p} has {len(rows)} records but its shard has {e.rows} rows")
-        return rows
+        p, want = self.sidecar_path(i), self.shards[i].sidecar_sha256
+
+        def check(data: bytes) -> None:
+            if want is not None:
+                actual = hashlib.sha256(data).hexdigest()
+                if actual != want:
+                    raise InputError(_mismatch(p, actual, want, self.manifest_path))
+        return check
 
     def hash_shard(self, i: int) -> str:
         """Streaming sha256 of shard ``i``'s ``.npy``."""

@@ -122,8 +122,9 @@ class Source:
 
     def _sidecar_records(self) -> Optional[list[dict]]:
         """Every row's record (one dict per row) of a ``.npy``'s sidecar or a shard set's sidecars;
-        None when there are none (an array, a store, no sidecar, one that does not parse or whose
-        record count is not the row count)."""
+        None when there are none (an array, a store, no sidecar). A sidecar that is there but holds
+        another record count than the rows, or a line that is not a JSON object, is refused naming it
+        (:mod:`embedcheck.io.sidecar`, the one reader)."""
         if self._records is not _UNREAD:
             return cast(Optional[list[dict]], self._records)
         recs: Optional[list[dict]] = None
@@ -132,15 +133,9 @@ class Source:
             if all(ss.sidecar_path(i).is_file() for i in range(len(ss.shards))):
                 recs = [r for i in range(len(ss.shards)) for r in ss.read_sidecar(i)]  # hash-checked
         elif self.sidecar is not None and Path(self.sidecar).is_file():
-            import json
+            from .sidecar import read_sidecar
 
-            try:
-                with open(self.sidecar, encoding="utf-8-sig") as f:
-                    recs = [json.loads(line) for line in f if line.strip()]
-            except (OSError, UnicodeDecodeError, ValueError):
-                recs = None
-        if recs is not None and (len(recs) != self.n or not all(isinstance(r, dict) for r in recs)):
-            recs = None
+            recs = read_sidecar(self.sidecar, self.n, of=f"{self.name}")
         self._records = recs
         return recs
 
@@ -332,6 +327,8 @@ def open_source(x: Any, *, what: str = "embeddings", part_rows: int = PART_ROWS,
             shard_parts.append(Part(os.path.abspath(sp), 0, e.rows, e.start))
         if ss.rows < min_rows:
             raise InputError(f"{what} {x} has {ss.rows} rows; at least {min_rows} needed")
+        for i in range(len(ss.shards)):  # each sidecar checked once, before any work (io.sidecar's policy)
+            ss.read_sidecar(i)
         return Source(str(x), int(ss.rows), int(ss.dim), str(ss.dtype), tuple(shard_parts), ss)
     X = open_decoded(x, what)  # a compressed artifact is decoded as its rows are read
     check_matrix_shape(X, Path(x), what=what, min_rows=min_rows)
@@ -341,6 +338,10 @@ def open_source(x: Any, *, what: str = "embeddings", part_rows: int = PART_ROWS,
     side = Path(os.path.abspath(x)).with_suffix(".jsonl")
     if side != Path(os.path.abspath(x)):
         src.sidecar = str(side)  # X.npy's rows: X.jsonl (what embed writes beside it)
+        if side.is_file():  # checked once, here, before any work: every command refuses a bad one alike
+            from .sidecar import check_sidecar
+
+            check_sidecar(side, n, of=f"{what} {x}")
     return src
 
 
