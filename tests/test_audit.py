@@ -305,3 +305,22 @@ def test_bad_input_is_one_line_and_writes_nothing(cli, files, tmp_path, what):
 def test_the_api_gives_the_clis_report(files):
     rep = embedcheck.audit(str(files / "x.npy"), str(files / "y.jsonl"), permutations=99, clusters=2)
     assert rep.to_dict()["label_issues"]["count"] > 0 and rep.to_dict()["order_verdict"] == "iid-consistent"
+
+
+def test_a_saved_graph_is_reused_and_refused_for_other_rows(cli, files, tmp_path):
+    d = files
+    g = tmp_path / "g.npz"
+    first = cli([*_args(d, "--graph", g, "--clusters", "1"), "--json"])
+    assert first.exit_code == 0, first
+    saved = g.read_bytes()
+    again = cli([*_args(d, "--graph", g, "--clusters", "1"), "--json"])
+    assert again.exit_code == 0, again
+    assert g.read_bytes() == saved
+    a, b = first.json(), again.json()
+    assert a["outliers"] == b["outliers"] and a["hubs"]["examples"] == b["hubs"]["examples"]
+    X = np.load(d / "x.npy")
+    X[0] *= 2  # other rows: the same graph would be wrong
+    np.save(tmp_path / "other.npy", X)
+    bad = cli(["audit", tmp_path / "other.npy", "--graph", g, "--permutations", "99"])
+    assert_one_line_error(bad)
+    assert "other rows" in bad.stderr

@@ -7,6 +7,7 @@ The maths: :mod:`embedcheck.geometry.audit` and :mod:`embedcheck.geometry.label_
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
@@ -86,13 +87,51 @@ def _rows_out_bytes(path: str, table: dict[str, list[Any]]) -> bytes:
     return "".join(json.dumps({c: table[c][r] for c in COLUMNS}, ensure_ascii=False) + "\n" for r in range(n)).encode()
 
 
+def _rows_sha256(X: np.ndarray, valid: np.ndarray) -> str:
+    """The hash a saved graph carries: sha256 of the rows' count, dimension, which rows are valid and
+    the valid rows' float32 bytes."""
+    import hashlib
+
+    h = hashlib.sha256(f"{X.shape[0]}x{X.shape[1]}:".encode())
+    h.update(np.packbits(valid).tobytes())
+    h.update(np.ascontiguousarray(X[valid], dtype="<f4").tobytes())
+    return h.hexdigest()
+
+
+def _graph_bytes(nb: np.ndarray, cos: np.ndarray, rows_sha: str) -> bytes:
+    """``--graph``: an ``.npz`` (no pickle) of the neighbours, their cosines and the rows' hash."""
+    import io
+
+    buf = io.BytesIO()
+    np.savez(buf, rows=nb.astype(np.int64), cosines=cos.astype(np.float32), rows_sha256=np.array(rows_sha))
+    return buf.getvalue()
+
+
+def _load_graph(path: str, rows_sha: str, k: int, m: int) -> tuple[np.ndarray, np.ndarray, bytes]:
+    """A saved graph, refused when it belongs to other rows or holds fewer than ``k`` neighbours."""
+    raw = Path(path).read_bytes()
+    import io
+
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
+            nb, cos, sha = z["rows"], z["cosines"], str(z["rows_sha256"])
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is one error line
+        raise InputError(f"graph {path}: not a neighbour graph audit wrote ({type(exc).__name__})") from None
+    if sha != rows_sha:
+        raise InputError(f"graph {path}: made from other rows (rows_sha256 {sha[:12]}..., these rows {rows_sha[:12]}...)")
+    if nb.ndim != 2 or nb.shape[0] != m or nb.shape[1] < k or cos.shape != nb.shape:
+        raise InputError(f"graph {path}: {nb.shape[1] if nb.ndim == 2 else 0} neighbours per row, --k {k} needs "
+                         f"at least {k}")
+    return nb[:, :k], cos[:, :k], raw
+
+
 def _share(count: int, n: int) -> dict[str, Any]:
     return {"count": int(count), "share": count / n if n else 0.0, "share_ci95": _wilson(count, n)}
 
 
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, folds: int, probabilities: str, label_score: str,
         near_duplicate: float, outlier_z: float, hub_null: bool, permutations: int, clusters: int, examples: int,
-        rows_out: Optional[str]) -> Outcome:
+        rows_out: Optional[str], graph: Optional[str] = None) -> Outcome:
     from ..geometry import audit as A
     from ..geometry import hubness as H
     from ..geometry import label_issues as L
@@ -104,6 +143,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, folds: int, p
         raise InputError(f"rows_out {rows_out!r}: name a .jsonl or .parquet file for the rows")
     if rows_out is not None and not str(rows_out).lower().endswith((".jsonl", ".parquet")):
         raise InputError(f"rows_out {rows_out}: a .jsonl or .parquet file")
+    if graph is not None and not str(graph).lower().endswith(".npz"):
+        raise InputError(f"graph {graph}: a .npz file")
     src.unique_ids("embeddings")
     X = np.asarray(src.rows(0, n), dtype=np.float32)
     kind = A.invalid_rows(X)
@@ -122,7 +163,14 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, folds: int, p
     U = (Xv / np.linalg.norm(Xv.astype(np.float64), axis=1, keepdims=True)).astype(np.float32)
 
     # ---- the one graph ----------------------------------------------------------------------------
-    nb, cos = A.graph(U, k, engine)
+    rows_sha = _rows_sha256(X, valid)
+    graph_bytes = None
+    if graph is not None and Path(graph).is_file():
+        nb, cos, graph_bytes = _load_graph(graph, rows_sha, k, m)
+    else:
+        nb, cos = A.graph(U, k, engine)
+        if graph is not None:
+            graph_bytes = _graph_bytes(nb, cos, rows_sha)
 
     def name(v: int) -> dict[str, Any]:
         r = int(vrows[v])
@@ -137,7 +185,9 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, folds: int, p
 
     body: dict[str, Any] = {"n": n, "dim": src.dim, "k": k, "valid_rows": m,
                             "graph": {"kind": "exact cosine top-k (float32), each row's own entry left out",
-                                      "k": k, "rows": m, "edges": int(nb.size)}}
+                                      "k": k, "rows": m, "edges": int(nb.size), "rows_sha256": rows_sha}}
+    if graph is not None:
+        body["graph"]["file"] = str(graph)
 
     # ---- rows that are not vectors -----------------------------------------------------------------
     bad = np.flatnonzero(~valid)
@@ -300,6 +350,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, folds: int, p
     body["ci_method"] = "Wilson score interval of each share (95 %); the noise rate: percentile bootstrap over the rows"
 
     files: dict[str, bytes] = {}
+    if graph_bytes is not None:
+        files["graph"] = graph_bytes
     if rows_out is not None:
         full = lambda v, fill: [fill] * n  # noqa: E731
         cols: dict[str, list[Any]] = {c: full(c, None) for c in COLUMNS}
@@ -418,7 +470,9 @@ MEASUREMENT = Measurement(
              Option("clusters", int, 8, "k-means slices (1: none).", min=1),
              Option("examples", int, EXAMPLES, "Worst rows listed per issue type.", min=0),
              Option("rows_out", str, None, "Write every row's flags and scores here (.jsonl or .parquet).",
-                    metavar="FILE", show_default=False)),
+                    metavar="FILE", show_default=False),
+             Option("graph", str, None, "The neighbour graph's file (.npz): read when it exists (refused when made "
+                    "from other rows), else computed and written there.", metavar="FILE", show_default=False)),
     figures={
         "issue_share": Figure("lower", interval="issue_share_ci95", unit=FRACTION, range=(0, 1),
                               help="share of rows with any issue"),
@@ -436,7 +490,7 @@ MEASUREMENT = Measurement(
     paired=False,
     verdicts=(Verdict("order_verdict", ("non-iid", "iid-consistent"), shown="audit order",
                       help="non-iid when rows close in the space sit close in the file (permutation p < 0.01)"),),
-    writes=(Writes("rows_out", "file"),),
+    writes=(Writes("rows_out", "file"), Writes("graph", "file")),
     runs={"": ("topics.npy", "topics.labels.jsonl", "--rows-out", "rows.jsonl")},
     example=("topics.npy", "topics.labels.jsonl", "--permutations", "99"),
     view=view,
