@@ -27,6 +27,7 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
     for i in m.inputs:
         what = "Embeddings: a 2-D float .npy, a shard set, or another matrix source." if i.kind == "embeddings" \
             else "Labels, one per row: a 1-D .npy, .txt, or a table (.jsonl, .csv, .tsv, .parquet) read by --label-field."
+        ann: Any
         if i.optional:
             ann = Annotated[Optional[str], typer.Argument(metavar=f"[{i.name.upper()}]", help=i.help or what,
                                                           show_default=False)]
