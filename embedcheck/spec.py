@@ -93,11 +93,13 @@ class Writes:
 class Input:
     """A positional input of a :class:`Measurement`: ``embeddings`` (any matrix source; opened as a
     :class:`~embedcheck.io.source.Source`) or ``labels`` (a labels file or the same source's labels;
-    one per row of the first embeddings input, matched by id when both carry ids)."""
+    one per row of the first embeddings input, matched by id when both carry ids). ``optional``: it
+    may be left out (the last inputs only; ``run`` then gets None for it)."""
 
     name: str
     kind: str = "embeddings"
     help: str = ""
+    optional: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in INPUT_KINDS:
@@ -462,8 +464,11 @@ class Measurement:
             raise ValueError(f"measurement name {self.name!r}: lower case letters, digits and single hyphens")
         if self.primary is not None and self.primary not in self.figures:
             raise ValueError(f"measurement {self.name!r}: primary figure {self.primary!r} is not declared")
-        if not self.inputs or self.inputs[0].kind != "embeddings":
+        if not self.inputs or self.inputs[0].kind != "embeddings" or self.inputs[0].optional:
             raise ValueError(f"measurement {self.name!r}: the first input must be embeddings")
+        flags = [i.optional for i in self.inputs]
+        if flags != sorted(flags):
+            raise ValueError(f"measurement {self.name!r}: only the last inputs may be optional")
         names = [i.name for i in self.inputs] + [o.name for o in self.options]
         if len(set(names)) != len(names):
             raise ValueError(f"measurement {self.name!r}: an input or option name is declared twice")

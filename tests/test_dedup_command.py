@@ -111,9 +111,33 @@ def test_the_floor_percentile_is_numpys_percentile_of_the_floor(cli, data):
     assert rep["threshold"] == t and rep["threshold_from"] == "--floor-percentile"
     assert rep["floor"]["p99_9"] == t and rep["floor"]["p50"] == float(np.percentile(floor, 50))
     assert rep["pairs"] == len(_brute_pairs(X, t))
+    # the default is no longer the floor's 99.99th percentile (a rank among all pairs, which groups same-topic
+    # rows on real data) but a cosine that means a copy, 0.95
     default = cli(["dedup", d / "x.npy", "--floor-pairs", "50000", "--seed", "3", "--json"]).json()
-    assert default["floor_percentile"] == 99.99 and default["floor_percentile_default"] is True
-    assert default["threshold"] == float(np.percentile(floor, 99.99))
+    assert default["threshold"] == 0.95 and default["threshold_from"] == "--threshold" and default["threshold_default"]
+    assert default["pairs"] == len(_brute_pairs(X, 0.95)) and rep["threshold_default"] is False
+
+
+def test_pairs_lists_every_pair_with_both_texts_and_a_chaining_floor_percentile_warns(cli, tmp_path):
+    a, b = np.eye(64)[0], np.eye(64)[1]
+    step = np.arccos(0.9)  # rows along an arc, each 0.9 to the next: one chain at a low threshold, none at 0.95
+    arc = np.array([np.cos(i * step) * a + np.sin(i * step) * b for i in range(8)])
+    rest = np.random.default_rng(2).standard_normal((400, 64))
+    X = np.vstack([arc, rest]).astype(np.float32)
+    np.save(tmp_path / "c.npy", X)
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": f"c{k}", "text": f"t{k}"}) + "\n" for k in range(len(X))))
+    res = cli(["dedup", tmp_path / "c.npy", "--floor-percentile", "99.99", "--floor-pairs", "50000",
+               "--pairs", tmp_path / "p.jsonl", "--json"])
+    assert res.exit_code == 0, res
+    rep = res.json()
+    assert rep["chained_groups"] >= 1 and "chain" in res.stderr and "warning:" in res.stderr
+    lines = [json.loads(x) for x in (tmp_path / "p.jsonl").read_text().splitlines()]
+    want = _brute_pairs(X, rep["threshold"])
+    assert len(lines) == rep["pairs"] == len(want)
+    assert {(x["a_row"], x["b_row"]) for x in lines} == set(want)
+    assert all(x["a_text"] == f"t{x['a_row']}" and x["b_id"] == f"c{x['b_row']}" for x in lines)
+    plain = cli(["dedup", tmp_path / "c.npy", "--floor-pairs", "50000", "--json"])
+    assert plain.exit_code == 0 and plain.json()["chained_groups"] == 0 and "warning" not in plain.stderr
 
 
 def test_keep_rows_leaves_exactly_that_many_groups(cli, data):

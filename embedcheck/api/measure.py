@@ -34,14 +34,19 @@ def report_class(m: Measurement) -> type[Report]:
 
 def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
                  matched: Optional[dict[str, str]] = None) -> dict[str, Any]:
-    if len(args) != len(m.inputs):
-        want = ", ".join(i.name for i in m.inputs)
-        raise InputError(f"{m.name} takes {len(m.inputs)} input(s) ({want}), got {len(args)}")
+    need = sum(not i.optional for i in m.inputs)
+    if not need <= len(args) <= len(m.inputs):
+        want = ", ".join(i.name + (" (optional)" if i.optional else "") for i in m.inputs)
+        count = f"{need} to {len(m.inputs)}" if need < len(m.inputs) else f"{len(m.inputs)}"
+        raise InputError(f"{m.name} takes {count} input(s) ({want}), got {len(args)}")
+    args = (*args, *([None] * (len(m.inputs) - len(args))))
     opened: dict[str, Any] = {}
     n: Optional[int] = None
     rows: Any = None  #: the first embeddings input: labels are matched to its rows by id when both carry ids
     for spec_in, x in zip(m.inputs, args):
-        if spec_in.kind == "embeddings":
+        if x is None and spec_in.optional:
+            opened[spec_in.name] = None
+        elif spec_in.kind == "embeddings":
             src = source(x, spec_in.name)
             opened[spec_in.name] = src
             n, rows = (src.n, x) if n is None else (n, rows)
@@ -115,7 +120,7 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
     with running(engine, address) as eng:
         out = _run(m, opened, eng, seed, opts)
         body = dict(out.body)
-        labels = {i.name: opened[i.name] for i in m.inputs if i.kind == "labels"}
+        labels = {i.name: opened[i.name] for i in m.inputs if i.kind == "labels" and opened[i.name] is not None}
         if labels:
             body["inputs"] = {**{f"{k}_sha256": content_sha256(v) for k, v in labels.items()}, "rows_matched_by": matched}
         results: dict[str, Any] = {"items": out.items}

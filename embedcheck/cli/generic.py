@@ -27,8 +27,14 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
     for i in m.inputs:
         what = "Embeddings: a 2-D float .npy, a shard set, or another matrix source." if i.kind == "embeddings" \
             else "Labels, one per row: a 1-D .npy, .txt, or a table (.jsonl, .csv, .tsv, .parquet) read by --label-field."
-        ann = Annotated[str, typer.Argument(metavar=i.name.upper(), help=i.help or what, show_default=False)]
-        params.append(P(i.name, P.POSITIONAL_OR_KEYWORD, annotation=ann))
+        ann: Any
+        if i.optional:
+            ann = Annotated[Optional[str], typer.Argument(metavar=f"[{i.name.upper()}]", help=i.help or what,
+                                                          show_default=False)]
+            params.append(P(i.name, P.POSITIONAL_OR_KEYWORD, annotation=ann, default=None))
+        else:
+            ann = Annotated[str, typer.Argument(metavar=i.name.upper(), help=i.help or what, show_default=False)]
+            params.append(P(i.name, P.POSITIONAL_OR_KEYWORD, annotation=ann))
     if any(i.kind == "labels" for i in m.inputs) and not any(o.name == "label_field" for o in m.options):
         params.append(P("label_field", P.POSITIONAL_OR_KEYWORD, annotation=LabelFieldOpt, default="label"))
     params += [option_param(o) for o in m.options]
@@ -174,6 +180,27 @@ def _checker(o: Any) -> Any:
     return check
 
 
+def _renderer(m: Measurement) -> Any:
+    """The measurement's own terminal view (:attr:`~embedcheck.spec.Measurement.view`: its lines,
+    then the gates as every view ends), or None for the default view from the figures."""
+    if m.view is None:
+        return None
+    view = m.view
+
+    def render(report: dict[str, Any]) -> None:
+        from rich.console import Console
+        from rich.markup import escape
+
+        from .views import print_gates
+
+        console = Console()
+        for line in view(report):
+            console.print(escape(line), highlight=False, soft_wrap=True)
+        print_gates(console, report)
+
+    return render
+
+
 def add_command(m: Measurement) -> None:
     """Register ``m``'s command on the app."""
 
@@ -204,7 +231,7 @@ def add_command(m: Measurement) -> None:
             add_gates(report, paired_gates(rep.results.get("paired"), paired_fail))
         if fail_on is not None and paired_fail is None:
             add_gates(report, outcome_gates(report, fail_on, m.verdicts))
-        out.finish(report, title=f"{m.name} — {inputs[0]}")
+        out.finish(report, title=f"{m.name} — {inputs[0]}", renderer=_renderer(m))
 
     command.__name__ = m.api_name + "_cmd"
     command.__options__ = m.options  # type: ignore[attr-defined]
