@@ -170,14 +170,18 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, output: Optional[str]
     ids = src.unique_ids("embeddings")
     ids = ids if ids is not None else list(range(n))
     texts = src.texts()
+    recorded: Optional[dict[str, Any]] = None
     columns = {k: v for k, v in _sidecar_columns(src).items() if k not in ("id", "text")}
     if labels is not None:
         from ..api._common import labels_for
+        from ..rows import content_sha256
 
         part = src.parts[0]
         where = part.store or (src.name if part.array is None else None)
-        columns["label"] = [v.item() if hasattr(v, "item") else v
-                            for v in labels_for(labels, n, "label", what="--labels", rows=where)]
+        matched: dict[str, str] = {}
+        y = labels_for(labels, n, "label", what="--labels", rows=where, matched=matched)
+        columns["label"] = [v.item() if hasattr(v, "item") else v for v in y]
+        recorded = {"labels_sha256": content_sha256(y), "rows_matched_by": matched}
     if rows is not None:
         extra = _rows_columns(rows, src.ids(), n)
         if texts is None and "text" in extra:
@@ -224,6 +228,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, output: Optional[str]
                          f"Euclidean on the map, over {t['rows']} rows" + (f" (a seeded sample of {n}, seed {seed})"
                                                                            if t["rows"] < n else "")),
     }
+    if recorded is not None:
+        body["inputs"] = recorded  # as every command that reads labels: compare tells two reports of the same rows
     files: dict[str, Any] = {}
     title = f"{Path(src.name).name} — {n:,} rows"
     if output is not None:

@@ -23,7 +23,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -99,10 +99,10 @@ def field_of(name: str, values: Sequence[Any], kind: str = "") -> Field:
     """The colouring of one column (see the module docstring)."""
     n = len(values)
     if kind == "issue" or (not kind and is_issue(values)):
-        words = ["yes" if v else "no" if v is not None else "(none)" for v in values]
-        cats = [c for c in ("yes", "no", "(none)") if c in set(words)]
+        words: list[str] = ["yes" if v else "no" if v is not None else "(none)" for v in values]
+        cats: list[str] = [c for c in ("yes", "no", "(none)") if c in set(words)]
         colours = [{"yes": FLAGGED, "no": UNFLAGGED, "(none)": MISSING}[c] for c in cats]
-        index = {c: i for i, c in enumerate(cats)}
+        index: dict[str, int] = {c: i for i, c in enumerate(cats)}
         return Field(name, "issue", np.array([index[w] for w in words], dtype=np.int32), cats, colours)
     if is_score(values):
         x = np.array([np.nan if v is None else float(v) for v in values])
@@ -163,7 +163,7 @@ def _score_text(v: Any) -> Any:
 
 
 def page(Y: np.ndarray, *, shown: np.ndarray, total: int, ids: Sequence[Any], texts: Optional[Sequence[Any]],
-         fields: list[Field], default: str, scores: dict[str, Sequence[Any]], title: str, note: str,
+         fields: list[Field], default: str, scores: Mapping[str, Sequence[Any]], title: str, note: str,
          text_chars: int = 100) -> bytes:
     """The page's bytes. ``Y``: every row's coordinates; ``shown``: the rows drawn (sorted row
     indices); ``ids``, ``texts``, the fields' codes and ``scores`` are of every row (the page keeps the
