@@ -335,3 +335,33 @@ def test_page_in_headless_chromium_offline(cli, tmp_path):
     plot = img[150:750, 50:800]
     coloured = (plot.max(axis=2) - plot.min(axis=2) > 0.25).mean()  # the points' colours, not grey text
     assert coloured > 0.002 and img.std() > 0.02, (coloured, img.std())
+
+
+def test_report_page_draws_the_folders_map_offline(cli, tmp_path):
+    exe = _chromium()
+    d = _rows(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert cli(["map", d["emb"], "--rows", d["rows"], "--method", "pca", "-o", out / "map.html",
+                "--report", out / "map.json", "-q"]).exit_code == 0
+    page = tmp_path / "report.html"
+    assert cli(["report", out, "-o", page]).exit_code == 0
+    text = page.read_text(encoding="utf-8")
+    assert "<h2>Maps</h2>" in text and 'id="map-1"' in text and 'data-figure="trustworthiness"' in text
+    from embedcheck.report.mappage import data_of
+
+    assert data_of((out / "map.html").read_text(encoding="utf-8"))["ids"][:3] == ["r0", "r1", "r2"]
+    probe = tmp_path / "probe.html"
+    probe.write_text(text.replace("</body>", '<script>window.addEventListener("load", function () {'
+                                  'window.embedcheckMaps["-1"].ready.then(function () {'
+                                  'document.body.setAttribute("data-points", String(window.embedcheckMaps["-1"].drawn));'
+                                  'document.body.setAttribute("data-requests", String(performance.getEntriesByType("resource").length));'
+                                  '});});</script></body>'), encoding="utf-8")
+    p = subprocess.run([exe, *CHROMIUM, f"--user-data-dir={tmp_path / 'prof'}", "--dump-dom", probe.as_uri()],
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-2000:]
+    attrs = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', p.stdout.split("<body", 1)[1].split(">", 1)[0]))
+    assert attrs.get("points") == "240" and attrs.get("requests") == "0", (attrs, p.stderr[-2000:])
+    # a folder of a map alone (no report) is a page too
+    (out / "map.json").unlink()
+    assert cli(["report", out, "-o", tmp_path / "alone.html"]).exit_code == 0

@@ -184,15 +184,59 @@ def page(Y: np.ndarray, *, shown: np.ndarray, total: int, ids: Sequence[Any], te
         "default": default,
     }
     blob = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    blob = blob.replace("</", "<\\/").replace("<!--", "<\\!--")
-    options = "".join(f'<option value="{html.escape(f.name)}"{" selected" if f.name == default else ""}>'
-                      f'{html.escape(f.name)}{" (issue)" if f.kind == "issue" else ""}</option>' for f in fields)
     showing = (f"showing {len(rows):,} of {total:,} rows (a seeded sample that keeps every flagged row)"
                if len(rows) < total else f"showing all {total:,} rows")
-    out = _TEMPLATE.format(title=html.escape(title), note=html.escape(note), showing=html.escape(showing),
-                           options=options, div=DIV_ID, plotly=js.replace("</script", "<\\/script"), data=blob,
-                           script=_SCRIPT)
+    out = _TEMPLATE.format(title=html.escape(title), note=html.escape(note), section=section(data, blob, showing),
+                           plotly=inline_js(js), script=_SCRIPT, div=DIV_ID)
     return out.encode("utf-8")
+
+
+def inline_js(js: str) -> str:
+    """Script text safe inside ``<script>``: no ``</script`` ends it early."""
+    return js.replace("</script", "<\\/script")
+
+
+def section(data: dict[str, Any], blob: Optional[str] = None, showing: str = "", suffix: str = "") -> str:
+    """The controls, the plot's element and the data of one map; ``suffix`` tells several maps of one
+    page apart (the report's map sections; the map page's own has none). The page calls
+    ``embedcheckMapInit(suffix)`` once plotly and :data:`_SCRIPT` are loaded."""
+    if blob is None:
+        blob = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    blob = blob.replace("</", "<\\/").replace("<!--", "<\\!--")
+    options = "".join(f'<option value="{html.escape(f["name"])}"{" selected" if f["name"] == data["default"] else ""}>'
+                      f'{html.escape(f["name"])}{" (issue)" if f["kind"] == "issue" else ""}</option>' for f in data["fields"])
+    if not showing:
+        showing = (f"showing {data['shown']:,} of {data['total']:,} rows" if data["shown"] < data["total"]
+                   else f"showing all {data['total']:,} rows")
+    return (f'<p class="note" id="showing{suffix}">{html.escape(showing)}</p>\n<div class="controls">\n'
+            f'<label>colour by <select id="color{suffix}">{options}</select></label>\n'
+            f'<label>search texts and ids <input id="search{suffix}" class="search" type="search" placeholder="a word or an id" '
+            f'autocomplete="off"></label>\n<span id="matches{suffix}"></span>\n</div>\n'
+            f'<div id="{DIV_ID}{suffix}" class="mapplot"></div>\n'
+            f'<script type="application/json" id="map-data{suffix}">{blob}</script>\n')
+
+
+def data_of(page_text: str) -> Optional[dict[str, Any]]:
+    """The data of a map page written by :func:`page` (None for any other HTML file)."""
+    import re
+
+    m = re.search(r'<script type="application/json" id="map-data">(.*?)</script>', page_text, re.S)
+    if m is None:
+        return None
+    try:
+        data = json.loads(m.group(1).replace("<\\/", "</").replace("<\\!--", "<!--"))
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and {"x", "y", "fields", "default"} <= set(data) else None
+
+
+#: the style of a map section (the map page's and the report's)
+CSS = """
+.note { font-size: 13px; color: #555; margin: 0; }
+.controls { display: flex; gap: 16px; align-items: center; padding: 6px 0; font-size: 14px; flex-wrap: wrap; }
+.search { width: 260px; padding: 3px 6px; }
+.mapplot { width: 100%; height: 640px; }
+"""
 
 
 _TEMPLATE = """<!DOCTYPE html>
@@ -204,33 +248,26 @@ _TEMPLATE = """<!DOCTYPE html>
 <title>{title}</title>
 <style>
 body {{ font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0; color: #222; background: #fff; }}
-header {{ padding: 10px 16px 4px; }}
+header, .controls, #showing {{ padding-left: 16px; padding-right: 16px; }}
+header {{ padding-top: 10px; }}
 h1 {{ font-size: 18px; margin: 0 0 4px; }}
-.note {{ font-size: 13px; color: #555; margin: 0; }}
-.controls {{ display: flex; gap: 16px; align-items: center; padding: 6px 16px; font-size: 14px; flex-wrap: wrap; }}
-#search {{ width: 260px; padding: 3px 6px; }}
-#{div} {{ width: 100%; height: calc(100vh - 110px); min-height: 480px; }}
+""" + CSS.replace("{", "{{").replace("}", "}}") + """
+#{div} {{ height: calc(100vh - 110px); min-height: 480px; }}
 </style>
 </head>
 <body>
-<header><h1>{title}</h1><p class="note">{note}</p><p class="note" id="showing">{showing}</p></header>
-<div class="controls">
-<label>colour by <select id="color">{options}</select></label>
-<label>search texts and ids <input id="search" type="search" placeholder="a word or an id" autocomplete="off"></label>
-<span id="matches"></span>
-</div>
-<div id="{div}"></div>
-<script>{plotly}</script>
-<script type="application/json" id="map-data">{data}</script>
-<script>{script}</script>
+<header><h1>{title}</h1><p class="note">{note}</p></header>
+{section}<script>{plotly}</script>
+<script>{script}
+embedcheckMapInit("");</script>
 </body>
 </html>
 """
 
 _SCRIPT = r"""
-(function () {
+function embedcheckMapInit(sfx) {
   "use strict";
-  var D = JSON.parse(document.getElementById("map-data").textContent);
+  var D = JSON.parse(document.getElementById("map-data" + sfx).textContent);
   function f32(b64) {
     var s = atob(b64), u = new Uint8Array(s.length);
     for (var i = 0; i < s.length; i++) u[i] = s.charCodeAt(i);
@@ -254,7 +291,9 @@ _SCRIPT = r"""
     lower[i] = (D.ids[i] + "\u0000" + t).toLowerCase();
   }
   var state = {field: D.default, query: "", matches: 0, drawn: 0, legend: []};
-  window.embedcheckMap = state;
+  window.embedcheckMaps = window.embedcheckMaps || {};
+  window.embedcheckMaps[sfx] = state;
+  if (sfx === "") window.embedcheckMap = state;
   function traces() {
     var f = D.fields.filter(function (g) { return g.name === state.field; })[0];
     var groups = f.categories.map(function () { return []; });
@@ -291,21 +330,25 @@ _SCRIPT = r"""
     toImageButtonOptions: {format: "png", filename: "map"}};
   function draw() {
     var t0 = performance.now();
-    return Plotly.react(document.getElementById("map"), traces(), layout, config).then(function () {
+    return Plotly.react(document.getElementById("map" + sfx), traces(), layout, config).then(function () {
       state.drawMs = performance.now() - t0;
-      document.getElementById("matches").textContent = state.query ? state.matches + " match" + (state.matches === 1 ? "" : "es") : "";
-      document.body.setAttribute("data-drawn", String(state.drawn));
+      document.getElementById("matches" + sfx).textContent = state.query ? state.matches + " match" + (state.matches === 1 ? "" : "es") : "";
+      document.getElementById("map" + sfx).setAttribute("data-drawn", String(state.drawn));
     });
   }
-  document.getElementById("color").addEventListener("change", function (e) { state.field = e.target.value; draw(); });
-  document.getElementById("search").addEventListener("input", function (e) {
+  document.getElementById("color" + sfx).addEventListener("change", function (e) { state.field = e.target.value; draw(); });
+  document.getElementById("search" + sfx).addEventListener("input", function (e) {
     state.query = e.target.value.trim().toLowerCase(); draw();
   });
   state.ready = draw();
   state.draw = draw;
-})();
+  return state;
+}
 """
 
 
+#: the page's script (public: the report's map sections run the same)
+SCRIPT = _SCRIPT
+
 __all__ = ["DIV_ID", "Field", "MAX_CATEGORIES", "PALETTE", "field_of", "is_issue", "is_score", "page",
-           "require_plotly", "trimmed"]
+           "require_plotly", "trimmed", "section", "data_of", "inline_js", "CSS", "SCRIPT"]
