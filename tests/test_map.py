@@ -77,6 +77,7 @@ def test_pca_is_the_first_two_principal_axes_of_the_unit_rows():
     assert "PCA" in how
 
 
+@pytest.mark.slow
 def test_umap_is_seeded_and_trustworthiness_is_scikit_learns():
     pytest.importorskip("umap", reason="umap-learn is not installed (pip install 'embedcheck[map]')")
     from sklearn.manifold import trustworthiness
@@ -156,6 +157,7 @@ def test_map_writes_page_and_projection_with_every_colouring_and_same_bytes(cli,
     assert (tmp_path / "m.projection.npy").stat().st_mtime_ns == before
 
 
+@pytest.mark.slow
 def test_umap_page_is_the_same_bytes_for_the_same_seed(cli, tmp_path):
     pytest.importorskip("umap", reason="umap-learn is not installed (pip install 'embedcheck[map]')")
     d = _rows(tmp_path, n=150)
@@ -211,10 +213,11 @@ def test_embedding_atlas_reads_the_export(cli, tmp_path):
     ea = pytest.importorskip("embedding_atlas", reason="embedding-atlas is not installed")
     d = _rows(tmp_path)
     assert cli(["map", d["emb"], "--method", "pca", "--export-atlas", tmp_path / "a.parquet", "-q"]).exit_code == 0
-    from embedding_atlas.utils import load_pandas_data  # the loader its command line uses
+    from embedding_atlas.utils import load_pandas_data  # the loader its command line uses for a file
 
-    df = load_pandas_data([str(tmp_path / "a.parquet")])
-    assert len(df) == 240 and {"projection_x", "projection_y", "text"} <= set(df.columns)
+    df = load_pandas_data(str(tmp_path / "a.parquet"))
+    assert len(df) == 240 and {"projection_x", "projection_y", "text", "id", "label"} <= set(df.columns)
+    assert df["id"].tolist()[:2] == ["r0", "r1"] and df["projection_x"].notna().all()
     assert ea is not None
 
 
@@ -294,6 +297,7 @@ def _chromium() -> str:
     return exe
 
 
+@pytest.mark.slow
 def test_page_in_headless_chromium_offline(cli, tmp_path):
     exe = _chromium()
     d = _rows(tmp_path)
@@ -337,6 +341,7 @@ def test_page_in_headless_chromium_offline(cli, tmp_path):
     assert coloured > 0.002 and img.std() > 0.02, (coloured, img.std())
 
 
+@pytest.mark.slow
 def test_report_page_draws_the_folders_map_offline(cli, tmp_path):
     exe = _chromium()
     d = _rows(tmp_path)
@@ -365,3 +370,16 @@ def test_report_page_draws_the_folders_map_offline(cli, tmp_path):
     # a folder of a map alone (no report) is a page too
     (out / "map.json").unlink()
     assert cli(["report", out, "-o", tmp_path / "alone.html"]).exit_code == 0
+
+
+def test_without_plotly_the_page_is_refused_naming_the_extra(cli, tmp_path, monkeypatch):
+    import sys
+
+    d = _rows(tmp_path)
+    monkeypatch.setitem(sys.modules, "plotly", None)  # what an environment without plotly imports: ImportError
+    before = _listing(tmp_path)
+    res = cli(["map", d["emb"], "--method", "pca", "-o", tmp_path / "m.html"])
+    assert_one_line_error(res)
+    assert "embedcheck[map]" in res.stderr and _listing(tmp_path) == before
+    # the picture and the parquet need no plotly
+    assert cli(["map", d["emb"], "--method", "pca", "--export-atlas", tmp_path / "a.parquet", "-q"]).exit_code == 0
