@@ -412,13 +412,14 @@ class Outcome:
     """What a measurement's ``run`` returns: the report ``body`` (figures by key, their ``_ci95``
     intervals, counts) and, per figure that is a mean over rows, the per-row ``items`` that a paired
     comparison (``--against``) resamples; and ``files``, the bytes of each declared output
-    (:attr:`Measurement.writes`: the option's name → bytes) that was asked for — written by the API,
+    (:attr:`Measurement.writes`: the option's name → bytes, or → ``{path: bytes}`` for an output of
+    several files, as a map page and its projection) that was asked for — written by the API,
     atomically, after the run (never for ``--against``'s second run), so Python and the CLI write
     the same bytes and a run that fails writes nothing."""
 
     body: dict[str, Any]
     items: dict[str, Any] = field(default_factory=dict)
-    files: dict[str, bytes] = field(default_factory=dict)
+    files: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

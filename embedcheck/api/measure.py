@@ -79,27 +79,31 @@ def _check_writes(m: Measurement, opts: dict[str, Any], inputs: tuple[Any, ...],
 
 
 def _write(m: Measurement, out: Outcome, writes: dict[str, Any]) -> None:
-    """Write the bytes ``run`` returned for each declared ``file`` output asked for, in one atomic
-    batch, once every run succeeded. Outputs of the other kinds (a ``.npy`` with its sidecars, a
-    store, a shard set) are not bytes to hold: ``run`` writes them itself, atomically, last."""
+    """Write the bytes ``run`` returned for each declared output asked for, in one atomic batch,
+    once every run succeeded: for a ``file`` output its bytes; for an output of several files (a map
+    page and its projection) a mapping of each path to its bytes. Outputs of the other kinds (a
+    ``.npy`` with its sidecars, a store, a shard set) are not bytes to hold: ``run`` writes them
+    itself, atomically, last."""
     from ..io.atomic import AtomicBatch
 
     kinds = {w.param: w.kind for w in m.writes}
-    writes = {name: path for name, path in writes.items() if kinds[name] == "file"}
+    held = {name: path for name, path in writes.items() if kinds[name] == "file" or name in out.files}
 
-    extra = sorted(set(out.files) - set(writes))
+    extra = sorted(set(out.files) - set(held))
     if extra:
         raise TypeError(f"measurement {m.name!r}: run returned files for {extra}, which are not declared outputs "
                         "that were asked for (Measurement.writes)")
-    missing = sorted(set(writes) - set(out.files))
+    missing = sorted(set(held) - set(out.files))
     if missing:
         raise TypeError(f"measurement {m.name!r}: {missing} were asked for but run returned no bytes for them")
-    if not writes:
+    if not held:
         return
     with AtomicBatch() as batch:
-        for name, path in writes.items():
-            with batch.open(path, "wb") as f:
-                f.write(out.files[name])
+        for name, path in held.items():
+            data = out.files[name]
+            for target, content in (data.items() if isinstance(data, dict) else ((path, data),)):
+                with batch.open(target, "wb") as f:
+                    f.write(content)
 
 
 def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", seed: int = 0, engine: Any = "local",

@@ -111,6 +111,17 @@ def _with_meta(option: str, value: Any, params: Mapping[str, Any]) -> list[Out]:
     return [Out(option, p), Out(option, meta_path(p), "the .meta.json sidecar")]
 
 
+def _map_page(option: str, value: Any, params: Mapping[str, Any]) -> list[Out]:
+    """``map -o map.html``: the page and its projection beside it, ``map.projection.npy`` — unless
+    ``--projection`` names that very file (the page is remade from it; it is not written again)."""
+    p = Path(os.fspath(value))
+    npy = p.with_name(p.stem + ".projection.npy")
+    given = params.get("projection")
+    if isinstance(given, (str, os.PathLike)) and _same_file(Path(os.fspath(given)), npy):
+        return [Out(option, p)]
+    return [Out(option, p), Out(option, npy, "the projection")]
+
+
 #: what each kind of declared output writes, given the option, its value and the command's parameters
 KINDS: dict[str, Callable[[str, Any, Mapping[str, Any]], list[Out]]] = {
     "file": lambda option, value, params: [Out(option, Path(os.fspath(value)))],
@@ -119,6 +130,7 @@ KINDS: dict[str, Callable[[str, Any, Mapping[str, Any]], list[Out]]] = {
     "with-meta": _with_meta,
     "vectors": _vectors,
     "compressed": _compressed,
+    "map": _map_page,
 }
 
 #: the reporting outputs, declared once for every command that takes them (parameter → kind)

@@ -4,7 +4,8 @@ Gathers every embedcheck report (``*.json`` whose ``schema`` is ``embedcheck.<co
 and every plot (``*.png``) under a folder, and the provenance sidecars (``*.meta.json``: model,
 input hashes, package versions). The page has no external reference at all — styles inline,
 images as ``data:image/png;base64`` URIs — so it opens from disk, offline, and can be uploaded
-as one CI artifact.
+as one CI artifact. A map page ``embedcheck map`` wrote in the folder (``NAME.html`` beside its
+``NAME.projection.npy``) is drawn again in a map section, with plotly's bundle inlined once.
 
 Per report: its declared figures (:func:`embedcheck.report.schemas.figures_of`: headline figures in bold
 with their better direction, context figures such as a threshold's cosine) with their 95 %
@@ -395,6 +396,39 @@ def _figure(p: Path, folder: Path) -> str:
     return f'<figure><img alt="{_e(rel)}" src="data:image/png;base64,{data}"><figcaption>{_e(rel)}</figcaption></figure>'
 
 
+#: the largest map page read for its data (bigger ones are not embedded)
+MAX_MAP_BYTES = 200 << 20
+
+
+def _maps(folder: Path) -> str:
+    """The map sections: every page ``embedcheck map`` wrote under ``folder`` (``NAME.html`` with its
+    ``NAME.projection.npy`` beside it) drawn again here from its own data — the same scatter,
+    colourings, hover and search — with plotly's bundle inlined once (no request leaves the page).
+    Empty when the folder holds no map, or plotly is not installed (then a line says so)."""
+    from . import mappage
+
+    found = []
+    for p in sorted(folder.rglob("*.html")):
+        if not p.is_file() or not p.with_name(p.stem + ".projection.npy").is_file() or p.stat().st_size > MAX_MAP_BYTES:
+            continue
+        data = mappage.data_of(p.read_text(encoding="utf-8", errors="replace"))
+        if data is not None:
+            found.append((p, data))
+    if not found:
+        return ""
+    try:
+        js = mappage.require_plotly()
+    except InputError:
+        return ("<h2>Maps</h2><p class=\"muted\">" + _e(", ".join(_rel(p, folder) for p, _ in found))
+                + ": not drawn here (plotly is not installed: pip install 'embedcheck[map]')</p>")
+    secs = []
+    for k, (p, data) in enumerate(found, 1):
+        secs.append(f'<h3 id="map:{_e(_rel(p, folder))}">{_e(_rel(p, folder))}</h3>' + mappage.section(data, suffix=f"-{k}"))
+    inits = "".join(f'embedcheckMapInit("-{k}");' for k in range(1, len(found) + 1))
+    return (f"<h2>Maps</h2><style>{mappage.CSS}</style>" + "".join(secs)
+            + f"<script>{mappage.inline_js(js)}</script><script>{mappage.SCRIPT}\n{inits}</script>")
+
+
 def build_report(folder: Any, *, title: Optional[str] = None) -> tuple[str, dict[str, Any]]:
     """(HTML page, summary) of every report and plot under ``folder``; an InputError when the folder
     does not exist or holds neither."""
@@ -402,7 +436,8 @@ def build_report(folder: Any, *, title: Optional[str] = None) -> tuple[str, dict
     if not folder.is_dir():
         raise InputError(f"folder {folder} does not exist or is not a folder")
     reports, plots, metas = gather(folder)
-    if not reports and not plots:
+    maps = _maps(folder)
+    if not reports and not plots and not maps:
         raise InputError(f"folder {folder} holds no embedcheck report (*.json with an embedcheck schema) and no plot (*.png)")
     title = title or f"embedcheck: {folder.resolve().name}"
     body, summary_reports = [], []
@@ -425,8 +460,8 @@ def build_report(folder: Any, *, title: Optional[str] = None) -> tuple[str, dict
                if failed
                else '<span class="pass">every gate passed</span>') + "</p>"
             + (f"<nav><ul>{nav}</ul></nav>" if nav else ""))
-    page = head + "".join(body) + (("<h2>Plots</h2>" + "".join(figs)) if figs else "") + _provenance(metas, folder) \
-        + "</body></html>\n"
+    page = head + "".join(body) + maps + (("<h2>Plots</h2>" + "".join(figs)) if figs else "") \
+        + _provenance(metas, folder) + "</body></html>\n"
     summary = {"folder": str(folder), "reports": len(reports), "plots": len(plots), "gates_failed": failed,
                "commands": sorted({r["command"] for r in summary_reports}),
                "verdicts": {r["path"]: r["verdicts"] for r in summary_reports if r["verdicts"]}}
