@@ -458,7 +458,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
                           "format": "JSON lines, one per kept row in row order: row (and id)"}
     if copy is not None:
         assert copy_kind is not None
-        write_copy(copy, copy_kind, corpus, g.kept, {"threshold": thr, "threshold_from": FORMS[form],
+        write_copy(copy, copy_kind, corpus, g.kept, {"threshold": thr, "threshold_from": FORMS["threshold" if form == "default" else form],
                                                      "representative": "lowest row index", "seed": seed})
         body["copy"] = {"path": copy, "rows": int(g.kept.size), "dim": corpus.dim, "dtype": "float32"}
     return Outcome(body=body, files=files)
