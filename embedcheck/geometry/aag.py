@@ -31,6 +31,7 @@ from ..errors import InputError
 from ..report.result import Result, hidden, optional
 from ..rows import iter_chunks, label_key, unit_rows  # noqa: F401  (iter_chunks: a name tests patch here)
 from ..stats import paired as P
+from ..stats.items import check_margins, margin_of
 from .aag_kernels import (  # noqa: F401  (importable from here as before)
     AAG_CHUNK_ROWS,
     _maybe_in_memory,
@@ -54,7 +55,6 @@ from .aag_sums import (
     group_boot_aag,
 )
 from .intervals import percentile_ci
-from .paired import check_margins, margin_of
 
 
 @dataclass(kw_only=True)

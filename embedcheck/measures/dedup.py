@@ -174,9 +174,9 @@ def search_effect(corpus: Any, ids: Optional[list[Any]], g: Any, queries: str, q
     queries, and their paired difference: what deduplicating costs search. A judged row that dedup
     removes passes its grade to its group's kept row (the higher grade where two meet): its content is
     still there."""
-    from ..api.retrieve import _qrels
     from ..geometry import hubness as H
-    from ..geometry.retrieval import build_qrels, evaluate_run, id_bytes
+    from ..geometry.retrieval import build_qrels, evaluate_run
+    from ..io.retrieval import id_bytes, qrels_of
     from ..io.source import open_source
     from ..stats.paired import paired_items
 
@@ -187,7 +187,7 @@ def search_effect(corpus: Any, ids: Optional[list[Any]], g: Any, queries: str, q
     if ids is None or qids is None:
         raise InputError(f"--qrels names rows by id: {'the embeddings' if ids is None else '--queries ' + queries} "
                          "carry no ids (a sidecar .jsonl or an id column)")
-    qq, dd, gg = _qrels(qrels)
+    qq, dd, gg = qrels_of(qrels)
     qb, db = id_bytes(list(qids)), id_bytes(list(ids))
     full = build_qrels(qq, dd, gg, qb, db, what=f"--qrels {qrels}")
     first = np.full(int(g.label.max()) + 1, -1, dtype=np.int64)

@@ -255,10 +255,10 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     from ..stats.paired import paired_items
 
     if qrels is not None:
-        from ..api.retrieve import _qrels
         from ..geometry.retrieval import build_qrels, evaluate_run
+        from ..io.retrieval import qrels_of
 
-        qq, dd, gg = _qrels(qrels)
+        qq, dd, gg = qrels_of(qrels)
         if qo_ids is None:
             raise InputError("--queries-old: its rows carry no ids: --qrels names queries by id")
         qids = id_bytes(list(qo_ids))
