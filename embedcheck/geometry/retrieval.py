@@ -302,7 +302,7 @@ FAMILY_HELP = {"ndcg": "nDCG: graded relevance of the first {k} results, discoun
                "mrr": "mean reciprocal rank of the first relevant document within {k}"}
 
 
-def _figures(k_values: Sequence[int] = K_VALUES) -> dict[str, Figure]:
+def retrieval_figures(k_values: Sequence[int] = K_VALUES) -> dict[str, Figure]:
     """The declared figures of a run at cut-offs ``k_values`` (nDCG@10 the headline)."""
     return {f"metrics.{f}_at_{k}": Figure("higher", headline=(f == "ndcg" and k == 10),
                                           interval=f"metrics.{f}_at_{k}_ci95",
@@ -324,7 +324,7 @@ class RetrievalReport(Result):
                                           r"^(ndcg|map|recall|precision|mrr)_at_\d+_ci95$": INTERVAL}},
         "ci_method": STR, "tie_rule": STR, "score": STR, "model": STR,
     }, optional=("ci_method", "model"))
-    figures: ClassVar[dict[str, Figure]] = _figures()
+    figures: ClassVar[dict[str, Figure]] = retrieval_figures()
 
     queries: int  #: queries evaluated (those in the qrels)
     queries_without_relevant: int  #: evaluated queries with no document of grade ≥ 1 (they score 0)

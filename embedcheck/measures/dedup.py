@@ -225,13 +225,13 @@ def labels_effect(corpus: Any, g: Any, labels: str, *, resamples: int, seed: int
     counts the kept rows among each resample's draws): what deduplicating does to the label
     geometry. Labels are matched to the rows by id as ``aag`` matches them."""
     from ..geometry import dedup as D
-    from ..geometry.aag_sums import _check_labels
+    from ..geometry.aag_sums import check_labels
     from ..stats.paired import paired_figure
 
     lab = _labels_of(corpus, labels)
     try:
-        _check_labels(corpus.n, lab)
-        _check_labels(int(g.kept.size), lab[g.kept])
+        check_labels(corpus.n, lab)
+        check_labels(int(g.kept.size), lab[g.kept])
     except ValueError as e:
         raise InputError(f"--labels {labels}: {e}" + ("" if "kept" in str(e) else " (over every row or the kept rows)")) from None
     codes = np.unique(lab, return_inverse=True)[1].reshape(-1)

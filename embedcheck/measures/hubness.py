@@ -65,7 +65,7 @@ def _qrels_for(qrels: str, queries: str, corpus: Any) -> Any:
 def _labels_of(corpus: Any, labels: str) -> np.ndarray:
     """``--labels``: one label per row (a labels file or table with ids, or the embeddings' own
     ``.jsonl`` rows; matched by id as ``aag`` matches them)."""
-    from ..api._common import labels_for
+    from ..io.labels import labels_for
 
     part = corpus.parts[0]
     rows = part.store or (corpus.name if part.array is None else None)
