@@ -8,6 +8,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..errors import InputError
+from ..io.labels import labels_for  # noqa: F401  (read by every command that takes labels)
 from ..io.source import Source, open_source
 
 #: where hints go (the CLI routes them to its stderr, silenced by --quiet); None: nowhere
@@ -41,10 +42,10 @@ def check_not_swapped(embeddings: Any, labels: Any, emb_name: str = "EMB", label
     if e.suffix.lower() in TABLE_SUFFIXES and (lab.suffix.lower() == ".npy" or lab.is_dir()):
         why = f"{emb_name} {e} is a table and {labels_name} {lab} a .npy"
     elif e.suffix.lower() == ".npy" and lab.suffix.lower() == ".npy" and e.is_file() and lab.is_file():
-        from ..io.npyfile import _npy_header
+        from ..io.npyfile import npy_header
 
         try:
-            se, sl = _npy_header(e)[0], _npy_header(lab)
+            se, sl = npy_header(e)[0], npy_header(lab)
         except InputError:
             return
         if len(se) == 1 and len(sl[0]) == 2 and sl[2].kind == "f":
@@ -52,34 +53,6 @@ def check_not_swapped(embeddings: Any, labels: Any, emb_name: str = "EMB", label
     if why:
         raise InputError(f"{why}: looks like the embeddings and labels are swapped; give the embeddings first "
                          f"({emb_name} {labels_name})")
-
-
-def labels_for(labels: Any, n: int, field: str = "label", what: str = "labels", *, rows: Any = None,
-               matched: Optional[dict[str, str]] = None, key: str = "labels", loader: Any = None) -> np.ndarray:
-    """Labels given as an array/list (``n`` of them) or as a labels file / shard set, in the row
-    order of the embeddings ``rows`` (a path): when both carry ids (the file's ``id`` column, the
-    embeddings' sidecar) they are matched by id (:func:`embedcheck.io.rowids.match_rows`: the same
-    set required, reordered when the order differs), else by position. ``matched`` (the report's
-    ``inputs.rows_matched_by``) gets ``key`` → ``"id"`` or ``"position"``. ``loader``: the file
-    reader (default :func:`~embedcheck.io.labels.load_labels`; scores: ``load_scores``)."""
-    from ..io.labels import load_labels
-    from ..io.rowids import Matched, match_input
-    from ..rows import encode_labels
-
-    if isinstance(labels, (str, Path)):
-        read = loader or (lambda p, k: load_labels(p, k, field=field, what=what))
-        y = read(labels, n)
-        m = match_input(rows, labels, names=(f"embeddings {rows}" if isinstance(rows, (str, Path)) else "the embeddings",
-                                             f"{what} {labels}"), tags=("the embeddings", f"the {what}"))
-        y = m.apply(y)
-    else:
-        y = np.asarray(labels)
-        if loader is None:
-            encode_labels(y, n)  # checks the count and the kinds
-        m = Matched("position")
-    if matched is not None:
-        matched[key] = m.by
-    return y
 
 
 def name_of(x: Any) -> str:

@@ -104,7 +104,7 @@ def aag(embeddings: Any, labels: Any, *, label_field: str = "label", label_map: 
     y = labels_for(labels, src.n, label_field, rows=embeddings, matched=matched)
     if against is not None:
         from ..errors import InputError
-        from ..geometry.paired import check_margins
+        from ..stats.items import check_margins
 
         check_margins(margins, ["aag", "label_map.map"] if label_map else ["aag"])
         if resamples < 2:

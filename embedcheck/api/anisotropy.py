@@ -134,7 +134,7 @@ def anisotropy(a: Any, b: Any, *, fit_a: Any = None, fit_b: Any = None, shared: 
     PAIRED = ["raw.gap", "raw.gap_over_floor_sd", "raw.partner_ranked_first", "raw.floor_share", "centred.gap",
               "centred.gap_over_floor_sd", "centred.matched", "centred.partner_ranked_first"]
     if against is not None:
-        from ..geometry.paired import check_margins
+        from ..stats.items import check_margins
 
         if len(against) != 2:
             raise InputError(f"against must be two embeddings (A2, B2), once per side, got {len(against)}")

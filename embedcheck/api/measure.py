@@ -136,7 +136,7 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
         if models:
             body["models"] = models
         if against is not None:
-            from ..geometry.paired import ItemFigure, items_paired
+            from ..stats.items import ItemFigure, items_paired
 
             emb = m.embedding_inputs
             b_args = against if isinstance(against, (list, tuple)) else (against,)

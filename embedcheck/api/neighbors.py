@@ -79,7 +79,7 @@ def neighbors(a: Any, b: Any, *, k: int = 10, queries: Optional[int] = None, lab
     y = labels_for(labels, n, label_field, rows=a, matched=matched) if labels is not None else None
     known = ["overlap", "top1_changed"] + (["labels.same_label_b"] if y is not None else [])
     if against is not None:
-        from ..geometry.paired import check_margins
+        from ..stats.items import check_margins
 
         if len(against) != 2:
             raise InputError(f"against must be two embeddings (A2, B2), once per side, got {len(against)}")

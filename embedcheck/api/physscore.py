@@ -240,7 +240,7 @@ def physscore(embeddings: Any, phrases: Any, *, model: Optional[str] = None, tab
     which = ps_tables.parse_tables(tables)
     plots = _plot_folder(plots)
     if against is not None:
-        from ..geometry.paired import check_margins
+        from ..stats.items import check_margins
 
         if 1 not in which:
             raise InputError("against compares Table 1: include table 1 in tables")

@@ -72,7 +72,7 @@ def probe(train: Any, train_labels: Any, test: Any, test_labels: Any, *, label_f
         raise InputError(f"train labels {train_labels} are {kinds[ytr.dtype.kind == 'U']} but test labels "
                          f"{test_labels} are {kinds[yte.dtype.kind == 'U']}; use the same label kind for both")
     if against is not None:
-        from ..geometry.paired import check_margins
+        from ..stats.items import check_margins
 
         if len(against) != 2:
             raise InputError(f"against must be two embeddings (B_train, B_test), got {len(against)}")

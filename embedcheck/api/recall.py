@@ -17,7 +17,6 @@ the cheapest setting meeting a target; diagnostics; a paired comparison with a s
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,6 +25,8 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from ..errors import InputError
+from ..geometry.recall import Truth, run_index
+from ..report.recall_gates import GATE_ON, parse_gate, parse_spec, recall_gates  # noqa: F401  (the recall API's gates)
 from ..report.result import Figure, Report
 from ..report.schemas import BOOL, FRACTION, INT, INTERVAL, NUM, STR, obj
 from ..spec import Option, takes
@@ -40,7 +41,6 @@ IN_CORPUS_LOWER = "rows of the index; real queries usually score lower: pass --q
 IN_CORPUS_NOTE = ("queries are rows of the index (each query's own row removed from both sides): in-corpus "
                   "queries over-state the recall of unseen queries; pass real queries (queries=, --queries) "
                   "for the figure your users get")
-GATE_ON = ("mean", "lower")
 
 
 _RECALL_SUMMARY = obj({"mean": NUM, "mean_ci95": INTERVAL, "p5": NUM, "worst": NUM, "worst_query": STR,
@@ -121,106 +121,6 @@ def _vectors_of(idx: Any, vectors: Any) -> tuple[np.ndarray, np.ndarray, str]:
     return ids, X, f"vectors {vectors}" if isinstance(vectors, (str, Path)) else "vectors (array)"
 
 
-_SPEC_FORM = "expected recall@K=X or knn-recall@K=X (optionally recall@K.lower=X), e.g. recall@10=0.95"
-
-
-def _number(text: str) -> float:
-    """``text`` as a float; NaN when it is not a number."""
-    try:
-        return float(text)
-    except ValueError:
-        return float("nan")
-
-
-def parse_spec(item: Any, *, what: str = "target", bare: bool = False) -> tuple[str, int, float, Optional[str]]:
-    """The one reading of a recall target or gate: ``recall@10.lower=0.95`` → ``("recall", 10, 0.95,
-    "lower")`` (figure ``recall`` or ``knn_recall``; K >= 1; X a number in [0, 1]; what is gated:
-    ``"mean"``, ``"lower"`` or None when the figure does not say). ``bare``: a lone X means
-    ``recall@K=X``; a figure without ``@K`` (the report's ``recall.mean=X``) is at the run's K
-    (K = 0 returned for both: the run's). Every malformed spec is one :class:`InputError`
-    starting with ``what`` (the parameter, or the option once the CLI spells it).
-
-    >>> parse_spec("knn-recall@5.lower=0.9")
-    ('knn_recall', 5, 0.9, 'lower')
-    >>> parse_spec("recall@10.upper=0.9")
-    Traceback (most recent call last):
-    ...
-    embedcheck.errors.InputError: target 'recall@10.upper=0.9': .upper is not a gated end; use recall@K=X (the mean) or recall@K.lower=X (the lower end of its 95% interval)
-    """
-    text = str(item)
-    name, sep, val = text.partition("=")
-    lone = bare and not sep
-    if lone:
-        if not math.isfinite(_number(text)):
-            raise InputError(f"{what} {text!r}: {_SPEC_FORM}, or a bare X")
-        name, val = "recall@0", text
-    elif not sep or "=" in val:
-        raise InputError(f"{what} {text!r}: {_SPEC_FORM}")
-    base, dot, end = name.strip().partition(".")
-    on: Optional[str] = None
-    if dot:
-        on = end.strip().lower()
-        if on not in GATE_ON:
-            raise InputError(f"{what} {text!r}: .{end.strip()} is not a gated end; use recall@K=X (the mean) or "
-                             "recall@K.lower=X (the lower end of its 95% interval)")
-    fig, at, kk = base.strip().lower().replace("_", "-").partition("@")
-    if not at and not lone:  # the report's own name (recall.mean=X, knn_recall.lower=X): K is the run's
-        at, kk = "@", "0"
-    if not at or fig not in ("recall", "knn-recall") or not kk.isdigit():
-        raise InputError(f"{what} {text!r}: {_SPEC_FORM}")
-    k = int(kk)
-    if k < 1 and "@" in base and not lone:
-        raise InputError(f"{what} {text!r}: K must be >= 1")
-    x = _number(val)
-    if not math.isfinite(x):
-        raise InputError(f"{what} {text!r}: X must be a number in [0, 1], got {val.strip()!r}")
-    if not 0.0 <= x <= 1.0:
-        raise InputError(f"{what} {text!r}: a recall lies in [0, 1]")
-    return ("recall" if fig == "recall" else "knn_recall"), k, x, on
-
-
-def _gate(item: str, k: int, what: str) -> tuple[str, float, Optional[str]]:
-    """``(figure, X, what is gated or None)`` of a gate spec (:func:`parse_spec`); its K the run's."""
-    fig, kk, x, on = parse_spec(item, what=what, bare=True)
-    if kk and kk != k:
-        raise InputError(f"{what} {item!r}: this run measures k = {k}; measure k = {kk} with k={kk} (--k {kk})")
-    return fig, x, on
-
-
-def parse_gate(item: str, k: int, *, what: str = "gate") -> tuple[str, float]:
-    """``recall@10=0.95`` → ``("recall", 0.95)``; the k must be the run's. A bare number gates
-    the primary figure, id-overlap recall@k (:func:`parse_spec`)."""
-    return _gate(item, k, what)[:2]
-
-
-def recall_gates(report: RecallReport, items: list[str], gate_on: str = "mean") -> list[dict[str, Any]]:
-    """Gates ``recall@K=X`` on the report: the mean (``recall@K.mean=X``, or ``gate_on="mean"``)
-    or the lower end of its 95 % interval (``recall@K.lower=X``, or ``gate_on="lower"``) must be
-    ≥ X. Attached to the report and returned."""
-    from ..report.gates import min_gate
-
-    if gate_on not in GATE_ON:
-        raise InputError(f"gate_on must be mean or lower, got {gate_on!r}")
-    gates = []
-    ons = set()
-    for item in items:
-        fig, x, on = _gate(item, report["k"], "gate")
-        on = on or gate_on
-        ons.add(on)
-        if on == "mean":
-            gates.append(min_gate(f"{fig}.mean", report[fig]["mean"], x))
-        else:
-            ci = report[fig].get("mean_ci95")
-            if ci is None:
-                raise InputError("gating the interval's lower end needs resamples >= 1")
-            gates.append(min_gate(f"{fig}.mean_ci95_low", ci[0], x))
-    if gates:
-        report.body["gate_on"] = " and ".join("mean" if on == "mean" else "lower end of the 95% interval"
-                                              for on in sorted(ons, reverse=True))
-        report.body["gates"] = [*report.body.get("gates", []), *gates]
-    return gates
-
-
 def settings_arg(value: Any, name: str, *, values: bool = False) -> Optional[dict[str, Any]]:
     """Search settings as given: a mapping (``{"efSearch": 64}``), or the command line's
     ``NAME=VALUE`` strings (``["efSearch=64"]``; ``values``: a sweep's ``NAME=V1,V2,...``, each
@@ -262,42 +162,6 @@ def _sweep_grid(sweep: Optional[dict[str, Any]], idx: Any) -> list[dict[str, int
         names.append(own)
         values.append([idx.resolve({own: v})[own] for v in vs])
     return [dict(zip(names, combo)) for combo in itertools.product(*values)]
-
-
-class _Truth:
-    """The exact side over one set of vectors, for one set of queries."""
-
-    def __init__(self, Q: np.ndarray, X: np.ndarray, k: int, metric: str, self_rows: Optional[np.ndarray],
-                 engine: Any) -> None:
-        from ..geometry import recall as geo
-
-        n = X.shape[0]
-        extra = 1 if self_rows is not None else 0
-        kk = min(k + 1 + extra, n)
-        self.Qs, self.Xs, self.search_metric = geo.prepared(Q, X, metric)
-        t0 = time.perf_counter()
-        ex = geo.exact_topk(self.Qs, self.Xs, kk, self.search_metric, engine=engine)
-        self.seconds = time.perf_counter() - t0
-        self.rows, scores = geo.drop_self(ex.rows, self_rows, k + 1, ex.scores)
-        assert scores is not None
-        self.scores = scores
-        self.kth = geo.distance_of_score(scores[:, k - 1], metric)
-        self.Q, self.X, self.k, self.metric, self.self_rows = Q, X, k, metric, self_rows
-
-    def score(self, returned_rows: np.ndarray) -> dict[str, np.ndarray]:
-        from ..geometry import recall as geo
-
-        R, _ = geo.drop_self(returned_rows, self.self_rows, self.k)
-        rd = geo.returned_distances(self.Q, self.X, R, self.metric)
-        return {"recall": geo.id_recall(R, self.rows[:, :self.k], self.k),
-                "knn_recall": geo.knn_recall(rd, self.kth, self.k), "rows": R}
-
-
-def _run(idx: Any, truth: _Truth, ids: np.ndarray, settings: dict[str, Any], ask: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    from ..io.stores import rows_of
-
-    got, secs = idx.search(truth.Q, ask, **settings)
-    return truth.score(rows_of(ids, got)), secs
 
 
 @takes(
@@ -419,8 +283,8 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
                              + (" other than the query's own" if self_rows is not None else "") + ")")
         ask = k + (1 if self_rows is not None else 0)
         eng = stack.enter_context(running(engine, address))
-        truth = _Truth(Q, X, k, idx.metric, self_rows, eng)
-        main, secs = _run(idx, truth, ids, use, ask)
+        truth = Truth(Q, X, k, idx.metric, self_rows, eng)
+        main, secs = run_index(idx, truth, ids, use, ask)
         body: dict[str, Any] = {
             "index": idx.locator, "kind": idx.kind, "library": idx.library, "metric": idx.metric,
             "distance": geo.DISTANCE[idx.metric], "n": idx.n, "dim": idx.dim, "k": k, "queries": int(Q.shape[0]),
@@ -471,7 +335,7 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
         stack.close()
 
 
-def _exact_latency(Q: np.ndarray, X: np.ndarray, truth: _Truth, k: int, metric: str) -> dict[str, float]:
+def _exact_latency(Q: np.ndarray, X: np.ndarray, truth: Truth, k: int, metric: str) -> dict[str, float]:
     """Single-query exact searches (this process, one BLAS thread) on up to :data:`LATENCY_QUERIES`
     queries; ``batched_ms_per_query``: the ground-truth search of all queries at once, per query."""
     from ..geometry import recall as geo
@@ -491,7 +355,7 @@ def _exact_latency(Q: np.ndarray, X: np.ndarray, truth: _Truth, k: int, metric: 
     return out
 
 
-def _diagnostics(idx: Any, X: np.ndarray, truth: _Truth, k: int, self_rows: Any, ids: np.ndarray, ask: int,
+def _diagnostics(idx: Any, X: np.ndarray, truth: Truth, k: int, self_rows: Any, ids: np.ndarray, ask: int,
                  use: dict[str, Any], main: dict[str, np.ndarray], engine: Any = None) -> tuple[list[str], dict[str, Any]]:
     from ..geometry import recall as geo
 
@@ -522,7 +386,7 @@ def _diagnostics(idx: Any, X: np.ndarray, truth: _Truth, k: int, self_rows: Any,
             diag["quantisation"] = {"available": False,
                                     "reason": f"{idx.library} does not expose the decoded vectors of this index"}
         else:
-            with_r = _Truth(truth.Q, np.ascontiguousarray(rec, dtype=np.float32), k, idx.metric, self_rows, engine)
+            with_r = Truth(truth.Q, np.ascontiguousarray(rec, dtype=np.float32), k, idx.metric, self_rows, engine)
             s = truth.score(with_r.rows[:, :k])
             q_rec, q_knn = float(s["recall"].mean()), float(s["knn_recall"].mean())
             diag["quantisation"] = {
@@ -533,7 +397,7 @@ def _diagnostics(idx: Any, X: np.ndarray, truth: _Truth, k: int, self_rows: Any,
     return warnings, diag
 
 
-def _sweep(idx: Any, truth: _Truth, ids: np.ndarray, grid: list[dict[str, int]], ask: int, resamples: int,
+def _sweep(idx: Any, truth: Truth, ids: np.ndarray, grid: list[dict[str, int]], ask: int, resamples: int,
            seed: int, tgt: Optional[tuple[str, int, float]], gate_on: str, results: dict[str, Any]) -> dict[str, Any]:
     from ..geometry import intervals
     from ..geometry import recall as geo
@@ -541,7 +405,7 @@ def _sweep(idx: Any, truth: _Truth, ids: np.ndarray, grid: list[dict[str, int]],
     rows = []
     per_row = []
     for setting in grid:
-        sc, secs = _run(idx, truth, ids, setting, ask)
+        sc, secs = run_index(idx, truth, ids, setting, ask)
         row: dict[str, Any] = {"settings": setting}
         for fig in ("recall", "knn_recall"):
             row[fig] = float(sc[fig].mean())
@@ -614,7 +478,7 @@ def _plot(plot: Path, body: dict[str, Any], hint: Hint) -> None:
         hint(f"plot: {plot}")
 
 
-def _paired(idx: Any, idx_b: Any, X: np.ndarray, ids: np.ndarray, truth: _Truth, main: dict[str, np.ndarray],
+def _paired(idx: Any, idx_b: Any, X: np.ndarray, ids: np.ndarray, truth: Truth, main: dict[str, np.ndarray],
             settings_b: Optional[dict[str, Any]], vectors_b: Any, resamples: int, seed: int,
             margins: Optional[dict[str, float]], ask: int, *, engine: Any, results: dict[str, Any]) -> Any:
     from ..io.stores import rows_of
@@ -634,7 +498,7 @@ def _paired(idx: Any, idx_b: Any, X: np.ndarray, ids: np.ndarray, truth: _Truth,
     Xb_in_a[pos] = Xb
     truth_b = truth
     if not np.array_equal(Xb_in_a, X):  # B's exact side on the engine A's ran on
-        truth_b = _Truth(truth.Q, Xb_in_a, truth.k, idx_b.metric, truth.self_rows, engine)
+        truth_b = Truth(truth.Q, Xb_in_a, truth.k, idx_b.metric, truth.self_rows, engine)
     use_b = idx_b.resolve(settings_b)
     got, _ = idx_b.search(truth.Q, ask, **use_b)
     sb = truth_b.score(rows_of(ids, got))

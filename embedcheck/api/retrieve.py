@@ -26,10 +26,10 @@ from ..geometry.retrieval import (
     build_qrels,
     check_k_values,
     cosine,
-    id_bytes,
     report_from_run,
     tie_ranks,
 )
+from ..io.retrieval import ids_of, is_path, qrels_of
 from ..report.result import optional
 from ..spec import Option, takes
 
@@ -44,10 +44,6 @@ class StoreRetrievalReport(RetrievalReport):
     models: Optional[dict[str, str]] = optional()
 
 
-def _is_path(x: Any) -> bool:
-    return isinstance(x, (str, os.PathLike))
-
-
 def _shown(x: Any) -> str:
     from ..io.stores import display_name
 
@@ -56,7 +52,7 @@ def _shown(x: Any) -> str:
 
 def _open(x: Any, what: str) -> tuple[Any, int, int]:
     """(search input, rows, dim) of a path (``.npy`` or shard set) or a 2-D float array."""
-    if _is_path(x):
+    if is_path(x):
         from ..io.source import open_source
 
         src = open_source(x, what=what)
@@ -67,37 +63,6 @@ def _open(x: Any, what: str) -> tuple[Any, int, int]:
     if X.dtype.kind != "f":
         X = X.astype(np.float64)
     return X, int(X.shape[0]), int(X.shape[1])
-
-
-def _ids(given: Optional[Sequence[Any]], x: Any, field: str, what: str, param: str, n: int) -> np.ndarray:
-    if given is not None:
-        ids = id_bytes(list(given))
-        if len(ids) != n:
-            raise InputError(f"{param} has {len(ids)} ids but {what} has {n} rows")
-        return ids
-    if not _is_path(x):
-        raise InputError(f"{param} is needed when {what} is an array (the ids of its rows)")
-    from ..io.retrieval import read_ids
-
-    return read_ids(x, field, what=what, option=f"{param.replace('_ids', '_id_field')} (CLI: --{param.split('_')[0]}-field)", n_rows=n)
-
-
-def _qrels(qrels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    if _is_path(qrels):
-        from ..io.retrieval import read_qrels
-
-        return read_qrels(qrels)
-    if isinstance(qrels, Mapping):
-        triples = [(q, d, g) for q, docs in qrels.items() for d, g in docs.items()]
-    else:
-        triples = list(qrels)
-    if not triples:
-        raise InputError("qrels has no judgements")
-    q, d, g = zip(*triples)
-    grades = np.asarray(g)
-    if grades.dtype.kind not in "iu" and not (grades.dtype.kind == "f" and np.all(grades == np.round(grades))):
-        raise InputError("qrels grades must be integers (trec_eval's)")
-    return id_bytes(list(q)), id_bytes(list(d)), grades.astype(np.int64)
 
 
 @takes(
@@ -157,7 +122,7 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
         raise InputError(f"{role_name(queries, 'queries')} have dimension {dq} but {role_name(corpus, 'the corpus')} "
                          f"has {dc}; embed both with the same model")
     model = None
-    if _is_path(queries) and _is_path(corpus):
+    if is_path(queries) and is_path(corpus):
         from ..io.retrieval import artifact_model
 
         mq, mc = artifact_model(queries), artifact_model(corpus)
@@ -168,8 +133,8 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
                              f"with {mc}; "
                              "retrieval compares vectors of one model")
         model = mq or mc
-    qids = _ids(query_ids, queries, query_id_field, "queries", "query_ids", m)
-    dids = _ids(doc_ids, corpus, doc_id_field, "corpus", "doc_ids", n)
+    qids = ids_of(query_ids, queries, query_id_field, "queries", "query_ids", m)
+    dids = ids_of(doc_ids, corpus, doc_id_field, "corpus", "doc_ids", n)
     paired_metrics: list[str] = []
     if rerank is not None:
         from ..geometry.hubness import REPAIRS
@@ -189,11 +154,11 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
             # a store's count is in its catalog (the store stays open for that run)
             from ..io.stores import is_store, open_store
 
-            n_b = open_store(x).n if given is None and _is_path(x) and is_store(x) else len(ids)
-            other = _ids(given, x, field, what, param, n_b)
+            n_b = open_store(x).n if given is None and is_path(x) and is_store(x) else len(ids)
+            other = ids_of(given, x, field, what, param, n_b)
             _same_ids(ids, other, what)
-    qq, dd, gg = _qrels(qrels)
-    where = f"qrels {qrels}" if _is_path(qrels) else "qrels"
+    qq, dd, gg = qrels_of(qrels)
+    where = f"qrels {qrels}" if is_path(qrels) else "qrels"
     judged = build_qrels(qq, dd, gg, qids, dids, what=where)
     ranks = tie_ranks(dids)
     with running(engine, address) as eng:
@@ -215,7 +180,7 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
                 raise InputError(f"against (B_QUERIES, B_CORPUS): {exc}") from None
             rep.paired = retrieval_paired(rep.per_query, _per_query_in_order(rep, rep_b), paired_metrics,
                                           resamples=resamples, permutations=resamples, seed=seed, margins=margins,
-                                          against=" ".join(_shown(x) if _is_path(x) else "array" for x in against))
+                                          against=" ".join(_shown(x) if is_path(x) else "array" for x in against))
         if rerank is not None:
             from ..geometry.hubness import repaired_neighbours
             from ..geometry.retrieval import evaluate_run, retrieval_paired

@@ -69,8 +69,8 @@ def sts(a: Any, b: Any, scores: Any, *, score_field: str = "score", resamples: i
     paired = None
     if against is not None:
         from ..errors import InputError
-        from ..geometry.paired import check_margins
         from ..geometry.sts import sts_paired
+        from ..stats.items import check_margins
 
         if len(against) != 2:
             raise InputError(f"against must be two embeddings (B1, B2), once per side, got {len(against)}")

@@ -77,13 +77,13 @@ def retrieve_cmd(
     """
     import embedcheck
 
-    from ..geometry.retrieval import _figures
+    from ..geometry.retrieval import retrieval_figures
     from .common import option_errors
 
     dataset_revision, split = options.pop("dataset_revision"), options.pop("split")
     ks = options.pop("k")  # the declaration's check made the list (--k 1,5,10)
     # --fail-below METRIC=X (ndcg@10, map@100, recall@1000, p@5, mrr@10: fractions, 0 to 1) at these cut-offs
-    out.start(figures=_figures(sorted({*ks, 10})))
+    out.start(figures=retrieval_figures(sorted({*ks, 10})))
     if mteb_json is not None:
         from ..io.mteb import check_output
 

@@ -298,12 +298,12 @@ def open_nofollow(path: Path, mode: str) -> Any:
 
 def _entry(e: Any, plan: Plan, where: str) -> dict[str, Any]:
     """A recorded shard entry, checked against the plan (index, path, hashes), or one-line refusal."""
-    from ..io.shards import _SHA
+    from ..io.shards import SHA_HEX
 
     ok = (isinstance(e, dict) and isinstance(e.get("index"), int) and not isinstance(e.get("index"), bool)
           and 0 <= e["index"] < len(plan.jobs) and e.get("path") == f"{plan.jobs[e['index']].name}.npy"
           and isinstance(e.get("rows"), int) and not isinstance(e.get("rows"), bool) and e["rows"] >= 0
-          and all(isinstance(e.get(k), str) and _SHA.fullmatch(e[k]) for k in ("sha256", "sidecar_sha256")))
+          and all(isinstance(e.get(k), str) and SHA_HEX.fullmatch(e[k]) for k in ("sha256", "sidecar_sha256")))
     if not ok:
         shown = json.dumps(e)[:120] if isinstance(e, dict) else repr(e)[:120]
         raise InputError(f"--resume: {where} records a shard that is not one of this plan's ({shown}); "

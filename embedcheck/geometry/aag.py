@@ -31,6 +31,7 @@ from ..errors import InputError
 from ..report.result import Result, hidden, optional
 from ..rows import iter_chunks, label_key, unit_rows  # noqa: F401  (iter_chunks: a name tests patch here)
 from ..stats import paired as P
+from ..stats.items import check_margins, margin_of
 from .aag_kernels import (  # noqa: F401  (importable from here as before)
     AAG_CHUNK_ROWS,
     _maybe_in_memory,
@@ -46,15 +47,14 @@ from .aag_sums import (
     BOOT_GROUPS,
     GroupBoot,
     _aag_from_sums,
-    _check_labels,
     _group_count,
     _share,
     aag_interval,
     boot_variance_shares,
+    check_labels,
     group_boot_aag,
 )
 from .intervals import percentile_ci
-from .paired import check_margins, margin_of
 
 
 @dataclass(kw_only=True)
@@ -152,7 +152,7 @@ def aag_and_variance_share(X: Any, labels: np.ndarray, *, resamples: int = 0, se
 
     src, eng = _opened(X, engine)
     n, d = src.n, src.dim
-    classes, codes, counts = _check_labels(n, labels)
+    classes, codes, counts = check_labels(n, labels)
     k = len(classes)
     boot = None
     if resamples > 0:
@@ -249,7 +249,7 @@ def variance_share(X: Any, labels: np.ndarray, *, boot: Optional[GroupBoot] = No
     (exact) and the variance along it in one streamed product per batch of resamples.
     """
     src, eng = _opened(X, engine)
-    classes, codes, counts = _check_labels(src.n, labels)
+    classes, codes, counts = check_labels(src.n, labels)
     sums, sq = _sums(eng, src, codes, len(classes), chunk=chunk)
     return _variance_share_from(eng, src, sums, sq, counts, boot, level, chunk)
 
@@ -282,7 +282,7 @@ def aag_permutation_null(X: Any, labels: np.ndarray, permutations: int, seed: in
     pass over the rows per draw (``codes[rng.permutation(n)]`` over the global row index)."""
     src, eng = _opened(X, engine)
     n = src.n
-    classes, codes, counts = _check_labels(n, labels)
+    classes, codes, counts = check_labels(n, labels)
     if observed is None:
         observed = aag(src, labels, engine=eng, chunk=chunk).aag
     rng = np.random.default_rng(seed)
@@ -313,7 +313,7 @@ def aag_bootstrap(X: Any, labels: np.ndarray, resamples: int, seed: int = 0, *,
     """
     src, eng = _opened(X, engine)
     n = src.n
-    classes, codes, _ = _check_labels(n, labels)
+    classes, codes, _ = check_labels(n, labels)
     k = len(classes)
     rng = np.random.default_rng(seed)
     vals = []
@@ -363,7 +363,7 @@ def sample_pair_cosines(X: np.ndarray, labels: np.ndarray, pairs: int = 2000,
     """
     if pairs < 1:
         raise ValueError(f"pairs must be >= 1, got {pairs}")
-    classes, codes, _ = _check_labels(X.shape[0], labels)
+    classes, codes, _ = check_labels(X.shape[0], labels)
     rng = np.random.default_rng(seed)
 
     def cos(i: np.ndarray, j: np.ndarray) -> np.ndarray:

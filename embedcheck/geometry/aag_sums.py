@@ -25,7 +25,7 @@ BOOT_GROUPS = 256
 _GROUP_SUMS_BYTES = 256 << 20
 
 
-def _check_labels(n: int, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def check_labels(n: int, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     labels = np.asarray(labels)
     if labels.ndim != 1 or len(labels) != n:
         raise ValueError(f"labels have {labels.shape} entries but the embeddings have {n} rows")

@@ -63,6 +63,7 @@ from ..io.source import ranges
 from ..report import readings as R
 from ..report.result import Result, hidden, optional
 from ..stats import paired as P
+from ..stats.items import ItemFigure, items_paired
 from .anisotropy_floor import (  # noqa: F401  (importable from here as before)
     CHUNK,
     TASK_ROWS,
@@ -94,7 +95,6 @@ from .anisotropy_partner import (  # noqa: F401  (importable from here as before
     tiles,
 )
 from .intervals import normal_mean_ci, wilson_ci
-from .paired import ItemFigure, items_paired
 
 #: anisotropy above this triggers the skill's warning
 WARN_ANISOTROPY = 0.3

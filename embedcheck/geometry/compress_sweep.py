@@ -278,11 +278,11 @@ def _overlap(rows: np.ndarray, base: np.ndarray, k: int = OVERLAP_K) -> np.ndarr
 def _map_chance(y: np.ndarray, map_queries: Optional[int], seed: int) -> np.ndarray:
     """Per-query chance AP of the label MAP (its query rows chosen exactly as ``label_map`` chooses
     them), x100."""
-    from .aag_sums import _check_labels
+    from .aag_sums import check_labels
     from .label_map import expected_random_ap, query_rows
 
     n = len(y)
-    _c, codes, counts = _check_labels(n, y)
+    _c, codes, counts = check_labels(n, y)
     q, _sampled = query_rows(codes, counts, map_queries, seed)
     return 100.0 * expected_random_ap(np.full(len(q), n - 1), counts[codes[q]] - 1)
 
@@ -390,11 +390,11 @@ def sweep(*, retrieval: Optional[RetrievalInput] = None, labels: Optional[LabelI
         inputs.append("retrieval")
     lab = None
     if labels is not None:
-        from .aag_sums import _check_labels
+        from .aag_sums import check_labels
         from .label_map import query_rows
 
         y = np.asarray(labels.labels)
-        _classes, codes, counts = _check_labels(labels.X.shape[0], y)
+        _classes, codes, counts = check_labels(labels.X.shape[0], y)
         nq_map = len(query_rows(codes, counts, labels.map_queries, seed)[0])
         map_idx = rng_map.integers(0, nq_map, size=(resamples, nq_map)) if resamples else None
         lab = (labels, y, map_idx, _map_chance(y, labels.map_queries, seed))

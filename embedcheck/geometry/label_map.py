@@ -29,7 +29,7 @@ from ..report.result import Result, hidden, optional
 from ..rows import iter_chunks, unit_rows
 from . import intervals
 from .aag_kernels import _maybe_in_memory
-from .aag_sums import _check_labels
+from .aag_sums import check_labels
 
 #: the key of the query itself: larger than any cosine's key, so it sorts last and is dropped
 _SELF = np.int32(np.iinfo(np.int32).max)
@@ -262,7 +262,7 @@ def label_map(X: np.ndarray, labels: np.ndarray, *, queries: int | None = None, 
     from ..engine.threads import choose_threads
 
     n = X.shape[0]
-    _classes, codes, counts = _check_labels(n, labels)
+    _classes, codes, counts = check_labels(n, labels)
     U = _maybe_in_memory(X)
     q_idx, sampled = query_rows(codes, counts, queries, seed)
     threads = threads or choose_threads(4, work=len(q_idx), min_work_per_thread=2 * block)
@@ -380,7 +380,7 @@ def label_map_with_aps(engine: Any, src: Source, labels: np.ndarray, *, queries:
         m = label_map(cast(np.ndarray, src), labels, queries=queries, seed=seed, block=QUERY_BLOCK)
         return with_interval(m, resamples, seed).to_dict(), cast(np.ndarray, m.ap)
     if at is not None:
-        _, codes, counts = _check_labels(src.n, labels)
+        _, codes, counts = check_labels(src.n, labels)
         q_idx, sampled = query_rows(codes, counts, queries, seed)
         aps = _map_at(engine, src.parts, q_idx, codes, counts, at)
         out: dict[str, Any] = {"map": float(100 * aps.mean()), "at": int(at), "chance": None,
@@ -398,7 +398,7 @@ def map_over_parts(engine: Any, src: Source, labels: np.ndarray, *, queries: int
                    seed: int = 0) -> MapResult:
     """:func:`label_map` as tasks on ``engine``: one :func:`block_aps` a block of queries."""
     n = src.n
-    _, codes, counts = _check_labels(n, labels)
+    _, codes, counts = check_labels(n, labels)
     q_idx, sampled = query_rows(codes, counts, queries, seed)
     order = np.argsort(codes[q_idx], kind="stable")  # class by class, as label_map takes them
     q_sorted = q_idx[order]

@@ -39,7 +39,7 @@ import numpy as np
 from ..errors import InputError
 from ..rows import iter_chunks, unit_rows
 from ..stats import paired as P
-from .paired import ItemFigure, items_paired
+from ..stats.items import ItemFigure, items_paired
 
 TIE_RULE = ("neighbours of row q: the k rows j != q with the largest cosine (float64, between float64 unit rows); "
             "equal cosines: the smaller row index first")

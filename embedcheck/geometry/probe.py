@@ -20,8 +20,8 @@ import numpy as np
 from ..report.result import Result, hidden, optional
 from ..rows import label_key
 from ..stats import paired as P
+from ..stats.items import ItemFigure, items_paired
 from . import intervals
-from .paired import ItemFigure, items_paired
 
 
 @dataclass(kw_only=True)

@@ -1,7 +1,9 @@
 """Recall of an approximate-nearest-neighbour index against exact search: the maths.
 
-Arrays in, arrays and plain results out (the index itself is queried in
-:mod:`embedcheck.io.stores`; the report is assembled in :mod:`embedcheck.api.recall`).
+Arrays in, arrays and plain results out (the index itself is opened and queried in
+:mod:`embedcheck.io.stores`; the report is assembled in :mod:`embedcheck.api.recall`), and the
+driver: :class:`Truth` (the exact side over one set of vectors) and :func:`run_index` (the index
+searched and scored against it) — what ``recall`` and ``upgrade --index`` both run.
 
 **Metrics and distances.** An index searches under one metric; the exact side uses the same one,
 through the blocked exact search that ``retrieve`` uses (:func:`embedcheck.geometry.search.search_topk`,
@@ -37,6 +39,7 @@ queries still over-state the recall of unseen queries.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Optional
 
 import numpy as np
@@ -251,6 +254,43 @@ def sample_queries(n: int, m: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False)).astype(np.int64)
 
 
-__all__ = ["BELOW", "DISTANCE", "KNN_EPSILON", "METRICS", "SCORES", "check_metric", "distance_of_score", "drop_self", "prepared",
+# ---- the driver: an index queried against the exact side ----------------------------------------
+
+class Truth:
+    """The exact side over one set of vectors, for one set of queries."""
+
+    def __init__(self, Q: np.ndarray, X: np.ndarray, k: int, metric: str, self_rows: Optional[np.ndarray],
+                 engine: Any) -> None:
+        n = X.shape[0]
+        extra = 1 if self_rows is not None else 0
+        kk = min(k + 1 + extra, n)
+        self.Qs, self.Xs, self.search_metric = prepared(Q, X, metric)
+        t0 = time.perf_counter()
+        ex = exact_topk(self.Qs, self.Xs, kk, self.search_metric, engine=engine)
+        self.seconds = time.perf_counter() - t0
+        self.rows, scores = drop_self(ex.rows, self_rows, k + 1, ex.scores)
+        assert scores is not None
+        self.scores = scores
+        self.kth = distance_of_score(scores[:, k - 1], metric)
+        self.Q, self.X, self.k, self.metric, self.self_rows = Q, X, k, metric, self_rows
+
+    def score(self, returned_rows: np.ndarray) -> dict[str, np.ndarray]:
+        R, _ = drop_self(returned_rows, self.self_rows, self.k)
+        rd = returned_distances(self.Q, self.X, R, self.metric)
+        return {"recall": id_recall(R, self.rows[:, :self.k], self.k),
+                "knn_recall": knn_recall(rd, self.kth, self.k), "rows": R}
+
+
+def run_index(idx: Any, truth: Truth, ids: np.ndarray, settings: dict[str, Any], ask: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """``idx`` (an opened index, :mod:`embedcheck.io.stores`) searched for ``truth``'s queries with
+    ``settings``, ``ask`` answers each, scored against the exact side: (per-query ``recall``,
+    ``knn_recall`` and ``rows``; seconds per query)."""
+    from ..io.stores import rows_of
+
+    got, secs = idx.search(truth.Q, ask, **settings)
+    return truth.score(rows_of(ids, got)), secs
+
+
+__all__ = ["BELOW", "Truth", "run_index", "DISTANCE", "KNN_EPSILON", "METRICS", "SCORES", "check_metric", "distance_of_score", "drop_self", "prepared",
            "duplicate_rows", "exact_topk", "id_recall", "knn_recall", "latency", "neg_sq_l2", "norm_spread", "pareto",
            "returned_distances", "sample_queries", "summarise", "ties_at_k"]

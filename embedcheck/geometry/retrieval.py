@@ -37,12 +37,13 @@ from typing import Any, ClassVar, Optional
 import numpy as np
 
 from ..errors import InputError
+from ..io.retrieval import id_bytes  # noqa: F401  (read here by the commands that rank)
 from ..report.result import Figure, Result, hidden, optional
 from ..report.schemas import FRACTION, INT, INTERVAL, NUM, STR, obj
 from ..rows import unit_rows
 from ..stats import paired as P
+from ..stats.items import ItemFigure, items_paired
 from . import intervals
-from .paired import ItemFigure, items_paired
 
 TIE_RULE = ("score descending (float32 cosine, MTEB's cos_sim); equal scores: document id descending "
             "(byte order, as trec_eval and pytrec_eval sort a run)")
@@ -63,11 +64,6 @@ def cosine(Q: np.ndarray, C: np.ndarray) -> np.ndarray:
 def dot(Q: np.ndarray, C: np.ndarray) -> np.ndarray:
     """The plain float32 dot product (MTEB's ``dot`` similarity; vectors used as stored)."""
     return np.asarray(Q, dtype=np.float32) @ np.asarray(C, dtype=np.float32).T
-
-
-def id_bytes(ids: Sequence[Any]) -> np.ndarray:
-    """Ids as a numpy bytes array (UTF-8): compact, and byte order is trec_eval's ``strcmp`` order."""
-    return np.array([str(x).encode("utf-8") for x in ids], dtype=np.bytes_) if len(ids) else np.zeros(0, dtype="S1")
 
 
 def tie_ranks(ids: np.ndarray) -> np.ndarray:
@@ -306,7 +302,7 @@ FAMILY_HELP = {"ndcg": "nDCG: graded relevance of the first {k} results, discoun
                "mrr": "mean reciprocal rank of the first relevant document within {k}"}
 
 
-def _figures(k_values: Sequence[int] = K_VALUES) -> dict[str, Figure]:
+def retrieval_figures(k_values: Sequence[int] = K_VALUES) -> dict[str, Figure]:
     """The declared figures of a run at cut-offs ``k_values`` (nDCG@10 the headline)."""
     return {f"metrics.{f}_at_{k}": Figure("higher", headline=(f == "ndcg" and k == 10),
                                           interval=f"metrics.{f}_at_{k}_ci95",
@@ -328,7 +324,7 @@ class RetrievalReport(Result):
                                           r"^(ndcg|map|recall|precision|mrr)_at_\d+_ci95$": INTERVAL}},
         "ci_method": STR, "tie_rule": STR, "score": STR, "model": STR,
     }, optional=("ci_method", "model"))
-    figures: ClassVar[dict[str, Figure]] = _figures()
+    figures: ClassVar[dict[str, Figure]] = retrieval_figures()
 
     queries: int  #: queries evaluated (those in the qrels)
     queries_without_relevant: int  #: evaluated queries with no document of grade ≥ 1 (they score 0)
@@ -348,7 +344,7 @@ class RetrievalReport(Result):
     query_ids: Any = hidden()  #: ids of the evaluated queries (bytes)
     run: Any = hidden()  #: the :class:`TopK` of every query row
     inputs: Optional[dict[str, str]] = optional()  #: ``qrels_sha256``: the judgements' content hash
-    paired: Any = optional()  #: with ``against``: the :class:`~embedcheck.report.paired.Paired` section
+    paired: Any = optional()  #: with ``against``: the :class:`~embedcheck.report.paired_section.Paired` section
 
     def to_dict(self) -> dict[str, Any]:
         """The report the CLI prints: ``schema`` first, as every command's report."""

@@ -19,9 +19,9 @@ import numpy as np
 from ..errors import InputError
 from ..report.result import Result, optional
 from ..stats import paired as P
+from ..stats.items import check_margins, margin_of
 from ..stats.paired import weighted_pearson, weighted_ranks
 from . import intervals
-from .paired import check_margins, margin_of
 
 
 @dataclass(kw_only=True)

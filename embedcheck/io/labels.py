@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -266,3 +266,30 @@ def load_scores(path: str | os.PathLike, n_rows: int | None = None, *, field: st
     if n_rows is not None and len(scores) != n_rows:
         raise InputError(f"scores {p} has {len(scores)} values but the embeddings have {n_rows} rows")
     return scores
+
+
+def labels_for(labels: Any, n: int, field: str = "label", what: str = "labels", *, rows: Any = None,
+               matched: Optional[dict[str, str]] = None, key: str = "labels", loader: Any = None) -> np.ndarray:
+    """Labels given as an array/list (``n`` of them) or as a labels file / shard set, in the row
+    order of the embeddings ``rows`` (a path): when both carry ids (the file's ``id`` column, the
+    embeddings' sidecar) they are matched by id (:func:`embedcheck.io.rowids.match_rows`: the same
+    set required, reordered when the order differs), else by position. ``matched`` (the report's
+    ``inputs.rows_matched_by``) gets ``key`` → ``"id"`` or ``"position"``. ``loader``: the file
+    reader (default :func:`load_labels`; scores: ``load_scores``)."""
+    from ..rows import encode_labels
+    from .rowids import Matched, match_input
+
+    if isinstance(labels, (str, Path)):
+        read = loader or (lambda p, k: load_labels(p, k, field=field, what=what))
+        y = read(labels, n)
+        m = match_input(rows, labels, names=(f"embeddings {rows}" if isinstance(rows, (str, Path)) else "the embeddings",
+                                             f"{what} {labels}"), tags=("the embeddings", f"the {what}"))
+        y = m.apply(y)
+    else:
+        y = np.asarray(labels)
+        if loader is None:
+            encode_labels(y, n)  # checks the count and the kinds
+        m = Matched("position")
+    if matched is not None:
+        matched[key] = m.by
+    return y

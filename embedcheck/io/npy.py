@@ -26,12 +26,12 @@ import numpy as np
 from ..errors import InputError
 from ..rows import iter_chunks
 from .compressed import open_decoded
-from .npyfile import _npy_header, check_matrix_shape, check_rows, open_npy
+from .npyfile import check_matrix_shape, check_rows, npy_header, open_npy
 from .shards import is_shard_set, open_shard_set
 from .sidecar import check_sidecar, sidecar_of
 from .source import load_shard_matrix, open_source
 
-__all__ = ["_npy_header", "check_matrix_shape", "check_rows", "check_same_dim",
+__all__ = ["npy_header", "check_matrix_shape", "check_rows", "check_same_dim",
            "load_matrix", "open_npy", "stream_rows"]
 
 

@@ -35,7 +35,7 @@ def _header_words(exc: BaseException) -> str:
     return text[:120]
 
 
-def _npy_header(path: Path) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+def npy_header(path: Path) -> tuple[tuple[int, ...], bool, np.dtype, int]:
     """Parse a ``.npy`` header without loading data: (shape, fortran, dtype, data offset)."""
     try:
         with open(path, "rb") as f:
@@ -81,7 +81,7 @@ def open_npy(path: str | os.PathLike, what: str = "array") -> np.ndarray:
     p = check_file(path, what)
     if p.suffix.lower() != ".npy":
         raise InputError(f"{what} {p} must be a .npy file")
-    shape, _fortran, dtype, offset = _npy_header(p)
+    shape, _fortran, dtype, offset = npy_header(p)
     if dtype.hasobject:
         raise InputError(f"{p} holds Python objects (a pickle); embedcheck never loads pickles")
     if dtype.names is not None:

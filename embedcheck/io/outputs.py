@@ -172,13 +172,13 @@ def _inside(p: Path, folder: Path) -> bool:
 
 
 def _store_place(value: Any) -> Optional[tuple[str, str, str]]:
-    from .stores import _place, output_locator
+    from .stores import output_locator, place
 
     try:
         loc = output_locator(value)
     except InputError:
         return None
-    return None if loc is None else _place(loc)
+    return None if loc is None else place(loc)
 
 
 def _file_of_store(o: Out) -> Optional[Out]:

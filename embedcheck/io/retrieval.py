@@ -9,12 +9,16 @@
   non-integer score; a 4-column TREC qrels line ``qid 0 docid grade`` is read too) or JSONL with
   the fields ``query-id``, ``corpus-id``, ``score`` (``query_id`` / ``corpus_id`` accepted).
   Grades are integers (trec_eval's); ``score`` 0 marks a judged non-relevant document.
+
+:func:`ids_of` and :func:`qrels_of` take what a command is given — ids or a file, qrels as a file,
+a mapping or triples — and give the bytes arrays every command that ranks reads.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -183,4 +187,45 @@ def read_qrels(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.ndar
     return np.array(q, dtype=np.bytes_), np.array(d, dtype=np.bytes_), np.asarray(g, dtype=np.int64)
 
 
-__all__ = ["artifact_model", "read_ids", "read_qrels", "sidecar_path"]
+def is_path(x: Any) -> bool:
+    """Whether ``x`` names a file, folder or store (a string or path), not an array or a mapping."""
+    return isinstance(x, (str, os.PathLike))
+
+
+def id_bytes(ids: Sequence[Any]) -> np.ndarray:
+    """Ids as a numpy bytes array (UTF-8): compact, and byte order is trec_eval's ``strcmp`` order."""
+    return np.array([str(x).encode("utf-8") for x in ids], dtype=np.bytes_) if len(ids) else np.zeros(0, dtype="S1")
+
+
+def ids_of(given: Optional[Sequence[Any]], x: Any, field: str, what: str, param: str, n: int) -> np.ndarray:
+    """The ids of the rows of ``x``: ``given`` (one per row), else ``x``'s sidecar or store column
+    ``field``; ``what`` names the input and ``param`` the parameter in messages."""
+    if given is not None:
+        ids = id_bytes(list(given))
+        if len(ids) != n:
+            raise InputError(f"{param} has {len(ids)} ids but {what} has {n} rows")
+        return ids
+    if not is_path(x):
+        raise InputError(f"{param} is needed when {what} is an array (the ids of its rows)")
+    return read_ids(x, field, what=what, option=f"{param.replace('_ids', '_id_field')} (CLI: --{param.split('_')[0]}-field)", n_rows=n)
+
+
+def qrels_of(qrels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(query ids, corpus ids, grades)`` of qrels given as a file (:func:`read_qrels`), a
+    ``{query_id: {doc_id: grade}}`` mapping or ``(query_id, doc_id, grade)`` triples."""
+    if is_path(qrels):
+        return read_qrels(qrels)
+    if isinstance(qrels, Mapping):
+        triples = [(q, d, g) for q, docs in qrels.items() for d, g in docs.items()]
+    else:
+        triples = list(qrels)
+    if not triples:
+        raise InputError("qrels has no judgements")
+    q, d, g = zip(*triples)
+    grades = np.asarray(g)
+    if grades.dtype.kind not in "iu" and not (grades.dtype.kind == "f" and np.all(grades == np.round(grades))):
+        raise InputError("qrels grades must be integers (trec_eval's)")
+    return id_bytes(list(q)), id_bytes(list(d)), grades.astype(np.int64)
+
+
+__all__ = ["artifact_model", "id_bytes", "ids_of", "is_path", "qrels_of", "read_ids", "read_qrels", "sidecar_path"]

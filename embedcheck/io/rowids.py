@@ -64,7 +64,7 @@ class Matched:
         return values if self.order is None else np.asarray(values)[self.order]
 
 
-def _key(v: Any) -> str:
+def id_key(v: Any) -> str:
     """Ids compare as text: ``5`` (a JSON int) and ``"5"`` (a CSV cell) are one id."""
     if isinstance(v, float) and v.is_integer():
         v = int(v)
@@ -85,8 +85,8 @@ def match_rows(ref_ids: Optional[Sequence[Any]], ids: Optional[Sequence[Any]], *
             with_ids, without = (names[0], names[1]) if ids is None else (names[1], names[0])
             notice(f"{without} has no ids but {with_ids} has: rows taken by position (row i with row i)")
         return Matched("position")
-    ref = [_key(v) for v in ref_ids]
-    own = [_key(v) for v in ids]
+    ref = [id_key(v) for v in ref_ids]
+    own = [id_key(v) for v in ids]
     if ref == own:
         return Matched("id")
     ref_name, name = names
@@ -126,7 +126,7 @@ def refuse_repeated_ids(ids: Optional[Sequence[Any]], where: str, why: str = "th
     for i, v in enumerate(ids):
         if v is None:
             continue
-        k = _key(v)
+        k = id_key(v)
         if k in first:
             shown = v.item() if isinstance(v, np.generic) else v
             raise InputError(f"{where}: id {shown!r:.40} repeats (rows {first[k]} and {i}); {why}, so they must be unique")
@@ -237,7 +237,7 @@ def match_pair_sides(a: Any, b: Any, *, names: tuple[str, str]) -> Matched:
     items may differ (queries and documents), so ids of different sets mean "paired by position";
     the same ids in another order mean the same items shuffled, and B is matched to A by id."""
     ids_a, ids_b = row_ids(a), row_ids(b)
-    if ids_a is None or ids_b is None or {_key(v) for v in ids_a} != {_key(v) for v in ids_b}:
+    if ids_a is None or ids_b is None or {id_key(v) for v in ids_a} != {id_key(v) for v in ids_b}:
         return Matched("position")
     return match_rows(ids_a, ids_b, names=names, tags=("A", "B"))
 

@@ -76,7 +76,7 @@ DTYPES = ("float16", "float32", "float64")
 #: memory maps a :class:`ShardSet` keeps open at once (least recently used are closed)
 OPEN_SHARDS = 64
 
-_SHA = re.compile(r"[0-9a-f]{64}")
+SHA_HEX = re.compile(r"[0-9a-f]{64}")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 
 
@@ -308,13 +308,13 @@ def parse_manifest(obj: Any, manifest: Path) -> ShardSet:
         seen.add(path)
         n_k = _int(s.get("rows"), "rows", w, 0)
         sha = s.get("sha256")
-        if not isinstance(sha, str) or not _SHA.fullmatch(sha):
+        if not isinstance(sha, str) or not SHA_HEX.fullmatch(sha):
             raise InputError(f"{w} ({path}): sha256 must be 64 lowercase hex digits, got {sha!r}")
         side = s.get("sidecar_sha256")
         if side is None:
             raise InputError(f"{w} ({path}) has no sidecar_sha256: every file a manifest names must be pinned "
                              "by its sha256 (add the sha256 of the shard's .jsonl)")
-        if not isinstance(side, str) or not _SHA.fullmatch(side):
+        if not isinstance(side, str) or not SHA_HEX.fullmatch(side):
             raise InputError(f"{w} ({path}): sidecar_sha256 must be 64 lowercase hex digits, got {side!r}")
         entries.append(ShardEntry(path=path, rows=n_k, sha256=sha, start=start, sidecar_sha256=side))
         start += n_k

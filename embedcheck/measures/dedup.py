@@ -206,9 +206,9 @@ def search_effect(corpus: Any, ids: Optional[list[Any]], g: Any, queries: str, q
     queries, and their paired difference: what deduplicating costs search. A judged row that dedup
     removes passes its grade to its group's kept row (the higher grade where two meet): its content is
     still there."""
-    from ..api.retrieve import _qrels
     from ..geometry import hubness as H
-    from ..geometry.retrieval import build_qrels, evaluate_run, id_bytes
+    from ..geometry.retrieval import build_qrels, evaluate_run
+    from ..io.retrieval import id_bytes, qrels_of
     from ..io.source import open_source
     from ..stats.paired import paired_items
 
@@ -219,7 +219,7 @@ def search_effect(corpus: Any, ids: Optional[list[Any]], g: Any, queries: str, q
     if ids is None or qids is None:
         raise InputError(f"--qrels names rows by id: {'the embeddings' if ids is None else '--queries ' + queries} "
                          "carry no ids (a sidecar .jsonl or an id column)")
-    qq, dd, gg = _qrels(qrels)
+    qq, dd, gg = qrels_of(qrels)
     qb, db = id_bytes(list(qids)), id_bytes(list(ids))
     full = build_qrels(qq, dd, gg, qb, db, what=f"--qrels {qrels}")
     first = np.full(int(g.label.max()) + 1, -1, dtype=np.int64)
@@ -257,13 +257,13 @@ def labels_effect(corpus: Any, g: Any, labels: str, *, resamples: int, seed: int
     counts the kept rows among each resample's draws): what deduplicating does to the label
     geometry. Labels are matched to the rows by id as ``aag`` matches them."""
     from ..geometry import dedup as D
-    from ..geometry.aag_sums import _check_labels
+    from ..geometry.aag_sums import check_labels
     from ..stats.paired import paired_figure
 
     lab = _labels_of(corpus, labels)
     try:
-        _check_labels(corpus.n, lab)
-        _check_labels(int(g.kept.size), lab[g.kept])
+        check_labels(corpus.n, lab)
+        check_labels(int(g.kept.size), lab[g.kept])
     except ValueError as e:
         raise InputError(f"--labels {labels}: {e}" + ("" if "kept" in str(e) else " (over every row or the kept rows)")) from None
     codes = np.unique(lab, return_inverse=True)[1].reshape(-1)

@@ -49,23 +49,23 @@ def parse_repairs(value: Optional[str]) -> list[str]:
 
 def _qrels_for(qrels: str, queries: str, corpus: Any) -> Any:
     """The judgements of ``qrels`` over the rows of the queries and the corpus (their sidecars' ids)."""
-    from ..api.retrieve import _ids, _qrels
     from ..geometry.retrieval import build_qrels
+    from ..io.retrieval import ids_of, qrels_of
 
-    qq, dd, gg = _qrels(qrels)
+    qq, dd, gg = qrels_of(qrels)
     qsrc_n = None
     from ..io.source import open_source
 
     qsrc_n = open_source(queries, what="--queries").n
-    qids = _ids(None, queries, "id", "--queries", "query_ids", qsrc_n)
-    dids = _ids(None, corpus.name, "id", "embeddings", "doc_ids", corpus.n)
+    qids = ids_of(None, queries, "id", "--queries", "query_ids", qsrc_n)
+    dids = ids_of(None, corpus.name, "id", "embeddings", "doc_ids", corpus.n)
     return build_qrels(qq, dd, gg, qids, dids, what=f"--qrels {qrels}")
 
 
 def _labels_of(corpus: Any, labels: str) -> np.ndarray:
     """``--labels``: one label per row (a labels file or table with ids, or the embeddings' own
     ``.jsonl`` rows; matched by id as ``aag`` matches them)."""
-    from ..api._common import labels_for
+    from ..io.labels import labels_for
 
     part = corpus.parts[0]
     rows = part.store or (corpus.name if part.array is None else None)

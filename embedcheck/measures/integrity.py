@@ -456,12 +456,12 @@ def _price(q_src: Any, text_field: Optional[str], corpus: Any, qrels: str, expec
 def _judged(q_src: Any, corpus: Any, qrels: str) -> tuple[Any, Any]:
     """``--qrels`` read against the queries' and the corpus's ids (an error names what does not match),
     and the corpus's ids."""
-    from ..api.retrieve import _ids, _qrels
     from ..geometry.retrieval import build_qrels
+    from ..io.retrieval import ids_of, qrels_of
 
-    qq, dd, gg = _qrels(qrels)
-    qids = _ids(None, q_src.name, "id", "--queries", "query_ids", q_src.n)
-    dids = _ids(None, corpus.name, "id", "embeddings", "doc_ids", corpus.n)
+    qq, dd, gg = qrels_of(qrels)
+    qids = ids_of(None, q_src.name, "id", "--queries", "query_ids", q_src.n)
+    dids = ids_of(None, corpus.name, "id", "embeddings", "doc_ids", corpus.n)
     return build_qrels(qq, dd, gg, qids, dids, what=f"--qrels {qrels}"), dids
 
 

@@ -44,10 +44,10 @@ def _pairs(old_ids: list[Any], new_ids: list[Any]) -> tuple[np.ndarray, np.ndarr
     """The OLD and NEW row of each pair, in OLD's row order (so the pairs, their split and every figure do
     not depend on the order of NEW's rows); ids compare as text (``5`` and ``"5"`` are one id). Both
     sides come from :func:`_ids_of`, which has refused repeated ids."""
-    from ..io.rowids import _key
+    from ..io.rowids import id_key
 
-    pos = {_key(k): i for i, k in enumerate(old_ids)}
-    keys = [_key(k) for k in new_ids]
+    pos = {id_key(k): i for i, k in enumerate(old_ids)}
+    keys = [id_key(k) for k in new_ids]
     miss = [k for k, key in zip(new_ids, keys) if key not in pos]
     if miss:
         raise InputError(f"NEW: {len(miss)} of its {len(new_ids)} rows pair with no OLD row by id "
@@ -86,7 +86,7 @@ def _labels(old: Any, labels: str, field: str = "label") -> tuple[np.ndarray, st
     """``--old-labels``: one label per OLD row (a labels file or table, its ``field`` column — ``--label-field``,
     default ``label``; matched to OLD's rows by id as ``aag`` matches them: the same set, reordered by id),
     and how they matched."""
-    from ..api._common import labels_for
+    from ..io.labels import labels_for
 
     part = old.parts[0]
     rows = part.store or (old.name if part.array is None else None)
@@ -191,9 +191,9 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     qo_ids, qn_ids = qo_src.ids(), qn_src.ids()
     q_order = None  # --queries-new's rows in --queries-old's order (the same ids in another order: matched by id)
     if qo_ids is not None and qn_ids is not None:
-        from ..io.rowids import _key, match_rows
+        from ..io.rowids import id_key, match_rows
 
-        ko, kn = [_key(v) for v in qo_ids], [_key(v) for v in qn_ids]
+        ko, kn = [id_key(v) for v in qo_ids], [id_key(v) for v in qn_ids]
         if sorted(ko) != sorted(kn):
             diff = next(i for i, (a, b) in enumerate(zip(ko, kn)) if a != b)
             raise InputError(f"--queries-old and --queries-new differ in ids from row {diff} ({qo_ids[diff]!r} vs {qn_ids[diff]!r})")
@@ -255,10 +255,10 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     from ..stats.paired import paired_items
 
     if qrels is not None:
-        from ..api.retrieve import _qrels
         from ..geometry.retrieval import build_qrels, evaluate_run
+        from ..io.retrieval import qrels_of
 
-        qq, dd, gg = _qrels(qrels)
+        qq, dd, gg = qrels_of(qrels)
         if qo_ids is None:
             raise InputError("--queries-old: its rows carry no ids: --qrels names queries by id")
         qids = id_bytes(list(qo_ids))

@@ -3,7 +3,7 @@ pgvector column, a LanceDB table, opened as ``recall`` opens it, :func:`embedche
 
 The index's recall@k, measured as ``recall`` measures it (its own library queried one query per
 call; the ground truth exact top-k under its metric over the vectors it holds; id-overlap and k-nn
-recall per query, :class:`embedcheck.api.recall._Truth`), three times on the same queries:
+recall per query, :class:`embedcheck.geometry.recall.Truth`), three times on the same queries:
 
 * **built for** — the old queries over the vectors the index was built on: its recall as it serves today;
 * **bridge** — the new-model queries mapped by the bridge into the old space, searched in the
@@ -48,11 +48,11 @@ def parse_settings(items: Optional[list[str]], what: str = "--index-set") -> dic
 def _recall(idx: Any, Q: np.ndarray, ids: np.ndarray, X: np.ndarray, k: int, settings: dict[str, Any],
             engine: Any) -> dict[str, np.ndarray]:
     """Per query: ``recall`` (id overlap) and ``knn_recall`` of ``idx`` against exact top ``k`` over ``X``."""
-    from ..api.recall import _run, _Truth
+    from ..geometry.recall import Truth, run_index
 
-    truth = _Truth(np.ascontiguousarray(Q, dtype=np.float32), np.ascontiguousarray(X, dtype=np.float32), k,
+    truth = Truth(np.ascontiguousarray(Q, dtype=np.float32), np.ascontiguousarray(X, dtype=np.float32), k,
                    idx.metric, None, engine)
-    sc, _ = _run(idx, truth, ids, settings, k)
+    sc, _ = run_index(idx, truth, ids, settings, k)
     return sc
 
 

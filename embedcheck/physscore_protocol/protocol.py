@@ -301,7 +301,7 @@ def table1_resamples(scores: Sequence[CellScore], resamples: int = 1000, seed: i
 def table1_paired(scores_a: Sequence[CellScore], scores_b: Sequence[CellScore], *, resamples: int = 1000,
                   seed: int = 0, margins: Optional[dict[str, float]] = None, against: Optional[str] = None) -> Any:
     """Table 1's τ, PACC and AVG ×100 of two models on the same resampled items of every cell: the
-    :class:`~embedcheck.report.paired.Paired` section: the bias-corrected percentile interval (no
+    :class:`~embedcheck.report.paired_section.Paired` section: the bias-corrected percentile interval (no
     acceleration term: the resamples are stratified by cell) and the bootstrap p-value (a
     cosine belongs to its own model's anchor, so A's and B's items are not swapped)."""
     from ..stats import paired as P

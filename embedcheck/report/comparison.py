@@ -31,7 +31,7 @@ quadrature interval ignores that, and the paired comparison (``--against``, the 
 **Direction.** Which way a figure is better is what its report class declares
 (:attr:`embedcheck.report.result.Result.figures`: ``Figure("lower", ...)`` for ``raw.floor_share``,
 ``top1_changed``, latencies ...; a plugin's ``Measurement.figures``); the paired section's
-``p_value`` and ``min_detectable_effect`` are lower-is-better (:class:`~embedcheck.report.paired.PairedFigure`);
+``p_value`` and ``min_detectable_effect`` are lower-is-better (:class:`~embedcheck.report.paired_section.PairedFigure`);
 an undeclared figure counts as higher-is-better (:func:`direction`). ``drop`` is the worsening:
 ``baseline − current`` for higher-is-better figures, ``current − baseline`` otherwise (negative
 when the figure improved). A *significant drop* is a headline figure (:func:`headlines`: declared on
@@ -52,7 +52,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from ..errors import InputError
-from .paired import PairedFigure
+from .paired_section import PairedFigure
 from .schemas import parse_schema_id
 
 
@@ -141,7 +141,7 @@ _LIST_ITEM = re.compile(r"\[[^\]]*\]")
 def direction(command: str, figure: str) -> str:
     """"higher" or "lower": which way the figure is better, as declared — on the command's report
     classes (``Figure("lower", ...)``; ``rows[]`` stands for any item of a list), or, under
-    ``paired.<figure>.``, on the paired section's :class:`~embedcheck.report.paired.PairedFigure`
+    ``paired.<figure>.``, on the paired section's :class:`~embedcheck.report.paired_section.PairedFigure`
     (``p_value``, ``min_detectable_effect``: lower). An undeclared figure counts as higher-is-better."""
     from .schemas import figures_of
 

@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 
 from ..errors import InputError
-from ..report.paired import Paired, PairedFigure  # noqa: F401  (importable from here as before)
+from ..report.paired_section import Paired, PairedFigure  # noqa: F401  (importable from here as before)
 from ..report.result import Figure
 
 #: resamples and permutations by default

@@ -87,7 +87,7 @@ from .postgres import (  # noqa: F401
            pg_error,
            split_pg,
 )
-from .writing import CODES, WRITABLE, _place, carried_columns, check_output, output_locator, write_store  # noqa: F401
+from .writing import CODES, WRITABLE, carried_columns, check_output, output_locator, place, write_store  # noqa: F401
 
 __all__ = ["EXTRA", "AnnIndex", "Locator", "Store", "StoreRows", "close_all", "display_name", "index_vectors",
            "is_index_locator", "is_store", "mask_secrets", "check_output", "open_index", "open_store", "output_locator",

@@ -34,7 +34,7 @@ def output_locator(x: Any) -> Optional[Locator]:
     return loc
 
 
-def _place(loc: Locator) -> tuple[str, str, str]:
+def place(loc: Locator) -> tuple[str, str, str]:
     """Where a store's rows live, for comparing an output with the inputs (never shown: a
     postgres place holds the connection string)."""
     if loc.kind == "postgres":
@@ -58,7 +58,7 @@ def check_output(target: Any, overwrite: bool = False, inputs: Any = ()) -> Loca
             continue  # a malformed input fails where it is read
         if other is None and isinstance(inp, (str, os.PathLike)) and os.fspath(inp) not in ("", "-"):
             other = Locator("file", os.fspath(inp), os.fspath(inp))
-        if other is not None and _place(other) == _place(loc):
+        if other is not None and place(other) == place(loc):
             raise InputError(f"output {loc.name} would overwrite the input {display_name(inp)}; choose another output")
     if loc.kind == "postgres":
         _need("psycopg", loc.name)

@@ -4,8 +4,8 @@ Each measuring command maps the per-item data behind its figures (kept on its re
 :class:`ItemFigure`\ s — A's and B's data of the same items and the statistic of them under item
 weights — and :func:`items_paired` compares every figure on the **same** resamples (one
 resampling plan, one seed: the same multinomial weights for A and B), returning a
-:class:`~embedcheck.report.paired.Paired` section (one
-:class:`~embedcheck.report.paired.PairedFigure` per figure). The commands' own mappings live beside
+:class:`~embedcheck.report.paired_section.Paired` section (one
+:class:`~embedcheck.report.paired_section.PairedFigure` per figure). The commands' own mappings live beside
 their maths: ``sts_paired`` (:mod:`embedcheck.geometry.sts`), ``aag_paired`` (:mod:`~embedcheck.geometry.aag`),
 ``probe_paired`` (:mod:`~embedcheck.geometry.probe`), ``anisotropy_paired``
 (:mod:`~embedcheck.geometry.anisotropy`), ``neighbors_paired`` (:mod:`~embedcheck.geometry.neighbors`),
@@ -26,7 +26,7 @@ from typing import Optional
 import numpy as np
 
 from ..errors import InputError
-from ..stats import paired as P
+from . import paired as P
 
 
 def margin_of(margins: Optional[dict[str, float]], key: str) -> Optional[float]:
