@@ -33,7 +33,7 @@ LONGEST_FIRST = ("test_pipelines.py", "test_conformance.py", "test_readme_exampl
                  "test_trust.py", "test_stores.py", "test_tuning.py", "test_engine_ray.py", "test_integrity.py",
                  "test_embed.py", "test_reports_match_saved.py", "test_fastpath.py", "test_options.py", "test_head.py",
                  "test_conformance_locators.py", "test_physscore_model.py", "test_retrieve_pipeline.py",
-                 "test_conformance_messages.py", "test_engine.py", "test_drift.py", "test_lint.py", "test_shards.py",
+                 "test_conformance_messages.py", "test_engine.py", "test_scripts.py", "test_drift.py", "test_lint.py", "test_shards.py",
                  "test_physscore.py", "test_ci_check.py", "test_bad_input.py", "test_conformance_engines.py",
                  "test_tables80.py")
 

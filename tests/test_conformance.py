@@ -186,6 +186,18 @@ def test_cli_json_is_the_api_report(case: Case, request) -> None:
     assert _masked(res.json()) == _masked(json.loads(json.dumps(api)))
 
 
+def test_the_example_as_a_real_process_gives_the_same_report(case: Case) -> None:
+    """One end-to-end run per command, the rest of this suite running in process: ``python -m
+    embedcheck`` (a new interpreter, the entry point, the process's own exit code and streams) prints
+    the report the in-process run gives (timings masked); a state one command leaves to the next in
+    a process would show here as a difference."""
+    env = {**os.environ, **case.env, "HF_HUB_OFFLINE": "1", "COLUMNS": "80"}
+    p = subprocess.run([sys.executable, "-m", "embedcheck", case.name, *case.argv(), "--json"], capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert _masked(json.loads(p.stdout)) == _masked(case.run().json())
+
+
 def test_report_validates_against_its_schema(case: Case) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     res = case.run()

@@ -72,6 +72,7 @@ def run(quick: bool = False) -> list[dict]:
     from embedcheck.heads.io import read_map
     from embedcheck.heads.project import project_rows
 
+    tiny = pick(quick, full={}, quick={}, tiny={"resamples": 20})  # the defaults but under --tiny
     n_docs, n_q, n_bridge = pick(quick, full=(5183, 300, 100_000), quick=(1500, 100, 20_000), tiny=(300, 30, 1000))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,7 +81,8 @@ def run(quick: bool = False) -> list[dict]:
         plain = min(_plain_search(folder) for _ in range(3))
         t0 = time.perf_counter()
         rep = embedcheck.upgrade(f["old"], f["new"], queries_old=f["qo"], queries_new=f["qn"], qrels=f["qrels"],
-                                 method="procrustes,ridge,low-rank", output=str(folder / "adapter.safetensors")).to_dict()
+                                 method="procrustes,ridge,low-rank", output=str(folder / "adapter.safetensors"),
+                                 **tiny).to_dict()
         lin = time.perf_counter() - t0
         rows.append({"name": f"upgrade fit+score {n_docs:,} x {n_q}, 768 -> 384 (3 linear adapters)",
                      "measure": f"{lin:.1f}s", "baseline": plain, "ratio": lin / 20.0, "goal": "<= 20 s",
@@ -89,7 +91,7 @@ def run(quick: bool = False) -> list[dict]:
                               f"recovered {rep['recovered']}; chosen {rep['chosen']}"})
         t0 = time.perf_counter()
         rep_mlp = embedcheck.upgrade(f["old"], f["new"], queries_old=f["qo"], queries_new=f["qn"], qrels=f["qrels"],
-                                     method="mlp").to_dict()
+                                     method="mlp", **tiny, **({"mlp_epochs": 1} if tiny else {})).to_dict()
         mlp = time.perf_counter() - t0
         rows.append({"name": f"upgrade fit+score {n_docs:,} x {n_q}, 768 -> 384 (mlp adapter)",
                      "measure": f"{mlp:.1f}s", "baseline": plain, "ratio": mlp / 60.0, "goal": "<= 60 s",
