@@ -27,8 +27,8 @@ from ..geometry.retrieval import (
     check_k_values,
     cosine,
     id_bytes,
+    ranking_ties,
     report_from_run,
-    tie_ranks,
 )
 from ..report.result import optional
 from ..spec import Option, takes
@@ -83,21 +83,9 @@ def _ids(given: Optional[Sequence[Any]], x: Any, field: str, what: str, param: s
 
 
 def _qrels(qrels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    if _is_path(qrels):
-        from ..io.retrieval import read_qrels
+    from ..io.retrieval import qrels_triples
 
-        return read_qrels(qrels)
-    if isinstance(qrels, Mapping):
-        triples = [(q, d, g) for q, docs in qrels.items() for d, g in docs.items()]
-    else:
-        triples = list(qrels)
-    if not triples:
-        raise InputError("qrels has no judgements")
-    q, d, g = zip(*triples)
-    grades = np.asarray(g)
-    if grades.dtype.kind not in "iu" and not (grades.dtype.kind == "f" and np.all(grades == np.round(grades))):
-        raise InputError("qrels grades must be integers (trec_eval's)")
-    return id_bytes(list(q)), id_bytes(list(d)), grades.astype(np.int64)
+    return qrels_triples(qrels)  # the one qrels reader, with its one policy
 
 
 @takes(
@@ -195,7 +183,7 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
     qq, dd, gg = _qrels(qrels)
     where = f"qrels {qrels}" if _is_path(qrels) else "qrels"
     judged = build_qrels(qq, dd, gg, qids, dids, what=where)
-    ranks = tie_ranks(dids)
+    ranks = ranking_ties(dids, n)
     with running(engine, address) as eng:
         run = search_topk(q_src, c_src, max(ks), ranks, score=score, engine=eng, progress=progress)
         rep = report_from_run(run, judged, k_values=ks, n_queries=m, n_docs=n, dim=dq, resamples=resamples,
@@ -222,7 +210,8 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
 
             Q = np.asarray(q_src[:], dtype=np.float64)
             C = np.asarray(c_src[:], dtype=np.float64)
-            rows, method = repaired_neighbours(Q, C, min(max(ks), n), rerank, in_corpus=False, seed=seed)
+            rows, method = repaired_neighbours(Q, C, min(max(ks), n), rerank, in_corpus=False, seed=seed,
+                                               ranks=ranks)  # the plain run's tie rule: a tie is not a change
             per_b = evaluate_run(rows, judged, ks, n_docs=n)
             rep.paired = retrieval_paired(rep.per_query, per_b, paired_metrics, resamples=resamples,
                                           permutations=resamples, seed=seed, margins=margins,

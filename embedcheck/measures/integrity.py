@@ -456,10 +456,11 @@ def _price(q_src: Any, text_field: Optional[str], corpus: Any, qrels: str, expec
 def _judged(q_src: Any, corpus: Any, qrels: str) -> tuple[Any, Any]:
     """``--qrels`` read against the queries' and the corpus's ids (an error names what does not match),
     and the corpus's ids."""
-    from ..api.retrieve import _ids, _qrels
+    from ..api.retrieve import _ids
     from ..geometry.retrieval import build_qrels
+    from ..io.retrieval import qrels_triples
 
-    qq, dd, gg = _qrels(qrels)
+    qq, dd, gg = qrels_triples(qrels)
     qids = _ids(None, q_src.name, "id", "--queries", "query_ids", q_src.n)
     dids = _ids(None, corpus.name, "id", "embeddings", "doc_ids", corpus.n)
     return build_qrels(qq, dd, gg, qids, dids, what=f"--qrels {qrels}"), dids
