@@ -174,9 +174,9 @@ def search_effect(corpus: Any, ids: Optional[list[Any]], g: Any, queries: str, q
     queries, and their paired difference: what deduplicating costs search. A judged row that dedup
     removes passes its grade to its group's kept row (the higher grade where two meet): its content is
     still there."""
-    from ..api.retrieve import _qrels
     from ..geometry import hubness as H
-    from ..geometry.retrieval import build_qrels, evaluate_run, id_bytes
+    from ..geometry.retrieval import build_qrels, evaluate_run, id_bytes, ranking_ties
+    from ..io.retrieval import qrels_triples
     from ..io.source import open_source
     from ..stats.paired import paired_items
 
@@ -187,7 +187,7 @@ def search_effect(corpus: Any, ids: Optional[list[Any]], g: Any, queries: str, q
     if ids is None or qids is None:
         raise InputError(f"--qrels names rows by id: {'the embeddings' if ids is None else '--queries ' + queries} "
                          "carry no ids (a sidecar .jsonl or an id column)")
-    qq, dd, gg = _qrels(qrels)
+    qq, dd, gg = qrels_triples(qrels)
     qb, db = id_bytes(list(qids)), id_bytes(list(ids))
     full = build_qrels(qq, dd, gg, qb, db, what=f"--qrels {qrels}")
     first = np.full(int(g.label.max()) + 1, -1, dtype=np.int64)
@@ -205,8 +205,10 @@ def search_effect(corpus: Any, ids: Optional[list[Any]], g: Any, queries: str, q
     X = np.asarray(corpus[:], dtype=np.float32)
     Q = np.asarray(q[:], dtype=np.float32)
     k = min(10, g.kept.size)
-    rows_full, _ = H.neighbours(Q, X, min(10, corpus.n), in_corpus=False, engine=engine)
-    rows_kept, _ = H.neighbours(Q, np.ascontiguousarray(X[g.kept]), k, in_corpus=False, engine=engine)
+    rows_full, _ = H.neighbours(Q, X, min(10, corpus.n), in_corpus=False, engine=engine,
+                                ranks=ranking_ties(db, corpus.n))  # retrieve's tie rule: the same nDCG as retrieve
+    rows_kept, _ = H.neighbours(Q, np.ascontiguousarray(X[g.kept]), k, in_corpus=False, engine=engine,
+                                ranks=ranking_ties(db[g.kept], int(g.kept.size)))
     a = evaluate_run(rows_full, full, (10,), n_docs=corpus.n)["ndcg_at_10"]
     b = evaluate_run(rows_kept, kept_qrels, (10,), n_docs=int(g.kept.size))["ndcg_at_10"]
     pf = paired_items(a, b, resamples=resamples, permutations=resamples, seed=seed).to_dict()
@@ -245,6 +247,39 @@ def labels_effect(corpus: Any, g: Any, labels: str, *, resamples: int, seed: int
                           "the kept arm counting only the kept rows among them; bootstrap p-value")}
 
 
+#: bytes the floor holds per drawn pair at once (the two row indices, the derangement, the cosine: int64 and float64)
+FLOOR_BYTES_PER_PAIR = 40
+
+
+def _available_memory() -> Optional[int]:
+    """Bytes of memory available to this process now (``MemAvailable`` of /proc/meminfo, else the free
+    physical pages); None where neither can be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import os
+
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_floor_memory(floor_pairs: int) -> None:
+    """Before any work: the floor's pairs are drawn and held at once, so ``--floor-pairs`` is bounded by
+    the memory this machine has — said as such (not an out-of-memory naming options dedup has not)."""
+    need, avail = floor_pairs * FLOOR_BYTES_PER_PAIR, _available_memory()
+    if avail is not None and need > avail // 2:
+        most = max(1000, avail // 2 // FLOOR_BYTES_PER_PAIR)
+        raise InputError(f"floor_pairs {floor_pairs:,}: the floor holds its pairs at once, about "
+                         f"{need / 2**30:,.1f} GiB ({FLOOR_BYTES_PER_PAIR} bytes a pair), more than half the "
+                         f"{avail / 2**30:,.1f} GiB this machine has available; give at most {most:,}")
+
+
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[float], floor_percentile: Optional[float],
         keep_rows: Optional[int], floor_pairs: int, leakage_of: Optional[str], examples: int, top: int,
         output: Optional[str], copy: Optional[str], queries: Optional[str] = None, qrels: Optional[str] = None,
@@ -274,6 +309,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
     if (queries is None) != (qrels is None):
         raise InputError("--queries and --qrels go together: search over every row and over the kept rows, judged")
     copy_kind = check_copy(copy, corpus, [leakage_of, queries, qrels, labels]) if copy is not None else None
+    _check_floor_memory(floor_pairs)
     if not ann:  # the exact pass has no lists to probe and measures nothing: such an option would do nothing
         for flag, v in (("--probes", probes), ("--ann-sample", ann_sample)):
             if v is not None:
