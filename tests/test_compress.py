@@ -71,8 +71,8 @@ def test_bits_cosine_is_one_minus_twice_hamming_over_d_by_brute_force(precision)
     from embedcheck.geometry.compress import bits_cosine
 
     assert np.array_equal(bits_cosine(P[:5], P), want.astype(np.float32))
-    # best first, ties by the smaller row
-    order = np.lexsort((np.broadcast_to(np.arange(40), want.shape), -want), axis=1)
+    # best first, ties by the one tie rule of every command that ranks (rows without ids: the higher row first)
+    order = np.lexsort((np.broadcast_to(-np.arange(40), want.shape), -want), axis=1)
     assert np.array_equal(idx, order)
 
 
@@ -87,9 +87,9 @@ def test_rescoring_orders_candidates_as_sentence_transformers_does():
     qb = Q > 0
     ham = (qb[:, None, :] != bits[None, :, :].astype(bool)).sum(axis=2)
     for i in range(len(Q)):
-        cand = np.lexsort((np.arange(500), ham[i]))[: m * k]
+        cand = np.lexsort((-np.arange(500), ham[i]))[: m * k]  # ties: the one rule (the higher row first)
         st_scores = Q[i].astype(np.float64) @ bits[cand].T.astype(np.float64)  # sentence-transformers' rescoring
-        want = cand[np.lexsort((cand, -st_scores))][:k]
+        want = cand[np.lexsort((-cand, -st_scores))][:k]
         assert np.array_equal(idx[i], want)
         assert np.allclose(S[i], Q[i].astype(np.float64) @ (2.0 * bits[want].T - 1))
 

@@ -183,7 +183,7 @@ def test_neighbors_names_each_side_with_its_own_ids_either_way_round(cli, sides)
         res = cli(["neighbors", x, y, "--k", "3"])
         assert_one_line_error(res)
         assert f"20 only in A, e.g. '{ex}'; 20 only in B, e.g. '{ey}'" in res.stderr, res.stderr
-        assert f"B {y} and A {x} hold different rows" in res.stderr, res.stderr
+        assert f"A {x} and B {y} hold different rows" in res.stderr, res.stderr  # named in their order
 
 
 @pytest.mark.parametrize("command", ["neighbors", "anisotropy"])
@@ -196,7 +196,7 @@ def test_against_names_the_side_whose_pair_differs(cli, sides, command) -> None:
         assert_one_line_error(res)
         mine = A if side == "A" else B
         assert f"20 only in {side}, e.g. 'r0'; 20 only in against {side}2, e.g. 'z0'" in res.stderr, res.stderr
-        assert f"against {side}2 {Z} and {side} {mine} hold different rows" in res.stderr, res.stderr
+        assert f"{side} {mine} and against {side}2 {Z} hold different rows" in res.stderr, res.stderr
 
 
 @pytest.mark.parametrize("command", ["sts", "threshold", "anisotropy", "neighbors"])
@@ -243,7 +243,7 @@ def test_labels_and_embeddings_name_their_own_ids(cli, sides, tmp_path) -> None:
     res = cli(["aag", sides["A"], lab, "--no-map"])
     assert_one_line_error(res)
     assert "1 only in the embeddings, e.g. 'r3'; 1 only in the labels, e.g. 'x9'" in res.stderr, res.stderr
-    assert f"labels {lab} and embeddings {sides['A']} hold different rows" in res.stderr
+    assert f"embeddings {sides['A']} and labels {lab} hold different rows" in res.stderr
 
 
 # ---- rows counted from 0, with the line of a text file ------------------------------------------------

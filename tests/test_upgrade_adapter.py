@@ -300,3 +300,28 @@ def test_labels_aag_and_label_map_before_and_after_the_bridge(cli, rotation):
     res = cli(["upgrade", f["old"], f["new"], "--queries-old", f["qo"], "--queries-new", f["qn"], "--old-labels", bad])
     assert_one_line_error(res)
     assert "--old-labels" in res.stderr
+
+
+def test_an_adapter_is_refused_on_its_own_output_again_or_inverted(cli, rotation):
+    """The output's .meta.json records the adapter (its sha256), its direction, side and the models
+    of both spaces, so a second application of the same adapter — as written or inverted — to that
+    output is refused in one line; another adapter on it is not this rule's business."""
+    f, out = rotation, rotation["dir"] / "a.safetensors"
+    _upgrade(cli, f, out)
+    bridged, migrated = f["dir"] / "bridged.npy", f["dir"] / "migrated.npy"
+    assert cli(["project", f["qn"], "--adapter", out, "--side", "queries", "-o", bridged]).exit_code == 0
+    assert cli(["project", f["old"], "--adapter", out, "--side", "documents", "--invert", "-o", migrated]).exit_code == 0
+    meta = json.loads((f["dir"] / "bridged.meta.json").read_text())
+    from embedcheck.io.provenance import sha256_file
+
+    assert meta["adapter"]["sha256"] == sha256_file(out)
+    assert meta["adapter"]["direction"] == "new->old" and meta["adapter"]["side"] == "queries"
+    assert meta["adapter"]["input_model"] == "new-model" and meta["adapter"]["output_model"] == "old-model"
+    o = f["dir"] / "o.npy"
+    for src, extra, word in ((bridged, ["--side", "queries"], "again"),
+                             (bridged, ["--side", "documents", "--invert"], "inverted"),
+                             (migrated, ["--side", "documents", "--invert"], "again"),
+                             (migrated, ["--side", "queries"], "inverted")):
+        _refused(cli(["project", src, "--adapter", out, *extra, "-o", o]), f, o,
+                 f"embeddings {src} are the output of adapter {out} already", word, "bridged.meta.json"
+                 if src == bridged else "migrated.meta.json")

@@ -86,7 +86,7 @@ def test_ids_that_are_not_strings_or_integers_are_one_line(cli, world, ids, word
 def test_a_sidecar_whose_count_is_not_the_row_count_is_named(cli, world, lines):
     """Before: 'its rows carry no ids', though the sidecar is there: it has the wrong number of lines."""
     n = _save(world["dir"] / "n_count.npy", world["Cn"], [f"d{i}" for i in range(lines)])
-    _refused(cli, _args(world, new=n), world, f"its sidecar has {lines} ids but the matrix has 200 rows")
+    _refused(cli, _args(world, new=n), world, f"n_count.jsonl has {lines} records but", "n_count.npy has 200 rows")
 
 
 def test_queries_in_another_order_are_matched_by_id(cli, world):
@@ -114,7 +114,7 @@ def test_fewer_than_two_queries_are_one_line(cli, world):
 
 @pytest.mark.parametrize("body, words", [
     ("q0\td117\t2\n", ("1 judged queries",)),  # one judged query: was 'a paired comparison needs at least 2 items'
-    ("q0\td1\t0\nq1\td2\t0\n", ("0 with a relevant document",)),  # was: rc 0, every arm 0, decision 'keep'
+    ("q0\td1\t0\nq1\td2\t0\n", ("none of its 2 judgements has a grade above 0",)),  # was: rc 0, every arm 0
     ("q0\tzz\t1\nq1\td1\t1\n", ("in no OLD row", "'zz'")),  # was: '... has no judgements'
 ])
 def test_qrels_that_leave_nothing_to_score_are_one_line(cli, world, body, words):

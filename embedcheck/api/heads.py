@@ -191,10 +191,43 @@ class _Map:
             from ..heads.adapter import expected_model
             from ..io.retrieval import artifact_model
 
+            self._refuse_own_output(embeddings)
             want, got = expected_model(hd), artifact_model(embeddings)
             if want and got and want != got:
                 raise InputError(f"embeddings {display_name(embeddings)} were written by {got!r} but adapter "
                                  f"{self.path} takes {self.adapter['side']} of {want!r}: the wrong direction")
+
+    def _refuse_own_output(self, embeddings: Any) -> None:
+        """Vectors this adapter already mapped (their ``.meta.json`` records it: the adapter file's
+        sha256, its direction and side) are refused: the adapter again, or its inverse, on its own
+        output gives neither model's vectors."""
+        import json
+
+        from ..io import provenance
+        from ..io.stores import display_name
+
+        mp = provenance.meta_path(embeddings)
+        if not mp.is_file():
+            return
+        try:
+            meta = json.loads(mp.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        done = meta.get("adapter") if isinstance(meta, dict) else None
+        if not isinstance(done, dict):
+            return
+        rec = (meta.get("inputs") or {}).get("adapter") or {}
+        if done.get("sha256", rec.get("sha256")) != self.sha256:
+            return
+        again = "again" if done.get("direction") == (self.adapter or {}).get("direction") else "inverted"
+        raise InputError(f"embeddings {display_name(embeddings)} are the output of adapter {self.path} already "
+                         f"({done.get('direction')}, --side {done.get('side')}; its {mp.name} says so): "
+                         f"applying it {again} to its own output gives neither model's vectors; project the original "
+                         "vectors instead")
+
+    @property
+    def sha256(self) -> Optional[str]:
+        return (self.adapter or {}).get("sha256")
 
     def fields(self) -> dict[str, Any]:
         """The adapter's record for a report or a provenance sidecar (none for a head)."""
@@ -229,9 +262,18 @@ def _the_map(head: Any, adapter: Any, side: Optional[str], invert: bool, mode: s
     raw = read_map(path, "adapter")
     use = HA.use_for(raw, side, invert, f"adapter {path}")
     hd = HA.inverse(raw, f"adapter {path}") if use == "adapter-inverse" else raw
+    from ..io.provenance import sha256_file
+
+    direction = str(hd.config.get("direction") or "")
+    src, _, dst = direction.partition("->")
+    models = raw.config.get("models") or {}
+    # what the output's .meta.json carries (model, adapter and direction), so that the adapter applied again, or
+    # its inverse, to the output is refused (_Map._refuse_own_output)
     return _Map(path, use, hd, {"direction": hd.config.get("direction"), "side": side, "inverted": bool(invert),
                                 "method": raw.config.get("method"), "written_as": raw.config.get("direction"),
-                                "models": raw.config.get("models")})
+                                "models": raw.config.get("models"), "sha256": sha256_file(path),
+                                "input_model": (models.get(src) or {}).get("name"),
+                                "output_model": (models.get(dst) or {}).get("name")})
 
 
 def _project_to_store(embeddings: Any, the: _Map, output: Any, *, mode: str, alpha: float, chunk: int,

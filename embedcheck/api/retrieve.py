@@ -26,8 +26,8 @@ from ..geometry.retrieval import (
     build_qrels,
     check_k_values,
     cosine,
+    ranking_ties,
     report_from_run,
-    tie_ranks,
 )
 from ..io.retrieval import ids_of, is_path, qrels_of
 from ..report.result import optional
@@ -160,7 +160,7 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
     qq, dd, gg = qrels_of(qrels)
     where = f"qrels {qrels}" if is_path(qrels) else "qrels"
     judged = build_qrels(qq, dd, gg, qids, dids, what=where)
-    ranks = tie_ranks(dids)
+    ranks = ranking_ties(dids, n)
     with running(engine, address) as eng:
         run = search_topk(q_src, c_src, max(ks), ranks, score=score, engine=eng, progress=progress)
         rep = report_from_run(run, judged, k_values=ks, n_queries=m, n_docs=n, dim=dq, resamples=resamples,
@@ -187,7 +187,8 @@ def retrieve(queries: Any, corpus: Any, qrels: Any, *, k: Sequence[int] = K_VALU
 
             Q = np.asarray(q_src[:], dtype=np.float64)
             C = np.asarray(c_src[:], dtype=np.float64)
-            rows, method = repaired_neighbours(Q, C, min(max(ks), n), rerank, in_corpus=False, seed=seed)
+            rows, method = repaired_neighbours(Q, C, min(max(ks), n), rerank, in_corpus=False, seed=seed,
+                                               ranks=ranks)  # the plain run's tie rule: a tie is not a change
             per_b = evaluate_run(rows, judged, ks, n_docs=n)
             rep.paired = retrieval_paired(rep.per_query, per_b, paired_metrics, resamples=resamples,
                                           permutations=resamples, seed=seed, margins=margins,

@@ -96,6 +96,31 @@ def _end_command() -> None:
         opening.close_all()
 
 
+class Interrupted(Exception):
+    """Ctrl-C (SIGINT) during a command. Typer turns ``KeyboardInterrupt`` into a silent exit 130 before
+    the error path sees it, so :meth:`EmbedcheckGroup.invoke` raises this instead, for every command."""
+
+    def __init__(self, command: str, args: list[str]):
+        super().__init__(command)
+        self.command, self.argv = command, args
+
+
+def interrupted_line(command: str, args: list[str]) -> str:
+    """What Ctrl-C says: nothing was written (every output is written atomically, at the end); for
+    ``embed``, how a long run is cut into shards that survive an interrupt, and how to go on.
+
+    >>> interrupted_line("dedup", [])
+    'interrupted; nothing was written'
+    """
+    if command != "embed":
+        return "interrupted; nothing was written"
+    if "--shard-rows" in args or "--resume" in args or any(a.startswith("--shard-rows=") for a in args):
+        return ("interrupted; the shards finished so far are kept (the shard being written is not): run the same "
+                "command with --resume to embed only the rest")
+    return ("interrupted; nothing was written (for a long run, --shard-rows N writes the output as shards of N rows "
+            "that survive an interrupt, and the same command with --shard-rows N --resume goes on from them)")
+
+
 class EmbedcheckGroup(TyperGroup):
     """Runs click in non-standalone mode and maps every exception to one line + exit code; its
     commands' help follows the conventions of :mod:`embedcheck.cli.helpfmt` (applied once, here)."""
@@ -112,6 +137,18 @@ class EmbedcheckGroup(TyperGroup):
         if standalone_mode:
             sys.exit(code)
         return code
+
+    def make_context(self, info_name: Any, args: Any, parent: Any = None, **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except KeyboardInterrupt:  # while the options are parsed (and checked)
+            raise Interrupted(str(args[0]) if args else "", []) from None
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # before typer's own handler makes it a silent exit 130
+            raise Interrupted(ctx.invoked_subcommand or "", []) from None
 
     def _run(self, args: Any, prog_name: Any, complete_var: Any, **extra: Any) -> int:
         from ..io.atomic import clear_guard
@@ -150,13 +187,17 @@ class EmbedcheckGroup(TyperGroup):
                 traceback.print_exc()
             error_line(str(exc))
             return 2
+        except Interrupted as exc:
+            error_line(interrupted_line(exc.command, [str(a) for a in (args if args is not None else sys.argv[1:])]))
+            return 130
         except KeyboardInterrupt:
             error_line("interrupted; nothing was written")
             return 130
         except BrokenPipeError:
             return 0
         except MemoryError:
-            error_line("out of memory; use a smaller --chunk or --queries")
+            error_line("out of memory: the command needed more than this machine has free; give it less to hold "
+                       "at once (fewer rows, or smaller values of the options that size its work)")
             return 2
         except OSError as exc:
             if exc.errno == errno.EPIPE:

@@ -15,6 +15,7 @@ import typer
 
 from ..errors import InputError
 from ..io import LABEL_FORMATS  # the label formats every command reads, said once (re-exported)
+from ..spec import Option
 from . import output as _report
 
 
@@ -32,7 +33,32 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress, hint
 # ---- comparison against a stored report (every gated command; handled by start_command/finish) ----
 BaselineOpt = Annotated[Optional[Path], typer.Option("--baseline", help="Compare this run with a stored report of the same command (its --report): the comparison joins the report and its gates (a headline figure that drops beyond noise fails; see `embedcheck compare`).", dir_okay=False, show_default=False)]
 MaxDropOpt = Annotated[Optional[list[str]], typer.Option("--max-drop", metavar="FIGURE=X", help="With --baseline (or compare): gate, the figure (dotted key, e.g. centred.gap_over_floor_sd) may worsen by at most X. Repeatable.", show_default=False)]
-ToleranceOpt = Annotated[float, typer.Option("--tolerance", min=0.0, help="With --baseline (or compare): a figure without a 95% interval (FIGURE_ci95) changed beyond noise when |difference| > this.")]
+
+
+def finite_float(o: Any) -> Any:
+    """The parser of every float option (an :class:`embedcheck.spec.Option`: declared, or shared here):
+    a number, finite (``nan`` and ``inf`` refused as "must be a finite number", the words of
+    :meth:`embedcheck.spec.Option.check` — not as a bound they do not cross), then its bounds in the
+    declaration's own words."""
+
+    def parse(value: Any) -> float:
+        from ..errors import InputError
+
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            raise typer.BadParameter(f"{value!r} is not a number") from None
+        try:
+            return float(o.check(x))
+        except InputError as exc:
+            raise typer.BadParameter(str(exc).removeprefix(o.name + " ")) from None
+
+    parse.__name__ = "FLOAT"
+    return parse
+
+
+ToleranceOpt = Annotated[float, typer.Option("--tolerance", min=0.0, metavar="FLOAT",
+                                            parser=finite_float(Option("tolerance", float, 0.0, min=0.0)), help="With --baseline (or compare): a figure without a 95% interval (FIGURE_ci95) changed beyond noise when |difference| > this.")]
 
 # ---- gates: one spelling on every measuring command (added by reporting(); logic in embedcheck.report.gates) ----
 FailBelowOpt = Annotated[Optional[list[str]], typer.Option("--fail-below", metavar="[FIGURE=]X", help="Gate: exit 1 when FIGURE is below X (a bare X: the command's primary figure). X is in the unit FIGURE is printed in (accuracy and label MAP in percent, 0-100; nDCG, overlap in fractions; AAG in cosine units); a bound outside its range is refused. Repeatable.", show_default=False)]
@@ -413,6 +439,9 @@ def guard_outputs(ctx: Any) -> None:
     for o in planned:
         if o.shape in ("folder", "plots") and Path(o.path).is_symlink() and Path(o.path).is_dir():
             check_output_folder(o.path, o.option)
+        folder = Path(o.path).parent
+        if "://" not in str(o.path) and str(folder) and not folder.is_dir():  # before any work, naming its option
+            raise InputError(f"{o.option} {o.path}: output folder {folder} does not exist")
     check_outputs(planned, inputs + stores)
 
 

@@ -16,7 +16,7 @@ import typer
 
 from ..spec import PAIRED_VERDICTS, Measurement, Option
 from ._app import app
-from .common import AddressOpt, EngineName, EngineOpt, LabelFieldOpt, SeedOpt, check_engine
+from .common import AddressOpt, EngineName, EngineOpt, LabelFieldOpt, SeedOpt, check_engine, finite_float
 from .paired_opts import AgainstOpt, FailOn, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
@@ -83,6 +83,11 @@ def option_param(o: Option) -> inspect.Parameter:
     kw: dict[str, Any] = {"help": o.help}
     if o.sep:  # one text on the command line (--k 1,5,10), the declaration's check splits and bounds it
         kw["callback"] = _checker(o)
+    elif o.type is float and not o.multiple and o.nargs == 1:
+        kw["parser"] = finite_float(o)  # nan / inf: "must be a finite number" before any bound, open or closed
+        kw["metavar"] = "FLOAT"
+        if not (o.min_open or o.max_open):  # closed bounds: --help shows them as click does
+            kw.update({k: v for k, v in (("min", o.min), ("max", o.max)) if v is not None})
     elif o.type in (int, float) and not (o.min_open or o.max_open):
         kw.update({k: v for k, v in (("min", o.min), ("max", o.max)) if v is not None})
     elif o.type in (int, float) or o.choices:

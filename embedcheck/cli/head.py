@@ -56,9 +56,19 @@ def train_head(
         def on_epoch(e: int, loss: float) -> None:
             prog.update(task, advance=1, info=f"epoch {e + 1}/{epochs} loss {loss:.4f}")
 
-        rep = api.train_head(emb, labels, Path(options.pop("output")), seed=seed, label_field=label_field, on_epoch=on_epoch, hint=hint,
-                             **options)
-    o.finish(rep, title=f"train-head ({k})")
+        wrote: list[str] = []  # said after the table, as the README shows it
+        rep = api.train_head(emb, labels, Path(options.pop("output")), seed=seed, label_field=label_field, on_epoch=on_epoch,
+                             hint=wrote.append, **options)
+    _finish_then_say(o, rep, f"train-head ({k})", wrote)
+
+
+def _finish_then_say(o: Output, rep: Any, title: str, wrote: list[str]) -> None:
+    """The report (table or JSON), then the lines saying what was written — also when a gate fails."""
+    try:
+        o.finish(rep, title=title)
+    finally:
+        for line in wrote:
+            hint(line)
 
 
 # ------------------------------------------------------------------------------------------
@@ -81,6 +91,7 @@ def project(
     Example: embedcheck project qn.npy --adapter a.safetensors --side queries -o qb.npy
     """
     o.start()
+    wrote: list[str] = []  # said after the table, as the README shows it
     with progress() as prog:
         task = prog.add_task("project", total=None, info="")
         from ..io.stores import output_locator
@@ -88,6 +99,6 @@ def project(
         out = options.pop("output")
         rep = api.project(emb, output=out if output_locator(out) is not None else Path(out),
                           engine=o.engine.value, address=o.address,
-                          on_rows=lambda done, total: prog.update(task, completed=done, total=total), hint=hint,
+                          on_rows=lambda done, total: prog.update(task, completed=done, total=total), hint=wrote.append,
                           **options)
-    o.finish(rep, title="project")
+    _finish_then_say(o, rep, "project", wrote)

@@ -240,6 +240,29 @@ def model_key(folder: Path, opset: int) -> str:
     return hashlib.sha256(f"fast{FAST_VERSION}|opset{opset}|{model_digest(folder)}".encode()).hexdigest()[:24]
 
 
+def writable(cdir: Path) -> Path:
+    """``cdir`` when this process can make it and write in it; else (a read-only cache: a shared model
+    cache in a CI container, a file where its folder should be) a fresh temporary folder, removed when
+    the process ends — the export is made there and used for this run — and one warning that the
+    cache could not keep it (:func:`embedcheck.encode.tuning.could_not_keep`)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from .tuning import could_not_keep
+
+    try:
+        cdir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=cdir):
+            pass
+        return cdir
+    except OSError as exc:
+        could_not_keep(cache_root(), exc)
+    tmp = Path(tempfile.mkdtemp(prefix="embedcheck-cache-"))
+    atexit.register(shutil.rmtree, tmp, True)
+    return tmp
+
+
 def cache_dir(folder: Path, opset: int) -> Path:
     return cache_root() / "fast" / model_key(folder, opset)
 
@@ -296,9 +319,13 @@ def quantized(cdir: Path) -> Path:
         return path
     import logging
 
+    keep = writable(cdir) == cdir  # a read-only cache: made in a temporary folder, used, not kept
+    if not keep:
+        path = writable(cdir) / "model.int8.onnx"
+
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    tmp = cdir / f".model.int8.{os.getpid()}.onnx"
+    tmp = path.parent / f".model.int8.{os.getpid()}.onnx"
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)  # the quantiser logs through the root logger (stderr, --quiet or not)
@@ -310,8 +337,9 @@ def quantized(cdir: Path) -> Path:
     finally:
         root.setLevel(level)
         tmp.unlink(missing_ok=True)
-    manifest["int8_sha256"] = file_sha256(path)
-    write_manifest(cdir, manifest)
+    if keep:
+        manifest["int8_sha256"] = file_sha256(path)
+        write_manifest(cdir, manifest)
     return path
 
 

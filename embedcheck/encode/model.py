@@ -348,6 +348,7 @@ def _fast_model(resolved: ResolvedModel, device: str | None, backend: str, max_s
         fastpath.clear_cache(cdir)
     if manifest is None:
         st = _load_sentence_transformer(resolved, "cpu", None)
+        cdir = fastpath.writable(cdir)  # a read-only cache: the export made for this run, said once
         try:
             manifest = fastpath.build_export(spec, st, cdir, model_id=resolved.model_id, export=export_onnx)
         except InputError as exc:

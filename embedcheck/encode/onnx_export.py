@@ -115,6 +115,9 @@ def attach_onnx(model: Any, resolved: ResolvedModel) -> Path:
     folder = _cache_root() / "onnx" / _onnx_key(model, resolved, names)
     path = folder / "model.onnx"
     if not path.is_file():
+        from .fastpath import writable
+
+        path = writable(folder) / "model.onnx"  # a read-only cache: the export made for this run, said once
         export_onnx(model, path, resolved.model_id)
     sess = ort.InferenceSession(str(path), ort_session_options(torch.get_num_threads()),
                                 providers=["CPUExecutionProvider"])

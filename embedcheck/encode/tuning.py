@@ -90,14 +90,46 @@ def read_entry(kind: str, key: str) -> tuple[dict[str, Any] | None, str]:
     return body, ""
 
 
-def write_entry(kind: str, key: str, body: dict[str, Any]) -> Path:
+#: said once per process: the per-machine cache could not keep a measurement
+_UNKEPT: list[str] = []
+
+
+def could_not_keep(where: Path, exc: OSError) -> None:
+    """One warning per process (an :class:`~embedcheck.errors.InputWarning`: one ``warning:`` line from
+    the CLI) that the per-machine cache — calibrations, the bf16 check, the fast path's export — is not
+    writable: what it would hold was measured or made for this run and is used, not kept."""
+    if _UNKEPT:
+        return
+    import warnings
+
+    from ..errors import InputWarning
+
+    _UNKEPT.append(str(where))
+    why = exc.strerror or type(exc).__name__
+    warnings.warn(f"the per-machine cache {where} cannot be written ({why}): what this run measured there is used "
+                  "but not kept, and is measured again next time; set EMBEDCHECK_CACHE to a writable folder to keep it",
+                  InputWarning, stacklevel=2)
+
+
+def write_entry(kind: str, key: str, body: dict[str, Any]) -> Path | None:
+    """Keep a measurement (best effort: a read-only cache — a shared model cache in a CI container —
+    still works; its result is used for this run, and :func:`could_not_keep` says so once). The path
+    written, or None when it could not be."""
     body = {**body, "kind": kind, "key": key}
     root = cache_root()
-    root.mkdir(parents=True, exist_ok=True)
     path = root / f"{kind}-{key}.json"
     tmp = root / f".{kind}-{key}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"body": body, "sha256": _body_sha(body)}, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"body": body, "sha256": _body_sha(body)}, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        could_not_keep(root, exc)
+        return None
     return path
 
 

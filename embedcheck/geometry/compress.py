@@ -165,11 +165,11 @@ def _unit(Y: np.ndarray) -> np.ndarray:
 
 def topk_rows(S: np.ndarray, k: int, ranks: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` best columns of each row of ``S``: score descending, then ``ranks`` ascending (the
-    tie rank of each column; default the column itself), as ``(scores, columns)``: the retrieval
+    tie rank of each column; default :func:`~embedcheck.geometry.retrieval.ranking_ties` of rows without ids), as ``(scores, columns)``: the retrieval
     module's :func:`~embedcheck.geometry.retrieval.select_topk`."""
-    from .retrieval import select_topk
+    from .retrieval import ranking_ties, select_topk
 
-    r = np.arange(S.shape[1], dtype=np.int64) if ranks is None else np.asarray(ranks, dtype=np.int64)
+    r = ranking_ties(None, S.shape[1]) if ranks is None else np.asarray(ranks, dtype=np.int64)
     cols, vals = select_topk(S, r, k)
     return vals, cols
 
@@ -332,7 +332,7 @@ def search_compressed(queries: Any, corpus: Any, record: dict[str, Any], k: int,
 
     Returns ``(scores (q, k) float64, corpus rows (q, k) int64)``, best first. Equal scores are
     ordered by ``ranks`` (each corpus row's tie rank, e.g. trec_eval's id order from the
-    retrieval module's ``tie_ranks``; default the smaller row first).
+    retrieval module's ``ranking_ties``; default the one rule for rows without ids: the higher row first).
     """
     return CompressedIndex(corpus, record, projection, ranks=ranks).search(queries, k, rescore_multiplier=rescore_multiplier,
                                                               block=block)
@@ -341,8 +341,8 @@ def search_compressed(queries: Any, corpus: Any, record: dict[str, Any], k: int,
 def topk_rows_with_ids(V: np.ndarray, ids: np.ndarray, k: int,
                        ranks: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     """Best ``k`` of candidate scores ``V`` whose corpus rows are ``ids`` (score descending, then
-    tie rank ``ranks[row]`` ascending; default the row)."""
-    tie = ids if ranks is None else np.asarray(ranks)[ids]
+    tie rank ``ranks[row]`` ascending; default the one tie rule for rows without ids: the higher row first)."""
+    tie = -ids if ranks is None else np.asarray(ranks)[ids]  # no ranks: rows without ids, the higher row first
     order = np.lexsort((tie, -V), axis=1)[:, :k]
     return np.take_along_axis(V, order, axis=1), np.take_along_axis(ids, order, axis=1)
 

@@ -28,7 +28,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .retrieval import tie_ranks
+from .retrieval import ranking_ties, select_topk
 from .search import search_topk
 
 
@@ -67,16 +67,17 @@ def figures(nk: np.ndarray, k: int, multiple: float) -> dict[str, float]:
 
 
 def neighbours(queries: Any, corpus: Any, k: int, *, in_corpus: bool, engine: Any = None,
-               names: Optional[tuple[str, str]] = None) -> tuple[np.ndarray, np.ndarray]:
+               names: Optional[tuple[str, str]] = None, ranks: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     """(rows, cosines) of every query's exact top ``k`` corpus rows (``embedcheck.geometry.search``);
     ``in_corpus``: the queries are the corpus rows, each row's own entry left out (the row itself is
     searched with one neighbour more and removed wherever it ranks — behind an exact duplicate too).
     ``names``: the two sides as a refused row's error names them (default: ``("queries", "corpus")``,
-    in one corpus both the ``embeddings``)."""
+    in one corpus both the ``embeddings``). ``ranks``: the corpus rows' tie ranks (the one tie rule,
+    :func:`embedcheck.geometry.retrieval.ranking_ties` of their ids; default: of rows without ids)."""
     if names is None:
         names = ("embeddings", "embeddings") if in_corpus else ("queries", "corpus")
     n = int(corpus.shape[0]) if hasattr(corpus, "shape") else int(corpus.n)
-    ranks = tie_ranks(np.arange(n))
+    ranks = ranking_ties(None, n) if ranks is None else ranks
     if not in_corpus:
         top = search_topk(queries, corpus, k, ranks, engine=engine, names=names)
         return top.rows, top.scores
@@ -221,10 +222,12 @@ def unit_rows(X: np.ndarray) -> np.ndarray:
 
 
 def topk_scored(Q: np.ndarray, C: np.ndarray, k: int, *, scale: float = 1.0, offset: Optional[np.ndarray] = None,
-                in_corpus: bool = False, block: int = 512) -> tuple[np.ndarray, np.ndarray]:
+                in_corpus: bool = False, block: int = 512, ranks: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     """(rows, scores) of the top ``k`` of ``scale * Q @ C.T - offset`` per query row (float64, in
-    blocks), best first, ties by row order; ``in_corpus``: query i is corpus row i, left out."""
+    blocks), best first, equal scores by the one tie rule (``ranks``: the corpus rows' tie ranks,
+    :func:`embedcheck.geometry.retrieval.ranking_ties`); ``in_corpus``: query i is corpus row i, left out."""
     m = Q.shape[0]
+    ranks = ranking_ties(None, C.shape[0]) if ranks is None else ranks
     rows = np.empty((m, k), dtype=np.int64)
     vals = np.empty((m, k), dtype=np.float64)
     for s in range(0, m, block):
@@ -234,11 +237,7 @@ def topk_scored(Q: np.ndarray, C: np.ndarray, k: int, *, scale: float = 1.0, off
         if in_corpus:
             b = S.shape[0]
             S[np.arange(b), np.arange(s, s + b)] = -np.inf
-        part = np.argpartition(-S, k - 1, axis=1)[:, :k]
-        v = np.take_along_axis(S, part, axis=1)
-        order = np.lexsort((part, -v), axis=-1)
-        rows[s:s + block] = np.take_along_axis(part, order, axis=1)
-        vals[s:s + block] = np.take_along_axis(v, order, axis=1)
+        rows[s:s + block], vals[s:s + block] = select_topk(S, ranks, k)
     return rows, vals
 
 
@@ -255,22 +254,25 @@ def _lse(B: np.ndarray, C: np.ndarray, beta: float, in_corpus: bool, block: int 
     return out
 
 
-def repaired_neighbours(Q: np.ndarray, C: np.ndarray, k: int, repair: str, *, in_corpus: bool, seed: int) -> tuple[np.ndarray, str]:
+def repaired_neighbours(Q: np.ndarray, C: np.ndarray, k: int, repair: str, *, in_corpus: bool, seed: int,
+                        ranks: Optional[np.ndarray] = None) -> tuple[np.ndarray, str]:
     """(rows of every query's top ``k`` under ``repair``, the method in words). ``Q``, ``C``: the
-    rows as given (made unit here); ``in_corpus``: ``Q`` is ``C`` and each row's own entry is left out."""
+    rows as given (made unit here); ``in_corpus``: ``Q`` is ``C`` and each row's own entry is left out;
+    ``ranks``: the corpus rows' tie ranks (the one tie rule, as plain cosine ranks them)."""
     Qu, Cu = unit_rows(Q), unit_rows(C)
+    ranks = ranking_ties(None, Cu.shape[0]) if ranks is None else ranks
     if repair == "centring":
         mu = Cu.mean(axis=0)
-        rows, _ = topk_scored(unit_rows(Qu - mu), unit_rows(Cu - mu), k, in_corpus=in_corpus)
+        rows, _ = topk_scored(unit_rows(Qu - mu), unit_rows(Cu - mu), k, in_corpus=in_corpus, ranks=ranks)
         return rows, REPAIRS["centring"]
     if repair == "csls":
-        _, rc = topk_scored(Cu, Cu, min(CSLS_K, Cu.shape[0] - 1), in_corpus=True)
-        rows, _ = topk_scored(Qu, Cu, k, scale=2.0, offset=rc.mean(axis=1), in_corpus=in_corpus)
+        _, rc = topk_scored(Cu, Cu, min(CSLS_K, Cu.shape[0] - 1), in_corpus=True, ranks=ranks)
+        rows, _ = topk_scored(Qu, Cu, k, scale=2.0, offset=rc.mean(axis=1), in_corpus=in_corpus, ranks=ranks)
         return rows, REPAIRS["csls"]  # r(q) is the same for every candidate of q: it does not move its ranking
     if repair == "qbnorm":
         bank = Cu if in_corpus else Qu
         lse = _lse(bank, Cu, QB_BETA, in_corpus)
-        rows, _ = topk_scored(Qu, Cu, k, scale=QB_BETA, offset=lse, in_corpus=in_corpus)
+        rows, _ = topk_scored(Qu, Cu, k, scale=QB_BETA, offset=lse, in_corpus=in_corpus, ranks=ranks)
         what = "the corpus rows (no query bank: in-corpus)" if in_corpus else "the queries themselves"
         return rows, REPAIRS["qbnorm"].format(beta=QB_BETA, bank=what)
     if repair == "mutual-proximity":
@@ -278,7 +280,7 @@ def repaired_neighbours(Q: np.ndarray, C: np.ndarray, k: int, repair: str, *, in
         cands = min(max(MP_CANDIDATES, k), n - 1 if in_corpus else n)
         rng = np.random.default_rng([seed, 104729])
         sample = np.sort(rng.choice(n, size=min(n, MP_SAMPLE), replace=False))
-        cand, s_qc = topk_scored(Qu, Cu, cands, in_corpus=in_corpus)
+        cand, s_qc = topk_scored(Qu, Cu, cands, in_corpus=in_corpus, ranks=ranks)
         SQ = Qu @ Cu[sample].T
         SC = Cu @ Cu[sample].T
         rows = np.empty((Qu.shape[0], k), dtype=np.int64)
@@ -287,7 +289,7 @@ def repaired_neighbours(Q: np.ndarray, C: np.ndarray, k: int, repair: str, *, in
             a = SQ[s:s + 32][:, None, :] < thr
             b = SC[cand[s:s + 32]] < thr
             mp = (a & b).mean(axis=2)
-            order = np.lexsort((cand[s:s + 32], -s_qc[s:s + 32], -mp), axis=-1)[:, :k]
+            order = np.lexsort((ranks[cand[s:s + 32]], -s_qc[s:s + 32], -mp), axis=-1)[:, :k]
             rows[s:s + 32] = np.take_along_axis(cand[s:s + 32], order, axis=1)
         return rows, REPAIRS["mutual-proximity"].format(cands=cands, sample=len(sample))
     raise ValueError(repair)

@@ -7,7 +7,7 @@ searched and scored against it) — what ``recall`` and ``upgrade --index`` both
 
 **Metrics and distances.** An index searches under one metric; the exact side uses the same one,
 through the blocked exact search that ``retrieve`` uses (:func:`embedcheck.geometry.search.search_topk`,
-float32 GEMM tiles, the tie rule: score descending, then row order). Scores (higher = nearer) and
+float32 GEMM tiles, the one tie rule: score descending, then trec_eval's id order — row number descending for rows without ids). Scores (higher = nearer) and
 the distances of ann-benchmarks' k-nn recall:
 
 ========  ============================  ==========================
@@ -46,7 +46,7 @@ import numpy as np
 
 from ..errors import InputError
 from . import intervals
-from .retrieval import TopK, cosine, dot
+from .retrieval import TopK, cosine, dot, ranking_ties
 
 #: ann-benchmarks' tolerance on the k-th distance (``knn_threshold``'s epsilon)
 KNN_EPSILON = 1e-3
@@ -90,11 +90,11 @@ def distance_of_score(scores: np.ndarray, metric: str) -> np.ndarray:
 
 def exact_topk(queries: Any, corpus: Any, k: int, metric: str, *, engine: Any = None,
                progress: Any = None) -> TopK:
-    """Exact top ``k`` corpus rows of every query under ``metric`` (ties: row order), on any engine."""
+    """Exact top ``k`` corpus rows of every query under ``metric`` (equal scores: the one tie rule, :func:`~embedcheck.geometry.retrieval.ranking_ties`), on any engine."""
     from .search import search_topk
 
     n = int(corpus.n if hasattr(corpus, "n") else np.shape(corpus)[0])
-    ranks = np.arange(n, dtype=np.int64)
+    ranks = ranking_ties(None, n)  # the one tie rule (rows without ids: row number descending)
     return search_topk(queries, corpus, k, ranks, score=SCORES[check_metric(metric)], engine=engine,
                        check=False, progress=progress)
 

@@ -76,6 +76,26 @@ def tie_ranks(ids: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def ranking_ties(ids: Optional[Sequence[Any] | np.ndarray], n: int) -> np.ndarray:
+    """The one tie rule of every command that ranks rows (``retrieve`` and its re-ranks, ``hubness``,
+    ``dedup``, ``upgrade``, ``recall``, ``compress``): each of the ``n`` corpus rows' tie rank for
+    :func:`select_topk` — equal scores are ordered by document id descending, trec_eval's (and
+    pytrec_eval's) order (:func:`tie_ranks` of the ids as UTF-8 bytes). Rows without ids (``ids``
+    None) are ordered by row number descending, as if the row number were the id.
+
+    >>> ranking_ties(["a", "c", "b"], 3).tolist()  # "c" first, then "b", then "a"
+    [2, 0, 1]
+    >>> ranking_ties(None, 3).tolist()
+    [2, 1, 0]
+    """
+    if ids is None:
+        return tie_ranks(np.arange(n, dtype=np.int64))
+    b = ids if isinstance(ids, np.ndarray) and ids.dtype.kind == "S" else id_bytes(list(ids))
+    if len(b) != n:
+        raise ValueError(f"{len(b)} ids for {n} rows")
+    return tie_ranks(b)
+
+
 def _topk_by_threshold(S: np.ndarray, ranks: np.ndarray, kk: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
     """:func:`select_topk` of a wide block without a partition of every row: each row's ``kk``-th
     best among its first ``sub`` columns is a lower bound of its ``kk``-th best overall, so the
@@ -420,4 +440,4 @@ def retrieval_paired(per_query_a: dict[str, np.ndarray], per_query_b: dict[str, 
 
 __all__ = ["retrieval_paired", "FAMILIES", "K_VALUES", "MAIN_SCORE", "metric_key", "TIE_RULE", "Qrels", "RetrievalReport", "TopK", "bootstrap_intervals",
            "build_qrels", "check_k_values", "check_unique", "cosine", "dot", "evaluate_run", "id_bytes",
-           "report_from_run", "rescore", "select_topk", "tie_ranks"]
+           "ranking_ties", "report_from_run", "rescore", "select_topk", "tie_ranks"]

@@ -71,20 +71,16 @@ def read_ids(path: str | os.PathLike, field: str = "id", *, what: str = "embeddi
         side = sidecar_path(path)
         if not side.is_file():
             raise InputError(f"{what} {path}: no sidecar {side} with row ids (embed writes it; or pass the ids)")
-        try:
-            with open(side, encoding="utf-8-sig") as f:
-                for lineno, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        r = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise InputError(f"{side}:{lineno}: not valid JSON ({exc.msg})") from None
-                    if not isinstance(r, dict) or field not in r:
-                        raise InputError(f"{side}:{lineno}: no field {field!r} (use {option})")
-                    values.append(_id_str(r[field], f"{side}:{lineno}", field).encode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{side} is not valid UTF-8 (byte {exc.start})") from None
+        from .sidecar import read_sidecar
+        from .source import open_source
+
+        rows = n_rows if n_rows is not None else open_source(path, what=what).n
+        recs = read_sidecar(side, rows, of=f"{what} {path}")  # the one reader: count and lines checked
+        lines = getattr(recs, "lines", None) or list(range(1, len(recs) + 1))
+        for r, lineno in zip(recs, lines):
+            if field not in r:
+                raise InputError(f"{side}:{lineno}: no field {field!r} (use {option})")
+            values.append(_id_str(r[field], f"{side}:{lineno}", field).encode("utf-8"))
     ids = np.array(values, dtype=np.bytes_) if values else np.zeros(0, dtype="S1")
     if n_rows is not None and len(ids) != n_rows:
         raise InputError(f"{what} {path}: its sidecar has {len(ids)} ids but the matrix has {n_rows} rows")
@@ -184,7 +180,9 @@ def read_qrels(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.ndar
         g.append(_grade(cols[2], where))
     if not q:
         raise InputError(f"qrels {p} has no judgements (expected lines 'query-id<TAB>corpus-id<TAB>score')")
-    return np.array(q, dtype=np.bytes_), np.array(d, dtype=np.bytes_), np.asarray(g, dtype=np.int64)
+    grades = np.asarray(g, dtype=np.int64)
+    _refuse_no_relevant(grades, f"qrels {p}")
+    return np.array(q, dtype=np.bytes_), np.array(d, dtype=np.bytes_), grades
 
 
 def is_path(x: Any) -> bool:
@@ -210,9 +208,20 @@ def ids_of(given: Optional[Sequence[Any]], x: Any, field: str, what: str, param:
     return read_ids(x, field, what=what, option=f"{param.replace('_ids', '_id_field')} (CLI: --{param.split('_')[0]}-field)", n_rows=n)
 
 
+def _refuse_no_relevant(grades: np.ndarray, where: str) -> None:
+    """The one policy on grades: judgements none of which is relevant (every grade 0 or below,
+    trec_eval's non-relevant) would score every query 0 — refused, not measured."""
+    if not np.any(grades >= 1):
+        raise InputError(f"{where}: none of its {len(grades)} judgements has a grade above 0 (all say 'not relevant'), "
+                         "so every query would score 0; give judgements with relevant documents (grade 1 or more)")
+
+
 def qrels_of(qrels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(query ids, corpus ids, grades)`` of qrels given as a file (:func:`read_qrels`), a
-    ``{query_id: {doc_id: grade}}`` mapping or ``(query_id, doc_id, grade)`` triples."""
+    ``{query_id: {doc_id: grade}}`` mapping or ``(query_id, doc_id, grade)`` triples — the one qrels reader,
+    with one policy for every command that takes judgements (``retrieve``, ``hubness``, ``dedup``,
+    ``upgrade``, ``integrity``, ``compress``): at least one judgement, integer grades, and at least one
+    relevant document (grade 1 or more)."""
     if is_path(qrels):
         return read_qrels(qrels)
     if isinstance(qrels, Mapping):
@@ -225,7 +234,9 @@ def qrels_of(qrels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     grades = np.asarray(g)
     if grades.dtype.kind not in "iu" and not (grades.dtype.kind == "f" and np.all(grades == np.round(grades))):
         raise InputError("qrels grades must be integers (trec_eval's)")
-    return id_bytes(list(q)), id_bytes(list(d)), grades.astype(np.int64)
+    grades = grades.astype(np.int64)
+    _refuse_no_relevant(grades, "qrels")
+    return id_bytes(list(q)), id_bytes(list(d)), grades
 
 
 __all__ = ["artifact_model", "id_bytes", "ids_of", "is_path", "qrels_of", "read_ids", "read_qrels", "sidecar_path"]

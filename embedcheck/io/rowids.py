@@ -17,7 +17,7 @@ counts are checked (by the caller's reader). Reports record which under
 >>> match_rows(["a", "b"], ["a", "z"], names=("EMB x.npy", "labels y.jsonl"))
 Traceback (most recent call last):
 ...
-embedcheck.errors.InputError: labels y.jsonl and EMB x.npy hold different rows: 2 ids in EMB x.npy, 2 in labels y.jsonl, 1 shared (1 only in EMB x.npy, e.g. 'b'; 1 only in labels y.jsonl, e.g. 'z'); give files of the same rows
+embedcheck.errors.InputError: EMB x.npy and labels y.jsonl hold different rows: 2 ids in EMB x.npy, 2 in labels y.jsonl, 1 shared (1 only in EMB x.npy, e.g. 'b'; 1 only in labels y.jsonl, e.g. 'z'); give files of the same rows
 """
 
 from __future__ import annotations
@@ -96,13 +96,13 @@ def match_rows(ref_ids: Optional[Sequence[Any]], ids: Optional[Sequence[Any]], *
         only_a, only_b = [v for v in ref if v not in sb], [v for v in own if v not in sa]
         parts = [f"{len(set(only_a))} only in {ref_tag}" + (f", e.g. {only_a[0]!r:.40}" if only_a else ""),
                  f"{len(set(only_b))} only in {tag}" + (f", e.g. {only_b[0]!r:.40}" if only_b else "")]
-        raise InputError(f"{name} and {ref_name} hold different rows: {len(ref)} ids in {ref_tag}, {len(own)} in "
+        raise InputError(f"{ref_name} and {name} hold different rows: {len(ref)} ids in {ref_tag}, {len(own)} in "
                          f"{tag}, {len(sa & sb)} shared ({'; '.join(parts)}); give files of the same rows")
     for side, vals in ((ref_name, ref), (name, own)):
         if len(set(vals)) != len(vals):
             seen: set[str] = set()
             dup = next(v for v in vals if v in seen or seen.add(v))  # type: ignore[func-returns-value]
-            raise InputError(f"{name} and {ref_name} hold the same ids in another order, but {side} repeats id "
+            raise InputError(f"{ref_name} and {name} hold the same ids in another order, but {side} repeats id "
                              f"{dup!r:.40}, so its rows cannot be matched by id; give unique ids or the same order")
     where = {v: i for i, v in enumerate(own)}
     order = np.fromiter((where[v] for v in ref), dtype=np.int64, count=len(ref))

@@ -207,7 +207,7 @@ def search_effect(corpus: Any, ids: Optional[list[Any]], g: Any, queries: str, q
     removes passes its grade to its group's kept row (the higher grade where two meet): its content is
     still there."""
     from ..geometry import hubness as H
-    from ..geometry.retrieval import build_qrels, evaluate_run
+    from ..geometry.retrieval import build_qrels, evaluate_run, ranking_ties
     from ..io.retrieval import id_bytes, qrels_of
     from ..io.source import open_source
     from ..stats.paired import paired_items
@@ -237,8 +237,10 @@ def search_effect(corpus: Any, ids: Optional[list[Any]], g: Any, queries: str, q
     X = np.asarray(corpus[:], dtype=np.float32)
     Q = np.asarray(q[:], dtype=np.float32)
     k = min(10, g.kept.size)
-    rows_full, _ = H.neighbours(Q, X, min(10, corpus.n), in_corpus=False, engine=engine)
-    rows_kept, _ = H.neighbours(Q, np.ascontiguousarray(X[g.kept]), k, in_corpus=False, engine=engine)
+    rows_full, _ = H.neighbours(Q, X, min(10, corpus.n), in_corpus=False, engine=engine,
+                                ranks=ranking_ties(db, corpus.n))  # retrieve's tie rule: the same nDCG as retrieve
+    rows_kept, _ = H.neighbours(Q, np.ascontiguousarray(X[g.kept]), k, in_corpus=False, engine=engine,
+                                ranks=ranking_ties(db[g.kept], int(g.kept.size)))
     a = evaluate_run(rows_full, full, (10,), n_docs=corpus.n)["ndcg_at_10"]
     b = evaluate_run(rows_kept, kept_qrels, (10,), n_docs=int(g.kept.size))["ndcg_at_10"]
     pf = paired_items(a, b, resamples=resamples, permutations=resamples, seed=seed).to_dict()
@@ -277,6 +279,39 @@ def labels_effect(corpus: Any, g: Any, labels: str, *, resamples: int, seed: int
                           "the kept arm counting only the kept rows among them; bootstrap p-value")}
 
 
+#: bytes the floor holds per drawn pair at once (the two row indices, the derangement, the cosine: int64 and float64)
+FLOOR_BYTES_PER_PAIR = 40
+
+
+def _available_memory() -> Optional[int]:
+    """Bytes of memory available to this process now (``MemAvailable`` of /proc/meminfo, else the free
+    physical pages); None where neither can be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import os
+
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_floor_memory(floor_pairs: int) -> None:
+    """Before any work: the floor's pairs are drawn and held at once, so ``--floor-pairs`` is bounded by
+    the memory this machine has — said as such (not an out-of-memory naming options dedup has not)."""
+    need, avail = floor_pairs * FLOOR_BYTES_PER_PAIR, _available_memory()
+    if avail is not None and need > avail // 2:
+        most = max(1000, avail // 2 // FLOOR_BYTES_PER_PAIR)
+        raise InputError(f"floor_pairs {floor_pairs:,}: the floor holds its pairs at once, about "
+                         f"{need / 2**30:,.1f} GiB ({FLOOR_BYTES_PER_PAIR} bytes a pair), more than half the "
+                         f"{avail / 2**30:,.1f} GiB this machine has available; give at most {most:,}")
+
+
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[float], floor_percentile: Optional[float],
         keep_rows: Optional[int], floor_pairs: int, leakage_of: Optional[str], examples: int, top: int,
         output: Optional[str], copy: Optional[str], queries: Optional[str] = None, qrels: Optional[str] = None,
@@ -306,6 +341,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, threshold: Optional[f
     if (queries is None) != (qrels is None):
         raise InputError("--queries and --qrels go together: search over every row and over the kept rows, judged")
     copy_kind = check_copy(copy, corpus, [leakage_of, queries, qrels, labels]) if copy is not None else None
+    _check_floor_memory(floor_pairs)
     if not ann:  # the exact pass has no lists to probe and measures nothing: such an option would do nothing
         for flag, v in (("--probes", probes), ("--ann-sample", ann_sample)):
             if v is not None:

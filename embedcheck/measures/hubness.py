@@ -72,6 +72,15 @@ def _labels_of(corpus: Any, labels: str) -> np.ndarray:
     return np.asarray(labels_for(labels, corpus.n, "label", what="--labels", rows=rows))
 
 
+def _tie_ranks(corpus: Any) -> np.ndarray:
+    """The corpus rows' tie ranks by the one rule of every command that ranks (trec_eval's: equal
+    scores by id descending; rows without ids by row number descending)."""
+    from ..geometry.retrieval import ranking_ties
+
+    ids = corpus.ids()
+    return ranking_ties(ids if ids is not None and all(v is not None for v in ids) else None, corpus.n)
+
+
 def _ndcg10(rows: np.ndarray, judged: Any, n: int) -> np.ndarray:
     from ..geometry.retrieval import evaluate_run
 
@@ -79,7 +88,8 @@ def _ndcg10(rows: np.ndarray, judged: Any, n: int) -> np.ndarray:
 
 
 def _repair_arms(names: list[str], X: np.ndarray, Q: Optional[np.ndarray], kk: int, hub_multiple: float, resamples: int,
-                 seed: int, plain_rows: np.ndarray, judged: Any, y: Optional[np.ndarray] = None) -> list[dict[str, Any]]:
+                 seed: int, plain_rows: np.ndarray, judged: Any, y: Optional[np.ndarray] = None,
+                 ranks: Optional[np.ndarray] = None) -> list[dict[str, Any]]:
     """One record per repair: its hubness figures with intervals and, with qrels, nDCG@10 against the
     plain cosine's on the same queries; with labels, the k-NN label accuracy against plain cosine's on
     the same rows (each a paired bootstrap, its interval and verdict)."""
@@ -91,7 +101,8 @@ def _repair_arms(names: list[str], X: np.ndarray, Q: Optional[np.ndarray], kk: i
     plain_ndcg = _ndcg10(plain_rows, judged, n) if judged is not None else None
     arms = []
     for name in names:
-        rows, method = H.repaired_neighbours(Q if Q is not None else X, X, depth, name, in_corpus=Q is None, seed=seed)
+        rows, method = H.repaired_neighbours(Q if Q is not None else X, X, depth, name, in_corpus=Q is None, seed=seed,
+                                             ranks=ranks)
         nk = H.k_occurrence(rows[:, :kk], n)
         f = H.figures(nk, kk, hub_multiple)
         ci = H.bootstrap(nk, kk, hub_multiple, resamples, seed)
@@ -151,8 +162,10 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple:
         raise InputError(f"k must be at most the {n} corpus rows, got {k}")
     kk = k
     depth = min(max(kk, 10), n) if judged is not None else kk
+    ranks = _tie_ranks(corpus)
     nb_deep, _scores = H.neighbours(q_src if q_src is not None else corpus, corpus, depth, in_corpus=q_src is None,
-                                    engine=engine, names=("--queries" if q_src is not None else "embeddings", "embeddings"))
+                                    engine=engine, names=("--queries" if q_src is not None else "embeddings", "embeddings"),
+                                    ranks=ranks)
     nb = nb_deep[:, :kk]
     nk = H.k_occurrence(nb, n)
     figs = H.figures(nk, kk, hub_multiple)
@@ -215,7 +228,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, hub_multiple:
         body["knn_rule"] = (f"each row's label predicted by the majority of its {kk} neighbours' labels (itself left out; "
                             "a tie goes to the label that sorts first, as scikit-learn's KNeighborsClassifier)")
     if repairs:
-        body["repairs"] = _repair_arms(repairs, X, Q, kk, hub_multiple, resamples, seed, nb_deep, judged, y)
+        body["repairs"] = _repair_arms(repairs, X, Q, kk, hub_multiple, resamples, seed, nb_deep, judged, y, ranks)
     body["ci_method"] = (f"percentile bootstrap over the corpus rows' k-occurrences, {resamples} resamples, seed {seed} "
                          "(the rows' N_k sum to queries x k: their dependence is not modelled)")
     items = {"hub_share": (nk > hub_multiple * kk).astype(np.float64), "antihub_share": (nk == 0).astype(np.float64)}

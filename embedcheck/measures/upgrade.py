@@ -149,7 +149,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
         migrated_index: Optional[str] = None, index_set: Optional[list[str]] = None,
         reindex_margin: float = 0.05, fit_pairs: Optional[int] = None) -> Outcome:
     from ..geometry import upgrade as U
-    from ..geometry.retrieval import id_bytes, tie_ranks
+    from ..geometry.retrieval import id_bytes, ranking_ties
     from ..io.source import open_source
 
     old, new = inputs["old"], inputs["new"]
@@ -234,7 +234,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, queries_old: Optional
     # the scored corpus: the paired rows (the whole corpus when NEW covers every OLD row)
     whole = npairs == old.n
     doc_ids = [old_ids[i] for i in o_rows]
-    ranks = tie_ranks(id_bytes(doc_ids))
+    ranks = ranking_ties(doc_ids, len(doc_ids))
     kk = min(k, npairs)
     # every arm's exact search runs as tasks on the run's engine (the maps are applied here, on the driver)
     runs = {"keep": U.topk(Qo, Po, kk, ranks, engine=engine), "re-embed": U.topk(Qn, Pn, kk, ranks, engine=engine),
