@@ -1,7 +1,7 @@
 """One qrels reader with one policy — one conformance case over every command that takes judgements.
 
 The commands are found, not listed: every CLI command with a ``qrels`` parameter, plus ``compress
-sweep --retrieval Q C QRELS``. Each reads judgements through :func:`embedcheck.io.retrieval.qrels_triples`
+sweep --retrieval Q C QRELS``. Each reads judgements through :func:`embedcheck.io.retrieval.qrels_of`
 and refuses the same inputs in the same words: judgements none of which is relevant (every grade 0 —
 before, ``upgrade`` refused them while ``hubness`` and ``dedup`` scored nDCG 0.0 over "judged
 queries" and said ``inconclusive``), and judgements with no line at all.
@@ -66,11 +66,11 @@ def test_judgements_are_refused_alike(path: str, grades: str, words: str, tmp_pa
 def test_one_relevant_judgement_is_enough_and_python_refuses_alike(tmp_path: Path) -> None:
     import embedcheck
     from embedcheck.errors import InputError
-    from embedcheck.io.retrieval import qrels_triples
+    from embedcheck.io.retrieval import qrels_of
 
     with pytest.raises(InputError, match="none of its 2 judgements has a grade above 0"):
-        qrels_triples({"q": {"a": 0, "b": -1}})
-    q, d, g = qrels_triples({"q": {"a": 0, "b": 1}})
+        qrels_of({"q": {"a": 0, "b": -1}})
+    q, d, g = qrels_of({"q": {"a": 0, "b": 1}})
     assert q.tolist() == [b"q", b"q"] and d.tolist() == [b"a", b"b"] and g.tolist() == [0, 1]
     Q = np.load(FIXTURES / "retrieve_queries.npy")
     C = np.load(FIXTURES / "retrieve_corpus.npy")
