@@ -130,7 +130,7 @@ def _share(count: int, n: int) -> dict[str, Any]:
 
 
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, folds: int, probabilities: str, label_score: str,
-        near_duplicate: float, outlier_z: float, hub_null: bool, permutations: int, clusters: int, examples: int,
+        near_duplicate: float, outlier_iqr: float, hub_null: bool, permutations: int, clusters: int, examples: int,
         rows_out: Optional[str], graph: Optional[str] = None) -> Outcome:
     from ..geometry import audit as A
     from ..geometry import hubness as H
@@ -240,13 +240,12 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, folds: int, p
         }
 
     # ---- outliers ----------------------------------------------------------------------------------
-    o_score, o_flag, o_thr = A.outliers(cos, outlier_z)
+    o_score, o_flag, o_thr = A.outliers(cos, outlier_iqr)
     worst = np.lexsort((np.arange(m), -o_score))[:examples]
     body["outliers"] = {**_share(int(o_flag.sum()), m), "meaning": MEANING["outliers"], "threshold": o_thr,
                         "score": f"mean cosine distance (1 - cosine) to the {k} nearest rows",
-                        "rule": f"flagged when the modified z-score of the log score, (log s - median) / (1.4826 MAD), "
-                                f"exceeds {outlier_z:g}: on log scores that are normal, "
-                                f"{100 * _normal_tail(outlier_z):.3g} % of rows",
+                        "rule": f"flagged above Tukey's fence Q3 + {outlier_iqr:g} IQR of the scores: on normal scores, "
+                                f"{100 * _normal_tail(0.6744897501960817 * (1 + 2 * outlier_iqr)):.3g} % of rows",
                         "examples": [{**name(int(v)), "outlier_score": float(o_score[v])} for v in worst]}
 
     # ---- duplicates --------------------------------------------------------------------------------
@@ -463,8 +462,8 @@ MEASUREMENT = Measurement(
                     choices=("self_confidence", "normalized_margin")),
              Option("near_duplicate", float, 0.95, "Cosine at or above which two rows are near-duplicates.",
                     min=0.0, max=1.0),
-             Option("outlier_z", float, 3.5, "Outlier fence: the modified z-score of the log k-NN distance.", min=0.0,
-                    min_open=True),
+             Option("outlier_iqr", float, 1.5, "Outlier fence: Q3 + this many IQR of the mean k-NN cosine distances.",
+                    min=0.0, min_open=True),
              Option("hub_null", bool, True, "Hubs against a Gaussian null of the data's spectrum (off: N_k > 2k)."),
              Option("permutations", int, 999, "Permutations of the order test.", min=19),
              Option("clusters", int, 8, "k-means slices (1: none).", min=1),
