@@ -271,6 +271,7 @@ def test_the_summary_names_the_rows(cli, files):
     assert lines[0].startswith("audit: ") and "issues in 600 rows" in lines[0]
     assert any(ln.strip().startswith("label issues") for ln in lines)
     assert any(ln.strip().startswith("r") and "topic text" in ln for ln in lines)
+    assert max(len(ln) for ln in lines) <= 80 and "…" not in res.stdout
 
 
 def test_without_labels_the_label_checks_are_skipped_with_a_notice(cli, files):
