@@ -147,11 +147,10 @@ def test_outlier_flags_follow_the_stated_fence():
     _, cos = A.graph(_unit(Z), K)
     s, flag, thr = A.outliers(cos)
     np.testing.assert_allclose(s, (1 - cos.astype(np.float64)).mean(axis=1))
-    logs = np.log(s)
-    mad = np.median(np.abs(logs - np.median(logs))) * 1.4826
-    assert thr == pytest.approx(np.exp(np.median(logs) + 3.5 * mad))
+    q1, q3 = np.percentile(s, [25, 75])
+    assert thr == pytest.approx(q3 + 1.5 * (q3 - q1))
     assert (flag == (s > thr)).all()
-    assert flag[-6:].sum() >= 5 and flag[:-6].mean() < 0.01  # one random direction may land near a topic
+    assert flag[-6:].all() and flag[:-6].mean() < 0.02  # the fixture's own rows: 1.5 % above the fence
 
 
 def test_exact_and_near_duplicates_groups_diameters_and_chains():
@@ -272,6 +271,7 @@ def test_the_summary_names_the_rows(cli, files):
     assert lines[0].startswith("audit: ") and "issues in 600 rows" in lines[0]
     assert any(ln.strip().startswith("label issues") for ln in lines)
     assert any(ln.strip().startswith("r") and "topic text" in ln for ln in lines)
+    assert max(len(ln) for ln in lines) <= 80 and "…" not in res.stdout
 
 
 def test_without_labels_the_label_checks_are_skipped_with_a_notice(cli, files):

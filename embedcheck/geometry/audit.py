@@ -7,7 +7,7 @@
   :mod:`embedcheck.geometry.search`, through :func:`embedcheck.geometry.hubness.neighbours`), computed
   once and read by every check;
 * :func:`outliers`: the mean cosine distance to the ``k`` nearest rows (Kuan & Mueller 2022's k-NN
-  baseline), flagged above a robust fence of the log scores (:data:`OUTLIER_Z`);
+  baseline), flagged above Tukey's fence of the scores (:data:`OUTLIER_IQR`);
 * :func:`exact_duplicates` (identical bytes, by hashing) and :func:`near_duplicates` (graph edges at
   or above a cosine), groups by union-find, each group's diameter (its least similar pair);
 * hubs: the k-occurrence of every row (:func:`embedcheck.geometry.hubness.k_occurrence`) against the
@@ -31,10 +31,9 @@ import numpy as np
 
 from . import hubness as H
 
-#: outliers: a row is flagged when the modified z-score (Iglewicz & Hoaglin 1993) of the log of its
-#: score exceeds this: ``(log s − median) / (1.4826 MAD) > 3.5`` — on log scores that are normal,
-#: 0.023 % of rows (the normal tail beyond 3.5 sd)
-OUTLIER_Z = 3.5
+#: outliers: a row is flagged above Tukey's fence ``Q3 + 1.5 IQR`` of the scores — on normal scores,
+#: 0.35 % of rows (the normal tail beyond 2.698 sd)
+OUTLIER_IQR = 1.5
 #: near-duplicates: the default cosine (hubness's reasons and dedup's ``--threshold`` advice use it too)
 NEAR_DUPLICATE = 0.95
 #: a near-duplicate group chains when its least similar pair is this far below the threshold (cosine)
@@ -61,14 +60,12 @@ def graph(U: np.ndarray, k: int, engine: Any = None) -> tuple[np.ndarray, np.nda
     return H.neighbours(U, U, k, in_corpus=True, engine=engine, names=("embeddings", "embeddings"))
 
 
-def outliers(cos: np.ndarray, z: float = OUTLIER_Z) -> tuple[np.ndarray, np.ndarray, float]:
+def outliers(cos: np.ndarray, iqr: float = OUTLIER_IQR) -> tuple[np.ndarray, np.ndarray, float]:
     """(score, flag, threshold): the mean cosine distance ``1 − cos`` to the neighbours, and the
-    score above which a row is flagged (:data:`OUTLIER_Z` on the log scores)."""
+    score above which a row is flagged: ``Q3 + iqr (Q3 − Q1)`` of the scores (``numpy.quantile``)."""
     s = np.mean(1.0 - np.asarray(cos, dtype=np.float64), axis=1)
-    logs = np.log(np.clip(s, 1e-12, None))
-    med = float(np.median(logs))
-    mad = float(np.median(np.abs(logs - med))) * 1.4826
-    thr = float(np.exp(med + z * mad)) if mad > 0 else float(np.inf)
+    q1, q3 = (float(v) for v in np.quantile(s, [0.25, 0.75]))
+    thr = q3 + iqr * (q3 - q1)
     return s, s > thr, thr
 
 
@@ -211,6 +208,6 @@ def kmeans(U: np.ndarray, clusters: int, seed: int) -> np.ndarray:
     return KMeans(n_clusters=clusters, random_state=seed, n_init=3).fit_predict(np.asarray(U, dtype=np.float64))
 
 
-__all__ = ["CHAIN_GAP", "DupGroups", "HUB_QUANTILE", "NEAR_DUPLICATE", "OUTLIER_Z", "ctfidf_keywords",
+__all__ = ["CHAIN_GAP", "DupGroups", "HUB_QUANTILE", "NEAR_DUPLICATE", "OUTLIER_IQR", "ctfidf_keywords",
            "exact_duplicates", "graph", "hub_bound", "invalid_rows", "kmeans", "near_duplicates", "order_test",
            "outliers"]

@@ -21,7 +21,7 @@ optionally, the k-NN votes of the shared neighbour graph, :func:`knn_votes`).
 The estimated noise rate is ``1 − trace(Q)`` (the off-diagonal mass), with a percentile bootstrap
 over the rows (the out-of-fold probabilities held fixed).
 
->>> P = np.array([[.9, .1], [.8, .2], [.2, .8], [.1, .9], [.7, .3]])
+>>> P = np.array([[.9, .1], [.8, .2], [.2, .8], [.1, .9], [.95, .05]])
 >>> y = np.array([0, 0, 1, 1, 1])
 >>> r = find_issues(y, P)
 >>> r.issues.tolist(), r.suggested.tolist()

@@ -31,7 +31,7 @@ MEANING = {
 }
 #: rows listed per issue type in the report (the worst first)
 EXAMPLES = 5
-#: text shown per example in the terminal summary
+#: the summary's width: an example's text is cut at a word to fit
 TRIM = 80
 #: the columns of --rows-out, in order
 COLUMNS = ("id", "text", "label", "is_label_issue", "label_score", "suggested_label", "is_outlier", "outlier_score",
@@ -130,7 +130,7 @@ def _share(count: int, n: int) -> dict[str, Any]:
 
 
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, folds: int, probabilities: str, label_score: str,
-        near_duplicate: float, outlier_z: float, hub_null: bool, permutations: int, clusters: int, examples: int,
+        near_duplicate: float, outlier_iqr: float, hub_null: bool, permutations: int, clusters: int, examples: int,
         rows_out: Optional[str], graph: Optional[str] = None) -> Outcome:
     from ..geometry import audit as A
     from ..geometry import hubness as H
@@ -240,13 +240,12 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, folds: int, p
         }
 
     # ---- outliers ----------------------------------------------------------------------------------
-    o_score, o_flag, o_thr = A.outliers(cos, outlier_z)
+    o_score, o_flag, o_thr = A.outliers(cos, outlier_iqr)
     worst = np.lexsort((np.arange(m), -o_score))[:examples]
     body["outliers"] = {**_share(int(o_flag.sum()), m), "meaning": MEANING["outliers"], "threshold": o_thr,
                         "score": f"mean cosine distance (1 - cosine) to the {k} nearest rows",
-                        "rule": f"flagged when the modified z-score of the log score, (log s - median) / (1.4826 MAD), "
-                                f"exceeds {outlier_z:g}: on log scores that are normal, "
-                                f"{100 * _normal_tail(outlier_z):.3g} % of rows",
+                        "rule": f"flagged above Tukey's fence Q3 + {outlier_iqr:g} IQR of the scores: on normal scores, "
+                                f"{100 * _normal_tail(0.6744897501960817 * (1 + 2 * outlier_iqr)):.3g} % of rows",
                         "examples": [{**name(int(v)), "outlier_score": float(o_score[v])} for v in worst]}
 
     # ---- duplicates --------------------------------------------------------------------------------
@@ -383,9 +382,13 @@ def _normal_tail(z: float) -> float:
     return float(norm.sf(z))
 
 
-def _trim(t: Any) -> str:
+def _trim(t: Any, width: int) -> str:
+    """The text on one line, cut at a word to ``width`` characters (the summary keeps to 80 columns)."""
     s = " ".join(str(t).split())
-    return s if len(s) <= TRIM else s[:TRIM - 1] + "…"
+    if len(s) <= width:
+        return s
+    cut = s[:width + 1].rsplit(" ", 1)[0]
+    return cut if 0 < len(cut) <= width else s[:width]
 
 
 def view(r: dict[str, Any]) -> list[str]:
@@ -406,7 +409,8 @@ def view(r: dict[str, Any]) -> list[str]:
         lines.append(f"  estimated noise rate {100 * li['noise_rate']:.2f} % [{100 * a:.2f}, {100 * b:.2f}]; "
                      f"out-of-fold accuracy {100 * li['oof_accuracy']:.1f} %")
     o = r["order"]
-    lines.append(f"  order: {o['verdict']} (mean neighbour index gap {o['ratio']:.3f} x a shuffled file's, p = {o['p_value']:.3g})")
+    lines.append(f"  order: {o['verdict']} (neighbour index gap {o['ratio']:.3f} x a shuffled file's, "
+                 f"p = {o['p_value']:.3g})")
     d = r["duplicates"]
     if d["chained_groups"]:
         lines.append(f"  warning: {d['chained_groups']} near-duplicate group(s) chain")
@@ -423,16 +427,21 @@ def view(r: dict[str, Any]) -> list[str]:
                      f" score {e['outlier_score']:.3f}" if "outlier_score" in e else
                      f" group of {e['size']}" if "size" in e else f" N_k {e['k_occurrence']}" if "k_occurrence" in e else "")
             lab = f" [{e['label']}]" if "label" in e else ""
-            txt = f"  {_trim(e['text'])}" if e.get("text") is not None else ""
-            lines.append(f"  {who}{lab}{extra}{txt}")
+            head = f"  {who}{lab}{extra}"
+            room = TRIM - len(head) - 2
+            txt = f"  {_trim(e['text'], room)}" if e.get("text") is not None and room > 10 else ""
+            lines.append(head + txt)
     sl = r.get("slices")
     if sl:
         lines.append("worst slices:")
         for it in sl["items"][:3]:
             acc = (f" accuracy {100 * it['oof_accuracy']:.1f} % vs {100 * it['rest_oof_accuracy']:.1f} %"
                    if it.get("rest_oof_accuracy") is not None else "")
-            kw = f" ({', '.join(it['keywords'])})" if it.get("keywords") else ""
-            lines.append(f"  cluster {it['cluster']}: {it['size']} rows{acc}{kw}")
+            head = f"  cluster {it['cluster']}: {it['size']} rows{acc}"
+            words = list(it.get("keywords") or [])
+            while words and len(head) + len(", ".join(words)) + 3 > TRIM:
+                words.pop()
+            lines.append(head + (f" ({', '.join(words)})" if words else ""))
     return lines
 
 
@@ -463,8 +472,8 @@ MEASUREMENT = Measurement(
                     choices=("self_confidence", "normalized_margin")),
              Option("near_duplicate", float, 0.95, "Cosine at or above which two rows are near-duplicates.",
                     min=0.0, max=1.0),
-             Option("outlier_z", float, 3.5, "Outlier fence: the modified z-score of the log k-NN distance.", min=0.0,
-                    min_open=True),
+             Option("outlier_iqr", float, 1.5, "Outlier fence: Q3 + this many IQR of the mean k-NN cosine distances.",
+                    min=0.0, min_open=True),
              Option("hub_null", bool, True, "Hubs against a Gaussian null of the data's spectrum (off: N_k > 2k)."),
              Option("permutations", int, 999, "Permutations of the order test.", min=19),
              Option("clusters", int, 8, "k-means slices (1: none).", min=1),

@@ -570,7 +570,7 @@ MEASUREMENT = Measurement(
     tolerance=1e-9,
     writes=(Writes("output", "file"), Writes("copy", "vectors"), Writes("pairs", "file")),
     runs={"": ("topics.npy", "-o", "kept.jsonl")},
-    example=("topics.npy", "--leakage-of", "topics_test.npy", "--floor-pairs", "100000"),
+    example=("topics.npy", "--leakage-of", "topics_test.npy", "--keep-rows", "550", "--floor-pairs", "100000"),
 )
 
 __all__ = ["CHAIN_GAP", "DEFAULT_FLOOR_PERCENTILE", "DEFAULT_THRESHOLD", "chains", "pair_lines", "MEASUREMENT", "run", "wilson", "kept_lines"]
