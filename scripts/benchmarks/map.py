@@ -25,11 +25,19 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+# scripts/coverage.py shadows the coverage package that numba (umap-learn's compiler) imports when
+# scripts/bench.py runs this module with scripts/ first on the path
+_SCRIPTS = Path(__file__).resolve().parents[1]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _SCRIPTS]
+if str(getattr(sys.modules.get("coverage"), "__file__", "") or "").startswith(str(_SCRIPTS)):
+    del sys.modules["coverage"]
 
 ROWS = Path(os.environ.get("EMBEDCHECK_MAP_ROWS", "/work/cache/map/emb4k.npy"))
 GOALS = {"umap": 90.0, "pca": 5.0, "page_mb": 15.0, "paint": 3.0}
@@ -118,7 +126,5 @@ def run(quick: bool = False) -> list[dict]:
 
 
 if __name__ == "__main__":
-    import sys
-
     for r in run(quick="--quick" in sys.argv):
         print(json.dumps(r))
