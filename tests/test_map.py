@@ -383,3 +383,25 @@ def test_without_plotly_the_page_is_refused_naming_the_extra(cli, tmp_path, monk
     assert "embedcheck[map]" in res.stderr and _listing(tmp_path) == before
     # the picture and the parquet need no plotly
     assert cli(["map", d["emb"], "--method", "pca", "--export-atlas", tmp_path / "a.parquet", "-q"]).exit_code == 0
+
+
+def test_a_parquet_store_maps_with_its_columns(cli, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = _rows(tmp_path)
+    recs = [json.loads(line) for line in d["emb"].with_suffix(".jsonl").read_text().splitlines()]
+    X = d["X"]
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(X.ravel()), X.shape[1])
+    pq.write_table(pa.table({"id": pa.array([r["id"] for r in recs]), "emb": vec,
+                             "text": pa.array([r["text"] for r in recs]), "topic": pa.array([r["label"] for r in recs]),
+                             "flag": pa.array([i in (3, 4) for i in range(len(recs))])}), tmp_path / "s.parquet")
+    res = cli(["map", tmp_path / "s.parquet", "--method", "pca", "--color", "topic", "-o", tmp_path / "s.html", "--json"])
+    assert res.exit_code == 0, res
+    rep = res.json()
+    assert rep["colourings"] == ["flag", "topic"] and rep["color"] == "topic" and rep["flagged"] == 2 and rep["texts"]
+    st = _state((tmp_path / "s.html").read_bytes())
+    assert st["default"] == "topic" and st["texts"][3].startswith("row 3:")
+    from embedcheck.geometry.projection import project
+
+    np.testing.assert_array_equal(np.load(tmp_path / "s.projection.npy"), project(X, "pca")[0])

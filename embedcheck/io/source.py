@@ -162,6 +162,15 @@ class Source:
         self._columns[name] = vals
         return vals
 
+    def fields(self) -> list[str]:
+        """The names of the per-row fields the input keeps (its sidecar records' keys in the order
+        first seen, a store's columns but its vector column): what :meth:`column` can read."""
+        st = self._store()
+        if st is not None:
+            return [c for c in st.columns() if c != st.column_name]
+        recs = self._sidecar_records()
+        return [] if recs is None else list(dict.fromkeys(k for r in recs for k in r))
+
     def ids(self) -> Optional[list[Any]]:
         """Every row's id (:meth:`column` ``"id"``), or None."""
         return self.column("id")

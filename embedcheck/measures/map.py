@@ -21,6 +21,8 @@ from ..spec import Measurement, Option, Outcome, Writes
 
 #: rows a page draws before it shows a seeded sample (that keeps every flagged row)
 MAX_POINTS = 100_000
+#: characters of text a page keeps in all (a page of many rows trims each text shorter: 60 at 100,000 rows)
+TEXT_BUDGET = 6_000_000
 #: the fields of a rows file or sidecar that are not colourings (they are shown otherwise)
 NOT_COLOURS = ("id", "text", "row", "projection_x", "projection_y")
 
@@ -87,18 +89,12 @@ def _rows_columns(path: str, ids: Optional[list[Any]], n: int) -> dict[str, list
 
 
 def _sidecar_columns(src: Any) -> dict[str, list[Any]]:
-    recs = src._sidecar_records() if src.store is None else None
+    """Every per-row field of the input (its sidecar or store columns), by name."""
     out: dict[str, list[Any]] = {}
-    if recs is not None:
-        for k in dict.fromkeys(k for r in recs for k in r):
-            out[k] = [r.get(k) for r in recs]
-    elif src.store is not None:
-        st = src._store()
-        for k in st.columns():
-            if k != st.column_name:
-                col = src.column(k)
-                if col is not None:
-                    out[k] = col
+    for k in src.fields():
+        col = src.column(k)
+        if col is not None:
+            out[k] = col
     return out
 
 
@@ -218,12 +214,13 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, output: Optional[str]
         method_used = method
     t = P.trust(X, Y, seed=seed, rows=trust_rows)
     shown = P.sample_rows(n, max_points, flagged if flagged.any() else None, seed)
+    chars = min(text_chars, max(24, TEXT_BUDGET // max(len(shown), 1)))
     body: dict[str, Any] = {
         "n": n, "dim": src.dim, "method": method_used, "projection": how,
         "trustworthiness": t["trustworthiness"], "trustworthiness_k": t["k"], "trustworthiness_rows": t["rows"],
         "shown": int(len(shown)), "sampled": bool(len(shown) < n), "max_points": max_points,
         "colourings": [f.name for f in fields], "color": default, "flagged": int(flagged.sum()),
-        "texts": texts is not None,
+        "texts": texts is not None, "text_chars": chars if texts is not None else None,
         "trust_method": (f"sklearn.manifold.trustworthiness, {t['k']} neighbours, cosine distance in the space, "
                          f"Euclidean on the map, over {t['rows']} rows" + (f" (a seeded sample of {n}, seed {seed})"
                                                                            if t["rows"] < n else "")),
@@ -235,7 +232,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, output: Optional[str]
     if output is not None:
         note = f"{how}; trustworthiness {t['trustworthiness']:.3f} (k={t['k']})" if t["trustworthiness"] is not None else how
         page = M.page(Y, shown=shown, total=n, ids=ids, texts=texts, fields=fields, default=default, scores=scores,
-                      title=title, note=note, text_chars=text_chars)
+                      title=title, note=note, text_chars=chars)
         parts = {str(output): page}
         npy = projection_path(output)
         if projection is None or not same_file(projection, npy):
@@ -280,7 +277,8 @@ MEASUREMENT = Measurement(
                     metavar="FIELD", show_default=False),
              Option("max_points", int, MAX_POINTS, "Rows the page draws; above, a seeded sample that keeps every "
                     "flagged row.", min=1),
-             Option("text_chars", int, 100, "Characters of each row's text the page keeps.", min=0),
+             Option("text_chars", int, 100, "Characters of each row's text the page keeps (fewer on a page of more than "
+                    "60,000 rows: 6 million characters in all).", min=0),
              Option("neighbors", int, 15, "UMAP's neighbours.", min=2),
              Option("trust_rows", int, 2000, "Rows the trustworthiness is measured on (a seeded sample above).", min=10),
              Option("png", str, None, "Also write a static picture of the map (.png; needs matplotlib).",
