@@ -257,12 +257,15 @@ def test_fresh_process_on_the_fast_path_imports_no_torch(minilm_export, cache, t
 
 
 @pytest.mark.model
-def test_onnx_int8_is_close_but_never_the_default(minilm_export, minilm, cache, monkeypatch):
+def test_onnx_int8_is_the_checked_int8_path_and_never_the_default(minilm_export, minilm, cache, monkeypatch):
     monkeypatch.setenv("EMBEDCHECK_CACHE", str(cache))
-    model, _ = enc.load_model(enc.DEFAULT_MODEL, backend="onnx-int8")
+    model, _ = enc.load_model(enc.DEFAULT_MODEL, backend="onnx-int8")  # the old spelling of precision="int8"
     assert model._embedcheck_backend == "fast-int8" and model.onnx_path.name == "model.int8.onnx"
+    assert model._embedcheck_precision == "int8" and model._embedcheck_int8_check["min_cosine"] >= 0.99
     cos = _cos_min(minilm.encode(TEXTS), model.encode(TEXTS))
-    assert 0.9 < cos < 1 - 1e-6  # quantised: close, not equal
+    assert 0.99 <= cos < 1 - 1e-6  # quantised: within the check's bound, not equal
+    default, _ = enc.load_model(enc.DEFAULT_MODEL)
+    assert default._embedcheck_backend == "fast"
 
 
 # ---------------------------------------------------------------------------------------------

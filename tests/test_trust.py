@@ -626,7 +626,7 @@ def test_int8_quantisation_prints_nothing_on_stderr_with_quiet(tiny_model, tmp_p
     inputs = _texts(tmp_path / "in", files=1)
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), EMBEDCHECK_CACHE=str(tmp_path / "c"))
     p = subprocess.run([sys.executable, "-m", "embedcheck", "embed", str(inputs / "part0.jsonl"), "-o",
-                        str(tmp_path / "e.npy"), "--model", str(tiny_model), "--backend", "onnx-int8", "--quiet"],
+                        str(tmp_path / "e.npy"), "--model", str(tiny_model), "--precision", "int8", "--quiet"],
                        capture_output=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr.decode()[-2000:]
     assert p.stderr.decode() == ""

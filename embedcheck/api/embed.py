@@ -54,6 +54,7 @@ class Embeddings(Result):
     calibration: Any = None
     bf16_check: Any = None
     threads_log: Any = None
+    int8_check: Any = None
     vectors: Any = hidden()
 
 
@@ -79,6 +80,7 @@ class EmbedOutput(Result):
     backend_used: Any = hidden()
     calibration: Any = hidden()
     bf16_check: Any = hidden()
+    int8_check: Any = hidden()
     threads_log: Any = hidden()
     skipped_short_documents: Any = hidden()
     shards: Any = hidden()
@@ -250,8 +252,8 @@ def _check_args(a: dict[str, Any]) -> None:
     Option('max_seq_length', int, None, "Truncate inputs to this many tokens (default: the model's).", min=1, show_default=False),
     Option('device', str, None, 'cpu, cuda, cuda:1, mps ... (default: the best available).', show_default=False),
     Option('normalize', bool, True, 'Unit rows (--no-normalize: keep the raw vectors).'),
-    Option('backend', str, "auto", 'auto (default): models made of Transformer, Pooling [, Normalize] run on the CPU without torch (tokenizers + onnxruntime on an export made once and checked against torch, cached under $EMBEDCHECK_CACHE), others on sentence-transformers; torch or onnx force one; onnx-int8: an int8 quantisation of that export (faster, less exact; never a default).', choices=("auto", "torch", "onnx", "onnx-int8")),
-    Option('precision', str, "fp32", 'fp32 (default) or bf16: torch autocast in bfloat16 (fast on CPUs with AVX-512 bf16 or AMX), checked once per model and machine against fp32 on a probe batch (min cosine >= 0.9999, else refused).', choices=("fp32", "bf16")),
+    Option('backend', str, "auto", 'auto (default): models made of Transformer, Pooling [, Normalize] run on the CPU without torch (tokenizers + onnxruntime on an export made once and checked against torch, cached under $EMBEDCHECK_CACHE), others on sentence-transformers; torch or onnx force one. (onnx-int8, the old spelling of --precision int8, still works, with a notice.)', choices=("auto", "torch", "onnx", "onnx-int8"), metavar="[auto|torch|onnx]"),
+    Option('precision', str, "fp32", 'fp32 (default, exact); bf16: torch autocast in bfloat16 (fast on CPUs with AVX-512 bf16 or AMX), checked once per model and machine against fp32 on a probe batch (min cosine >= 0.9999, else refused); int8: the fast path on an int8 quantisation of its export (faster on CPUs with VNNI or AMX int8), checked once per model and machine against fp32 on the probe batch (min cosine >= 0.99 and mean >= 0.998, else refused; certify it on your own task: docs/int8.md); auto: bf16 on a CPU with bf16 units, else fp32 (never int8).', choices=("fp32", "bf16", "int8", "auto")),
     Option('no_text', bool, False, 'Leave the text out of the OUT.jsonl sidecar.'),
     Option('halves', bool, False, "Embed each document's first and second half (at the middle sentence boundary) into OUT.a.npy / OUT.b.npy."),
     Option('shard_rows', int, None, 'Cut one input file into output shards of N rows (-o is then a shard-set folder).', min=1, show_default=False),
@@ -267,7 +269,7 @@ def _check_args(a: dict[str, Any]) -> None:
                 "in its metadata; see docs/stores.md).", aliases=("-o",), required=True, metavar="TEXT",
                 show_default=False),
          Option("verbose", bool, False, "Print on stderr how the backend was chosen (the calibration's timings), the "
-                "bf16 check and the thread counts used."),
+                "bf16 or int8 check and the thread counts used."),
          Option("as_json", bool, False, "Print the meta (what was written) as JSON on stdout.", spelled="json")),
 )
 def embed(texts: TextsOrPath, *, out: Any = None, model: Optional[str] = None, batch_size: int = 32,
@@ -290,8 +292,10 @@ def embed(texts: TextsOrPath, *, out: Any = None, model: Optional[str] = None, b
     ``label_field``, ``id_field``, ``keep_fields``, ``limit``, ``sample``/``seed``/``complement``/
     ``complement_sample``, ``skip_empty`` choose the rows as the command's options do.
 
-    ``backend``: auto, torch, onnx, onnx-int8 (``auto`` times the candidates on these texts, cached
-    per machine); ``precision`` fp32 or bf16 (checked against fp32 once per model and machine);
+    ``backend``: auto, torch, onnx (``auto`` times the candidates on these texts, cached per machine;
+    onnx-int8 is the old spelling of ``precision="int8"``); ``precision`` fp32, bf16, int8 (both checked
+    against fp32 once per model and machine, refused when they differ) or auto (bf16 where the CPU has
+    bf16 units, else fp32; never int8);
     ``threads``: the encoder's threads (runs with the same count write the same bytes; default:
     they follow the free cores while encoding when ``follow_threads``). ``on_progress(k)``: k more
     rows encoded; ``on_rows(done, total)``: rows done so far of the total (0 first, when encoding
@@ -395,8 +399,10 @@ def _in_memory(texts: TextsOrPath, *, name: str, batch_size: int, normalize: boo
                          prompt_name=prompt_name, on_progress=on_progress, follow_threads=follow_threads)
     X = np.asarray(X, dtype=np.float32)
     return Embeddings(model=resolved.model_id, backend=getattr(st_model, "_embedcheck_backend", backend),
-                      precision=precision, calibration=getattr(st_model, "_embedcheck_calibration", None),
+                      precision=getattr(st_model, "_embedcheck_precision", "fp32"),
+                      calibration=getattr(st_model, "_embedcheck_calibration", None),
                       bf16_check=getattr(st_model, "_embedcheck_bf16_check", None),
+                      int8_check=getattr(st_model, "_embedcheck_int8_check", None),
                       threads_log=list(getattr(st_model, "_embedcheck_threads_log", [])),
                       n=int(X.shape[0]), dim=int(X.shape[1]),
                       normalized=bool(normalize or enc.model_normalizes(st_model)), vectors=X)
@@ -556,8 +562,11 @@ def _one_output(texts: TextsOrPath, out: Any, store_out: Any, *, is_list: bool, 
             "embed", {"input": data.source}, options, extra_packages=extra,
             model={**resolved.as_dict(), "backend": backend, "backend_used": backend_used,
                    "device": str(st_model.device), "threads": getattr(st_model, "threads", None),
-                   "onnx_file": getattr(st_model, "_embedcheck_onnx_path", None), "precision": precision,
+                   "onnx_file": getattr(st_model, "_embedcheck_onnx_path", None),
+                   "precision": getattr(st_model, "_embedcheck_precision", "fp32"),
                    "bf16_check": getattr(st_model, "_embedcheck_bf16_check", None),
+                   **({"int8_check": st_model._embedcheck_int8_check}
+                      if getattr(st_model, "_embedcheck_int8_check", None) else {}),
                    "calibration": getattr(st_model, "_embedcheck_calibration", None),
                    "threads_log": threads_log.get(key) or None},
             shape=list(arr.shape), n=int(arr.shape[0]), dimension=dim, dtype="float32",
@@ -576,7 +585,8 @@ def _one_output(texts: TextsOrPath, out: Any, store_out: Any, *, is_list: bool, 
     result = EmbedOutput(kind="npy", outputs={}, model=resolved.model_id, n=total, dim=dim,
                          seconds=encode_seconds, model_source=resolved.source, backend_used=backend_used,
                          calibration=getattr(st_model, "_embedcheck_calibration", None),
-                         bf16_check=getattr(st_model, "_embedcheck_bf16_check", None), threads_log=threads_log)
+                         bf16_check=getattr(st_model, "_embedcheck_bf16_check", None),
+                         int8_check=getattr(st_model, "_embedcheck_int8_check", None), threads_log=threads_log)
     if store_out is not None:
         from ..io.stores import write_store
 

@@ -293,14 +293,16 @@ def physscore(embeddings: Any, phrases: Any, *, model: Optional[str] = None, tab
     TABLES, PAPER_CONVERSIONS, PLOTS,
     Option("batch_size", int, 32, "Encoding batch size (the protocol's is 32).", min=1),
     Option("device", str, None, "torch device (default: auto).", show_default=False),
-    Option("backend", str, "auto", "auto (default: the torch-free fast path where the model allows it), torch, onnx "
-           "or onnx-int8, as for embed. --backend torch reproduces the paper's Table 3 to the last digit (the fast path's "
+    Option("backend", str, "auto", "auto (default: the torch-free fast path where the model allows it), torch or onnx, "
+           "as for embed. --backend torch reproduces the paper's Table 3 to the last digit (the fast path's "
            "vectors differ by ~1e-7 and move the probe by 0.01).",
-           choices=("auto", "torch", "onnx", "onnx-int8")),
+           choices=("auto", "torch", "onnx", "onnx-int8"), metavar="[auto|torch|onnx]"),
+    Option("precision", str, "fp32", "fp32 (default, exact), bf16, int8 or auto, as for embed (bf16 and int8 only "
+           "after their fidelity check on this machine).", choices=("fp32", "bf16", "int8", "auto")),
 )
 def physscore_run(*, model: str = DEFAULT_MODEL_NAME, tables: Optional[str] = None, plots: Optional[Path] = None,
                   paper_conversions: bool = False, batch_size: int = 32, device: Optional[str] = None,
-                  backend: str = "auto", hint: Hint = None,
+                  backend: str = "auto", precision: str = "fp32", hint: Hint = None,
                   on_progress: Optional[Callable[[int], None]] = None) -> PhysScoreRunReport:
     """Embed the PhysScore phrases with ``model`` (bare phrases, L2-normalised float32, each unique
     string once) and score them: Tables 1, 3 and 4 in one go."""
@@ -320,7 +322,7 @@ def physscore_run(*, model: str = DEFAULT_MODEL_NAME, tables: Optional[str] = No
     t0 = time.perf_counter()
     if hint is not None:
         hint(f"loading {model} ...")
-    st_model, resolved = load_model(model, device=device, backend=backend)
+    st_model, resolved = load_model(model, device=device, backend=backend, precision=precision)
     t_load = time.perf_counter() - t0
     texts = ps_tables.needed_texts(which, plots=plots is not None, paper_conversions=paper_conversions)
     t1 = time.perf_counter()
@@ -337,6 +339,10 @@ def physscore_run(*, model: str = DEFAULT_MODEL_NAME, tables: Optional[str] = No
     report = _assemble(resolved.model_id, which, body, resolved=resolved.as_dict(), n_phrases=len(texts),
                        dim=int(X.shape[1]))
     report["backend"] = {"asked": backend, "used": getattr(st_model, "_embedcheck_backend", backend)}
+    used_precision = getattr(st_model, "_embedcheck_precision", "fp32")
+    if used_precision != "fp32":  # fp32 reports stay as they were
+        report["precision"] = {"used": used_precision,
+                               "check": getattr(st_model, f"_embedcheck_{used_precision}_check", None)}
     if plots is not None:
         t3 = time.perf_counter()
         report["plots"] = _write_plots(plots, lookup, resolved.model_id, paper_conversions)

@@ -100,7 +100,7 @@ def embed_cmd(
 
 
 def _explain(res: Any) -> None:
-    """``--verbose``: the backend choice and its timings, bf16's check, the thread counts used."""
+    """``--verbose``: the backend choice and its timings, bf16's or int8's check, the thread counts used."""
     cal = res.calibration
     if cal:
         parts = [f"{k}: start-up {v['startup_seconds']:.2f}s + {v['seconds_per_row'] * 1000:.2f} ms/row"
@@ -115,6 +115,11 @@ def _explain(res: Any) -> None:
         hint(f"bf16 check: min cosine to fp32 {check['min_cosine']:.6f} (mean {check['mean_cosine']:.6f}) on "
              f"{check['probe_texts']} probe texts, threshold {check['threshold']} "
              f"({'cached' if check['cached'] else 'measured now'})")
+    check = res.int8_check
+    if check:
+        hint(f"int8 check ({check['recipe']}): cosine to fp32 min {check['min_cosine']:.6f}, mean "
+             f"{check['mean_cosine']:.6f} on {check['probe_texts']} probe texts, thresholds min {check['threshold']} "
+             f"and mean {check['mean_threshold']} ({'cached' if check['cached'] else 'measured now'})")
     for key, log in (res.threads_log or {}).items():
         shown = ", ".join(f"{int(t)} from row {int(r)} ({s:.1f}s)" for r, s, t in log)
         hint(f"threads{' (' + key + ')' if key else ''}: {shown or 'not known for this backend'}")

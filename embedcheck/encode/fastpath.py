@@ -23,7 +23,7 @@ longer than ``max_seq_length``); the verdict (min cosine ≥ :data:`MIN_COSINE`)
 cache's ``manifest.json`` and a failing model keeps the torch path.
 
 **The cache is verified on every load.** The manifest records the model's content digest and the
-sha256 of ``model.onnx`` (and of ``model.int8.onnx`` once made); :func:`check_cache` re-hashes them
+sha256 of ``model.onnx`` (its int8 quantisation is cached apart, :mod:`embedcheck.encode.quantize`); :func:`check_cache` re-hashes them
 (through :func:`file_sha256`, which re-reads a file only when its inode, size, mtime or ctime
 changed since it was last hashed — a truncated or replaced export always changes one of those). A
 missing, truncated, foreign or unreadable entry is rebuilt with one warning naming the cache
@@ -308,39 +308,6 @@ def write_manifest(cdir: Path, manifest: dict[str, Any]) -> None:
     tmp = cdir / f".manifest.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
     os.replace(tmp, cdir / "manifest.json")
-
-
-def quantized(cdir: Path) -> Path:
-    """The int8 dynamic quantisation of the cached export (made once, cached beside it, its sha256 in
-    the manifest; a file that no longer matches is made again)."""
-    path = cdir / "model.int8.onnx"
-    manifest = read_manifest(cdir) or {}
-    if path.is_file() and manifest.get("int8_sha256") == file_sha256(path):
-        return path
-    import logging
-
-    keep = writable(cdir) == cdir  # a read-only cache: made in a temporary folder, used, not kept
-    if not keep:
-        path = writable(cdir) / "model.int8.onnx"
-
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    tmp = path.parent / f".model.int8.{os.getpid()}.onnx"
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # the quantiser logs through the root logger (stderr, --quiet or not)
-    try:
-        quantize_dynamic(str(cdir / "model.onnx"), str(tmp), weight_type=QuantType.QInt8)
-        os.replace(tmp, path)
-    except Exception as exc:  # noqa: BLE001 - one line naming the cache
-        raise InputError(f"fast-path cache {cdir}: int8 quantisation failed: {' '.join(str(exc).split())[:200]}") from None
-    finally:
-        root.setLevel(level)
-        tmp.unlink(missing_ok=True)
-    if keep:
-        manifest["int8_sha256"] = file_sha256(path)
-        write_manifest(cdir, manifest)
-    return path
 
 
 # ============================================================================================

@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
@@ -34,11 +35,17 @@ from .onnx_export import ONNX_OPSET, attach_onnx, export_onnx
 from .resolve import DEFAULT_MODEL, PACKAGED_MODELS, ResolvedModel, resolve_model  # noqa: F401  (re-exported)
 
 #: "onnx": the model's transformer exported once with torch.onnx.export (cached) and run by onnxruntime;
-#: tokenisation, pooling and normalisation stay sentence-transformers' own modules.
+#: tokenisation, pooling and normalisation stay sentence-transformers' own modules. "onnx-int8" is the old
+#: spelling of ``precision="int8"`` (kept for old scripts, with a notice; not offered in ``--help``).
 BACKENDS = ("auto", "torch", "onnx", "onnx-int8")
-#: "fp32" (default, exact) or "bf16": torch.autocast(device, dtype=torch.bfloat16), checked against fp32
-#: once per model and machine (:func:`embedcheck.encode.tuning.check_bf16`)
-PRECISIONS = ("fp32", "bf16")
+#: the backends ``--help`` offers
+SHOWN_BACKENDS = ("auto", "torch", "onnx")
+#: "fp32" (default, exact); "bf16": torch.autocast(device, dtype=torch.bfloat16), checked against fp32
+#: once per model and machine (:func:`embedcheck.encode.tuning.check_bf16`); "int8": the fast path on
+#: an int8 quantisation of its export (:mod:`embedcheck.encode.quantize`), checked against fp32 once per
+#: model, recipe and machine (:func:`embedcheck.encode.tuning.check_int8`); "auto": bf16 where the CPU
+#: has bf16 units and bf16 passes its check, else fp32 — never int8
+PRECISIONS = ("fp32", "bf16", "int8", "auto")
 
 
 def set_warning_sink(sink: Callable[[str], None] | None) -> None:
@@ -48,6 +55,15 @@ def set_warning_sink(sink: Callable[[str], None] | None) -> None:
 
 
 _WARN: dict[str, Callable[[str], None] | None] = {"sink": None}
+
+
+def _notice(msg: str) -> None:
+    """A one-line notice (through the same sink as the warnings, so ``--quiet`` silences it)."""
+    sink = _WARN["sink"]
+    if sink is not None:
+        sink(msg)
+    else:
+        sys.stderr.write(f"notice: {msg}\n")
 
 
 def _warn(msg: str) -> None:
@@ -105,9 +121,10 @@ def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, 
     ``backend``: ``auto`` (default) takes the fast path when the model's module list is one it
     implements, the device is the CPU and the cached export agreed with torch when it was made;
     ``torch`` forces sentence-transformers on torch; ``onnx`` forces onnxruntime (the fast path, or
-    for other models sentence-transformers with its transformer run by onnxruntime); ``onnx-int8``
-    the fast path on an int8 dynamic quantisation of the export (never a default). Which one ran is
-    ``model._embedcheck_backend``: ``fast``, ``fast-int8``, ``onnx`` or ``torch``.
+    for other models sentence-transformers with its transformer run by onnxruntime); ``onnx-int8`` is
+    the old spelling of ``precision="int8"`` (a notice says so). Which one ran is
+    ``model._embedcheck_backend``: ``fast``, ``fast-int8``, ``onnx`` or ``torch``; the precision used,
+    where not fp32, ``model._embedcheck_precision``.
     Local, packaged and cached models load with ``local_files_only=True`` (no network at all).
 
     ``texts`` (the job's texts) with ``backend="auto"`` on the CPU: the fast path and torch are timed on
@@ -116,17 +133,35 @@ def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, 
     ``model._embedcheck_calibration``. ``precision="bf16"``: the model on torch (behind the fast
     path's tokenizer and pooling where the fast path implements it, else sentence-transformers) under
     bf16 autocast, after the fidelity check (:func:`embedcheck.encode.tuning.check_bf16`; its figures are
-    ``model._embedcheck_bf16_check``). Returns ``(model, resolved)``.
+    ``model._embedcheck_bf16_check``). ``precision="int8"``: the fast path on the int8 quantisation of its
+    export, after its fidelity check (:func:`embedcheck.encode.tuning.check_int8`: min cosine ≥ 0.99 and
+    mean ≥ 0.998 on the probe batch; ``model._embedcheck_int8_check``), refused with the figures otherwise.
+    ``precision="auto"``: bf16 on a CPU with bf16 units (fp32 when bf16's check refuses), else fp32;
+    never int8. Returns ``(model, resolved)``.
     """
     if backend not in BACKENDS:
-        raise InputError(f"--backend {backend!r} is not available here; choose one of {', '.join(BACKENDS)}")
+        raise InputError(f"--backend {backend!r} is not available here; choose one of {', '.join(SHOWN_BACKENDS)}")
     if precision not in PRECISIONS:
         raise InputError(f"--precision {precision!r} is not available; choose one of {', '.join(PRECISIONS)}")
-    if precision == "bf16" and backend in ("onnx", "onnx-int8"):
+    if backend == "onnx-int8":
+        if precision not in ("fp32", "int8"):
+            raise InputError(f"--backend onnx-int8 is --precision int8; drop it or --precision {precision}")
+        _notice("--backend onnx-int8 is now --precision int8: the int8 encoder is used only after its fidelity "
+                "check on this machine passes")
+        backend, precision = "onnx", "int8"
+    auto = precision == "auto"
+    if auto:
+        precision = _auto_precision(device, backend)
+    if precision == "bf16" and backend == "onnx":
         raise InputError(f"--precision bf16 runs on torch (autocast); drop --backend {backend} or use --precision fp32")
+    if precision == "int8" and backend == "torch":
+        raise InputError("--precision int8 runs on onnxruntime (the fast path); drop --backend torch or use "
+                         "--precision fp32")
+    if precision == "int8":
+        backend = "onnx"
     if max_seq_length is not None and max_seq_length < 1:
         raise InputError(f"--max-seq-length must be >= 1, got {max_seq_length}")
-    if backend in ("onnx", "onnx-int8"):
+    if backend == "onnx":
         if device not in (None, "cpu"):
             raise InputError(f"--backend {backend} runs on the CPU only; drop --device {device} or use --backend torch")
         if not _has("onnxruntime"):
@@ -142,15 +177,20 @@ def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, 
 
     passive_wait()
     if precision == "bf16":
-        return _load_bf16(resolved, device, max_seq_length), resolved
+        try:
+            return _load_bf16(resolved, device, max_seq_length), resolved
+        except InputError as exc:
+            if not auto:
+                raise
+            _warn(f"{exc}; --precision auto uses fp32")
+    if precision == "int8":
+        return _load_int8(resolved, max_seq_length), resolved
     fast = _fast_model(resolved, device, backend, max_seq_length)
     if fast is not None:
         if backend == "auto" and texts:
             return _calibrated(fast, fast._embedcheck_load_seconds, resolved, list(texts), batch_size,
                                max_seq_length), resolved
         return fast, resolved
-    if backend == "onnx-int8":
-        raise InputError(f"--backend onnx-int8 needs a model the fast path implements; {resolved.model_id} is not one")
     model = _load_sentence_transformer(resolved, device, max_seq_length)
     if backend == "onnx":
         attach_onnx(model, resolved)
@@ -196,6 +236,45 @@ def _load_bf16(resolved: ResolvedModel, device: str | None, max_seq_length: int 
     model._embedcheck_backend = "torch"
     model._embedcheck_bf16_check = tuning.check_bf16(model, resolved, warn=_warn)
     model._embedcheck_precision = "bf16"
+    return model
+
+
+def _auto_precision(device: str | None, backend: str) -> str:
+    """``--precision auto``: bf16 where torch runs on a CPU with bf16 units (and bf16's check will
+    decide), else fp32. Never int8: int8 is chosen by the user, after reading what it certifies."""
+    from ..engine import cpu
+
+    if backend != "onnx" and device in (None, "cpu") and not _gpu_present() and cpu.has_bf16_units():
+        return "bf16"
+    return "fp32"
+
+
+def _load_int8(resolved: ResolvedModel, max_seq_length: int | None) -> Any:
+    """The fast path on an int8 quantisation of its export (:func:`embedcheck.encode.quantize.cached_int8`),
+    returned only after the fidelity check against the fp32 export passes on this machine
+    (:func:`embedcheck.encode.tuning.check_int8`; refused with its figures otherwise)."""
+    from ..engine import cpu
+    from . import fastpath, quantize, tuning
+
+    if resolved.folder is None or _fast_spec(resolved, max_seq_length) is None:
+        raise InputError(f"--precision int8 needs a model the fast path implements (Transformer, Pooling "
+                         f"[, Normalize]); {resolved.model_id} is not one: use --precision fp32")
+    if not cpu.has_int8_units():
+        _warn("--precision int8 on a CPU without int8 dot-product units (no avx512_vnni, avx_vnni or amx_int8 in "
+              "/proc/cpuinfo): the quantised encoder will not be much faster than fp32 here")
+    fp32 = _fast_model(resolved, "cpu", "onnx", max_seq_length)
+    assert fp32 is not None and resolved.folder is not None
+    manifest = fastpath.read_manifest(fastpath.cache_dir(resolved.folder, ONNX_OPSET)) or {}
+    path, info = quantize.cached_int8(Path(fp32.onnx_path), str(manifest.get("onnx_sha256")), warn=_warn)
+    try:
+        model: Any = fastpath.FastEncoder(fp32.spec, path, fp32.input_names, backend="fast-int8",
+                                     max_seq_length=max_seq_length)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's errors, one line naming the file
+        raise InputError(f"int8 cache {path.parent}: cannot load {path.name} ({' '.join(str(exc).split())[:200]}); "
+                         f"remove {path.parent} to rebuild it") from None
+    model._embedcheck_int8_check = {**tuning.check_int8(fp32, model, resolved, info["key"], warn=_warn),
+                                    "recipe": info["recipe"]}
+    model._embedcheck_precision = "int8"
     return model
 
 
@@ -364,8 +443,6 @@ def _fast_model(resolved: ResolvedModel, device: str | None, backend: str, max_s
         return None
     path = cdir / "model.onnx"
     used = "fast"
-    if backend == "onnx-int8":
-        path, used = fastpath.quantized(cdir), "fast-int8"
     try:
         t0 = time.perf_counter()
         model = fastpath.FastEncoder(spec, path, manifest["inputs"], backend=used, max_seq_length=max_seq_length,

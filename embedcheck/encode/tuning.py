@@ -37,6 +37,10 @@ from ..errors import InputError
 
 #: bf16 vectors must have at least this cosine to fp32 on every probe text
 BF16_MIN_COSINE = 0.9999
+#: int8 vectors must have at least this cosine to fp32 on every probe text ...
+INT8_MIN_COSINE = 0.99
+#: ... and at least this mean cosine over the probe batch
+INT8_MEAN_COSINE = 0.998
 #: bump when the probe batch or the check changes (a new key: measured again; version 2: the probe
 #: runs on the encoder bf16 runs on, the fast path's torch encoder where it implements the model)
 PROBE_VERSION = 2
@@ -188,6 +192,48 @@ def check_bf16(model: Any, resolved: Any, *, min_cosine: float = BF16_MIN_COSINE
     if not (body["min_cosine"] >= min_cosine):
         raise InputError(f"--precision bf16: {resolved.model_id}'s bf16 vectors differ from fp32 on the probe batch "
                          f"(min cosine {body['min_cosine']:.6f} < {min_cosine}); use --precision fp32")
+    return out
+
+
+# ============================================================================================
+# int8
+
+
+def int8_key(resolved: Any, quant_key: str, max_seq_length: int | None) -> str:
+    """The int8 verdict's key: the probe version, the model, the quantised file's own cache key (recipe,
+    CPU, onnxruntime version, export) and the sequence length."""
+    return _key("int8", PROBE_VERSION, model_fingerprint(resolved), quant_key, max_seq_length)
+
+
+def check_int8(fp32: Any, int8: Any, resolved: Any, quant_key: str, *, min_cosine: float = INT8_MIN_COSINE,
+               mean_cosine: float = INT8_MEAN_COSINE, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The int8 fidelity verdict on this machine: cached, or measured now on :data:`PROBE_TEXTS`
+    (``fp32`` and ``int8``, two encoders of the same model: cosine per text). Returns
+    ``{"min_cosine", "mean_cosine", "threshold", "mean_threshold", "cached", "kept", "probe_texts"}``;
+    raises :class:`InputError` with both figures when the minimum is below ``min_cosine`` or the
+    mean below ``mean_cosine``. A cache that cannot be written keeps nothing (measured each run)."""
+    key = int8_key(resolved, quant_key, getattr(int8, "max_seq_length", None))
+    body, why = read_entry("int8", key)
+    if why and warn is not None:
+        warn(f"int8 check cache entry {why}; measuring again")
+    cached, kept = body is not None, True
+    if body is None:
+        texts = list(PROBE_TEXTS)
+        ref = np.asarray(fp32.encode(texts, batch_size=len(texts)), dtype=np.float32)
+        got = np.asarray(int8.encode(texts, batch_size=len(texts)), dtype=np.float32)
+        cos = _cosines(ref, got)
+        body = {"min_cosine": float(cos.min()), "mean_cosine": float(cos.mean()), "probe_texts": len(texts),
+                "probe_version": PROBE_VERSION, "model": resolved.model_id}
+        try:
+            write_entry("int8", key, body)
+        except OSError:
+            kept = False  # the cached quantisation already said the cache cannot be written
+    out = {"min_cosine": body["min_cosine"], "mean_cosine": body["mean_cosine"], "threshold": min_cosine,
+           "mean_threshold": mean_cosine, "cached": cached, "kept": kept, "probe_texts": body["probe_texts"]}
+    if not (body["min_cosine"] >= min_cosine and body["mean_cosine"] >= mean_cosine):
+        raise InputError(f"--precision int8: {resolved.model_id}'s int8 vectors differ from fp32 on the probe batch "
+                         f"(min cosine {body['min_cosine']:.6f}, mean {body['mean_cosine']:.6f}; needed min >= "
+                         f"{min_cosine} and mean >= {mean_cosine}); use --precision fp32")
     return out
 
 

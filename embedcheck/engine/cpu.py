@@ -4,6 +4,7 @@ precision are fast (read from ``/proc/cpuinfo``; ground floor, standard library 
 * :func:`cpu_info` — ``{"model": "...", "units": ["avx2", "avx512f", ...], "cores": N}``, the units
   being those of :data:`UNITS` the CPU reports;
 * :func:`has_bf16_units` — AVX-512 bf16 or AMX bf16 (where ``torch.autocast`` bf16 is fast);
+* :func:`has_int8_units` — VNNI or AMX int8 (where an int8 encoder is faster than fp32);
 * :func:`fingerprint` — a short hash of the model name and **all** flags, the key under which
   per-machine measurements (the backend calibration, bf16's fidelity check) are cached: a CPU whose
   flags change (another host, a VM with other units exposed) is measured again.
@@ -19,9 +20,11 @@ import os
 import platform
 
 #: the units reported beside every speed figure, in this order
-UNITS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_int8")
+UNITS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 #: units that make bf16 arithmetic fast on x86
 BF16_UNITS = ("avx512_bf16", "amx_bf16")
+#: units that make int8 dot products fast on x86 (VNNI; AMX int8); ARM's dot-product extensions
+INT8_UNITS = ("avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "i8mm")
 CPUINFO_ENV = "EMBEDCHECK_CPUINFO"
 
 
@@ -58,6 +61,12 @@ def has_bf16_units() -> bool:
     """Whether the CPU reports AVX-512 bf16 or AMX bf16 instructions."""
     _name, flags = _read_cpuinfo()
     return any(u in flags for u in BF16_UNITS)
+
+
+def has_int8_units() -> bool:
+    """Whether the CPU reports int8 dot-product instructions (VNNI, AMX int8, ARM dot product)."""
+    _name, flags = _read_cpuinfo()
+    return any(u in flags for u in INT8_UNITS)
 
 
 def fingerprint() -> str:

@@ -13,7 +13,7 @@ Rows:
   blocks of 256 rows), 2 and 6 classes, 5 interleaved pairs, medians of wall and CPU time. Goal ≤ 3x
   (quick: n = 5,000). ``python -m scripts.bench fast`` runs every row; ``EMBEDCHECK_BENCH_FAST=map``
   only these.
-* ``onnx-int8 vs fast fp32`` — encode throughput of the int8 quantised export against the fp32
+* ``--precision int8 vs fast fp32`` — encode throughput of the checked int8 quantisation against the fp32
   one on SST-2, with min / mean cosine (information, never a default).
 
 Times are wall clock; every pair runs back to back. The machine may be shared: the load average
@@ -173,7 +173,7 @@ def _int8_row(quick: bool) -> dict:
 
     texts = [json.loads(line)["text"] for line in src.open()][: 200 if quick else 872]
     fp32, _ = enc.load_model(enc.DEFAULT_MODEL, backend="onnx")
-    int8, _ = enc.load_model(enc.DEFAULT_MODEL, backend="onnx-int8")
+    int8, _ = enc.load_model(enc.DEFAULT_MODEL, precision="int8")
     note = _load()
     t0 = time.perf_counter()
     A = enc.encode_texts(fp32, texts)
@@ -182,7 +182,7 @@ def _int8_row(quick: bool) -> dict:
     B = enc.encode_texts(int8, texts)
     t_q = time.perf_counter() - t0
     cos = (A.astype(np.float64) * B).sum(1) / (np.linalg.norm(A, axis=1) * np.linalg.norm(B, axis=1))
-    return _row(f"onnx-int8 vs fast fp32, {len(texts)} SST-2", f"{len(texts) / t_q:.0f} vs {len(texts) / t_fp:.0f} sent/s",
+    return _row(f"--precision int8 vs fast fp32, {len(texts)} SST-2", f"{len(texts) / t_q:.0f} vs {len(texts) / t_fp:.0f} sent/s",
                 "fast fp32", round(t_fp / t_q, 3), "-", None,
                 f"min cosine {min_cosine(A, B):.5f}, mean {cos.mean():.5f}; {note}")
 
