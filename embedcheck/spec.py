@@ -82,7 +82,8 @@ class Writes:
     """One output of a command: the parameter that names it (``out``, ``output``), what is written
     there — a kind of :data:`embedcheck.io.outputs.KINDS` (``vectors``: an ``.npy`` with its
     ``.jsonl`` rows and ``.meta.json``, a shard-set folder or a store; ``with-meta``: a file and its
-    ``.meta.json``; ``folder``; ``file`` ...) — and, for a command with verbs, the verb that writes it."""
+    ``.meta.json``; ``folder``; ``file``; ``map``: an HTML page and its ``.projection.npy`` ...) — and, for a
+    command with verbs, the verb that writes it."""
 
     param: str
     kind: str = "file"

@@ -405,3 +405,18 @@ def test_a_parquet_store_maps_with_its_columns(cli, tmp_path):
     from embedcheck.geometry.projection import project
 
     np.testing.assert_array_equal(np.load(tmp_path / "s.projection.npy"), project(X, "pca")[0])
+
+
+def test_a_score_named_by_color_is_cut_in_quantile_bins(cli, tmp_path):
+    d = _rows(tmp_path)
+    res = cli(["map", d["emb"], "--rows", d["rows"], "--method", "pca", "--color", "label_quality", "-o",
+               tmp_path / "q.html", "--json"])
+    assert res.exit_code == 0, res
+    st = _state((tmp_path / "q.html").read_bytes())
+    f = {x["name"]: x for x in st["fields"]}["label_quality"]
+    assert st["default"] == "label_quality" and len(f["categories"]) == 5 and f["counts"] == [48] * 5
+    q = [json.loads(line) for line in d["rows"].read_text().splitlines()]
+    by_id = {r["id"]: r["label_quality"] for r in q}
+    edges = np.quantile([r["label_quality"] for r in q], [0.2, 0.4, 0.6, 0.8])
+    want = np.searchsorted(edges, [by_id[i] for i in st["ids"]], side="right")
+    assert f["codes"] == want.tolist()
