@@ -18,6 +18,7 @@ import typer
 from conftest import FIXTURES, assert_one_line_error
 
 from embedcheck.cli import app
+from embedcheck.spec import measurements
 
 
 def _walk(cmd: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
@@ -95,10 +96,8 @@ OUT_OF_RANGE: dict[tuple[tuple[str, ...], str], str | None] = {
     **{(c, "--tolerance"): "-1" for c in (("aag",), ("anisotropy",), ("probe",), ("sts",), ("physscore", "score"),
                                          ("physscore", "run"), ("neighbors",), ("compare",), ("retrieve",),
                                          ("recall",), ("drift",))},
-    (("hubness",), "--tolerance"): "-1",
-    (("upgrade",), "--tolerance"): "-1",
-    (("dedup",), "--tolerance"): "-1",
-    (("integrity",), "--tolerance"): "-1",
+    # every built-in declared measurement (hubness, upgrade, dedup, integrity, audit, map ...) takes it too
+    **{((m.name,), "--tolerance"): "-1" for m in measurements() if m.source == "built-in"},
 }
 
 FLOATS = float_options()
@@ -222,6 +221,8 @@ GATE_OUT_OF_RANGE: dict[tuple[str, ...], str] = {
     ("upgrade",): "keep=1.5",  # the primary (gain) is a difference; the keep arm's score is a fraction
     ("dedup",): "1.5",  # the duplicate share: a fraction
     ("integrity",): "1.5",  # the match share: a fraction
+    ("audit",): "1.5",  # the issue share: a fraction
+    ("map",): "1.5",  # trustworthiness: a fraction
 }
 GATE_OPTS = gate_options()
 

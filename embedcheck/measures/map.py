@@ -169,7 +169,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, output: Optional[str]
     recorded: Optional[dict[str, Any]] = None
     columns = {k: v for k, v in _sidecar_columns(src).items() if k not in ("id", "text")}
     if labels is not None:
-        from ..api._common import labels_for
+        from ..io.labels import labels_for
         from ..rows import content_sha256
 
         part = src.parts[0]
