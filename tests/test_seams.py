@@ -14,7 +14,6 @@ import pytest
 from conftest import FIXTURES, ROOT, assert_one_line_error
 
 
-
 def _float_options() -> list[tuple[str, str]]:
     """Every float option of every command (built-in declarations and declared measurements)."""
     import typer
