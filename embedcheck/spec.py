@@ -630,8 +630,9 @@ def fail_on_values(command: str) -> tuple[str, ...]:
     """What ``--fail-on`` takes on a declared measurement: the paired verdicts (when it takes
     ``--against``), then each value of its own :attr:`Measurement.verdicts`."""
     m = measurement(command)
-    if m is None:
-        return ()
+    if m is None:  # a built-in command: --against's verdicts where it takes --against (its verbs too)
+        c = next((c for c in COMMANDS if command == c.name or command.startswith(c.name + "-")), None)
+        return PAIRED_VERDICTS if c is not None and c.paired else ()
     return (*(PAIRED_VERDICTS if m.paired else ()), *(v for d in m.verdicts for v in d.values))
 
 

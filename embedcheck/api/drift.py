@@ -46,6 +46,16 @@ class DriftReport(Report):
     out-of-fold classifier scores (``scores``) and the pooled row indices they score (``rows``)."""
 
     command = "drift"
+    own_fail_on = ("drift", "not-no-drift")
+
+    def own_fail_on_gates(self, value: str) -> list[dict[str, Any]]:
+        """``drift``: fails when the verdict is drift; ``not-no-drift``: fails unless it is no-drift."""
+        from ..report.gates import verdict_gate
+
+        v = self.body.get("verdict")
+        bad = v == "drift" if value == "drift" else v != "no-drift"
+        needs = "not drift" if value == "drift" else "no-drift"
+        return [verdict_gate(f"verdict_{value.replace('-', '_')}", str(v), needs, not bad, shown="drift verdict")]
     report_schema = obj({
         "ref": obj({"source": STR, "n": INT}), "cur": obj({"source": STR, "n": INT}), "dim": INT,
         "verdict": _DRIFT_VERDICT, "alpha": NUM, "decision_rule": STR,

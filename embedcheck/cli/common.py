@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterator, Optional
@@ -28,6 +29,7 @@ class OutputFormat(str, Enum):
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON (the default when stdout is not a terminal).")]
 FormatOpt = Annotated[Optional[OutputFormat], typer.Option("--format", help="Force the report format: json or table.", case_sensitive=False)]
 ReportOpt = Annotated[Optional[Path], typer.Option("--report", help="Also write the JSON report to this file (atomically).", dir_okay=False)]
+JunitOpt = Annotated[Optional[Path], typer.Option("--junit", metavar="FILE", help="Also write each gate of this run as a JUnit XML test case (a failed gate is a failure with its figure, interval and bound), atomically: the file CI systems show in their test view.", dir_okay=False, show_default=False)]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress, hints or warnings on stderr (gate verdicts and errors still show).")]
 
 # ---- comparison against a stored report (every gated command; handled by start_command/finish) ----
@@ -178,12 +180,16 @@ def in_range(lo: Optional[float] = None, hi: Optional[float] = None, *, lo_open:
     return check
 
 
+_started: dict[str, float] = {}
+
+
 def start_command(quiet: bool, *, baseline: Optional[Path] = None, max_drop: Optional[list[str]] = None) -> None:
     """The first line of every command: set ``--quiet``, then :func:`check_finite_options` (every
     float option finite: ``inf`` and ``nan`` — an unset CI variable — are bad usage) and
     :func:`preflight` (refuse a ``--report`` that would overwrite another argument), and check
     ``--baseline`` (a readable report of this very command), before anything is read or written."""
     _state["quiet"] = bool(quiet)
+    _started["t"] = time.perf_counter()  # the run's time, for --junit
     from ..io.rowids import set_notice_sink
 
     _notices.clear()
@@ -557,9 +563,11 @@ def progress() -> Any:
 
 def finish(report: dict[str, Any], *, title: str, as_json: bool, fmt: Optional[OutputFormat],
            report_file: Optional[Path], renderer: Optional[Callable[[dict[str, Any]], None]] = None,
-           baseline: Optional[Path] = None, max_drop: Optional[list[str]] = None, tolerance: float = 0.0) -> None:
+           baseline: Optional[Path] = None, max_drop: Optional[list[str]] = None, tolerance: float = 0.0,
+           junit: Optional[Path] = None) -> None:
     """Stamp the report's ``schema``, compare it with ``--baseline`` (when the command has it), print
-    it, write ``--report``, exit 1 if a gate failed (else return → exit 0)."""
+    it, write ``--report`` (and ``--junit``: each gate a JUnit test case), exit 1 if a gate failed
+    (else return → exit 0)."""
     from ..report.schemas import VERSIONS, schema_id
 
     name = command_name()
@@ -592,6 +600,11 @@ def finish(report: dict[str, Any], *, title: str, as_json: bool, fmt: Optional[O
     code = _report.emit(report, title=title, fmt=fmt.value if fmt else None, as_json=as_json,
                         report_file=str(report_file) if report_file else None, renderer=view)
     print_verdicts(report, shown_on_terminal=not (as_json or fmt is OutputFormat.json) and sys.stdout.isatty())
+    if junit is not None:
+        from .junit import write_junit
+
+        t0 = _started.get("t")
+        write_junit(junit, report, name or title.split()[0], None if t0 is None else time.perf_counter() - t0)
     if code:
         raise typer.Exit(code)
 

@@ -117,7 +117,7 @@ def _render(report: dict[str, Any]) -> None:
 
 
 @compress_app.command("sweep")
-@reporting(gated=False)
+@reporting(gated=False, junit=True)
 @declared(compress_sweep)
 def sweep_cmd(
     seed: SeedOpt = 0,

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 import typer
 
 from ..api.drift import drift
-from ..report.gates import add_gates, verdict_gate
 from ._app import app
 from .common import SeedOpt, hint
 from .generic import declared
@@ -39,11 +38,6 @@ def drift_cmd(
     fail_on = options.pop("fail_on")
     out.start()
     rep = drift(ref, cur, seed=seed, engine=out.engine.value, address=out.address, hint=hint, **options)
-    report = rep.to_dict()
     if fail_on is not None:
-        v = rep["verdict"]
-        bad = v == "drift" if fail_on == "drift" else v != "no-drift"
-        needs = "not drift" if fail_on == "drift" else "no-drift"
-        add_gates(report, [verdict_gate(f"verdict_{fail_on.replace('-', '_')}", v, needs, not bad,
-                                        shown="drift verdict")])
-    out.finish(report, title=f"drift — {ref} → {cur}")
+        rep.gate(fail_on=fail_on)  # the gate Python's Report.gate(fail_on=) makes: one code path
+    out.finish(rep.to_dict(), title=f"drift — {ref} → {cur}")

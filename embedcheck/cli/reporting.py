@@ -32,6 +32,7 @@ from .common import (
     FailBelowOpt,
     FormatOpt,
     JsonOpt,
+    JunitOpt,
     MaxDropOpt,
     OutputFormat,
     QuietOpt,
@@ -54,6 +55,7 @@ class Output:
     tolerance: float = 0.0
     fail_below: Optional[list[str]] = None
     fail_above: Optional[list[str]] = None
+    junit: Optional[Path] = None  #: ``--junit FILE`` (every command that gates)
     gates: list[Any] = field(default_factory=list)  #: the asked-for gates (``GateSpec``), resolved by start()
     engine: EngineName = EngineName.local  #: ``--engine`` (``reporting(engine=True)``)
     address: Optional[str] = None  #: ``--address`` (with ``--engine ray``)
@@ -114,7 +116,8 @@ class Output:
             asked = evaluate(d, self.gates)
             d["gates"] = [*asked, *d.get("gates", [])]
         finish(d, title=title, as_json=self.as_json, fmt=self.fmt, report_file=self.report_file,
-               renderer=renderer, baseline=self.baseline, max_drop=self.max_drop, tolerance=self.tolerance)
+               renderer=renderer, baseline=self.baseline, max_drop=self.max_drop, tolerance=self.tolerance,
+               junit=self.junit)
 
 
 _OUTPUT = [("as_json", JsonOpt, False), ("fmt", FormatOpt, None), ("report_file", ReportOpt, None),
@@ -123,10 +126,12 @@ _BASELINE = [("baseline", BaselineOpt, None), ("max_drop", MaxDropOpt, None), ("
 _GATES = [("fail_below", FailBelowOpt, None), ("fail_above", FailAboveOpt, None)]
 _PAIRED = [("against", AgainstOpt, None), ("margin", MarginOpt, None), ("fail_on", FailOnOpt, None)]
 _ENGINE = [("engine", EngineOpt, EngineName.local), ("address", AddressOpt, None)]
+_JUNIT = [("junit", JunitOpt, None)]
 
 
 def reporting(*, gated: bool = True, name: str = "out", gates: Optional[bool] = None,
-              paired: Optional[tuple[int, str]] = None, engine: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+              paired: Optional[tuple[int, str]] = None, engine: bool = False,
+              junit: Optional[bool] = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator (under ``@app.command``): the command takes ``out: Output`` (or the keyword
     ``name``, where ``out`` is taken) instead of the reporting options, which appear in its
     ``--help`` after its own options. ``gated=False``: no ``--baseline`` options. ``gates`` (default:
@@ -135,8 +140,10 @@ def reporting(*, gated: bool = True, name: str = "out", gates: Optional[bool] = 
     argument, ``n`` of them, called ``names`` in messages), ``--margin`` and ``--fail-on``, checked by
     :meth:`Output.start` (``out.pair``, ``out.margins``) and gated by :meth:`Output.finish`.
     ``engine=True``: ``--engine`` and ``--address`` (``out.engine``, ``out.address``; checked by start())."""
+    # every command that gates takes --junit (declared once, here); junit=True: one with gates of its own
+    gating = (gated or bool(gates) or bool(paired)) if junit is None else junit
     extra = ((_ENGINE if engine else []) + (_PAIRED if paired else []) + (_GATES if (gated if gates is None else gates) else [])
-             + (_BASELINE if gated else []) + _OUTPUT)
+             + (_BASELINE if gated else []) + _OUTPUT + (_JUNIT if gating else []))
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         sig = inspect.signature(fn, eval_str=True)

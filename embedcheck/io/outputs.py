@@ -134,7 +134,7 @@ KINDS: dict[str, Callable[[str, Any, Mapping[str, Any]], list[Out]]] = {
 }
 
 #: the reporting outputs, declared once for every command that takes them (parameter → kind)
-REPORTING: dict[str, str] = {"report_file": "file", "plot": "file", "plots": "plots", "mteb_json": "file"}
+REPORTING: dict[str, str] = {"report_file": "file", "plot": "file", "plots": "plots", "mteb_json": "file", "junit": "file"}
 
 
 def planned(kind: str, option: str, value: Any, params: Optional[Mapping[str, Any]] = None) -> list[Out]:

@@ -81,6 +81,10 @@ class Result:
         if cls.__dict__.get("command") and cls.__dict__.get("report_schema") is not None:
             BODIES[cls.command] = cls.__dict__["report_schema"]
 
+    #: ``--fail-on`` values of the command's own (besides ``--against``'s and a declared measurement's
+    #: verdicts), each gated by :meth:`own_fail_on_gates` (drift's ``drift``, ``not-no-drift``)
+    own_fail_on: ClassVar[tuple[str, ...]] = ()
+
     def to_dict(self) -> dict[str, Any]:
         assert is_dataclass(self)
         out: dict[str, Any] = {}
@@ -91,7 +95,60 @@ class Result:
             if v is None and f.metadata.get("omit_none"):
                 continue
             out[f.name] = plain(v)
+        if getattr(self, "_gates", None):
+            out["gates"] = [*out.get("gates", []), *self._gates]
         return out
+
+    def own_fail_on_gates(self, value: str) -> list[dict[str, Any]]:
+        """The gate of one of :attr:`own_fail_on` (a command with its own verdict words)."""
+        return []
+
+    def _paired(self) -> Any:
+        results = getattr(self, "results", None)
+        if isinstance(results, dict) and results.get("paired") is not None:
+            return results["paired"]
+        return getattr(self, "paired", None)
+
+    def _attach(self, gs: list[dict[str, Any]]) -> None:
+        self._gates = [*getattr(self, "_gates", []), *gs]
+
+    def gate(self, *, minimum: Optional[dict[str, float]] = None,
+             maximum: Optional[dict[str, float]] = None, fail_on: Optional[str] = None) -> list[dict[str, Any]]:
+        """Evaluate gates on this report's figures (dotted keys or short names, as ``--fail-below``
+        takes them; bounds in the unit each figure is printed in, checked against its declared
+        range), attach them to the report (``gates``) and return them;
+        ``embedcheck.report.gates.failed(report.to_dict())`` lists failures. ``fail_on``: as
+        ``--fail-on`` — on a report made with ``against=``, ``"worse"`` / ``"not-non-inferior"`` (every
+        command that takes ``--against``); a value of a declared measurement's own verdicts (upgrade's
+        ``"keep"``, integrity's ``"mixed"``: fails when the report's outcome is that value); a command's
+        own words (drift's ``"drift"``, ``"not-no-drift"``); another value is refused. The same gates,
+        with the same outcome, as the CLI's ``--fail-below/--fail-above/--fail-on``."""
+        from .gates import GateSpec, check_fail_on, evaluate, outcome_gates, paired_verdict_gates, resolve_gates
+
+        specs = [GateSpec(k, ">=", float(t), f"minimum {k}={t}") for k, t in (minimum or {}).items()]
+        specs += [GateSpec(k, "<=", float(t), f"maximum {k}={t}") for k, t in (maximum or {}).items()]
+        said = f"fail_on={fail_on!r}"
+        from ..spec import fail_on_values, verdicts_of
+
+        allowed = (*fail_on_values(self.command), *self.own_fail_on)
+        value = check_fail_on(fail_on, allowed, self.command, text=said) if fail_on is not None else None
+        gs = evaluate(self.to_dict(), resolve_gates(specs, figures_of(self.command), command=self.command))
+        if value is not None:
+            from ..errors import InputError
+
+            paired: Any = self._paired()
+            if value in ("worse", "not-non-inferior") and paired is None:
+                raise InputError(f"{said}: a verdict of against=; this report was made without it")
+            if value == "not-non-inferior" and not any(f.margin is not None for f in paired.items.values()):
+                raise InputError(f"{said}: needs margins= (a margin for each figure it gates)")
+            if value in self.own_fail_on:
+                gs += self.own_fail_on_gates(value)
+            else:
+                gs += paired_verdict_gates(paired, value) + outcome_gates(self.to_dict(), value, verdicts_of(self.command),
+                                                                          text=said)
+        if gs:
+            self._attach(gs)
+        return gs
 
 
 @dataclass
@@ -114,6 +171,9 @@ class Report(Result):
     def __getitem__(self, key: str) -> Any:
         return self.body[key]
 
+    def _attach(self, gs: list[dict[str, Any]]) -> None:
+        self.body["gates"] = [*self.body.get("gates", []), *gs]
+
     def get(self, key: str, default: Any = None) -> Any:
         """The report value at a dotted key (``"label_map.map"``), or ``default``."""
         cur: Any = self.to_dict()
@@ -123,34 +183,3 @@ class Report(Result):
             cur = cur[part]
         return cur
 
-    def gate(self, *, minimum: Optional[dict[str, float]] = None,
-             maximum: Optional[dict[str, float]] = None, fail_on: Optional[str] = None) -> list[dict[str, Any]]:
-        """Evaluate gates on this report's figures (dotted keys or short names, as ``--fail-below``
-        takes them; bounds in the unit each figure is printed in, checked against its declared
-        range), attach them to the report (``gates``) and return them;
-        ``embedcheck.report.gates.failed(report.to_dict())`` lists failures. ``fail_on``: as
-        ``--fail-on`` of a declared measurement — a value of its own verdicts (upgrade's ``"keep"``,
-        integrity's ``"mixed"``: fails when the report's outcome is that value) or, on a report made
-        with ``against=``, ``"worse"`` / ``"not-non-inferior"``; another value is refused."""
-        from .gates import GateSpec, check_fail_on, evaluate, outcome_gates, paired_verdict_gates, resolve_gates
-
-        specs = [GateSpec(k, ">=", float(t), f"minimum {k}={t}") for k, t in (minimum or {}).items()]
-        specs += [GateSpec(k, "<=", float(t), f"maximum {k}={t}") for k, t in (maximum or {}).items()]
-        said = f"fail_on={fail_on!r}"
-        from ..spec import fail_on_values, verdicts_of
-
-        value = check_fail_on(fail_on, fail_on_values(self.command), self.command, text=said) \
-            if fail_on is not None else None
-        gs = evaluate(self.to_dict(), resolve_gates(specs, figures_of(self.command), command=self.command))
-        if value is not None:
-            from ..errors import InputError
-
-            paired: Any = self.results.get("paired")
-            if value in ("worse", "not-non-inferior") and paired is None:
-                raise InputError(f"{said}: a verdict of against=; this report was made without it")
-            if value == "not-non-inferior" and not any(f.margin is not None for f in paired.items.values()):
-                raise InputError(f"{said}: needs margins= (a margin for each figure it gates)")
-            gs += paired_verdict_gates(paired, value) + outcome_gates(self.to_dict(), value, verdicts_of(self.command), text=said)
-        if gs:
-            self.body["gates"] = [*self.body.get("gates", []), *gs]
-        return gs
