@@ -324,3 +324,20 @@ def test_a_saved_graph_is_reused_and_refused_for_other_rows(cli, files, tmp_path
     bad = cli(["audit", tmp_path / "other.npy", "--graph", g, "--permutations", "99"])
     assert_one_line_error(bad)
     assert "other rows" in bad.stderr
+
+
+def test_only_the_last_inputs_may_be_optional():
+    from embedcheck.spec import Input, Measurement, Outcome
+
+    def run(inputs, *, engine, seed):
+        return Outcome(body={})
+
+    with pytest.raises(ValueError, match="only the last inputs"):
+        Measurement("x-opt", "h", run, inputs=(Input("embeddings"), Input("a", "labels", optional=True),
+                                               Input("b", "labels")))
+    with pytest.raises(ValueError, match="first input"):
+        Measurement("x-opt", "h", run, inputs=(Input("embeddings", optional=True),))
+    from embedcheck.errors import InputError
+
+    with pytest.raises(InputError, match="takes 1 to 2 input"):
+        embedcheck.audit()
