@@ -52,6 +52,26 @@ def _data(page: Path) -> dict:
     return data
 
 
+def test_the_pages_issue_colourings_count_exactly_the_rows_files_flags(chained):
+    rows, data = chained["rows"], _data(chained["dir"] / "m.html")
+    assert len(rows) == 600 and data["shown"] == data["total"] == 600
+    assert data["ids"] == [r["id"] for r in rows]  # the page's rows in the embeddings' order, matched by id
+    issues = {f["name"]: f for f in data["fields"] if f["kind"] == "issue"}
+    # every boolean column of the audit's rows file is an issue colouring, no other
+    assert set(issues) == {k for k in rows[0] if k.startswith("is_")}
+    assert {"is_label_issue", "is_hub", "is_exact_duplicate"} <= set(issues)
+    for name, f in issues.items():
+        flagged = [i for i, r in enumerate(rows) if r[name]]
+        yes = f["categories"].index("yes") if "yes" in f["categories"] else -1
+        assert (f["counts"][yes] if yes >= 0 else 0) == len(flagged), name
+        assert [i for i, c in enumerate(f["codes"]) if c == yes] == flagged, name
+    a = chained["audit"]
+    assert issues["is_label_issue"]["counts"][issues["is_label_issue"]["categories"].index("yes")] == a["label_issues"]["count"] > 0
+    assert issues["is_hub"]["counts"][issues["is_hub"]["categories"].index("yes")] == a["hubs"]["count"]
+    # the map's "flagged" (drawn larger, kept by a sample, ringed on the PNG): the rows with any flag
+    assert chained["map"]["flagged"] == sum(any(r[k] for k in issues) for r in rows)
+
+
 def test_cluster_keywords_are_the_audits_at_the_clusters_centres(chained):
     from embedcheck.report.mappage import LABEL_WORDS
 
