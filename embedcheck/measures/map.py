@@ -98,6 +98,30 @@ def _sidecar_columns(src: Any) -> dict[str, list[Any]]:
     return out
 
 
+def _cluster_keywords(field: Any, values: list[Any], texts: list[Any]) -> None:
+    """Each cluster's keywords on ``field`` (the ``cluster`` colouring), by the audit's own class-based
+    TF-IDF (:func:`embedcheck.geometry.audit.ctfidf_keywords`) over the texts of the rows with a cluster:
+    the same rows give the audit's slices' keywords. Clusters that are not whole numbers: none."""
+    from ..geometry.audit import ctfidf_keywords
+
+    rows, codes = [], []
+    for r, v in enumerate(values):
+        if v is None or isinstance(v, (bool, np.bool_)):
+            continue
+        try:
+            c = float(v)
+        except (TypeError, ValueError):
+            return
+        if not c.is_integer() or c < 0:
+            return
+        rows.append(r)
+        codes.append(int(c))
+    if not rows:
+        return
+    kw = ctfidf_keywords(["" if texts[r] is None else str(texts[r]) for r in rows], np.array(codes), max(codes) + 1)
+    field.keywords = [kw[int(c)] if c not in ("(none)", "other") else [] for c in field.categories]
+
+
 def _png(Y: np.ndarray, field: Any, flagged: Optional[np.ndarray], title: str) -> bytes:
     from ..geometry.plots import png_bytes, require_matplotlib
 
@@ -197,6 +221,10 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, output: Optional[str]
     fields = [M.field_of(k, columns[k], "label" if k == "label" else "") for k in ordered]
     if not fields:
         fields = [M.Field("rows", "category", np.zeros(n, np.int32), ["every row"], [M.PALETTE[0]])]
+    if texts is not None:
+        for f in fields:
+            if f.name == "cluster":
+                _cluster_keywords(f, columns["cluster"], texts)
     default = color or fields[0].name
     issues = [f for f in fields if f.kind == "issue"]
     flagged = np.zeros(n, bool)

@@ -50,6 +50,8 @@ class Field:
     codes: np.ndarray
     categories: list[str]
     colours: list[str]
+    #: each category's keywords (the ``cluster`` colouring of rows with texts), code order; None: no keywords
+    keywords: Optional[list[list[str]]] = None
 
     def counts(self) -> list[int]:
         return np.bincount(self.codes, minlength=len(self.categories)).astype(int).tolist()
@@ -179,7 +181,7 @@ def page(Y: np.ndarray, *, shown: np.ndarray, total: int, ids: Sequence[Any], te
         "texts": [trimmed(texts[r], text_chars) for r in rows.tolist()] if texts is not None else None,
         "fields": [{"name": f.name, "kind": f.kind, "categories": f.categories, "colours": f.colours,
                     "counts": np.bincount(f.codes[rows], minlength=len(f.categories)).astype(int).tolist(),
-                    "codes": f.codes[rows].astype(int).tolist()} for f in fields],
+                    "codes": f.codes[rows].astype(int).tolist(), **_labels(f, Y, rows)} for f in fields],
         "scores": [{"name": k, "values": [_score_text(v[r]) for r in rows.tolist()]} for k, v in scores.items()],
         "default": default,
     }
@@ -189,6 +191,24 @@ def page(Y: np.ndarray, *, shown: np.ndarray, total: int, ids: Sequence[Any], te
     out = _TEMPLATE.format(title=html.escape(title), note=html.escape(note), section=section(data, blob, showing),
                            plotly=inline_js(js), script=_SCRIPT, div=DIV_ID)
     return out.encode("utf-8")
+
+
+#: keywords a cluster's label on the map and in the legend shows
+LABEL_WORDS = 3
+
+
+def _labels(f: Field, Y: np.ndarray, rows: np.ndarray) -> dict[str, Any]:
+    """A colouring's keyword labels: each category's keywords and its centre (the median of its drawn
+    points' coordinates, float32 rounded to 4 digits), where the field has keywords."""
+    if f.keywords is None:
+        return {}
+    centres: list[Optional[list[float]]] = []
+    codes = f.codes[rows]
+    for c in range(len(f.categories)):
+        pts = Y[rows[codes == c]]
+        centres.append([round(float(np.median(pts[:, 0])), 4), round(float(np.median(pts[:, 1])), 4)]
+                       if len(pts) and f.keywords[c] else None)
+    return {"keywords": [list(k[:LABEL_WORDS]) for k in f.keywords], "centres": centres}
 
 
 def inline_js(js: str) -> str:
@@ -290,7 +310,7 @@ function embedcheckMapInit(sfx) {
     hover[i] = lines.join("<br>");
     lower[i] = (D.ids[i] + "\u0000" + t).toLowerCase();
   }
-  var state = {field: D.default, query: "", matches: 0, drawn: 0, legend: []};
+  var state = {field: D.default, query: "", matches: 0, drawn: 0, legend: [], annotations: []};
   window.embedcheckMaps = window.embedcheckMaps || {};
   window.embedcheckMaps[sfx] = state;
   if (sfx === "") window.embedcheckMap = state;
@@ -298,10 +318,16 @@ function embedcheckMapInit(sfx) {
     var f = D.fields.filter(function (g) { return g.name === state.field; })[0];
     var groups = f.categories.map(function () { return []; });
     for (var i = 0; i < N; i++) groups[f.codes[i]].push(i);
-    var out = [];
+    var out = [], notes = [];
     groups.forEach(function (rows, c) {
       if (!rows.length) return;
-      out.push({type: "scattergl", mode: "markers", name: f.categories[c] + " (" + rows.length + ")",
+      var words = f.keywords && f.keywords[c] && f.keywords[c].length ? f.keywords[c].join(", ") : "";
+      if (words && f.centres[c]) {
+        notes.push({x: f.centres[c][0], y: f.centres[c][1], text: esc(words), showarrow: false,
+          font: {size: 12, color: "#111"}, bgcolor: "rgba(255,255,255,0.75)", borderpad: 2});
+      }
+      out.push({type: "scattergl", mode: "markers",
+        name: f.categories[c] + (words ? ": " + words : "") + " (" + rows.length + ")",
         x: rows.map(function (r) { return X[r]; }), y: rows.map(function (r) { return Y[r]; }),
         text: rows.map(function (r) { return hover[r]; }), customdata: rows,
         hovertemplate: "%{text}<extra></extra>",
@@ -321,6 +347,8 @@ function embedcheckMapInit(sfx) {
       state.matches = 0;
     }
     state.legend = out.map(function (t) { return t.name; });
+    state.annotations = notes.map(function (a) { return {x: a.x, y: a.y, text: a.text}; });
+    state.notes = notes;
     return out;
   }
   var layout = {margin: {l: 30, r: 10, t: 10, b: 30}, hovermode: "closest", dragmode: "pan",
@@ -330,7 +358,8 @@ function embedcheckMapInit(sfx) {
     toImageButtonOptions: {format: "png", filename: "map"}};
   function draw() {
     var t0 = performance.now();
-    return Plotly.react(document.getElementById("map" + sfx), traces(), layout, config).then(function () {
+    return Plotly.react(document.getElementById("map" + sfx), traces(),
+                        Object.assign({}, layout, {annotations: state.notes}), config).then(function () {
       state.drawMs = performance.now() - t0;
       document.getElementById("matches" + sfx).textContent = state.query ? state.matches + " match" + (state.matches === 1 ? "" : "es") : "";
       document.getElementById("map" + sfx).setAttribute("data-drawn", String(state.drawn));
@@ -350,5 +379,5 @@ function embedcheckMapInit(sfx) {
 #: the page's script (public: the report's map sections run the same)
 SCRIPT = _SCRIPT
 
-__all__ = ["DIV_ID", "Field", "MAX_CATEGORIES", "PALETTE", "field_of", "is_issue", "is_score", "page",
+__all__ = ["DIV_ID", "Field", "MAX_CATEGORIES", "LABEL_WORDS", "PALETTE", "field_of", "is_issue", "is_score", "page",
            "require_plotly", "trimmed", "section", "data_of", "inline_js", "CSS", "SCRIPT"]
