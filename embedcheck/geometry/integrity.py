@@ -121,14 +121,21 @@ def health(X: np.ndarray, ids: Optional[Sequence[Any]] = None, *, examples: int 
 
 
 def wilson(k: int, n: int, z: float = Z95) -> list[float]:
-    """The Wilson score interval of a share ``k / n`` (95 % by default); ``[0, 1]`` for ``n = 0``."""
+    """The Wilson score interval of a share ``k / n`` (95 % by default); ``[0, 1]`` for ``n = 0``. Its
+    closed form ends at exactly 0 for ``k = 0`` and 1 for ``k = n`` (not at a rounding residue).
+
+    >>> wilson(0, 600)[0], wilson(600, 600)[1], [round(x, 4) for x in wilson(0, 600)]
+    (0.0, 1.0, [0.0, 0.0064])
+    """
     if n <= 0:
         return [0.0, 1.0]
     p = k / n
     den = 1.0 + z * z / n
     mid = (p + z * z / (2 * n)) / den
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return [float(max(0.0, mid - half)), float(min(1.0, mid + half))]
+    lo = 0.0 if k <= 0 else max(0.0, mid - half)
+    hi = 1.0 if k >= n else min(1.0, mid + half)
+    return [float(lo), float(hi)]
 
 
 def cosines(A: np.ndarray, B: np.ndarray) -> np.ndarray:
