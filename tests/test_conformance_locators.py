@@ -298,6 +298,8 @@ RUNS = {
     "integrity": (["X", "--null-draws", "1", "--json"], None),
     "upgrade": (["X", "{B}", "--queries-old", "{Q}", "--queries-new", "{Q}", "--method", "procrustes,ridge",
                  "--resamples", "20", "--json"], None),
+    "audit": (["X", "{labels}", "--k", "5", "--json"], None),
+    "map": (["X", "--method", "pca", "-o", "{out}.html", "--json"], None),
 }
 #: commands with an embedding argument that the matrix does not run, and why
 NOT_HERE = {

@@ -146,9 +146,17 @@ def test_an_array_has_no_row_identity():
 
 
 def test_a_sidecar_of_another_row_count_names_no_row(tmp_path):
+    """Never the wrong id on a row: a sidecar one record short is refused when the input is opened,
+    in one line naming the sidecar and both counts (the one sidecar policy, io/sidecar.py) — no
+    longer dropped in silence."""
+    from embedcheck.errors import InputError
+
     np.save(tmp_path / "x.npy", REF)
     (tmp_path / "x.jsonl").write_text("".join(json.dumps({"id": f"z{i}"}) + "\n" for i in range(N_REF - 1)))
-    assert open_source(tmp_path / "x.npy").ids() is None  # never the wrong id on a row
+    with pytest.raises(InputError) as exc:
+        open_source(tmp_path / "x.npy").ids()
+    msg = str(exc.value)
+    assert "x.jsonl" in msg and f"{N_REF - 1} records" in msg and str(N_REF) in msg and "\n" not in msg
 
 
 # ---- drift ------------------------------------------------------------------------------------------

@@ -445,10 +445,11 @@ def guard_outputs(ctx: Any) -> None:
     for o in planned:
         if o.shape in ("folder", "plots") and Path(o.path).is_symlink() and Path(o.path).is_dir():
             check_output_folder(o.path, o.option)
+    check_outputs(planned, inputs + stores)  # a collision first: it is the reason even where a folder is missing
+    for o in planned:
         folder = Path(o.path).parent
         if "://" not in str(o.path) and str(folder) and not folder.is_dir():  # before any work, naming its option
             raise InputError(f"{o.option} {o.path}: output folder {folder} does not exist")
-    check_outputs(planned, inputs + stores)
 
 
 def preflight() -> None:
