@@ -34,13 +34,18 @@ def _argv(path: str, w: Path) -> list[str] | None:
     run = _run_of(path)
     if not run:
         return None
+    from embedcheck import spec
+
     verb = path.partition(" ")[2]
     args = list(run[1:] if verb and run[0] == verb else run)
+    params = {p.name: p for p in _leaves()[path].params}
+    # every declared output (-o, --copy, audit's --rows-out ...) is written into the test's folder, never the cwd
+    outs = {o for w_ in spec.writes_of(path.replace(" ", "-")) if w_.param in params for o in params[w_.param].opts}
     out, prev = [], None
     for a in args:
-        if (FIXTURES / a).exists() and prev not in ("-o", "--output", "--copy"):
+        if (FIXTURES / a).exists() and prev not in outs:
             out.append(str(FIXTURES / a))
-        elif prev in ("-o", "--output", "--copy"):
+        elif prev in outs:
             out.append(str(w / a))
         else:
             out.append(a)
