@@ -90,6 +90,15 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return ids
 
 
+def imported_module(node: ast.ImportFrom, package: str) -> str:
+    """The absolute module a ``from ... import`` names, its relative dots resolved against ``package``."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
 def imports(source: str, module: str, *, is_package: bool, known: set[str]) -> Iterator[tuple[int, str]]:
     """(line, imported module of the package) of every import in ``source``: ``import x``, ``from x
     import y`` (``y`` when it is a module), relative ones, inside functions too, and every string
@@ -103,12 +112,7 @@ def imports(source: str, module: str, *, is_package: bool, known: set[str]) -> I
                 if a.name == "embedcheck" or a.name.startswith("embedcheck."):
                     yield node.lineno, a.name
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                full = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                full = node.module or ""
+            full = imported_module(node, package)
             if full != "embedcheck" and not full.startswith("embedcheck."):
                 continue
             for a in node.names:

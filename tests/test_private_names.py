@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from test_layers import imported_module
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "embedcheck"
@@ -51,12 +52,7 @@ def found(source: str, module: str, *, is_package: bool = False) -> Iterator[tup
     aliases: dict[str, str] = {}  # a local name bound to a module of the package
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                full = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                full = node.module or ""
+            full = imported_module(node, package)
             if full != "embedcheck" and not full.startswith("embedcheck."):
                 continue
             for a in node.names:
