@@ -17,14 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 from xml.etree import ElementTree as ET
 
-
-def _dotted(report: Mapping[str, Any], key: str) -> Any:
-    cur: Any = report
-    for part in key.split("."):
-        if not isinstance(cur, Mapping) or part not in cur:
-            return None
-        cur = cur[part]
-    return cur
+from ..report.gates import dotted
 
 
 def _num(v: Any) -> str:
@@ -45,7 +38,7 @@ def interval_of(report: Mapping[str, Any], command: str, name: str) -> Optional[
     else:
         fig = figures_of(command).get(name)
         key = getattr(fig, "interval", None) if fig is not None else None
-    ci = _dotted(report, key) if key else None
+    ci = dotted(report, key)[1] if key else None
     return list(ci) if isinstance(ci, (list, tuple)) and len(ci) == 2 else None
 
 

@@ -107,7 +107,7 @@ def outcome_gates(report: Mapping[str, Any], value: str, verdicts: Sequence[Any]
 
 
 def _outcome_gate(report: Mapping[str, Any], d: Any, value: str, text: str) -> dict[str, Any]:
-    found, got = _dotted(report, d.key)
+    found, got = dotted(report, d.key)
     if not found:
         raise InputError(f"{text}: this report has no {d.key} (the options that produce it were not given)")
     return verdict_gate(d.gate_name(value), "undefined" if got is None else str(got), f"not {value}",
@@ -275,7 +275,8 @@ def check_bound(spec: GateSpec, key: str, fig: Any) -> None:
                          f"for {x:g} as a fraction give {x * 100:g}")
 
 
-def _dotted(report: Mapping[str, Any], key: str) -> tuple[bool, Any]:
+def dotted(report: Mapping[str, Any], key: str) -> tuple[bool, Any]:
+    """``(found, value)`` of a dotted report key (``label_map.map``); ``(False, None)`` when a part is missing."""
     cur: Any = report
     for part in key.split("."):
         if not isinstance(cur, Mapping) or part not in cur:
@@ -290,7 +291,7 @@ def evaluate(report: Mapping[str, Any], specs: Sequence[GateSpec]) -> list[dict[
     gates = []
     for s in specs:
         assert s.figure is not None
-        found, value = _dotted(report, s.figure)
+        found, value = dotted(report, s.figure)
         if not found:
             raise InputError(f"{s.text}: this report has no {s.figure} (the options that produce it were not given)")
         if value is not None and not isinstance(value, (int, float)):
