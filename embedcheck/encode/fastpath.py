@@ -244,12 +244,11 @@ def writable(cdir: Path) -> Path:
     """``cdir`` when this process can make it and write in it; else (a read-only cache: a shared model
     cache in a CI container, a file where its folder should be) a fresh temporary folder, removed when
     the process ends — the export is made there and used for this run — and one warning that the
-    cache could not keep it (:func:`embedcheck.encode.tuning.could_not_keep`)."""
+    cache could not keep it (:func:`could_not_keep`)."""
     import atexit
     import shutil
     import tempfile
 
-    from .tuning import could_not_keep
 
     try:
         cdir.mkdir(parents=True, exist_ok=True)
@@ -261,6 +260,27 @@ def writable(cdir: Path) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix="embedcheck-cache-"))
     atexit.register(shutil.rmtree, tmp, True)
     return tmp
+
+
+#: said once per process: the per-machine cache could not keep a measurement
+_UNKEPT: list[str] = []
+
+
+def could_not_keep(where: Path, exc: OSError) -> None:
+    """One warning per process (an :class:`~embedcheck.errors.InputWarning`: one ``warning:`` line from
+    the CLI) that the per-machine cache — calibrations, the bf16 check, the fast path's export — is not
+    writable: what it would hold was measured or made for this run and is used, not kept."""
+    if _UNKEPT:
+        return
+    import warnings
+
+    from ..errors import InputWarning
+
+    _UNKEPT.append(str(where))
+    why = exc.strerror or type(exc).__name__
+    warnings.warn(f"the per-machine cache {where} cannot be written ({why}): what this run measured there is used "
+                  "but not kept, and is measured again next time; set EMBEDCHECK_CACHE to a writable folder to keep it",
+                  InputWarning, stacklevel=2)
 
 
 def cache_dir(folder: Path, opset: int) -> Path:

@@ -94,30 +94,10 @@ def read_entry(kind: str, key: str) -> tuple[dict[str, Any] | None, str]:
     return body, ""
 
 
-#: said once per process: the per-machine cache could not keep a measurement
-_UNKEPT: list[str] = []
-
-
-def could_not_keep(where: Path, exc: OSError) -> None:
-    """One warning per process (an :class:`~embedcheck.errors.InputWarning`: one ``warning:`` line from
-    the CLI) that the per-machine cache — calibrations, the bf16 check, the fast path's export — is not
-    writable: what it would hold was measured or made for this run and is used, not kept."""
-    if _UNKEPT:
-        return
-    import warnings
-
-    from ..errors import InputWarning
-
-    _UNKEPT.append(str(where))
-    why = exc.strerror or type(exc).__name__
-    warnings.warn(f"the per-machine cache {where} cannot be written ({why}): what this run measured there is used "
-                  "but not kept, and is measured again next time; set EMBEDCHECK_CACHE to a writable folder to keep it",
-                  InputWarning, stacklevel=2)
-
-
 def write_entry(kind: str, key: str, body: dict[str, Any]) -> Path | None:
     """Keep a measurement (best effort: a read-only cache — a shared model cache in a CI container —
-    still works; its result is used for this run, and :func:`could_not_keep` says so once). The path
+    still works; its result is used for this run, and
+    :func:`embedcheck.encode.fastpath.could_not_keep` says so once). The path
     written, or None when it could not be."""
     body = {**body, "kind": kind, "key": key}
     root = cache_root()
@@ -132,6 +112,8 @@ def write_entry(kind: str, key: str, body: dict[str, Any]) -> Path | None:
             tmp.unlink(missing_ok=True)
         except OSError:
             pass
+        from .fastpath import could_not_keep
+
         could_not_keep(root, exc)
         return None
     return path
