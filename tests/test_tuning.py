@@ -322,8 +322,11 @@ def test_a_long_embed_takes_the_second_core_back_when_a_busy_process_ends(fresh,
     if not free_then:
         seen = [round(b, 1) for at, b in model._embedcheck_core_readings if at > ended[0] and b is not None]
         pytest.skip(f"other work kept the second core busy after the busy process ended (cores busy: {seen}): nothing to take back")
-    assert counts[0] == 1 and counts[-1] == 2, log  # started on one core, ends on both
-    assert log[-1][0] > 0  # taken back during the run, between batches
+    # started on one core and took the second back during the run, between batches; the suite's other
+    # worker may take it again later, and giving it back then is the watch doing its job too
+    assert counts[0] == 1, log
+    taken = [row for row, _s, t in log[1:] if t == 2]
+    assert taken and taken[0] > 0, log
 
 
 def test_api_embed_in_bf16_reports_its_precision_and_check(measured):
