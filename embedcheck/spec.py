@@ -45,7 +45,7 @@ from .errors import InputError
 #: the entry-point group a plugin package declares its measurements in
 ENTRY_POINT_GROUP = "embedcheck.measurements"
 #: what a positional input of a measurement is
-INPUT_KINDS = ("embeddings", "labels")
+INPUT_KINDS = ("embeddings", "labels", "file")
 _NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 
@@ -101,10 +101,33 @@ class Input:
     kind: str = "embeddings"
     help: str = ""
     optional: bool = False
+    #: how a ``file`` input is opened — once, by the framework, before ``run`` (which gets what this
+    #: returns): ``open(x, ctx)`` with ``x`` the path (or object) given and ``ctx`` an :class:`Opening`
+    #: (the rows of the first embeddings input, to match by id). Raise :class:`InputError` naming the file.
+    open: Optional[Callable[[Any, "Opening"], Any]] = None
 
     def __post_init__(self) -> None:
         if self.kind not in INPUT_KINDS:
             raise ValueError(f"Input.kind must be one of {INPUT_KINDS}, got {self.kind!r}")
+        if (self.kind == "file") != (self.open is not None):
+            raise ValueError(f"input {self.name!r}: a 'file' input declares how it is opened (open=), no other kind does")
+
+
+@dataclass
+class Opening:
+    """What an input's or option's opener (:attr:`Input.open`, :attr:`Option.opens`) is told: the
+    first embeddings input as given (``rows``: a path, a store, an array — its sidecar ids match
+    labels and judgements by id) and opened (``source``, a :class:`~embedcheck.io.source.Source`,
+    None before it), its row count ``n``, ``what`` the input is called in messages (its argument's
+    name or the option's flag), the label field asked for, and ``matched``, where an opener records
+    how it matched rows (``{"scores": "id"}``: the report's ``inputs.rows_matched_by``)."""
+
+    what: str
+    rows: Any = None
+    source: Any = None
+    n: Optional[int] = None
+    label_field: str = "label"
+    matched: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -149,8 +172,14 @@ class Option:
     #: join that option's; a flag, when given, sets that option to :attr:`becomes`
     old_of: str = ""
     becomes: Any = None
+    #: a file-valued option (``--queries FILE``, ``--graph FILE``) opened once by the framework before
+    #: ``run``, which gets what this returns (``opens(value, ctx)``, ctx an :class:`Opening`); the CLI
+    #: knows the option names a file from here (an output never lands on it)
+    opens: Optional[Callable[[Any, "Opening"], Any]] = None
 
     def __post_init__(self) -> None:
+        if self.opens is not None and self.type is not str:
+            raise ValueError(f"option {self.name}: only a str option names a file to open")
         if self.sep and (self.multiple or self.nargs > 1 or self.choices or self.type not in (int, float, str)):
             raise ValueError(f"option {self.name}: sep takes an int, float or str option, not repeatable")
         if self.nargs < 1 or (self.nargs > 1 and (self.type is not str or self.multiple or self.choices)):
@@ -421,6 +450,9 @@ class Outcome:
     body: dict[str, Any]
     items: dict[str, Any] = field(default_factory=dict)
     files: dict[str, Any] = field(default_factory=dict)
+    #: what the measurement's own paired comparison (:attr:`Measurement.pair`) needs of this run and
+    #: the report does not show (the matrices, a classifier's predictions); kept out of the report
+    state: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -460,14 +492,28 @@ class Measurement:
     #: its own categorical outcomes (:class:`Verdict`): ``--fail-on VALUE`` takes their values beside
     #: the paired verdicts, and the conformance suite drives each value
     verdicts: tuple[Verdict, ...] = ()
+    #: the paired comparison of ``--against`` where it is not a mean over rows of per-row items (a
+    #: rank correlation over pairs, a classifier's accuracy, a ratio of two sums):
+    #: ``pair(a, b, *, resamples, seed, margins, against, options) -> Paired`` from the two runs'
+    #: :class:`Outcome` s (their ``state`` holds what it needs); None: the per-row items, resampled
+    #: together (:func:`embedcheck.stats.items.items_paired`)
+    pair: Optional[Callable[..., Any]] = None
+    #: a verb of a command with several (``physscore score``): the command's name; :attr:`name` is
+    #: then ``<group>-<verb>`` (the report's name, ``physscore-score``), and the CLI registers it as
+    #: ``embedcheck <group> <verb>``
+    group: str = ""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
             raise ValueError(f"measurement name {self.name!r}: lower case letters, digits and single hyphens")
+        if self.group and not self.name.startswith(self.group + "-"):
+            raise ValueError(f"measurement {self.name!r}: a verb of {self.group!r} is named '{self.group}-<verb>'")
         if self.primary is not None and self.primary not in self.figures:
             raise ValueError(f"measurement {self.name!r}: primary figure {self.primary!r} is not declared")
-        if not self.inputs or self.inputs[0].kind != "embeddings" or self.inputs[0].optional:
-            raise ValueError(f"measurement {self.name!r}: the first input must be embeddings")
+        if self.inputs and self.inputs[0].optional:
+            raise ValueError(f"measurement {self.name!r}: the first input may not be optional")
+        if self.paired and not self.embedding_inputs:
+            raise ValueError(f"measurement {self.name!r}: --against pairs embeddings, and it takes none; declare paired=False")
         flags = [i.optional for i in self.inputs]
         if flags != sorted(flags):
             raise ValueError(f"measurement {self.name!r}: only the last inputs may be optional")
@@ -489,6 +535,11 @@ class Measurement:
     @property
     def api_name(self) -> str:
         return self.name.replace("-", "_")
+
+    @property
+    def verb(self) -> str:
+        """The verb of a command with several (``score`` of ``physscore-score``), or ``""``."""
+        return self.name[len(self.group) + 1:] if self.group else ""
 
     @property
     def embedding_inputs(self) -> list[Input]:
@@ -744,5 +795,5 @@ def load(dotted: str) -> Any:
     return getattr(importlib.import_module(mod), attr)
 
 
-__all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "PAIRED_VERDICTS", "Command", "Input", "Measurement", "OldGate", "Option",
+__all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "PAIRED_VERDICTS", "Command", "Input", "Measurement", "OldGate", "Opening", "Option",
            "Outcome", "Verdict", "Writes", "api_modules", "cli_options_of", "fail_on_values", "map_rows", "old_spellings_of", "options_of", "measurement", "measurements", "paired_commands", "primary_figure", "register", "report_versions", "verdicts_of"]

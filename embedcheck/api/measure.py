@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import InputError
 from ..report.result import Report
 from ..rows import content_sha256
-from ..spec import Measurement, Outcome
+from ..spec import Measurement, Opening, Outcome
 from ._common import check_same_rows, in_order, label_of, labels_for, running, source
 
 _REPORT_CLASSES: dict[str, type[Report]] = {}
@@ -41,20 +41,47 @@ def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
         raise InputError(f"{m.name} takes {count} input(s) ({want}), got {len(args)}")
     args = (*args, *([None] * (len(m.inputs) - len(args))))
     opened: dict[str, Any] = {}
-    n: Optional[int] = None
-    rows: Any = None  #: the first embeddings input: labels are matched to its rows by id when both carry ids
+    first = first_embeddings(m, args)
+    n = first.n if first is not None else None
+    rows = args[[i.name for i in m.inputs].index(m.embedding_inputs[0].name)] if first is not None else None
     for spec_in, x in zip(m.inputs, args):
         if x is None and spec_in.optional:
             opened[spec_in.name] = None
         elif spec_in.kind == "embeddings":
-            src = source(x, spec_in.name)
-            opened[spec_in.name] = src
-            n, rows = (src.n, x) if n is None else (n, rows)
-        else:
-            assert n is not None
+            opened[spec_in.name] = first if spec_in is m.embedding_inputs[0] else source(x, spec_in.name)
+        elif spec_in.kind == "labels":
+            if n is None:
+                raise TypeError(f"measurement {m.name!r}: labels input {spec_in.name!r} needs an embeddings input")
             opened[spec_in.name] = labels_for(x, n, label_field, what=spec_in.name, rows=rows, matched=matched,
                                               key=spec_in.name)
+        else:  # a file input: opened once, here, by its declared opener
+            ctx = Opening(what=spec_in.name, rows=rows, source=first, n=n, label_field=label_field,
+                          matched=matched if matched is not None else {})
+            assert spec_in.open is not None
+            opened[spec_in.name] = spec_in.open(x, ctx)
     return opened
+
+
+def first_embeddings(m: Measurement, args: tuple[Any, ...]) -> Any:
+    """The first embeddings input, opened (the rows every other input is matched to), or None."""
+    for spec_in, x in zip(m.inputs, args):
+        if spec_in.kind == "embeddings":
+            return source(x, spec_in.name)
+    return None
+
+
+def _open_options(m: Measurement, opts: dict[str, Any], opened: dict[str, Any], inputs: tuple[Any, ...],
+                  label_field: str, matched: dict[str, str]) -> dict[str, Any]:
+    """The file-valued options (:attr:`~embedcheck.spec.Option.opens`) given, each opened once."""
+    first = opened[m.embedding_inputs[0].name] if m.embedding_inputs else None
+    rows = inputs[[i.name for i in m.inputs].index(m.embedding_inputs[0].name)] if m.embedding_inputs else None
+    out = dict(opts)
+    for o in m.options:
+        if o.opens is not None and opts.get(o.name) not in (None, ""):
+            ctx = Opening(what=o.flag, rows=rows, source=first, n=first.n if first is not None else None,
+                          label_field=label_field, matched=matched)
+            out[o.name] = o.opens(opts[o.name], ctx)
+    return out
 
 
 def _run(m: Measurement, opened: dict[str, Any], engine: Any, seed: int, options: dict[str, Any]) -> Outcome:
@@ -121,11 +148,12 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
     writes = _check_writes(m, opts, inputs, against)
     matched: dict[str, str] = {}
     opened = _open_inputs(m, inputs, label_field, matched)
+    opts = _open_options(m, opts, opened, inputs, label_field, matched)
     with running(engine, address) as eng:
         out = _run(m, opened, eng, seed, opts)
         body = dict(out.body)
         labels = {i.name: opened[i.name] for i in m.inputs if i.kind == "labels" and opened[i.name] is not None}
-        if labels:
+        if labels or matched:
             body["inputs"] = {**{f"{k}_sha256": content_sha256(v) for k, v in labels.items()}, "rows_matched_by": matched}
         results: dict[str, Any] = {"items": out.items}
         from ._common import store_models
@@ -136,8 +164,6 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
         if models:
             body["models"] = models
         if against is not None:
-            from ..stats.items import ItemFigure, items_paired
-
             emb = m.embedding_inputs
             b_args = against if isinstance(against, (list, tuple)) else (against,)
             if len(b_args) != len(emb):
@@ -148,13 +174,22 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
                 opened_b[spec_in.name] = in_order(srcb, check_same_rows(x, xb, opened[spec_in.name].n, srcb.n),
                                                   f"--against B of {spec_in.name}")
             out_b = _run(m, opened_b, eng, seed, opts)
+            against_name = ", ".join(label_of(b, "array") for b in b_args)
+            if m.pair is not None:  # the measurement's own comparison (not a mean over rows)
+                paired = m.pair(out, out_b, resamples=resamples, seed=seed, margins=margins, against=against_name,
+                                options=opts)
+                body["paired"] = paired.to_dict()
+                results["paired"] = paired
+        if against is not None and m.pair is None:
+            from ..stats.items import ItemFigure, items_paired
+
             figs = {k: ItemFigure(np.asarray(out.items[k], dtype=np.float64), np.asarray(out_b.items[k], dtype=np.float64),
                                   better=getattr(m.figures.get(k), "better", "higher"))
                     for k in out.items if k in out_b.items}
             if not figs:
                 raise InputError(f"{m.name} returns no per-row items: it cannot be paired with against")
             paired = items_paired(figs, unit=m.unit, resamples=resamples, permutations=resamples, seed=seed,
-                                  margins=margins, against=", ".join(label_of(b, "array") for b in b_args))
+                                  margins=margins, against=against_name)
             body["paired"] = paired.to_dict()
             results["paired"] = paired
     _write(m, out, writes)  # A's files, once every run succeeded (B's, with against, are not written)

@@ -25,8 +25,9 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
     P = inspect.Parameter
     params = []
     for i in m.inputs:
-        what = "Embeddings: a 2-D float .npy, a shard set, or another matrix source." if i.kind == "embeddings" \
-            else "Labels, one per row: a 1-D .npy, .txt, or a table (.jsonl, .csv, .tsv, .parquet) read by --label-field."
+        what = {"embeddings": "Embeddings: a 2-D float .npy, a shard set, or another matrix source.",
+                "labels": "Labels, one per row: a 1-D .npy, .txt, or a table (.jsonl, .csv, .tsv, .parquet) read by --label-field.",
+                "file": "A file."}[i.kind]
         ann: Any
         if i.optional:
             ann = Annotated[Optional[str], typer.Argument(metavar=f"[{i.name.upper()}]", help=i.help or what,
@@ -246,7 +247,25 @@ def add_command(m: Measurement) -> None:
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in params}
     short = m.help[:1].upper() + m.help[1:] + ("" if m.help.endswith(("?", ".")) else ".")
-    app.command(m.name, short_help=short)(reporting()(command))
+    group_app(m.group).command(m.verb or m.name, short_help=short)(reporting()(command))
 
 
-__all__ = ["add_command", "declared", "option_param"]
+_GROUPS: dict[str, Any] = {}
+#: the help of a command with several verbs, by the command's name (a verb's module sets it, e.g.
+#: ``GROUP_HELP["physscore"] = "..."``, before the verbs are registered)
+GROUP_HELP: dict[str, str] = {}
+
+
+def group_app(group: str) -> Any:
+    """Where a declared measurement's command goes: the app, or the sub-app of its command's verbs
+    (:attr:`~embedcheck.spec.Measurement.group`; made once, with the group's help)."""
+    if not group:
+        return app
+    if group not in _GROUPS:
+        from ._app import sub_app
+
+        _GROUPS[group] = sub_app(group, GROUP_HELP.get(group, f"{group}: its verbs."))
+    return _GROUPS[group]
+
+
+__all__ = ["GROUP_HELP", "add_command", "declared", "group_app", "option_param"]
