@@ -502,6 +502,9 @@ class Measurement:
     #: then ``<group>-<verb>`` (the report's name, ``physscore-score``), and the CLI registers it as
     #: ``embedcheck <group> <verb>``
     group: str = ""
+    #: old spellings kept working, hidden from ``--help`` (:class:`OldGate` s, and options that are an
+    #: old spelling of another, :attr:`Option.old_of`), as a built-in command's :func:`takes` ``old=``
+    old: tuple["Option | OldGate", ...] = ()
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

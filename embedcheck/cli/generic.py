@@ -38,7 +38,7 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
             params.append(P(i.name, P.POSITIONAL_OR_KEYWORD, annotation=ann))
     if any(i.kind == "labels" for i in m.inputs) and not any(o.name == "label_field" for o in m.options):
         params.append(P("label_field", P.POSITIONAL_OR_KEYWORD, annotation=LabelFieldOpt, default="label"))
-    params += [option_param(o) for o in m.options]
+    params += [option_param(o) for o in (*m.options, *old_options(m.old))]
     params += [P("seed", P.POSITIONAL_OR_KEYWORD, annotation=SeedOpt, default=0),
                P("engine", P.POSITIONAL_OR_KEYWORD, annotation=EngineOpt, default=EngineName.local),
                P("address", P.POSITIONAL_OR_KEYWORD, annotation=AddressOpt, default=None)]
@@ -127,13 +127,13 @@ def declared(api_fn: Any) -> Any:
     own (``cli=``: they reach the command in ``**options`` beside the API's, for it to take out) and
     the old spellings (``old=``: turned into gates or into the option they spell, before the command
     runs) — join its signature before ``--seed``, and typer reads them from there."""
-    from ..spec import OldGate, cli_options_of, old_spellings_of, options_of
+    from ..spec import cli_options_of, old_spellings_of, options_of
 
     api_options, own, old = options_of(api_fn), cli_options_of(api_fn), old_spellings_of(api_fn)
     if not (api_options or own):
         raise TypeError(f"{api_fn.__qualname__} declares no options (embedcheck.spec.takes)")
-    old_options = tuple(x.option() if isinstance(x, OldGate) else x for x in old)
-    options = (*api_options, *own, *old_options)
+    old_opts = old_options(old)
+    options = (*api_options, *own, *old_opts)
 
     def deco(fn: Any) -> Any:
         sig = inspect.signature(fn, eval_str=True)
@@ -148,17 +148,7 @@ def declared(api_fn: Any) -> Any:
 
         @functools.wraps(fn)
         def command(*args: Any, **kw: Any) -> Any:
-            spelled = {x.name: kw.pop(x.name) for x in old}
-            for x in old:  # an old spelling of another option: its value goes there
-                if isinstance(x, OldGate) or not x.old_of or spelled[x.name] in (None, False, [], ()):
-                    continue
-                if x.type is bool:
-                    kw[x.old_of] = x.becomes
-                else:
-                    kw[x.old_of] = [*(kw.get(x.old_of) or []), *spelled[x.name]]
-            for x in old:  # an old gate spelling: a gate like --fail-below FIGURE=X
-                if isinstance(x, OldGate):
-                    kw["out"].gate(x.figure_for({**kw, **spelled}), spelled[x.name], x.op, option=x.flag)
+            apply_old(old, kw, kw.get("out"))
             return fn(*args, **kw)
 
         command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
@@ -168,6 +158,31 @@ def declared(api_fn: Any) -> Any:
         return command
 
     return deco
+
+
+def old_options(old: Any) -> tuple[Option, ...]:
+    """The hidden options the CLI reads old spellings with."""
+    from ..spec import OldGate
+
+    return tuple(x.option() if isinstance(x, OldGate) else x for x in old)
+
+
+def apply_old(old: Any, kw: dict[str, Any], out: Any) -> None:
+    """Take the old spellings out of a command's parsed options: an old spelling of another option
+    gives that option its value; an old gate becomes a gate like ``--fail-below FIGURE=X``."""
+    from ..spec import OldGate
+
+    spelled = {x.name: kw.pop(x.name) for x in old}
+    for x in old:
+        if isinstance(x, OldGate) or not x.old_of or spelled[x.name] in (None, False, [], ()):
+            continue
+        if x.type is bool:
+            kw[x.old_of] = x.becomes
+        else:
+            kw[x.old_of] = [*(kw.get(x.old_of) or []), *spelled[x.name]]
+    for x in old:
+        if isinstance(x, OldGate):
+            out.gate(x.figure_for({**kw, **spelled}), spelled[x.name], x.op, option=x.flag)
 
 
 def _checker(o: Any) -> Any:
@@ -215,6 +230,7 @@ def add_command(m: Measurement) -> None:
         from ..report.gates import add_gates, outcome_gates
 
         out: Output = kw.pop("out")
+        apply_old(m.old, kw, out)
         out.start(primary=m.primary, figures=dict(m.figures))  # --fail-below/--fail-above: the one gate spelling
         check_engine(kw["engine"], kw["address"])
         paired: dict[str, Any] = {}
