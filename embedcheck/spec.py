@@ -128,6 +128,8 @@ class Opening:
     n: Optional[int] = None
     label_field: str = "label"
     matched: dict[str, str] = field(default_factory=dict)
+    #: the measurement's options, checked (an opener that reads a file by an option: sts's ``--score-field``)
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -424,6 +426,8 @@ class Verdict:
     values: tuple[str, ...]                       #: every word it can hold
     help: str = ""                                #: one line: what the outcome is
     shown: str = ""                               #: how a gate names it (default: the key)
+    #: values X whose ``--fail-on not-X`` fails unless the outcome is X (drift's ``not-no-drift``)
+    unless: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.values or len(set(self.values)) != len(self.values):
@@ -432,6 +436,13 @@ class Verdict:
             if not _NAME.match(v) or v in PAIRED_VERDICTS:
                 raise ValueError(f"verdict {self.key!r}: value {v!r} must be lower case words joined by hyphens, "
                                  f"not one of --against's {', '.join(PAIRED_VERDICTS)}")
+        if not set(self.unless) <= set(self.values):
+            raise ValueError(f"verdict {self.key!r}: unless names values it does not hold")
+
+    @property
+    def fail_on(self) -> tuple[str, ...]:
+        """What ``--fail-on`` takes of it: each value, then ``not-X`` for each of :attr:`unless`."""
+        return (*self.values, *(f"not-{v}" for v in self.unless))
 
     def gate_name(self, value: str) -> str:
         return f"{self.key.replace('.', '_')}_{value.replace('-', '_')}"
@@ -505,6 +516,11 @@ class Measurement:
     #: old spellings kept working, hidden from ``--help`` (:class:`OldGate` s, and options that are an
     #: old spelling of another, :attr:`Option.old_of`), as a built-in command's :func:`takes` ``old=``
     old: tuple["Option | OldGate", ...] = ()
+    #: takes ``--engine``/``--address``; False for one that runs in this process only (its
+    #: ``description`` says why)
+    engine: bool = True
+    #: the terminal table's title from the inputs as given (default: ``"<name> — <first input>"``)
+    title: Optional[Callable[[list[Any]], str]] = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -526,7 +542,7 @@ class Measurement:
         if self.paired and {"against", "margin", "fail_on"} & set(names):
             raise ValueError(f"measurement {self.name!r}: 'against', 'margin' and 'fail_on' belong to --against; "
                              "declare paired=False to use the name")
-        values = [v for d in self.verdicts for v in d.values]
+        values = [v for d in self.verdicts for v in d.fail_on]
         if len(set(values)) != len(values):
             raise ValueError(f"measurement {self.name!r}: a verdict value is declared twice (--fail-on VALUE names one)")
         if self.verdicts and "fail_on" in names:
@@ -687,7 +703,7 @@ def fail_on_values(command: str) -> tuple[str, ...]:
     if m is None:  # a built-in command: --against's verdicts where it takes --against (its verbs too)
         c = next((c for c in COMMANDS if command == c.name or command.startswith(c.name + "-")), None)
         return PAIRED_VERDICTS if c is not None and c.paired else ()
-    return (*(PAIRED_VERDICTS if m.paired else ()), *(v for d in m.verdicts for v in d.values))
+    return (*(PAIRED_VERDICTS if m.paired else ()), *(v for d in m.verdicts for v in d.fail_on))
 
 
 def writes_of(command: str) -> tuple[Writes, ...]:

@@ -164,3 +164,77 @@ def test_required_and_sep_declarations_that_cannot_hold_are_refused():
         Option("k", int, None, sep=",", multiple=True)
     with pytest.raises(TypeError, match="k's default"):  # the list's default is declared as the function's
         takes(Option("k", int, (1, 10), sep=","))(lambda x, k=(1, 5): x)
+
+
+def _toy_without_engine():
+    """A measurement with what sts and drift need of the declaration: a file input opened by an
+    option's value (``Opening.options``), no ``--engine``, a title of its own, the run's own ``inputs``
+    kept beside the framework's, and a verdict with ``--fail-on not-X``."""
+    from embedcheck.spec import Verdict
+
+    seen: dict = {}
+
+    def open_scores(x, ctx):
+        seen["field"] = ctx.options["field"]
+        ctx.matched["scores"] = "position"
+        return [float(v) for v in x]
+
+    def run(inputs, *, engine, seed, field):
+        seen["engine"] = engine
+        v = "calm" if inputs["scores"][0] < 1 else "storm"
+        return Outcome(body={"n": inputs["embeddings"].n, "weather": v, "score": 0.5,
+                             "inputs": {"scores_sha256": "0" * 64, "rows_matched_by": {"pairs": "id"}}})
+
+    from embedcheck.report.result import Figure
+
+    m = Measurement(name="toy-calm", help="a toy run in this process", run=run, paired=False, engine=False,
+                    inputs=(Input("embeddings"), Input("scores", "file", open=open_scores)),
+                    options=(Option("field", str, "score", "Which field."),), figures={"score": Figure("higher")},
+                    verdicts=(Verdict("weather", ("calm", "storm"), shown="toy weather", unless=("calm",)),),
+                    title=lambda given: f"TOY {len(given)}")
+    return m, seen
+
+
+def test_a_file_input_opened_by_an_option_no_engine_a_title_and_fail_on_not_x(monkeypatch, tmp_path):
+    import numpy as np
+    import typer
+    from typer.testing import CliRunner
+
+    from embedcheck.api.measure import run_measurement
+    from embedcheck.cli import generic
+    from embedcheck.report.gates import failed
+    from embedcheck.spec import Verdict
+
+    from embedcheck import spec
+
+    m, seen = _toy_without_engine()
+    monkeypatch.setattr(spec, "_PLUGINS", spec.measurements())  # registered for this test only
+    spec.register(m)
+    X = np.random.default_rng(0).normal(size=(5, 3))
+    rep = run_measurement(m, X, [0.5, 2.0], field="grade")
+    assert seen["field"] == "grade"
+    assert rep["inputs"] == {"scores_sha256": "0" * 64, "rows_matched_by": {"scores": "position", "pairs": "id"}}
+    [g] = rep.gate(fail_on="not-calm")  # passes: the weather is calm
+    assert g["name"] == "weather_not_calm" and g["passed"] and g["words"]["needs"] == "calm"
+    storm = run_measurement(m, X, [3.0])
+    [g] = storm.gate(fail_on="not-calm")
+    assert not g["passed"] and failed(storm.to_dict()) == ["weather_not_calm"]
+    assert storm.gate(fail_on="storm")[0]["passed"] is False
+    with pytest.raises(InputError, match="no such verdict"):
+        storm.gate(fail_on="not-storm")  # only the values named by unless= take not-
+    with pytest.raises(ValueError, match="unless names"):
+        Verdict("weather", ("calm",), unless=("storm",))
+
+    app = typer.Typer()
+    app.command("other")(lambda: None)
+    monkeypatch.setattr(generic, "app", app)
+    generic.add_command(m)
+    np.save(tmp_path / "x.npy", X)
+    run = CliRunner().invoke
+    assert "--engine" not in run(app, ["toy-calm", "--help"]).output
+    # the toy's opener reads each character: "12" is [1.0, 2.0], a storm
+    res = run(app, ["toy-calm", str(tmp_path / "x.npy"), "12", "--field", "f", "--fail-on", "not-calm", "--format", "table"])
+    assert res.exit_code == 1 and seen["field"] == "f" and type(seen["engine"]).__name__ == "LocalEngine", res.output
+    assert "TOY 2" in res.output  # the declared title (the default view prints it)
+    assert run(app, ["toy-calm", str(tmp_path / "x.npy"), "0", "--fail-on", "not-calm"]).exit_code == 0
+    assert run(app, ["toy-calm", str(tmp_path / "x.npy"), "0", "--engine", "ray"]).exit_code == 2

@@ -33,7 +33,7 @@ def report_class(m: Measurement) -> type[Report]:
 
 
 def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
-                 matched: Optional[dict[str, str]] = None) -> dict[str, Any]:
+                 matched: Optional[dict[str, str]] = None, options: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     need = sum(not i.optional for i in m.inputs)
     if not need <= len(args) <= len(m.inputs):
         want = ", ".join(i.name + (" (optional)" if i.optional else "") for i in m.inputs)
@@ -56,7 +56,7 @@ def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
                                               key=spec_in.name)
         else:  # a file input: opened once, here, by its declared opener
             ctx = Opening(what=spec_in.name, rows=rows, source=first, n=n, label_field=label_field,
-                          matched=matched if matched is not None else {})
+                          matched=matched if matched is not None else {}, options=dict(options or {}))
             assert spec_in.open is not None
             opened[spec_in.name] = spec_in.open(x, ctx)
     return opened
@@ -79,7 +79,7 @@ def _open_options(m: Measurement, opts: dict[str, Any], opened: dict[str, Any], 
     for o in m.options:
         if o.opens is not None and opts.get(o.name) not in (None, ""):
             ctx = Opening(what=o.flag, rows=rows, source=first, n=first.n if first is not None else None,
-                          label_field=label_field, matched=matched)
+                          label_field=label_field, matched=matched, options=dict(opts))
             out[o.name] = o.opens(opts[o.name], ctx)
     return out
 
@@ -147,14 +147,16 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
     resamples = int(opts.get("resamples") or paired_resamples) if "resamples" in opts else paired_resamples
     writes = _check_writes(m, opts, inputs, against)
     matched: dict[str, str] = {}
-    opened = _open_inputs(m, inputs, label_field, matched)
+    opened = _open_inputs(m, inputs, label_field, matched, opts)
     opts = _open_options(m, opts, opened, inputs, label_field, matched)
     with running(engine, address) as eng:
         out = _run(m, opened, eng, seed, opts)
         body = dict(out.body)
         labels = {i.name: opened[i.name] for i in m.inputs if i.kind == "labels" and opened[i.name] is not None}
-        if labels or matched:
-            body["inputs"] = {**{f"{k}_sha256": content_sha256(v) for k, v in labels.items()}, "rows_matched_by": matched}
+        if labels or matched:  # beside what run recorded itself (a file input's hash, a pairing it made)
+            own = dict(body.get("inputs") or {})
+            body["inputs"] = {**own, **{f"{k}_sha256": content_sha256(v) for k, v in labels.items()},
+                              "rows_matched_by": {**matched, **own.get("rows_matched_by", {})}}
         results: dict[str, Any] = {"items": out.items}
         from ._common import store_models
 
@@ -174,7 +176,7 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
                 opened_b[spec_in.name] = in_order(srcb, check_same_rows(x, xb, opened[spec_in.name].n, srcb.n),
                                                   f"--against B of {spec_in.name}")
             out_b = _run(m, opened_b, eng, seed, opts)
-            against_name = ", ".join(label_of(b, "array") for b in b_args)
+            against_name = " ".join(label_of(b, "array") for b in b_args)  # as the hand-wired commands named them
             if m.pair is not None:  # the measurement's own comparison (not a mean over rows)
                 paired = m.pair(out, out_b, resamples=resamples, seed=seed, margins=margins, against=against_name,
                                 options=opts)

@@ -39,9 +39,10 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
     if any(i.kind == "labels" for i in m.inputs) and not any(o.name == "label_field" for o in m.options):
         params.append(P("label_field", P.POSITIONAL_OR_KEYWORD, annotation=LabelFieldOpt, default="label"))
     params += [option_param(o) for o in (*m.options, *old_options(m.old))]
-    params += [P("seed", P.POSITIONAL_OR_KEYWORD, annotation=SeedOpt, default=0),
-               P("engine", P.POSITIONAL_OR_KEYWORD, annotation=EngineOpt, default=EngineName.local),
-               P("address", P.POSITIONAL_OR_KEYWORD, annotation=AddressOpt, default=None)]
+    params += [P("seed", P.POSITIONAL_OR_KEYWORD, annotation=SeedOpt, default=0)]
+    if m.engine:
+        params += [P("engine", P.POSITIONAL_OR_KEYWORD, annotation=EngineOpt, default=EngineName.local),
+                   P("address", P.POSITIONAL_OR_KEYWORD, annotation=AddressOpt, default=None)]
     if m.paired:
         params += [P("against", P.POSITIONAL_OR_KEYWORD, annotation=AgainstOpt, default=None),
                    P("margin", P.POSITIONAL_OR_KEYWORD, annotation=MarginOpt, default=None)]
@@ -58,6 +59,7 @@ def fail_on_option(m: Measurement) -> Any:
     from ..spec import fail_on_values
 
     own = [f"{' / '.join(d.values)} (exit 1 when the {d.shown or d.key} is that)" for d in m.verdicts]
+    own += [f"not-{v} (exit 1 unless the {d.shown or d.key} is {v})" for d in m.verdicts for v in d.unless]
     paired = ("with --against: worse (a figure's interval below 0) or not-non-inferior (at its --margin)"
               if m.paired else "")
     help = "Gate on a verdict: " + "; ".join([*own, *([paired] if paired else [])]) + "."
@@ -232,7 +234,8 @@ def add_command(m: Measurement) -> None:
         out: Output = kw.pop("out")
         apply_old(m.old, kw, out)
         out.start(primary=m.primary, figures=dict(m.figures))  # --fail-below/--fail-above: the one gate spelling
-        check_engine(kw["engine"], kw["address"])
+        if m.engine:
+            check_engine(kw["engine"], kw["address"])
         paired: dict[str, Any] = {}
         fail_on = kw.pop("fail_on", None)  # a paired verdict (needs --against) or one of the command's own
         paired_fail = FailOn(fail_on) if fail_on in PAIRED_VERDICTS else None
@@ -243,7 +246,7 @@ def add_command(m: Measurement) -> None:
                                            ", ".join(e.upper() for e in emb))
             paired = {"against": against, "margins": margins or None}
         inputs = [kw.pop(i.name) for i in m.inputs]
-        engine = kw.pop("engine").value
+        engine = kw.pop("engine").value if m.engine else "local"
         for o in m.options:
             if o.multiple and kw.get(o.name) == []:
                 kw[o.name] = None if o.default is None else list(o.default)
@@ -253,7 +256,8 @@ def add_command(m: Measurement) -> None:
             add_gates(report, paired_gates(rep.results.get("paired"), paired_fail))
         if fail_on is not None and paired_fail is None:
             add_gates(report, outcome_gates(report, fail_on, m.verdicts))
-        out.finish(report, title=f"{m.name} — {inputs[0]}", renderer=_renderer(m))
+        title = m.title(inputs) if m.title is not None else f"{m.name} — {inputs[0]}"
+        out.finish(report, title=title, renderer=_renderer(m))
 
     command.__name__ = m.api_name + "_cmd"
     command.__options__ = m.options  # type: ignore[attr-defined]
