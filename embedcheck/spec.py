@@ -22,7 +22,7 @@ resamples). It reads its rows through the engine it is given (:func:`map_rows`),
 declaration runs in this process and on Ray.
 
 >>> [c.name for c in COMMANDS][:4]
-['embed', 'aag', 'probe', 'sts']
+['embed', 'aag', 'probe', 'train-head']
 >>> report_versions()["physscore-score"], "aag" in paired_commands()
 (1, True)
 """
@@ -521,6 +521,9 @@ class Measurement:
     engine: bool = True
     #: the terminal table's title from the inputs as given (default: ``"<name> — <first input>"``)
     title: Optional[Callable[[list[Any]], str]] = None
+    #: the command it follows in ``embedcheck --help`` (the workflow order; default: after the
+    #: built-in commands)
+    after: str = ""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -584,9 +587,6 @@ COMMANDS: tuple[Command, ...] = (
     Command("probe", "is the attribute in the vectors at all? A linear probe", "probe", {"probe": "probe"},
             {"probe": 1}, primary="accuracy", paired=True, measurement=True, role="measure",
             example=("topics.npy", "topics.labels.jsonl", "topics_test.npy", "topics_test.labels.jsonl", "--resamples", "100")),
-    Command("sts", "what does a change cost general similarity? Spearman with gold scores", "sts", {"sts": "sts"},
-            {"sts": 1}, primary="spearman", paired=True, measurement=True, role="measure",
-            example=("sts_a.npy", "sts_b.npy", "sts_scores.jsonl", "--resamples", "100")),
     Command("train-head", "learn a SISE projection head (or a linear baseline) on cached vectors", "head",
             {"train_head": "heads", "project": "heads"}, {"train-head": 1, "project": 1}, primary="train_aag.after",
             role="repair", writes=(Writes("output", "with-meta"),),
