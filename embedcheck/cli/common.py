@@ -410,7 +410,7 @@ def declared_outputs(ctx: Any) -> list[Any]:
 
     labels = {prm.name: _option_label(prm) for prm in ctx.command.params}
     kinds = [(w.param, w.kind) for w in writes_of(command_name() or "")]
-    kinds += [(name, kind) for name, kind in REPORTING.items() if name in labels]
+    kinds += [(name, kind) for name, kind in REPORTING.items() if name in labels and name not in dict(kinds)]
     return [o for name, kind in kinds if name in labels
             for o in planned(kind, labels[name], ctx.params.get(name), ctx.params)]
 
