@@ -244,6 +244,8 @@ class Option:
             if isinstance(value, (str, bytes, os.PathLike)) or (isinstance(value, (list, tuple)) and len(value) != self.nargs):
                 raise InputError(f"{self.name} must be {self.nargs} inputs, got {value!r}")
             return value
+        if self.multiple and isinstance(value, Mapping):  # KEY=X texts given from Python as a mapping ({"auc": 0.55})
+            return dict(value)
         if self.multiple:
             values = [value] if isinstance(value, (str, int, float)) else list(value)
             return [self._check_one(v) for v in values]
@@ -524,6 +526,8 @@ class Measurement:
     #: the command it follows in ``embedcheck --help`` (the workflow order; default: after the
     #: built-in commands)
     after: str = ""
+    #: the keys of :attr:`body_schema` a report may lack (drift's ``clusters`` without attribution)
+    body_optional: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -613,9 +617,6 @@ COMMANDS: tuple[Command, ...] = (
     Command("recall", "does the ANN index serve what exact search would? recall@k on your own vectors", "recall",
             {"recall": "recall"}, {"recall": 1}, primary="recall.mean", paired=True, measurement=True, role="measure",
             example=("recall_hnsw.faiss", "--queries", "recall_queries.npy", "--k", "5", "--resamples", "100")),
-    Command("drift", "has a population of embeddings drifted? MMD² and a cross-fitted classifier, calibrated", "drift",
-            {"drift": "drift"}, {"drift": 1}, primary="classifier.auc", measurement=True, role="measure",
-            example=("topics.npy", "topics_test.npy", "--permutations", "100")),
     Command("compress", "quantise or reduce vectors and measure what search keeps", "compress",
             {"compress": "compress", "compress_sweep": "compress"}, {"compress-write": 1, "compress-sweep": 1},
             measurement=True, role="measure",

@@ -143,6 +143,8 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
         raise InputError(f"{m.name} takes no against: its rows do not pair with another embedding of the same rows")
     if any(o.name == "label_field" for o in m.options):  # declared: the measurement reads labels of its own too
         options = {**options, "label_field": label_field}
+    if not m.paired and any(o.name == "margins" for o in m.options):  # its own margins, not --against's
+        options, margins = ({**options, "margins": margins} if margins is not None else options), None
     opts = m.check_options(options)
     resamples = int(opts.get("resamples") or paired_resamples) if "resamples" in opts else paired_resamples
     writes = _check_writes(m, opts, inputs, against)

@@ -143,7 +143,7 @@ MEASUREMENT = Measurement(
             Input("scores", "file", help="Gold scores: 1-D .npy, .txt, or .jsonl (--score-field).", open=open_scores)),
     options=(Option("score_field", str, "score", "Field of the gold score in a .jsonl file."),
              Option("resamples", int, 1000, "Resamples of the 95% intervals of Spearman and Pearson (bootstrap over "
-                    "pairs); 0: none.", min=0),
+                    "pairs); 0: none.", min=0, max=1_000_000),
              Option("mteb_json", str, None, "Also write MTEB's result JSON (TaskResult layout; --task-name) to this "
                     "file.", metavar="PATH", show_default=False),
              Option("task_name", str, "STS", "With --mteb-json: the MTEB task name (e.g. STSBenchmark, SciFact).")),
