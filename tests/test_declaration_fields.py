@@ -200,12 +200,11 @@ def test_a_file_input_opened_by_an_option_no_engine_a_title_and_fail_on_not_x(mo
     import typer
     from typer.testing import CliRunner
 
+    from embedcheck import spec
     from embedcheck.api.measure import run_measurement
     from embedcheck.cli import generic
     from embedcheck.report.gates import failed
     from embedcheck.spec import Verdict
-
-    from embedcheck import spec
 
     m, seen = _toy_without_engine()
     monkeypatch.setattr(spec, "_PLUGINS", spec.measurements())  # registered for this test only

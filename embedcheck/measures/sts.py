@@ -78,7 +78,7 @@ def _pairing(a: Any, b: Any) -> Any:
     ids_a, ids_b = ids(a), ids(b)
     if ids_a is None or ids_b is None or {id_key(v) for v in ids_a} != {id_key(v) for v in ids_b}:
         return Matched("position")
-    names = tuple(f"{r} {_named(s, '')}".rstrip() for r, s in (("A", a), ("B", b)))
+    names = (f"A {_named(a, '')}".rstrip(), f"B {_named(b, '')}".rstrip())
     return match_rows(ids_a, ids_b, names=names, tags=("A", "B"))
 
 
