@@ -464,7 +464,8 @@ class Outcome:
     items: dict[str, Any] = field(default_factory=dict)
     files: dict[str, Any] = field(default_factory=dict)
     #: what the measurement's own paired comparison (:attr:`Measurement.pair`) needs of this run and
-    #: the report does not show (the matrices, a classifier's predictions); kept out of the report
+    #: the report does not show (the matrices, a classifier's predictions); kept out of the report's
+    #: JSON, in its ``results`` (drift's permutation null ``mmd_null``, its out-of-fold ``scores``)
     state: dict[str, Any] = field(default_factory=dict)
 
 

@@ -237,3 +237,19 @@ def test_a_file_input_opened_by_an_option_no_engine_a_title_and_fail_on_not_x(mo
     assert "TOY 2" in res.output  # the declared title (the default view prints it)
     assert run(app, ["toy-calm", str(tmp_path / "x.npy"), "0", "--fail-on", "not-calm"]).exit_code == 0
     assert run(app, ["toy-calm", str(tmp_path / "x.npy"), "0", "--engine", "ray"]).exit_code == 2
+
+
+def test_the_order_in_help_and_the_state_of_a_run_in_its_results():
+    """``Measurement.after`` places a declared measurement in ``embedcheck --help`` right after the
+    command it follows (sts after probe, drift after recall); ``Outcome.state`` is in the report's
+    ``results`` (never in its JSON)."""
+    import numpy as np
+
+    import embedcheck
+    from embedcheck.cli.helpfmt import command_order
+
+    order = command_order()
+    assert order.index("sts") == order.index("probe") + 1 and order.index("drift") == order.index("recall") + 1
+    rng = np.random.default_rng(0)
+    r = embedcheck.drift(rng.normal(size=(40, 4)), rng.normal(size=(40, 4)) + 1, permutations=20, attribution=False)
+    assert r.results["mmd_null"].shape == (20,) and "mmd_null" not in r.to_dict()

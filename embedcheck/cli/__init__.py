@@ -31,12 +31,6 @@ def _add_plugins() -> None:
         sys.stderr.write(f"warning: {_one_line(msg)}\n")
     for m in found:
         add_command(m)
-    for m in found:  # --help lists commands in the order they are registered: each after the one it follows
-        if m.after and not m.group:
-            cmds = app.registered_commands
-            mine = next(c for c in cmds if c.name == m.name)
-            cmds.remove(mine)
-            cmds.insert(next((i + 1 for i, c in enumerate(cmds) if c.name == m.after), len(cmds)), mine)
 
 
 _add_plugins()
