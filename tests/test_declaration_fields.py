@@ -253,3 +253,19 @@ def test_the_order_in_help_and_the_state_of_a_run_in_its_results():
     rng = np.random.default_rng(0)
     r = embedcheck.drift(rng.normal(size=(40, 4)), rng.normal(size=(40, 4)) + 1, permutations=20, attribution=False)
     assert r.results["mmd_null"].shape == (20,) and "mmd_null" not in r.to_dict()
+
+
+def test_the_baseline_is_read_once(cli, tmp_path, monkeypatch):
+    """``--baseline`` is read once, by the check before any work, and the comparison at the end uses
+    what it read (it was read twice)."""
+    from embedcheck.io import jsonio
+
+    base = tmp_path / "b.json"
+    args = ["sts", FIXTURES / "sts_a.npy", FIXTURES / "sts_b.npy", FIXTURES / "sts_scores.jsonl", "--resamples", "20"]
+    assert cli([*args, "--report", base, "-q"]).exit_code == 0
+    reads: list[str] = []
+    real = jsonio.load_report
+    monkeypatch.setattr(jsonio, "load_report", lambda p, what, *a, **k: reads.append(what) or real(p, what, *a, **k))
+    res = cli([*args, "--baseline", base, "--json"])
+    assert res.exit_code == 0, res
+    assert res.json()["comparison"]["baseline"] == str(base) and reads == ["--baseline"]
