@@ -158,7 +158,7 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
         if labels or matched:  # beside what run recorded itself (a file input's hash, a pairing it made)
             own = dict(body.get("inputs") or {})
             body["inputs"] = {**own, **{f"{k}_sha256": content_sha256(v) for k, v in labels.items()},
-                              "rows_matched_by": {**matched, **own.get("rows_matched_by", {})}}
+                              "rows_matched_by": {**own.get("rows_matched_by", {}), **matched}}
         results: dict[str, Any] = {**out.state, "items": out.items}  # the run's state too, never written
         from ._common import store_models
 
