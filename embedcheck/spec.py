@@ -467,6 +467,9 @@ class Outcome:
     #: the report does not show (the matrices, a classifier's predictions); kept out of the report's
     #: JSON, in its ``results`` (drift's permutation null ``mmd_null``, its out-of-fold ``scores``)
     state: dict[str, Any] = field(default_factory=dict)
+    #: lines for a human reading the run (the CLI prints them on stderr, unless ``--quiet``; the
+    #: report's ``results["hints"]`` from Python): drift's "the two tests disagree"
+    hints: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

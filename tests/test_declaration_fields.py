@@ -255,6 +255,27 @@ def test_the_order_in_help_and_the_state_of_a_run_in_its_results():
     assert r.results["mmd_null"].shape == (20,) and "mmd_null" not in r.to_dict()
 
 
+def test_a_runs_hints_reach_stderr_not_the_report(cli, tmp_path):
+    """``Outcome.hints``: lines on stderr (drift's two tests disagreeing), silenced by ``--quiet``,
+    never in the JSON; from Python in ``results["hints"]``."""
+    import numpy as np
+
+    import embedcheck
+
+    # MMD² sees a change of spread that a linear classifier (same means) cannot
+    rng = np.random.default_rng(0)
+    ref, cur = rng.normal(size=(300, 4)), rng.normal(size=(300, 4)) * 2.0
+    np.save(tmp_path / "ref.npy", ref)
+    np.save(tmp_path / "cur.npy", cur)
+    r = embedcheck.drift(ref, cur, permutations=100, attribution=False)
+    v = (r["mmd"]["verdict"], r["classifier"]["verdict"])
+    assert v[0] != v[1] and r.results["hints"] == [f"the two tests disagree: mmd says {v[0]}, classifier says {v[1]}"]
+    args = ["drift", tmp_path / "ref.npy", tmp_path / "cur.npy", "--permutations", "100", "--json"]
+    res = cli(args)
+    assert res.exit_code == 0 and r.results["hints"][0] + "\n" in res.stderr and "disagree" not in res.stdout
+    assert "disagree" not in cli([*args, "--quiet"]).stderr
+
+
 def test_the_baseline_is_read_once(cli, tmp_path, monkeypatch):
     """``--baseline`` is read once, by the check before any work, and the comparison at the end uses
     what it read (it was read twice)."""

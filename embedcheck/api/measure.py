@@ -159,7 +159,7 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
             own = dict(body.get("inputs") or {})
             body["inputs"] = {**own, **{f"{k}_sha256": content_sha256(v) for k, v in labels.items()},
                               "rows_matched_by": {**own.get("rows_matched_by", {}), **matched}}
-        results: dict[str, Any] = {**out.state, "items": out.items}  # the run's state too, never written
+        results: dict[str, Any] = {**out.state, "items": out.items, "hints": list(out.hints)}  # never written
         from ._common import store_models
 
         b_in = (against if isinstance(against, (list, tuple)) else (against,)) if against is not None else ()

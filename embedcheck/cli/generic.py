@@ -251,6 +251,10 @@ def add_command(m: Measurement) -> None:
             if o.multiple and kw.get(o.name) == []:
                 kw[o.name] = None if o.default is None else list(o.default)
         rep = run_measurement(m, *inputs, engine=engine, **paired, **kw)
+        for line in rep.results.get("hints", ()):
+            from .common import hint
+
+            hint(line)
         report = rep.to_dict()
         if m.paired:
             add_gates(report, paired_gates(rep.results.get("paired"), paired_fail))

@@ -247,11 +247,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, permutations: int, es
         body.update(_attribution(a, b, np.asarray(Zc, dtype=np.float64), rows, y, scores, m, clusters, top, seed,
                                  alpha))
     body["seed"] = seed
-    if v_mmd != v_auc:
-        from ..io.rowids import notice
-
-        notice(f"the two tests disagree: mmd says {v_mmd}, classifier says {v_auc}")
-    return Outcome(body=body, state={"mmd_null": null, "scores": scores, "rows": rows})
+    hints = [f"the two tests disagree: mmd says {v_mmd}, classifier says {v_auc}"] if v_mmd != v_auc else []
+    return Outcome(body=body, state={"mmd_null": null, "scores": scores, "rows": rows}, hints=hints)
 
 
 def _attribution(ref: Source, cur: Source, Zc: np.ndarray, rows: np.ndarray, y: np.ndarray, scores: np.ndarray,
