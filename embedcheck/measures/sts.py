@@ -59,7 +59,7 @@ def _checked(src: Any, what: str) -> Any:
     from ..rows import iter_chunks
 
     work = "float64" if src.dtype.itemsize == 8 else "float32"
-    where = Path(src.name)
+    where = Path(f"<{what} array>" if src.name.startswith("<") else src.name)  # as every in-process matrix is named
     for sl in iter_chunks(src.n):
         check_rows(src.rows(sl.start, sl.stop), sl.start, where, what=what, need_direction=True, work=work)
     return src
