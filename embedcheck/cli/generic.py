@@ -243,7 +243,7 @@ def add_command(m: Measurement) -> None:
             margins = parse_margins(kw.pop("margin"))
             emb = [i.name for i in m.embedding_inputs]
             against = check_paired_options(kw.pop("against"), len(emb), margins, paired_fail,
-                                           ", ".join(e.upper() for e in emb))
+                                           " and ".join(", ".join(e.upper() for e in emb).rsplit(", ", 1)))
             paired = {"against": against, "margins": margins or None}
         inputs = [kw.pop(i.name) for i in m.inputs]
         engine = kw.pop("engine").value if m.engine else "local"
