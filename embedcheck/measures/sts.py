@@ -145,7 +145,7 @@ MEASUREMENT = Measurement(
              Option("resamples", int, 1000, "Resamples of the 95% intervals of Spearman and Pearson (bootstrap over "
                     "pairs); 0: none.", min=0, max=1_000_000),
              Option("mteb_json", str, None, "Also write MTEB's result JSON (TaskResult layout; --task-name) to this "
-                    "file.", metavar="PATH", show_default=False),
+                    "file.", metavar="FILE", show_default=False),
              Option("task_name", str, "STS", "With --mteb-json: the MTEB task name (e.g. STSBenchmark, SciFact).")),
     figures=FIGURES, primary="spearman", version=1, unit="pairs",
     body_schema={"n": INT, "spearman": NUM_OR_NULL, "pearson": NUM_OR_NULL, "mean_cosine": NUM},
