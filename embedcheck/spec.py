@@ -130,6 +130,8 @@ class Opening:
     matched: dict[str, str] = field(default_factory=dict)
     #: the measurement's options, checked (an opener that reads a file by an option: sts's ``--score-field``)
     options: dict[str, Any] = field(default_factory=dict)
+    #: the inputs opened before this one, by name (sts's scores check that A and B pair before they are read)
+    opened: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

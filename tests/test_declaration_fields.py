@@ -176,6 +176,7 @@ def _toy_without_engine():
 
     def open_scores(x, ctx):
         seen["field"] = ctx.options["field"]
+        seen["before"] = sorted(ctx.opened)  # the inputs opened before this one
         ctx.matched["scores"] = "position"
         return [float(v) for v in x]
 
@@ -211,7 +212,7 @@ def test_a_file_input_opened_by_an_option_no_engine_a_title_and_fail_on_not_x(mo
     spec.register(m)
     X = np.random.default_rng(0).normal(size=(5, 3))
     rep = run_measurement(m, X, [0.5, 2.0], field="grade")
-    assert seen["field"] == "grade"
+    assert seen["field"] == "grade" and seen["before"] == ["embeddings"]
     assert rep["inputs"] == {"scores_sha256": "0" * 64, "rows_matched_by": {"pairs": "id", "scores": "position"}}
     [g] = rep.gate(fail_on="not-calm")  # passes: the weather is calm
     assert g["name"] == "weather_not_calm" and g["passed"] and g["words"]["needs"] == "calm"

@@ -56,7 +56,8 @@ def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
                                               key=spec_in.name)
         else:  # a file input: opened once, here, by its declared opener
             ctx = Opening(what=spec_in.name, rows=rows, source=first, n=n, label_field=label_field,
-                          matched=matched if matched is not None else {}, options=dict(options or {}))
+                          matched=matched if matched is not None else {}, options=dict(options or {}),
+                          opened=dict(opened))
             assert spec_in.open is not None
             opened[spec_in.name] = spec_in.open(x, ctx)
     return opened

@@ -34,6 +34,7 @@ def open_scores(x: Any, ctx: Opening) -> Any:
     from ..io.labels import labels_for, load_scores
 
     assert ctx.n is not None
+    _check_shapes(ctx.opened["a"], ctx.opened["b"])  # the pairs first: the scores are one per pair
     if isinstance(x, (str, os.PathLike)):
         field = ctx.options.get("score_field", "score")
         return labels_for(x, ctx.n, what="scores", rows=ctx.rows, matched=ctx.matched, key="scores",
@@ -50,6 +51,11 @@ def _named(src: Any, role: str) -> str:
     from ..io.stores import display_name
 
     return role if src.name.startswith("<") else display_name(src.name)
+
+
+def _check_shapes(a: Any, b: Any) -> None:
+    if a.shape != b.shape:
+        raise ValueError(f"{_named(a, 'A')} has shape {a.shape} but {_named(b, 'B')} has {b.shape}")
 
 
 def _checked(src: Any, what: str) -> Any:
@@ -92,8 +98,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, score_field: str, res
     from ..rows import content_sha256
 
     a, b, gold = inputs["a"], inputs["b"], inputs["scores"]
-    if a.shape != b.shape:
-        raise ValueError(f"{_named(a, 'A')} has shape {a.shape} but {_named(b, 'B')} has {b.shape}")
+    _check_shapes(a, b)
     A, B = _checked(a, "A"), _checked(b, "B")
     pair = _pairing(a, b)
     Bp = _in_order(B, pair)
