@@ -280,10 +280,15 @@ def add_command(m: Measurement) -> None:
 _GROUPS: dict[str, Any] = {}
 #: the help of a command with several verbs, by the command's name (a verb's module sets it, e.g.
 #: ``GROUP_HELP["physscore"] = "..."``, before the verbs are registered)
-GROUP_HELP: dict[str, str] = {}
+GROUP_HELP: dict[str, str] = {
+    "compress": "Compressed embeddings: a smaller copy every command reads, and what each format costs. "
+                "`compress EMB --to int8 -o OUT.npy` writes a copy every measuring "
+                "command reads (float16, int8, uint8, binary, ubinary, dims:K, pca:K, or e.g. pca:96,int8); "
+                "`compress sweep` measures what each format costs (retention with paired 95% intervals).",
+}
 #: the verb a command with several runs when its first word is none of them (``compress EMB ...`` is
 #: ``compress write EMB ...``), by the command's name; set beside :data:`GROUP_HELP`
-GROUP_DEFAULT: dict[str, str] = {}
+GROUP_DEFAULT: dict[str, str] = {"compress": "write"}
 
 
 def _default_verb(verb: str) -> Any:
