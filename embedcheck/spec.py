@@ -812,6 +812,21 @@ def _apply(fn: Callable[..., Any], part: Any, args: tuple[Any, ...]) -> Any:
     return fn(part.read(), part.offset, part.offset + part.rows, *args)
 
 
+#: where a running measurement's progress lines go (:func:`set_progress_sink`); None: nowhere
+_PROGRESS: list[Optional[Callable[[str], None]]] = [None]
+
+
+def set_progress_sink(fn: Optional[Callable[[str], None]]) -> None:
+    """Send the progress lines of the measurement that runs next to ``fn`` (the CLI: stderr, when
+    it is a terminal; None: drop them)."""
+    _PROGRESS[0] = fn
+
+
+def progress_sink() -> Optional[Callable[[str], None]]:
+    """Where a ``run`` sends its progress lines (``"pca:96 ..."``), or None: then it says nothing."""
+    return _PROGRESS[0]
+
+
 def map_rows(engine: Any, source: Any, fn: Callable[..., Any], *args: Any) -> list[Any]:
     """``fn(rows, start, stop, *args)`` over consecutive row ranges of ``source`` (its parts,
     :class:`embedcheck.io.source.Part`: a shard per task for a shard set, fixed-size ranges otherwise —
@@ -828,4 +843,4 @@ def load(dotted: str) -> Any:
 
 
 __all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "PAIRED_VERDICTS", "Command", "Input", "Measurement", "OldGate", "Opening", "Option",
-           "Outcome", "Verdict", "Writes", "api_modules", "cli_options_of", "fail_on_values", "map_rows", "old_spellings_of", "options_of", "measurement", "measurements", "paired_commands", "primary_figure", "register", "report_versions", "verdicts_of"]
+           "Outcome", "Verdict", "Writes", "api_modules", "cli_options_of", "fail_on_values", "map_rows", "progress_sink", "set_progress_sink", "old_spellings_of", "options_of", "measurement", "measurements", "paired_commands", "primary_figure", "register", "report_versions", "verdicts_of"]

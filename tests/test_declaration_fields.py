@@ -182,6 +182,9 @@ def _toy_verb(monkeypatch):
 
     def run(inputs, *, engine, seed, to, output=None, fail_below=None):
         rows = inputs["emb"]
+        say = spec.progress_sink()
+        if say is not None:
+            say("half way")
         gates = [{"name": "toy.rows", "op": ">=", "threshold": float(fail_below), "value": float(rows),
                   "passed": rows >= float(fail_below)}] if fail_below is not None else []
         return Outcome(body={"rows": rows, "to": to, "output": output}, gates=gates, result=Kept(),
@@ -228,7 +231,14 @@ def test_a_verb_with_its_own_api_name_positional_options_gates_and_no_engine(mon
     res = runner.invoke(app, ["toyv", "abc", "--to", "int8", "-o", str(tmp_path / "o"), "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["rows"] == 3
-    assert "note: 3 rows counted" in res.stderr
+    assert "note: 3 rows counted" in res.stderr and "half way" not in res.stderr  # progress: on a terminal only
+    from embedcheck.cli import common
+
+    monkeypatch.setattr(common, "stderr_is_terminal", lambda: True)
+    said = runner.invoke(app, ["toyv", "abc", "--to", "int8", "-o", str(tmp_path / "o"), "--json"])
+    assert said.exit_code == 0 and "write: half way" in said.stderr
+    monkeypatch.undo()  # the app, groups and plugins as they were; made again below
+    m, app = _toy_verb(monkeypatch)
     assert runner.invoke(app, ["toyv", "write", "abc", "--to", "int8"]).exit_code == 2  # -o: the CLI requires it
     help_text = runner.invoke(app, ["toyv", "write", "--help"]).stdout
     assert "--engine" not in help_text and "--seed" not in help_text and "--junit" in help_text

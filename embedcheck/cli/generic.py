@@ -251,10 +251,16 @@ def add_command(m: Measurement) -> None:
         for o in m.options:
             if o.multiple and kw.get(o.name) == []:
                 kw[o.name] = None if o.default is None else list(o.default)
-        rep = run_measurement(m, *inputs, engine=engine, **paired, **kw)
-        if rep.results.get("notes"):
-            from .common import hint
+        from ..spec import set_progress_sink
+        from .common import hint, stderr_is_terminal
 
+        verb = m.verb or m.name
+        set_progress_sink((lambda msg: hint(f"{verb}: {msg}")) if stderr_is_terminal() else None)
+        try:
+            rep = run_measurement(m, *inputs, engine=engine, **paired, **kw)
+        finally:
+            set_progress_sink(None)
+        if rep.results.get("notes"):
             for note in rep.results["notes"]:
                 hint(f"note: {note}")
         report = rep.to_dict()
