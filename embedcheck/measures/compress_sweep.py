@@ -203,6 +203,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, retrieval: Any = None
     report answers the :class:`~embedcheck.geometry.compress_sweep.SweepResult`'s attributes
     (``retention("int8", "ndcg_at_10")``). ``fail_below``: ``METRIC=P`` gates on the ``ship`` row's retention."""
     from ..geometry.compress_sweep import PRECISION_ROWS, LabelInput, sweep
+    from ..spec import progress_sink
 
     below = parse_retention(list(fail_below or []))
     precs = precisions_arg(precisions)
@@ -219,7 +220,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, retrieval: Any = None
     C = None if calibration is None else np.asarray(calibration.X)
     res = sweep(retrieval=ret, labels=lab, sts=st, calibration=C,
                 precisions=tuple(precs) if precs else PRECISION_ROWS,
-                rescore_multiplier=rescore_multiplier, resamples=resamples, seed=seed, engine=engine)
+                rescore_multiplier=rescore_multiplier, resamples=resamples, seed=seed, engine=engine,
+                progress=progress_sink())
     body = res.to_dict()
     body.pop("schema", None)
     files = {}
