@@ -189,10 +189,10 @@ def _toy_without_engine():
     from embedcheck.report.result import Figure
 
     m = Measurement(name="toy-calm", help="a toy run in this process", run=run, paired=False, engine=False,
-                    inputs=(Input("embeddings"), Input("scores", "file", open=open_scores)),
+                    seeded=True, inputs=(Input("embeddings"), Input("scores", "file", open=open_scores)),
                     options=(Option("field", str, "score", "Which field."),), figures={"score": Figure("higher")},
                     verdicts=(Verdict("weather", ("calm", "storm"), shown="toy weather", unless=("calm",)),),
-                    title=lambda given: f"TOY {len(given)}")
+                    title=lambda given: f"TOY {given['field']}")
     return m, seen
 
 
@@ -231,11 +231,12 @@ def test_a_file_input_opened_by_an_option_no_engine_a_title_and_fail_on_not_x(mo
     generic.add_command(m)
     np.save(tmp_path / "x.npy", X)
     run = CliRunner().invoke
-    assert "--engine" not in run(app, ["toy-calm", "--help"]).output
+    shown = run(app, ["toy-calm", "--help"]).output
+    assert "--engine" not in shown and "--seed" in shown  # seeded: --seed without --engine
     # the toy's opener reads each character: "12" is [1.0, 2.0], a storm
     res = run(app, ["toy-calm", str(tmp_path / "x.npy"), "12", "--field", "f", "--fail-on", "not-calm", "--format", "table"])
     assert res.exit_code == 1 and seen["field"] == "f" and type(seen["engine"]).__name__ == "LocalEngine", res.output
-    assert "TOY 2" in res.output  # the declared title (the default view prints it)
+    assert "TOY f" in res.output  # the declared title (the default view prints it)
     assert run(app, ["toy-calm", str(tmp_path / "x.npy"), "0", "--fail-on", "not-calm"]).exit_code == 0
     assert run(app, ["toy-calm", str(tmp_path / "x.npy"), "0", "--engine", "ray"]).exit_code == 2
 
@@ -256,9 +257,9 @@ def test_the_order_in_help_and_the_state_of_a_run_in_its_results():
     assert r.results["mmd_null"].shape == (20,) and "mmd_null" not in r.to_dict()
 
 
-def test_a_runs_hints_reach_stderr_not_the_report(cli, tmp_path):
-    """``Outcome.hints``: lines on stderr (drift's two tests disagreeing), silenced by ``--quiet``,
-    never in the JSON; from Python in ``results["hints"]``."""
+def test_drifts_two_tests_disagreeing_is_a_note_on_stderr_not_in_the_report(cli, tmp_path):
+    """``Outcome.notes``: drift's two tests disagreeing is a ``note:`` line on stderr, silenced by
+    ``--quiet``, never in the JSON; from Python in ``results["notes"]``."""
     import numpy as np
 
     import embedcheck
@@ -270,10 +271,10 @@ def test_a_runs_hints_reach_stderr_not_the_report(cli, tmp_path):
     np.save(tmp_path / "cur.npy", cur)
     r = embedcheck.drift(ref, cur, permutations=100, attribution=False)
     v = (r["mmd"]["verdict"], r["classifier"]["verdict"])
-    assert v[0] != v[1] and r.results["hints"] == [f"the two tests disagree: mmd says {v[0]}, classifier says {v[1]}"]
+    assert v[0] != v[1] and r.results["notes"] == [f"the two tests disagree: mmd says {v[0]}, classifier says {v[1]}"]
     args = ["drift", tmp_path / "ref.npy", tmp_path / "cur.npy", "--permutations", "100", "--json"]
     res = cli(args)
-    assert res.exit_code == 0 and r.results["hints"][0] + "\n" in res.stderr and "disagree" not in res.stdout
+    assert res.exit_code == 0 and f"note: {r.results['notes'][0]}\n" in res.stderr and "disagree" not in res.stdout
     assert "disagree" not in cli([*args, "--quiet"]).stderr
 
 
@@ -291,3 +292,90 @@ def test_the_baseline_is_read_once(cli, tmp_path, monkeypatch):
     res = cli([*args, "--baseline", base, "--json"])
     assert res.exit_code == 0, res
     assert res.json()["comparison"]["baseline"] == str(base) and reads == ["--baseline"]
+
+
+def _toy_verb(monkeypatch):
+    """A toy verb declared with the fields ``compress`` needs (an API name and positional options of
+    its own, an option the CLI requires and the API may leave out, no ``--engine``, gates of its own,
+    a title, notes, a typed result), registered as a plugin would be, with its CLI command made
+    on a fresh app in this process (so the real app is untouched)."""
+    import typer
+
+    from embedcheck import spec
+    from embedcheck.cli import _app, generic
+
+    class Kept:
+        def half(self):
+            return 0.5
+
+    def run(inputs, *, engine, seed, to, output=None, fail_below=None):
+        rows = inputs["emb"]
+        say = spec.progress_sink()
+        if say is not None:
+            say("half way")
+        gates = [{"name": "toy.rows", "op": ">=", "threshold": float(fail_below), "value": float(rows),
+                  "passed": rows >= float(fail_below)}] if fail_below is not None else []
+        return Outcome(body={"rows": rows, "to": to, "output": output}, gates=gates, result=Kept(),
+                       notes=[f"{rows} rows counted"])
+
+    m = Measurement(name="toyv-write", group="toyv", api="toyv", help="write a toy", run=run, paired=False,
+                    inputs=(Input("emb", "file", open=lambda x, ctx: len(str(x))),),
+                    options=(Option("to", str, None, "Format.", required=True, show_default=False),
+                             Option("output", str, None, "Where.", aliases=("-o",), cli_required=True, show_default=False),
+                             Option("fail_below", str, None, "Own gate.", show_default=False)),
+                    api_args=("to", "output"), engine=False, gates="own", title=lambda a: f"toy — {a['output']}")
+    monkeypatch.setattr(spec, "_PLUGINS", [*spec.measurements(), m])
+    fresh = typer.Typer(add_completion=False)
+    monkeypatch.setattr(_app, "app", fresh)
+    monkeypatch.setattr(generic, "_GROUPS", {})
+    monkeypatch.setitem(generic.GROUP_DEFAULT, "toyv", "write")
+    monkeypatch.setitem(generic.GROUP_HELP, "toyv", "A toy command with verbs.")
+    generic.add_command(m)
+    return m, fresh
+
+
+def test_a_verb_with_its_own_api_name_positional_options_gates_and_no_engine(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from embedcheck.api.measure import api_function
+
+    m, app = _toy_verb(monkeypatch)
+    api = api_function(m)
+    assert api.__name__ == "toyv" and m.api_name == "toyv"
+    rep = api("abcd", "int8")  # to by position; output (cli_required) left out
+    assert rep.to_dict()["rows"] == 4 and rep["to"] == "int8" and rep["output"] is None
+    assert rep.half() == 0.5 and rep.results["notes"] == ["4 rows counted"]  # the kept result answers attributes
+    with pytest.raises(AttributeError):
+        rep.no_such_thing
+    assert api("abcd", "int8", "o.npy")["output"] == "o.npy"
+    with pytest.raises(InputError, match="positional"):
+        api("abcd", "int8", "o.npy", "extra")
+    with pytest.raises(InputError, match="to is required"):
+        api("abcd")
+    gated = api("abcdef", "int8", fail_below="5").to_dict()["gates"]
+    assert [(g["name"], g["passed"]) for g in gated] == [("toy.rows", True)]
+    runner = CliRunner()
+    # the default verb: `toyv ARG` is `toyv write ARG`
+    res = runner.invoke(app, ["toyv", "abc", "--to", "int8", "-o", str(tmp_path / "o"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["rows"] == 3
+    assert "note: 3 rows counted" in res.stderr and "half way" not in res.stderr  # progress: on a terminal only
+    from embedcheck.cli import common
+
+    monkeypatch.setattr(common, "stderr_is_terminal", lambda: True)
+    said = runner.invoke(app, ["toyv", "abc", "--to", "int8", "-o", str(tmp_path / "o"), "--json"])
+    assert said.exit_code == 0 and "write: half way" in said.stderr
+    monkeypatch.undo()  # the app, groups and plugins as they were; made again below
+    m, app = _toy_verb(monkeypatch)
+    assert runner.invoke(app, ["toyv", "write", "abc", "--to", "int8"]).exit_code == 2  # -o: the CLI requires it
+    help_text = runner.invoke(app, ["toyv", "write", "--help"]).stdout
+    assert "--engine" not in help_text and "--seed" not in help_text and "--junit" in help_text
+    assert "--fail-above" not in help_text and "--baseline" not in help_text
+    failed = runner.invoke(app, ["toyv", "abc", "--to", "x", "-o", str(tmp_path / "o"), "--fail-below", "4", "--json"])
+    assert failed.exit_code == 1 and not json.loads(failed.stdout)["gates"][0]["passed"]
+    table = runner.invoke(app, ["toyv", "abc", "--to", "x", "-o", "out.npy", "--format", "table"])
+    assert table.exit_code == 0 and "toy — out.npy" in table.stdout
+    with pytest.raises(ValueError, match="gates must be one of"):
+        Measurement(name="bad-gates", help="x", run=m.run, paired=False, inputs=(), gates="some")
+    with pytest.raises(ValueError, match="api_args"):
+        Measurement(name="bad-args", help="x", run=m.run, paired=False, inputs=(), api_args=("nope",))

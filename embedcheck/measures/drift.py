@@ -247,8 +247,8 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, permutations: int, es
         body.update(_attribution(a, b, np.asarray(Zc, dtype=np.float64), rows, y, scores, m, clusters, top, seed,
                                  alpha))
     body["seed"] = seed
-    hints = [f"the two tests disagree: mmd says {v_mmd}, classifier says {v_auc}"] if v_mmd != v_auc else []
-    return Outcome(body=body, state={"mmd_null": null, "scores": scores, "rows": rows}, hints=hints)
+    notes = [f"the two tests disagree: mmd says {v_mmd}, classifier says {v_auc}"] if v_mmd != v_auc else []
+    return Outcome(body=body, state={"mmd_null": null, "scores": scores, "rows": rows}, notes=notes)
 
 
 def _attribution(ref: Source, cur: Source, Zc: np.ndarray, rows: np.ndarray, y: np.ndarray, scores: np.ndarray,
@@ -336,5 +336,5 @@ MEASUREMENT = Measurement(
     verdicts=(Verdict("verdict", ("drift", "no-drift", "inconclusive", "underpowered"), shown="drift verdict",
                       help="the overall drift verdict", unless=("no-drift",)),),
     example=("topics.npy", "topics_test.npy", "--permutations", "100"),
-    description=DESCRIPTION, title=lambda given: f"drift — {given[0]} → {given[1]}",
+    description=DESCRIPTION, title=lambda given: f"drift — {given['ref']} → {given['cur']}",
 )

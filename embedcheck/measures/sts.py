@@ -157,5 +157,5 @@ MEASUREMENT = Measurement(
     example=("sts_a.npy", "sts_b.npy", "sts_scores.jsonl", "--resamples", "100"),
     writes=(Writes("mteb_json", "file"),),
     runs={"": ("sts_a.npy", "sts_b.npy", "sts_scores.jsonl", "--resamples", "20", "--mteb-json", "m.json")},
-    description=DESCRIPTION, pair=pair, engine=False, title=lambda given: "STS", after="probe",
+    description=DESCRIPTION, pair=pair, engine=False, seeded=True, title=lambda given: "STS", after="probe",
 )
