@@ -722,7 +722,7 @@ def primary_figure(command: str) -> Optional[str]:
 
 def verdicts_of(command: str) -> tuple[Verdict, ...]:
     """The declared categorical outcomes of a measurement (:attr:`Measurement.verdicts`); none for a
-    built-in :class:`Command` (drift's ``--fail-on drift`` is its own option)."""
+    built-in :class:`Command`."""
     m = measurement(command)
     return tuple(m.verdicts) if m is not None else ()
 
