@@ -176,6 +176,9 @@ class Option:
     #: ``run``, which gets what this returns (``opens(value, ctx)``, ctx an :class:`Opening`); the CLI
     #: knows the option names a file from here (an output never lands on it)
     opens: Optional[Callable[[Any, "Opening"], Any]] = None
+    #: a parameter of the API function only, no command-line option: an object no command line
+    #: gives (row ids as a list, a score function); its ``type`` may be ``object`` (taken as given)
+    api_only: bool = False
 
     def __post_init__(self) -> None:
         if self.opens is not None and self.type is not str:
@@ -486,8 +489,9 @@ class Measurement:
     #: a run on the fixtures that writes its outputs (``{"": (...)}``, as :attr:`Command.runs`), where
     #: the :attr:`example` names none, for the suites that drive every writer (``tests/test_conformance_outputs.py``)
     runs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    #: the terminal view of a report (``view(report_dict) -> list[str]`` of lines), where the default
-    #: view from the figures (:mod:`embedcheck.cli.views`) does not read well
+    #: the terminal view of a report (``view(report_dict) -> list[str]`` of lines, or of rich
+    #: renderables such as a table, printed as they are), where the default view from the figures
+    #: (:mod:`embedcheck.cli.views`) does not read well
     view: Optional[Callable[[dict[str, Any]], list[str]]] = None
     #: its own categorical outcomes (:class:`Verdict`): ``--fail-on VALUE`` takes their values beside
     #: the paired verdicts, and the conformance suite drives each value
@@ -505,6 +509,17 @@ class Measurement:
     #: old spellings kept working, hidden from ``--help`` (:class:`OldGate` s, and options that are an
     #: old spelling of another, :attr:`Option.old_of`), as a built-in command's :func:`takes` ``old=``
     old: tuple["Option | OldGate", ...] = ()
+    #: the figures of a run with these options, where they depend on them (retrieve's metrics at each
+    #: ``--k`` cut-off): ``figures_for(options) -> {key: Figure}``, what the CLI's gates resolve against;
+    #: :attr:`figures` stays the declaration every other surface reads (schema, compare, HTML)
+    figures_for: Optional[Callable[[Mapping[str, Any]], Mapping[str, Any]]] = None
+    #: the title of the terminal view, from the inputs as given (``title(inputs) -> str``; default:
+    #: ``"<name> — <first input>"``); a :attr:`view` that takes a ``title`` keyword is given it
+    title: Optional[Callable[[Sequence[Any]], str]] = None
+    #: the class of the report the API returns, a :class:`~embedcheck.report.result.Report` subclass
+    #: adding what Python callers read off it (retrieve's ``metrics``, ``per_query``, ``metric()``);
+    #: None: a plain Report
+    report: Optional[type] = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -554,7 +569,13 @@ class Measurement:
         unknown = sorted(set(options) - set(known))
         if unknown:
             raise InputError(f"{self.name} takes no option {unknown[0]!r}; its options: {', '.join(known) or 'none'}")
-        return {name: o.check(options.get(name, o.default)) for name, o in known.items()}
+        out = {}
+        for name, o in known.items():
+            try:
+                out[name] = o.check(options.get(name, o.default))
+            except InputError as exc:  # the API's parameter, as takes() names it: "k= must be >= 1"
+                raise InputError(name + "= " + str(exc).removeprefix(name + " ")) from None
+        return out
 
 
 # ---- the built-in commands, in --help order --------------------------------------------------------

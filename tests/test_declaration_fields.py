@@ -164,3 +164,74 @@ def test_required_and_sep_declarations_that_cannot_hold_are_refused():
         Option("k", int, None, sep=",", multiple=True)
     with pytest.raises(TypeError, match="k's default"):  # the list's default is declared as the function's
         takes(Option("k", int, (1, 10), sep=","))(lambda x, k=(1, 5): x)
+
+
+def test_api_only_options_report_class_state_and_the_api_names_a_bad_value():
+    """An ``api_only`` option reaches ``run`` from Python (an object no command line gives); the
+    declared ``report`` class is what the API returns, with ``run``'s state in its results; a value
+    outside a bound is named as the API's parameter (``k=``), as takes() names it."""
+    import numpy as np
+
+    from embedcheck.api.measure import api_function
+    from embedcheck.report.result import Report
+
+    class ToyReport(Report):
+        @property
+        def total(self):
+            return self.results["state"]["total"]
+
+    def run(inputs, *, engine, seed, k, ids):
+        x = inputs["embeddings"]
+        got = list(ids) if ids is not None else []
+        return Outcome(body={"n": x.n, "k": k, "ids": got}, state={"total": float(np.asarray(x[:]).sum())})
+
+    m = Measurement(name="toy-api-only", help="x", run=run, paired=False,
+                    options=(Option("k", int, 3, min=1), Option("ids", object, None, api_only=True)),
+                    report=ToyReport)
+    f = api_function(m)
+    X = np.arange(6.0).reshape(3, 2)
+    rep = f(X, ids=("a", "b", "c"), k=2)
+    assert isinstance(rep, ToyReport) and rep["ids"] == ["a", "b", "c"] and rep["k"] == 2 and rep.total == 15.0
+    with pytest.raises(InputError, match="^k= must be >= 1, got 0"):
+        f(X, k=0)
+
+
+def test_figures_of_the_options_and_a_view_of_rich_renderables_with_its_title(capsys):
+    """``figures_for`` gives the figures a run's gates resolve against; a view may return rich
+    renderables (printed as they are) beside lines, and is given the title made from the inputs."""
+    from rich.table import Table
+
+    from embedcheck.cli.generic import _renderer
+    from embedcheck.report.result import Figure
+
+    def view(report, title=""):
+        t = Table(title=title)
+        t.add_column("k")
+        t.add_row(str(report["k"]))
+        return [t, f"k = {report['k']} [not markup]"]
+
+    m = Measurement(name="toy-view", help="x", run=lambda inputs, **kw: Outcome(body={}), paired=False,
+                    figures={"s_at_1": Figure("higher")}, view=view,
+                    figures_for=lambda o: {f"s_at_{k}": Figure("higher") for k in o["k"]},
+                    title=lambda inputs: f"toy — {inputs[0]} over {inputs[1]}")
+    assert set(m.figures_for({"k": [1, 5]})) == {"s_at_1", "s_at_5"}
+    assert m.title(["q.npy", "c.npy"]) == "toy — q.npy over c.npy"
+    _renderer(m, m.title(["q.npy", "c.npy"]))({"k": 7})
+    out = capsys.readouterr().out
+    assert " ".join(out.split()).startswith("toy — q.npy over c.npy ┏━━━┓")  # the table's title (wrapped to its width)
+    assert "k = 7 [not markup]" in out and "│ 7 │" in out
+
+
+def test_against_b_put_in_a_order_keeps_its_ids(tmp_path):
+    """--against's B, held in another row order, is put in A's order with its ids in that order (a
+    measurement that ranks or judges by id reads them off B as off A)."""
+    import numpy as np
+
+    from embedcheck.io.source import open_source
+
+    X = np.arange(8, dtype=np.float32).reshape(4, 2)
+    np.save(tmp_path / "b.npy", X)
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps({"id": f"r{i}", "text": f"t{i}"}) + "\n" for i in range(4)))
+    b = open_source(tmp_path / "b.npy").reordered([2, 0, 3, 1], what="B")
+    np.testing.assert_array_equal(np.asarray(b[:]), X[[2, 0, 3, 1]])
+    assert b.ids() == ["r2", "r0", "r3", "r1"] and b.texts() == ["t2", "t0", "t3", "t1"]
