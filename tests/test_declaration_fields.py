@@ -235,3 +235,11 @@ def test_against_b_put_in_a_order_keeps_its_ids(tmp_path):
     b = open_source(tmp_path / "b.npy").reordered([2, 0, 3, 1], what="B")
     np.testing.assert_array_equal(np.asarray(b[:]), X[[2, 0, 3, 1]])
     assert b.ids() == ["r2", "r0", "r3", "r1"] and b.texts() == ["t2", "t0", "t3", "t1"]
+
+
+def test_a_body_schema_may_name_the_keys_a_report_leaves_out():
+    """``body_schema`` as properties (each key required) or as ``obj({...}, optional=...)``."""
+    from embedcheck.report.schemas import INT, _declared_body, obj
+
+    assert _declared_body({"n": INT})["required"] == ["n"]
+    assert _declared_body(obj({"n": INT, "model": INT}, optional=("model",)))["required"] == ["n"]
