@@ -494,7 +494,7 @@ class Measurement:
     #: the terminal view of a report (``view(report_dict) -> list[str]`` of lines, or of rich
     #: renderables such as a table, printed as they are), where the default view from the figures
     #: (:mod:`embedcheck.cli.views`) does not read well
-    view: Optional[Callable[[dict[str, Any]], list[str]]] = None
+    view: Optional[Callable[..., list[Any]]] = None
     #: its own categorical outcomes (:class:`Verdict`): ``--fail-on VALUE`` takes their values beside
     #: the paired verdicts, and the conformance suite drives each value
     verdicts: tuple[Verdict, ...] = ()
