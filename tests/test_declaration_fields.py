@@ -166,34 +166,47 @@ def test_required_and_sep_declarations_that_cannot_hold_are_refused():
         takes(Option("k", int, (1, 10), sep=","))(lambda x, k=(1, 5): x)
 
 
-def test_api_only_options_report_class_state_and_the_api_names_a_bad_value():
-    """An ``api_only`` option reaches ``run`` from Python (an object no command line gives); the
-    declared ``report`` class is what the API returns, with ``run``'s state in its results; a value
-    outside a bound is named as the API's parameter (``k=``), as takes() names it."""
+def test_api_only_options_reach_run_and_the_api_names_a_bad_value():
+    """An ``api_only`` option reaches ``run`` from Python (an object no command line gives) and is no
+    option of the command; a value outside a bound is named as the API's parameter (``k=``), as
+    takes() names it."""
     import numpy as np
 
     from embedcheck.api.measure import api_function
-    from embedcheck.report.result import Report
-
-    class ToyReport(Report):
-        @property
-        def total(self):
-            return self.results["state"]["total"]
 
     def run(inputs, *, engine, seed, k, ids):
         x = inputs["embeddings"]
         got = list(ids) if ids is not None else []
-        return Outcome(body={"n": x.n, "k": k, "ids": got}, state={"total": float(np.asarray(x[:]).sum())})
+        return Outcome(body={"n": x.n, "k": k, "ids": got})
 
     m = Measurement(name="toy-api-only", help="x", run=run, paired=False,
-                    options=(Option("k", int, 3, min=1), Option("ids", object, None, api_only=True)),
-                    report=ToyReport)
+                    options=(Option("k", int, 3, min=1), Option("ids", object, None, api_only=True)))
     f = api_function(m)
     X = np.arange(6.0).reshape(3, 2)
     rep = f(X, ids=("a", "b", "c"), k=2)
-    assert isinstance(rep, ToyReport) and rep["ids"] == ["a", "b", "c"] and rep["k"] == 2 and rep.total == 15.0
+    assert rep["ids"] == ["a", "b", "c"] and rep["k"] == 2
     with pytest.raises(InputError, match="^k= must be >= 1, got 0"):
         f(X, k=0)
+    import inspect
+
+    assert "k" in [p.name for p in inspect.signature(_command_of(m)).parameters.values()]
+    assert "ids" not in [p.name for p in inspect.signature(_command_of(m)).parameters.values()]
+
+
+def _command_of(m):
+    """The callback the generic command would register for ``m`` (its signature: the CLI's parameters)."""
+    import typer
+
+    from embedcheck.cli import generic
+
+    fresh = typer.Typer(add_completion=False)
+    old = generic.app
+    try:
+        generic.app = fresh  # a fresh app: the real one is untouched
+        generic.add_command(m)
+    finally:
+        generic.app = old
+    return typer.main.get_command(fresh).callback
 
 
 def test_figures_of_the_options_and_a_view_of_rich_renderables_with_its_title(capsys):
@@ -213,10 +226,10 @@ def test_figures_of_the_options_and_a_view_of_rich_renderables_with_its_title(ca
     m = Measurement(name="toy-view", help="x", run=lambda inputs, **kw: Outcome(body={}), paired=False,
                     figures={"s_at_1": Figure("higher")}, view=view,
                     figures_for=lambda o: {f"s_at_{k}": Figure("higher") for k in o["k"]},
-                    title=lambda inputs: f"toy — {inputs[0]} over {inputs[1]}")
+                    title=lambda args: f"toy — {args['q']} over {args['c']}")
     assert set(m.figures_for({"k": [1, 5]})) == {"s_at_1", "s_at_5"}
-    assert m.title(["q.npy", "c.npy"]) == "toy — q.npy over c.npy"
-    _renderer(m, m.title(["q.npy", "c.npy"]))({"k": 7})
+    assert m.title({"q": "q.npy", "c": "c.npy"}) == "toy — q.npy over c.npy"
+    _renderer(m, m.title({"q": "q.npy", "c": "c.npy"}))({"k": 7})
     out = capsys.readouterr().out
     assert " ".join(out.split()).startswith("toy — q.npy over c.npy ┏━━━┓")  # the table's title (wrapped to its width)
     assert "k = 7 [not markup]" in out and "│ 7 │" in out
@@ -243,3 +256,90 @@ def test_a_body_schema_may_name_the_keys_a_report_leaves_out():
 
     assert _declared_body({"n": INT})["required"] == ["n"]
     assert _declared_body(obj({"n": INT, "model": INT}, optional=("model",)))["required"] == ["n"]
+
+
+def _toy_verb(monkeypatch):
+    """A toy verb declared with the fields ``compress`` needs (an API name and positional options of
+    its own, an option the CLI requires and the API may leave out, no ``--engine``, gates of its own,
+    a title, notes, a typed result), registered as a plugin would be, with its CLI command made
+    on a fresh app in this process (so the real app is untouched)."""
+    import typer
+
+    from embedcheck import spec
+    from embedcheck.cli import _app, generic
+
+    class Kept:
+        def half(self):
+            return 0.5
+
+    def run(inputs, *, engine, seed, to, output=None, fail_below=None):
+        rows = inputs["emb"]
+        say = spec.progress_sink()
+        if say is not None:
+            say("half way")
+        gates = [{"name": "toy.rows", "op": ">=", "threshold": float(fail_below), "value": float(rows),
+                  "passed": rows >= float(fail_below)}] if fail_below is not None else []
+        return Outcome(body={"rows": rows, "to": to, "output": output}, gates=gates, result=Kept(),
+                       notes=[f"{rows} rows counted"])
+
+    m = Measurement(name="toyv-write", group="toyv", api="toyv", help="write a toy", run=run, paired=False,
+                    inputs=(Input("emb", "file", open=lambda x, ctx: len(str(x))),),
+                    options=(Option("to", str, None, "Format.", required=True, show_default=False),
+                             Option("output", str, None, "Where.", aliases=("-o",), cli_required=True, show_default=False),
+                             Option("fail_below", str, None, "Own gate.", show_default=False)),
+                    api_args=("to", "output"), engine=False, gates="own", title=lambda a: f"toy — {a['output']}")
+    monkeypatch.setattr(spec, "_PLUGINS", [*spec.measurements(), m])
+    fresh = typer.Typer(add_completion=False)
+    monkeypatch.setattr(_app, "app", fresh)
+    monkeypatch.setattr(generic, "_GROUPS", {})
+    monkeypatch.setitem(generic.GROUP_DEFAULT, "toyv", "write")
+    monkeypatch.setitem(generic.GROUP_HELP, "toyv", "A toy command with verbs.")
+    generic.add_command(m)
+    return m, fresh
+
+
+def test_a_verb_with_its_own_api_name_positional_options_gates_and_no_engine(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from embedcheck.api.measure import api_function
+
+    m, app = _toy_verb(monkeypatch)
+    api = api_function(m)
+    assert api.__name__ == "toyv" and m.api_name == "toyv"
+    rep = api("abcd", "int8")  # to by position; output (cli_required) left out
+    assert rep.to_dict()["rows"] == 4 and rep["to"] == "int8" and rep["output"] is None
+    assert rep.half() == 0.5 and rep.results["notes"] == ["4 rows counted"]  # the kept result answers attributes
+    with pytest.raises(AttributeError):
+        rep.no_such_thing
+    assert api("abcd", "int8", "o.npy")["output"] == "o.npy"
+    with pytest.raises(InputError, match="positional"):
+        api("abcd", "int8", "o.npy", "extra")
+    with pytest.raises(InputError, match="to is required"):
+        api("abcd")
+    gated = api("abcdef", "int8", fail_below="5").to_dict()["gates"]
+    assert [(g["name"], g["passed"]) for g in gated] == [("toy.rows", True)]
+    runner = CliRunner()
+    # the default verb: `toyv ARG` is `toyv write ARG`
+    res = runner.invoke(app, ["toyv", "abc", "--to", "int8", "-o", str(tmp_path / "o"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["rows"] == 3
+    assert "note: 3 rows counted" in res.stderr and "half way" not in res.stderr  # progress: on a terminal only
+    from embedcheck.cli import common
+
+    monkeypatch.setattr(common, "stderr_is_terminal", lambda: True)
+    said = runner.invoke(app, ["toyv", "abc", "--to", "int8", "-o", str(tmp_path / "o"), "--json"])
+    assert said.exit_code == 0 and "write: half way" in said.stderr
+    monkeypatch.undo()  # the app, groups and plugins as they were; made again below
+    m, app = _toy_verb(monkeypatch)
+    assert runner.invoke(app, ["toyv", "write", "abc", "--to", "int8"]).exit_code == 2  # -o: the CLI requires it
+    help_text = runner.invoke(app, ["toyv", "write", "--help"]).stdout
+    assert "--engine" not in help_text and "--seed" not in help_text and "--junit" in help_text
+    assert "--fail-above" not in help_text and "--baseline" not in help_text
+    failed = runner.invoke(app, ["toyv", "abc", "--to", "x", "-o", str(tmp_path / "o"), "--fail-below", "4", "--json"])
+    assert failed.exit_code == 1 and not json.loads(failed.stdout)["gates"][0]["passed"]
+    table = runner.invoke(app, ["toyv", "abc", "--to", "x", "-o", "out.npy", "--format", "table"])
+    assert table.exit_code == 0 and "toy — out.npy" in table.stdout
+    with pytest.raises(ValueError, match="gates must be one of"):
+        Measurement(name="bad-gates", help="x", run=m.run, paired=False, inputs=(), gates="some")
+    with pytest.raises(ValueError, match="api_args"):
+        Measurement(name="bad-args", help="x", run=m.run, paired=False, inputs=(), api_args=("nope",))

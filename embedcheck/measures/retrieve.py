@@ -25,7 +25,6 @@ import numpy as np
 from ..errors import InputError
 from ..geometry.hubness import REPAIRS
 from ..geometry.retrieval import K_VALUES, check_k_values, retrieval_figures
-from ..report.result import Report
 from ..report.schemas import INT, INTERVAL, NUM, STR, obj
 from ..spec import Input, Measurement, Option, Outcome, Writes
 
@@ -146,7 +145,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: list[int], query_i
                                              resamples=resamples, seed=seed, query_ids=qids, score=score_name,
                                              model=model)
     body["inputs"] = {"qrels_sha256": judgements.sha256}
-    state: dict[str, Any] = {"per_query": per_query, "query_ids": evaluated, "run": found, "ks": ks}
+    result = RetrieveResult(body, per_query, evaluated, found, ks)
     if rerank is not None:
         from ..geometry.hubness import repaired_neighbours
         from ..geometry.retrieval import evaluate_run, retrieval_paired
@@ -156,35 +155,35 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: list[int], query_i
         rows, method = repaired_neighbours(Q, C, min(max(ks), n), rerank, in_corpus=False, seed=seed,
                                            ranks=ranks)  # the plain run's tie rule: a tie is not a change
         per_b = evaluate_run(rows, judged, ks, n_docs=n)
-        state["paired"] = retrieval_paired(per_query, per_b, paired_metrics, resamples=resamples,
-                                           permutations=resamples, seed=seed, margins={},
-                                           against=f"--rerank {rerank}: {method}")
-        body["paired"] = state["paired"].to_dict()
-    state["seconds"] = time.perf_counter() - t0
+        result.paired = retrieval_paired(per_query, per_b, paired_metrics, resamples=resamples,
+                                         permutations=resamples, seed=seed, margins={},
+                                         against=f"--rerank {rerank}: {method}")
+        body["paired"] = result.paired.to_dict()
+    result.seconds = time.perf_counter() - t0
     files = {}
     if mteb_json is not None:
         from ..io.mteb import task_result_bytes
 
         files["mteb_json"] = task_result_bytes(body["metrics"], main_score=body["main_score"], task_name=task_name,
                                                dataset_revision=dataset_revision, split=split,
-                                               evaluation_time=state["seconds"],
+                                               evaluation_time=result.seconds,
                                                extra={"queries": body["queries"], "corpus": body["corpus"],
                                                       "tie_rule": body["tie_rule"]})
-    return Outcome(body=body, files=files, state=state)
+    return Outcome(body=body, files=files, result=result)
 
 
-def _per_query_in_order(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def _per_query_in_order(a: RetrieveResult, b: RetrieveResult) -> dict[str, np.ndarray]:
     """B's per-query values in the order of A's evaluated queries (paired by id)."""
-    qa, qb = list(np.asarray(a["query_ids"]).tolist()), list(np.asarray(b["query_ids"]).tolist())
+    qa, qb = list(np.asarray(a.query_ids).tolist()), list(np.asarray(b.query_ids).tolist())
     if qa == qb:
-        return dict(b["per_query"])
+        return dict(b.per_query)
     pos = {q: i for i, q in enumerate(qb)}
     missing = [q for q in qa if q not in pos]
     if missing or len(qa) != len(qb):
         raise InputError(f"against queries: {len(qa)} queries evaluated for A, {len(qb)} for B "
                          f"({len(missing)} of A's not among B's); a paired comparison needs the same queries")
     order = np.array([pos[q] for q in qa], dtype=np.int64)
-    return {key: np.asarray(v)[order] for key, v in b["per_query"].items()}
+    return {key: np.asarray(v)[order] for key, v in b.per_query.items()}
 
 
 def pair(a: Outcome, b: Outcome, *, resamples: int, seed: int, margins: Optional[Mapping[str, float]],
@@ -195,29 +194,33 @@ def pair(a: Outcome, b: Outcome, *, resamples: int, seed: int, margins: Optional
 
     if options["rerank"] is not None:
         raise InputError("rerank and against both name a B to compare with: give one")
-    metrics, by_key = _paired_plan(a.state["ks"], margins, options["resamples"])
-    return retrieval_paired(a.state["per_query"], _per_query_in_order(a.state, b.state), metrics,
+    metrics, by_key = _paired_plan(a.result.ks, margins, options["resamples"])
+    return retrieval_paired(a.result.per_query, _per_query_in_order(a.result, b.result), metrics,
                             resamples=options["resamples"], permutations=options["resamples"], seed=seed,
                             margins=by_key, against=" ".join(against.split(", ")))  # B's inputs, as it always named them
 
 
-class RetrieveReport(Report):
-    """The ``retrieve`` report as Python reads it: ``metrics`` (``<family>_at_<k>`` and its
-    ``_ci95``), the counts, ``metric("ndcg@10")``, and what stays off the JSON: ``per_query`` (metric
-    → one value per evaluated query, for paired tests), ``query_ids`` (those queries' ids, bytes),
-    ``run`` (the :class:`~embedcheck.geometry.retrieval.TopK` of every query row), ``seconds``."""
+@dataclass
+class RetrieveResult:
+    """What Python reads off a ``retrieve`` report besides its keys (the report answers these
+    attributes: :attr:`embedcheck.spec.Outcome.result`): ``metrics`` and every other key of the report
+    body, ``metric("ndcg@10")``, and what stays off the JSON — ``per_query`` (metric → one value per
+    evaluated query, for paired tests), ``query_ids`` (those queries' ids, bytes), ``run`` (the
+    :class:`~embedcheck.geometry.retrieval.TopK` of every query row), ``seconds``, and ``paired``
+    with ``rerank`` (the repaired run against plain cosine)."""
+
+    body: dict[str, Any]
+    per_query: dict[str, np.ndarray]
+    query_ids: np.ndarray
+    run: Any
+    ks: list[int]
+    seconds: float = 0.0
+    paired: Any = None
 
     def __getattr__(self, name: str) -> Any:
         if name in _BODY:
-            return self.body.get(name)
-        if name in ("per_query", "query_ids", "run", "seconds"):
-            return self.results.get("state", {}).get(name)
+            return (self.__dict__.get("body") or {}).get(name)
         raise AttributeError(name)
-
-    @property
-    def paired(self) -> Any:
-        """The paired section (``against`` or ``rerank``), as a :class:`~embedcheck.report.paired_section.Paired`."""
-        return self.results.get("paired") or self.results.get("state", {}).get("paired")
 
     def metric(self, name: str) -> float:
         """A metric by ``ndcg@10`` or ``ndcg_at_10``."""
@@ -251,7 +254,7 @@ def view(report: dict[str, Any], title: str = "") -> list[Any]:
             f"{report['queries_without_qrels']} without qrels), corpus {report['corpus']}, dim {report['dim']}"]
 
 
-def title(inputs: Sequence[Any]) -> str:
+def title(args: Mapping[str, Any]) -> str:
     """The table's title: the queries' and the corpus's names (a file's name, a store's locator)."""
     from pathlib import Path
 
@@ -260,7 +263,7 @@ def title(inputs: Sequence[Any]) -> str:
     def shown(x: Any) -> str:
         return display_name(x) if is_store(x) else Path(x).name
 
-    return f"retrieve — {shown(inputs[0])} over {shown(inputs[1])}"
+    return f"retrieve — {shown(args['queries'])} over {shown(args['corpus'])}"
 
 
 BODY_SCHEMA = obj({
@@ -323,7 +326,6 @@ MEASUREMENT = Measurement(
     view=view,
     title=title,
     pair=pair,
-    report=RetrieveReport,
 )
 
-__all__ = ["MEASUREMENT", "Judgements", "RetrieveReport", "open_qrels", "pair", "run", "view"]
+__all__ = ["MEASUREMENT", "Judgements", "RetrieveResult", "open_qrels", "pair", "run", "view"]
