@@ -314,7 +314,7 @@ def test_a_verb_with_its_own_api_name_positional_options_gates_and_no_engine(mon
     assert api("abcd", "int8", "o.npy")["output"] == "o.npy"
     with pytest.raises(InputError, match="positional"):
         api("abcd", "int8", "o.npy", "extra")
-    with pytest.raises(InputError, match="to is required"):
+    with pytest.raises(InputError, match="^to= is required"):
         api("abcd")
     gated = api("abcdef", "int8", fail_below="5").to_dict()["gates"]
     assert [(g["name"], g["passed"]) for g in gated] == [("toy.rows", True)]
