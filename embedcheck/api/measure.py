@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..report.result import Report
 from ..rows import content_sha256
 from ..spec import Measurement, Opening, Outcome
-from ._common import check_same_rows, in_order, label_of, labels_for, running, source
+from ._common import check_same_rows, label_of, labels_for, running, source
 
 _REPORT_CLASSES: dict[str, type[Report]] = {}
 
@@ -184,9 +184,14 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
             opened_b = dict(opened)
             for spec_in, xb, x in zip(emb, b_args, inputs):
                 srcb = source(xb, f"--against B of {spec_in.name}")
-                opened_b[spec_in.name] = in_order(srcb, check_same_rows(x, xb, opened[spec_in.name].n, srcb.n),
-                                                  f"--against B of {spec_in.name}")
-            out_b = _run(m, opened_b, eng, seed, opts)
+                matched_b = check_same_rows(x, xb, opened[spec_in.name].n, srcb.n)
+                # in A's row order, its per-row fields (ids ...) with them
+                opened_b[spec_in.name] = (srcb.reordered(matched_b.order, f"--against B of {spec_in.name}")
+                                          if matched_b.order is not None else srcb)
+            try:
+                out_b = _run(m, opened_b, eng, seed, opts)
+            except InputError as exc:  # B's own fault: said to be the against side's
+                raise InputError(f"against ({', '.join('B_' + i.name.upper() for i in emb)}): {exc}") from None
             against_name = " ".join(label_of(b, "array") for b in b_args)  # as the hand-wired commands named them
             if m.pair is not None:  # the measurement's own comparison (not a mean over rows)
                 paired = m.pair(out, out_b, resamples=resamples, seed=seed, margins=margins, against=against_name,
