@@ -571,6 +571,19 @@ class Measurement:
     after: str = ""
     #: the keys of :attr:`body_schema` a report may lack (drift's ``clusters`` without attribution)
     body_optional: tuple[str, ...] = ()
+    #: a check of the options before any work (physscore's gates and ``--against`` on a table it does not
+    #: compute): ``preflight(options, *, against, margins, gates)``, raising :class:`InputError`; the API
+    #: calls it with ``gates=()``, the CLI first with the gates asked for (:class:`~embedcheck.report.gates.GateSpec` s)
+    preflight: Optional[Callable[..., None]] = None
+    #: the options of ``--against``'s second run, from the first's (physscore's B computes Table 1
+    #: only: no tokenizer, no plots); None: the same options
+    against_options: Optional[Callable[[dict[str, Any]], dict[str, Any]]] = None
+    #: the number format of its gate lines and paired table in the terminal view (physscore's plain
+    #: ``7.33``); None: the default
+    gate_number: Optional[Callable[[Any], str]] = None
+    #: the CLI shows a progress bar with this description while it runs (on a terminal), which
+    #: ``run`` advances through :func:`advance_sink`; "": none
+    progress: str = ""
 
     def __post_init__(self) -> None:
         if self.gates not in GATE_KINDS:
@@ -859,6 +872,33 @@ def progress_sink() -> Optional[Callable[[str], None]]:
     return _PROGRESS[0]
 
 
+#: where a running measurement's lines for a person go as they are, and what advances its progress bar
+#: (:func:`set_hint_sink`, :func:`set_advance_sink`); None: nowhere
+_HINT: list[Optional[Callable[[str], None]]] = [None]
+_ADVANCE: list[Optional[Callable[[int], None]]] = [None]
+
+
+def set_hint_sink(fn: Optional[Callable[[str], None]]) -> None:
+    """Send the lines for a person of the measurement that runs next (``loading MODEL ...``) to ``fn``
+    as they are (the CLI: stderr, unless ``--quiet``; None: drop them)."""
+    _HINT[0] = fn
+
+
+def hint_sink() -> Optional[Callable[[str], None]]:
+    """Where a ``run`` sends a line for a person as it is, or None: then it says nothing."""
+    return _HINT[0]
+
+
+def set_advance_sink(fn: Optional[Callable[[int], None]]) -> None:
+    """Advance the progress bar of the measurement that runs next (:attr:`Measurement.progress`) with ``fn(k)``."""
+    _ADVANCE[0] = fn
+
+
+def advance_sink() -> Optional[Callable[[int], None]]:
+    """What a ``run`` advances its progress bar by ``k`` steps with, or None (no bar)."""
+    return _ADVANCE[0]
+
+
 def map_rows(engine: Any, source: Any, fn: Callable[..., Any], *args: Any) -> list[Any]:
     """``fn(rows, start, stop, *args)`` over consecutive row ranges of ``source`` (its parts,
     :class:`embedcheck.io.source.Part`: a shard per task for a shard set, fixed-size ranges otherwise —
@@ -875,4 +915,4 @@ def load(dotted: str) -> Any:
 
 
 __all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "PAIRED_VERDICTS", "Command", "Input", "Measurement", "OldGate", "Opening", "Option",
-           "Outcome", "Verdict", "Writes", "api_modules", "cli_options_of", "fail_on_values", "map_rows", "progress_sink", "set_progress_sink", "old_spellings_of", "options_of", "measurement", "measurements", "paired_commands", "primary_figure", "register", "report_versions", "verdicts_of"]
+           "Outcome", "Verdict", "Writes", "advance_sink", "api_modules", "cli_options_of", "hint_sink", "fail_on_values", "map_rows", "progress_sink", "set_advance_sink", "set_hint_sink", "set_progress_sink", "old_spellings_of", "options_of", "measurement", "measurements", "paired_commands", "primary_figure", "register", "report_versions", "verdicts_of"]

@@ -469,3 +469,75 @@ def test_a_verb_with_its_own_api_name_positional_options_gates_and_no_engine(mon
         Measurement(name="bad-gates", help="x", run=m.run, paired=False, inputs=(), gates="some")
     with pytest.raises(ValueError, match="api_args"):
         Measurement(name="bad-args", help="x", run=m.run, paired=False, inputs=(), api_args=("nope",))
+
+
+def test_preflight_against_options_gate_number_and_the_run_sinks(monkeypatch, tmp_path, capsys):
+    """``preflight`` refuses before any work (the API with no gates, the CLI with the gates asked
+    for); ``against_options`` are B's run's options; ``gate_number`` formats the view's gate lines;
+    a run's own lines (``hint_sink``) reach stderr as they are, and ``progress`` gives it a bar it
+    advances (``advance_sink``) — neither sink is set outside the CLI."""
+    import numpy as np
+    import typer
+    from typer.testing import CliRunner
+
+    from embedcheck import spec
+    from embedcheck.api.measure import api_function
+    from embedcheck.cli import generic
+    from embedcheck.cli.generic import _renderer
+    from embedcheck.report.result import Figure
+    from embedcheck.stats.items import ItemFigure, items_paired
+
+    ran, sinks = [], []
+
+    def preflight(options, *, against, margins, gates):
+        if options["k"] > 5 and against is not None:
+            raise InputError("against needs k <= 5")
+        for g in gates:
+            if g.figure == "other" and options["k"] == 1:
+                raise InputError(f"{g.text} gates other; not with k 1")
+
+    def run(inputs, *, engine, seed, k):
+        ran.append(k)
+        sinks.append((spec.hint_sink(), spec.advance_sink()))
+        say, advance = spec.hint_sink(), spec.advance_sink()
+        if say is not None:
+            say(f"loading k={k} ...")
+        if advance is not None:
+            advance(1)
+        return Outcome(body={"score": 0.123456, "other": 1.0}, state={"k": k})
+
+    def pair(a, b, *, resamples, seed, margins, against, options):
+        assert (a.state["k"], b.state["k"]) == (options["k"], 1)
+        return items_paired({"score": ItemFigure(np.arange(4.0), np.arange(4.0) + 1)}, unit="rows", resamples=20,
+                            permutations=20, seed=seed, margins=margins, against=against)
+
+    m = Measurement(name="toy-pre", help="x", run=run, options=(Option("k", int, 3, "k."),),
+                    figures={"score": Figure("higher"), "other": Figure("higher")}, primary="score",
+                    preflight=preflight, against_options=lambda o: {**o, "k": 1}, pair=pair,
+                    gate_number=lambda x: f"<{x:.1f}>", progress="toying", engine=False, view=lambda r: ["toy"])
+    monkeypatch.setattr(spec, "_PLUGINS", [*spec.measurements(), m])
+    api = api_function(m)
+    X = np.eye(4, dtype=np.float32) + 0.5
+    with pytest.raises(InputError, match="^against needs k <= 5"):
+        api(X, k=6, against=X)
+    assert ran == []  # refused before any work
+    rep = api(X, k=4, against=X + 0.25)
+    assert ran == [4, 1] and "paired" in rep.to_dict() and sinks == [(None, None), (None, None)]
+    _renderer(m)({"score": 0.123456, "gates": [{"name": "score", "op": ">=", "threshold": 0.1, "value": 0.123456,
+                                                "passed": True}]})
+    assert "<0.1>" in capsys.readouterr().out
+    fresh = typer.Typer(add_completion=False)
+    monkeypatch.setattr(generic, "app", fresh)
+    generic.add_command(m)
+    np.save(tmp_path / "x.npy", X)
+    runner = CliRunner()
+    res = runner.invoke(fresh, [str(tmp_path / "x.npy"), "--k", "1", "--fail-below", "other=0.5", "--json"])
+    # the app's entry point turns it into one `error:` line and exit 2
+    assert isinstance(res.exception, InputError) and str(res.exception) == "--fail-below other=0.5 gates other; not with k 1"
+    assert ran == [4, 1]
+    ran.clear()
+    sinks.clear()
+    res = runner.invoke(fresh, [str(tmp_path / "x.npy"), "--k", "2", "--json"])
+    assert res.exit_code == 0 and "loading k=2 ...\n" in res.stderr and ran == [2]
+    assert all(s is not None for s in sinks[0])
+    assert spec.hint_sink() is None and spec.advance_sink() is None  # unset after the run

@@ -149,6 +149,8 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
     if not m.paired and any(o.name == "margins" for o in m.options):  # its own margins, not --against's
         options, margins = ({**options, "margins": margins} if margins is not None else options), None
     opts = m.check_options(options)
+    if m.preflight is not None:  # before any work
+        m.preflight(opts, against=against, margins=margins, gates=())
     resamples = int(opts.get("resamples") or paired_resamples) if "resamples" in opts else paired_resamples
     writes = _check_writes(m, opts, inputs, against)
     matched: dict[str, str] = {}
@@ -188,8 +190,9 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
                 # in A's row order, its per-row fields (ids ...) with them
                 opened_b[spec_in.name] = (srcb.reordered(matched_b.order, f"--against B of {spec_in.name}")
                                           if matched_b.order is not None else srcb)
+            opts_b = m.against_options(dict(opts)) if m.against_options is not None else opts
             try:
-                out_b = _run(m, opened_b, eng, seed, opts)
+                out_b = _run(m, opened_b, eng, seed, opts_b)
             except InputError as exc:  # B's own fault: said to be the against side's
                 raise InputError(f"against ({', '.join('B_' + i.name.upper() for i in emb)}): {exc}") from None
             against_name = " ".join(label_of(b, "array") for b in b_args)  # as the hand-wired commands named them

@@ -8,6 +8,7 @@ function as ``embedcheck.<name>`` (:func:`embedcheck.api.measure.run_measurement
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from typing import Annotated, Any, Optional
@@ -227,7 +228,7 @@ def _renderer(m: Measurement, title: str = "") -> Any:
                 console.print(escape(line), highlight=False, soft_wrap=True)
             else:  # a rich renderable (a table)
                 console.print(line)
-        print_gates(console, report)
+        print_gates(console, report, *((m.gate_number,) if m.gate_number is not None else ()))
 
     return render
 
@@ -260,15 +261,25 @@ def add_command(m: Measurement) -> None:
         for o in m.options:
             if o.multiple and kw.get(o.name) == []:
                 kw[o.name] = None if o.default is None else list(o.default)
-        from ..spec import set_progress_sink
-        from .common import hint, stderr_is_terminal
+        from ..spec import set_advance_sink, set_hint_sink, set_progress_sink
+        from .common import hint, progress, stderr_is_terminal
 
+        if m.preflight is not None:  # the gates asked for too, before any work
+            m.preflight(m.check_options({o.name: kw[o.name] for o in m.options if o.name in kw}),
+                        against=paired.get("against"), margins=paired.get("margins"), gates=list(out.gates))
         verb = m.verb or m.name
         set_progress_sink((lambda msg: hint(f"{verb}: {msg}")) if stderr_is_terminal() else None)
+        set_hint_sink(hint)
         try:
-            rep = run_measurement(m, *inputs, engine=engine, **paired, **kw)
+            with progress() if m.progress else contextlib.nullcontext() as bar:
+                if bar is not None:
+                    task = bar.add_task(m.progress, total=None, info="")
+                    set_advance_sink(lambda k: bar.update(task, advance=k))
+                rep = run_measurement(m, *inputs, engine=engine, **paired, **kw)
         finally:
             set_progress_sink(None)
+            set_hint_sink(None)
+            set_advance_sink(None)
         if rep.results.get("notes"):
             for note in rep.results["notes"]:
                 hint(f"note: {note}")
