@@ -671,13 +671,6 @@ COMMANDS: tuple[Command, ...] = (
             {"anisotropy": "anisotropy"}, {"anisotropy": 1}, primary="centred.gap_over_floor_sd", paired=True,
             measurement=True, role="measure",
             example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100")),
-    Command("physscore", "does similarity follow physical quantities? The PhysScore protocol", "physscore",
-            {"physscore": "physscore", "physscore_run": "physscore", "physscore_phrases": "physscore"},
-            {"physscore-phrases": 1, "physscore-score": 1, "physscore-run": 1}, primary="table1.avg", paired=True,
-            measurement=True, role="measure",
-            example=("score", "physscore_emb.npy", "physscore_phrases.jsonl", "--tables", "1"),
-            writes=(Writes("output", "with-meta", verb="phrases"),),
-            runs={"phrases": ("phrases", "-o", "ph.jsonl"), "run": ("run", "--tables", "1")}),
     Command("recall", "does the ANN index serve what exact search would? recall@k on your own vectors", "recall",
             {"recall": "recall"}, {"recall": 1}, primary="recall.mean", paired=True, measurement=True, role="measure",
             example=("recall_hnsw.faiss", "--queries", "recall_queries.npy", "--k", "5", "--resamples", "100")),
@@ -734,7 +727,7 @@ def report_versions() -> dict[str, int]:
 
 def paired_commands() -> tuple[str, ...]:
     """The reports whose commands take ``--against`` (built-in and plugin)."""
-    names = [r for c in COMMANDS if c.paired for r in c.reports if r != "physscore-phrases" and r != "physscore-run"]
+    names = [r for c in COMMANDS if c.paired for r in c.reports]
     return (*names, *(m.name for m in measurements() if m.paired))
 
 

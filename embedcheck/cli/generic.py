@@ -311,6 +311,10 @@ GROUP_HELP: dict[str, str] = {
                 "`compress EMB --to int8 -o OUT.npy` writes a copy every measuring "
                 "command reads (float16, int8, uint8, binary, ubinary, dims:K, pca:K, or e.g. pca:96,int8); "
                 "`compress sweep` measures what each format costs (retention with paired 95% intervals).",
+    "physscore": "PhysScore: does cosine similarity follow physical measurement distances? "
+                 "Paper Tables 1 (benchmark), 3 (recalibration probe) and 4 (lexical vs numeric), plus figures. "
+                 "One go: `embedcheck physscore run`. Step by step: `physscore phrases -o p.jsonl`, "
+                 "`embed p.jsonl -o p_emb.npy`, `physscore score p_emb.npy p.jsonl`.",
 }
 #: the verb a command with several runs when its first word is none of them (``compress EMB ...`` is
 #: ``compress write EMB ...``), by the command's name; set beside :data:`GROUP_HELP`

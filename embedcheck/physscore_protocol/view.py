@@ -149,6 +149,35 @@ def table4_signs(t4: dict[str, Any], fmt: Formatter = _plain) -> Any:
     return t
 
 
+def renderables(report: dict[str, Any], *, notebook: bool = False) -> list[Any]:
+    """A PhysScore report (``physscore run`` / ``score``) as the paper's tables (rich tables, and
+    folding lines), in plain numbers (``notebook=True``: the reference notebook's zero-padded
+    text, :func:`notebook_number`) — what :func:`render` prints and the command's view returns."""
+    from rich.text import Text
+
+    out: list[Any] = []
+    fmt = _fmt(notebook)
+    model = report.get("model") or "embeddings"
+    if "cells" in report:
+        out.append(cells_table(model, report["cells"]))
+    if "table1" in report:
+        t1 = report["table1"]
+        out.append(table1(model, t1, fmt))
+        if t1.get("kendall_tau_ci95") and t1.get("pacc_ci95"):
+            (tl, th), (pl, ph) = t1["kendall_tau_ci95"], t1["pacc_ci95"]
+            out.append(Text(f"95% intervals: K's τ {fmt(tl)} to {fmt(th)}, PACC {fmt(pl)} to {fmt(ph)} "
+                            f"({t1['ci_method']})", overflow="fold"))
+    if "table3" in report:
+        out.append(table3(model, report["table3"], fmt))
+        out.append(table3_cells(report["table3"]["cells"]))
+    if "table4" in report:
+        out.append(table4(model, report["table4"], fmt))
+        out.append(table4_signs(report["table4"], fmt))
+    for p in report.get("plots", []):
+        out.append(Text(f"plot: {p}", overflow="fold"))
+    return out
+
+
 def render(report: dict[str, Any], console: Any = None, *, notebook: bool = False) -> None:
     """Print a PhysScore report (``physscore run`` / ``score``) as the paper's tables, in plain
     numbers (``notebook=True``: the reference notebook's zero-padded text, :func:`notebook_number`).
@@ -156,25 +185,8 @@ def render(report: dict[str, Any], console: Any = None, *, notebook: bool = Fals
     from rich.console import Console
 
     console = console or Console()
-    fmt = _fmt(notebook)
-    model = report.get("model") or "embeddings"
-    if "cells" in report:
-        console.print(cells_table(model, report["cells"]))
-    if "table1" in report:
-        t1 = report["table1"]
-        console.print(table1(model, t1, fmt))
-        if t1.get("kendall_tau_ci95") and t1.get("pacc_ci95"):
-            (tl, th), (pl, ph) = t1["kendall_tau_ci95"], t1["pacc_ci95"]
-            console.print(f"95% intervals: K's τ {fmt(tl)} to {fmt(th)}, PACC {fmt(pl)} to {fmt(ph)} "
-                          f"({t1['ci_method']})", overflow="fold")
-    if "table3" in report:
-        console.print(table3(model, report["table3"], fmt))
-        console.print(table3_cells(report["table3"]["cells"]))
-    if "table4" in report:
-        console.print(table4(model, report["table4"], fmt))
-        console.print(table4_signs(report["table4"], fmt))
-    for p in report.get("plots", []):
-        console.print(f"plot: {p}", overflow="fold")
+    for r in renderables(report, notebook=notebook):
+        console.print(r)
 
 
 #: the number format of the gate lines (plain, like the tables)
