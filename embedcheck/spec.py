@@ -105,10 +105,18 @@ class Input:
     #: returns): ``open(x, ctx)`` with ``x`` the path (or object) given and ``ctx`` an :class:`Opening`
     #: (the rows of the first embeddings input, to match by id). Raise :class:`InputError` naming the file.
     open: Optional[Callable[[Any, "Opening"], Any]] = None
+    #: how a later ``embeddings`` input's rows go with the first's: ``"same"`` — the same rows (the same
+    #: ids in any order, put in the first's order; refused when the ids differ; no ids: the same row
+    #: count), ``"pairs"`` — row i pairs with row i (by position, or by id when both hold the same ids
+    #: in another order); ``""``: not matched. How they matched is the report's
+    #: ``inputs.rows_matched_by`` under the name upper-cased (``B``), as messages name the inputs
+    matches: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in INPUT_KINDS:
             raise ValueError(f"Input.kind must be one of {INPUT_KINDS}, got {self.kind!r}")
+        if self.matches not in ("", "same", "pairs") or (self.matches and self.kind != "embeddings"):
+            raise ValueError(f"input {self.name!r}: matches is 'same' or 'pairs', of an embeddings input")
         if (self.kind == "file") != (self.open is not None):
             raise ValueError(f"input {self.name!r}: a 'file' input declares how it is opened (open=), no other kind does")
 
@@ -128,6 +136,8 @@ class Opening:
     n: Optional[int] = None
     label_field: str = "label"
     matched: dict[str, str] = field(default_factory=dict)
+    #: the measurement's options, checked (an opener whose reading depends on one: ``--match-at``)
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -488,7 +498,13 @@ class Measurement:
     runs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: the terminal view of a report (``view(report_dict) -> list[str]`` of lines), where the default
     #: view from the figures (:mod:`embedcheck.cli.views`) does not read well
-    view: Optional[Callable[[dict[str, Any]], list[str]]] = None
+    view: Optional[Callable[..., list[Any]]] = None
+    #: options of the CLI only that change only the terminal view (threshold's ``--curve``): the
+    #: command takes them and hands them to :attr:`view` as keywords; ``run`` and the API never see them
+    view_options: tuple[Option, ...] = ()
+    #: the terminal view's title, ``title(shown, options)`` with ``shown`` each given input's name as
+    #: the CLI shows it (by input name) — where ``"<name> — <first input>"`` does not say enough
+    title: Optional[Callable[[Mapping[str, str], Mapping[str, Any]], str]] = None
     #: its own categorical outcomes (:class:`Verdict`): ``--fail-on VALUE`` takes their values beside
     #: the paired verdicts, and the conformance suite drives each value
     verdicts: tuple[Verdict, ...] = ()
@@ -513,6 +529,8 @@ class Measurement:
             raise ValueError(f"measurement {self.name!r}: a verb of {self.group!r} is named '{self.group}-<verb>'")
         if self.primary is not None and self.primary not in self.figures:
             raise ValueError(f"measurement {self.name!r}: primary figure {self.primary!r} is not declared")
+        if any(i.matches for i in self.embedding_inputs[:1]):
+            raise ValueError(f"measurement {self.name!r}: only a later embeddings input matches the first's rows")
         if self.inputs and self.inputs[0].optional:
             raise ValueError(f"measurement {self.name!r}: the first input may not be optional")
         if self.paired and not self.embedding_inputs:
@@ -520,7 +538,7 @@ class Measurement:
         flags = [i.optional for i in self.inputs]
         if flags != sorted(flags):
             raise ValueError(f"measurement {self.name!r}: only the last inputs may be optional")
-        names = [i.name for i in self.inputs] + [o.name for o in self.options]
+        names = [i.name for i in self.inputs] + [o.name for o in self.options] + [o.name for o in self.view_options]
         if len(set(names)) != len(names):
             raise ValueError(f"measurement {self.name!r}: an input or option name is declared twice")
         if self.paired and {"against", "margin", "fail_on"} & set(names):

@@ -33,7 +33,8 @@ def report_class(m: Measurement) -> type[Report]:
 
 
 def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
-                 matched: Optional[dict[str, str]] = None) -> dict[str, Any]:
+                 matched: Optional[dict[str, str]] = None, options: Optional[dict[str, Any]] = None,
+                 orders: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     need = sum(not i.optional for i in m.inputs)
     if not need <= len(args) <= len(m.inputs):
         want = ", ".join(i.name + (" (optional)" if i.optional else "") for i in m.inputs)
@@ -47,6 +48,14 @@ def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
     for spec_in, x in zip(m.inputs, args):
         if x is None and spec_in.optional:
             opened[spec_in.name] = None
+        elif spec_in.kind == "embeddings" and spec_in.matches:  # the first's rows, in its order
+            src = source(x, spec_in.name.upper())
+            how = _match(spec_in, rows, x, n, src.n, (m.embedding_inputs[0].name.upper(), spec_in.name.upper()))
+            opened[spec_in.name] = in_order(src, how, spec_in.name.upper())
+            if matched is not None:
+                matched[spec_in.name.upper()] = how.by
+            if orders is not None:
+                orders[spec_in.name] = how
         elif spec_in.kind == "embeddings":
             opened[spec_in.name] = first if spec_in is m.embedding_inputs[0] else source(x, spec_in.name)
         elif spec_in.kind == "labels":
@@ -56,10 +65,19 @@ def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
                                               key=spec_in.name)
         else:  # a file input: opened once, here, by its declared opener
             ctx = Opening(what=spec_in.name, rows=rows, source=first, n=n, label_field=label_field,
-                          matched=matched if matched is not None else {})
+                          matched=matched if matched is not None else {}, options=options or {})
             assert spec_in.open is not None
             opened[spec_in.name] = spec_in.open(x, ctx)
     return opened
+
+
+def _match(spec_in: Any, ref: Any, x: Any, n_ref: Any, n: int, roles: tuple[str, str]) -> Any:
+    """How a later embeddings input's rows go with the reference's (:attr:`~embedcheck.spec.Input.matches`)."""
+    from ._common import pair_sides
+
+    if spec_in.matches == "same":
+        return check_same_rows(ref, x, n_ref, n, roles=roles)
+    return pair_sides(ref, x)  # pairs of other counts: the measurement says so, naming what it pairs
 
 
 def first_embeddings(m: Measurement, args: tuple[Any, ...]) -> Any:
@@ -79,7 +97,7 @@ def _open_options(m: Measurement, opts: dict[str, Any], opened: dict[str, Any], 
     for o in m.options:
         if o.opens is not None and opts.get(o.name) not in (None, ""):
             ctx = Opening(what=o.flag, rows=rows, source=first, n=first.n if first is not None else None,
-                          label_field=label_field, matched=matched)
+                          label_field=label_field, matched=matched, options=opts)
             out[o.name] = o.opens(opts[o.name], ctx)
     return out
 
@@ -141,20 +159,23 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
     ``resamples`` option says, when it declares one."""
     if against is not None and not m.paired:
         raise InputError(f"{m.name} takes no against: its rows do not pair with another embedding of the same rows")
+    inputs = _inputs_by_name(m, inputs, options)
     if any(o.name == "label_field" for o in m.options):  # declared: the measurement reads labels of its own too
         options = {**options, "label_field": label_field}
     opts = m.check_options(options)
     resamples = int(opts.get("resamples") or paired_resamples) if "resamples" in opts else paired_resamples
     writes = _check_writes(m, opts, inputs, against)
     matched: dict[str, str] = {}
-    opened = _open_inputs(m, inputs, label_field, matched)
+    orders: dict[str, Any] = {}
+    opened = _open_inputs(m, inputs, label_field, matched, opts, orders)
     opts = _open_options(m, opts, opened, inputs, label_field, matched)
     with running(engine, address) as eng:
         out = _run(m, opened, eng, seed, opts)
         body = dict(out.body)
         labels = {i.name: opened[i.name] for i in m.inputs if i.kind == "labels" and opened[i.name] is not None}
-        if labels or matched:
-            body["inputs"] = {**{f"{k}_sha256": content_sha256(v) for k, v in labels.items()}, "rows_matched_by": matched}
+        if labels or matched:  # after what run recorded of its own inputs (an option's file)
+            body["inputs"] = {**body.get("inputs", {}), **{f"{k}_sha256": content_sha256(v) for k, v in labels.items()},
+                              "rows_matched_by": matched}
         results: dict[str, Any] = {"items": out.items}
         from ._common import store_models
 
@@ -169,12 +190,19 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
             if len(b_args) != len(emb):
                 raise InputError(f"against: one B per embeddings input ({', '.join(i.name for i in emb)}), got {len(b_args)}")
             opened_b = dict(opened)
-            for spec_in, xb, x in zip(emb, b_args, inputs):
-                srcb = source(xb, f"--against B of {spec_in.name}")
-                opened_b[spec_in.name] = in_order(srcb, check_same_rows(x, xb, opened[spec_in.name].n, srcb.n),
-                                                  f"--against B of {spec_in.name}")
+            given = dict(zip([i.name for i in m.inputs], inputs))
+            for spec_in, xb in zip(emb, b_args):
+                x = given[spec_in.name]
+                if any(i.matches for i in emb):  # inputs of the same rows: B2 named as the input it stands for
+                    what, roles = f"against {spec_in.name.upper()}2", (spec_in.name.upper(), f"against {spec_in.name.upper()}2")
+                else:
+                    what, roles = f"--against B of {spec_in.name}", ("A", "B")
+                srcb = source(xb, what)
+                ob = in_order(srcb, check_same_rows(x, xb, opened[spec_in.name].n, srcb.n, roles=roles), what)
+                opened_b[spec_in.name] = in_order(ob, orders[spec_in.name], what) if spec_in.name in orders else ob
             out_b = _run(m, opened_b, eng, seed, opts)
-            against_name = ", ".join(label_of(b, "array") for b in b_args)
+            # the commands of inputs of the same rows (neighbors, anisotropy) name their B's space-separated
+            against_name = (" " if any(i.matches for i in emb) else ", ").join(label_of(b, "array") for b in b_args)
             if m.pair is not None:  # the measurement's own comparison (not a mean over rows)
                 paired = m.pair(out, out_b, resamples=resamples, seed=seed, margins=margins, against=against_name,
                                 options=opts)
@@ -194,6 +222,21 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
             results["paired"] = paired
     _write(m, out, writes)  # A's files, once every run succeeded (B's, with against, are not written)
     return report_class(m)(body=body, results=results)
+
+
+def _inputs_by_name(m: Measurement, inputs: tuple[Any, ...], options: dict[str, Any]) -> tuple[Any, ...]:
+    """The inputs in their declared order, any given by name (``labels=``) taken out of ``options``."""
+    names = [i.name for i in m.inputs]
+    named = {k: options.pop(k) for k in names if k in options}
+    if not named:
+        return inputs
+    twice = [k for k in named if names.index(k) < len(inputs)]
+    if twice:
+        raise TypeError(f"{m.api_name}() got input {twice[0]!r} twice: by position and by name")
+    out = [*inputs, *(named.get(k) for k in names[len(inputs):])]
+    while len(out) > sum(not i.optional for i in m.inputs) and out[-1] is None:
+        out.pop()
+    return tuple(out)
 
 
 def api_function(m: Measurement) -> Callable[..., Report]:

@@ -38,7 +38,7 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
             params.append(P(i.name, P.POSITIONAL_OR_KEYWORD, annotation=ann))
     if any(i.kind == "labels" for i in m.inputs) and not any(o.name == "label_field" for o in m.options):
         params.append(P("label_field", P.POSITIONAL_OR_KEYWORD, annotation=LabelFieldOpt, default="label"))
-    params += [option_param(o) for o in (*m.options, *old_options(m.old))]
+    params += [option_param(o) for o in (*m.options, *m.view_options, *old_options(m.old))]
     params += [P("seed", P.POSITIONAL_OR_KEYWORD, annotation=SeedOpt, default=0),
                P("engine", P.POSITIONAL_OR_KEYWORD, annotation=EngineOpt, default=EngineName.local),
                P("address", P.POSITIONAL_OR_KEYWORD, annotation=AddressOpt, default=None)]
@@ -201,12 +201,14 @@ def _checker(o: Any) -> Any:
     return check
 
 
-def _renderer(m: Measurement) -> Any:
-    """The measurement's own terminal view (:attr:`~embedcheck.spec.Measurement.view`: its lines,
-    then the gates as every view ends), or None for the default view from the figures."""
+def _renderer(m: Measurement, view_options: Optional[dict[str, Any]] = None) -> Any:
+    """The measurement's own terminal view (:attr:`~embedcheck.spec.Measurement.view`: its lines —
+    text, or a rich renderable such as a table, printed as it is —, then the gates as every view
+    ends; :attr:`~embedcheck.spec.Measurement.view_options` given as keywords), or None for the
+    default view from the figures."""
     if m.view is None:
         return None
-    view = m.view
+    view = functools.partial(m.view, **(view_options or {}))
 
     def render(report: dict[str, Any]) -> None:
         from rich.console import Console
@@ -216,7 +218,10 @@ def _renderer(m: Measurement) -> Any:
 
         console = Console()
         for line in view(report):
-            console.print(escape(line), highlight=False, soft_wrap=True)
+            if isinstance(line, str):
+                console.print(escape(line), highlight=False, soft_wrap=True)
+            else:
+                console.print(line)
         print_gates(console, report)
 
     return render
@@ -231,6 +236,7 @@ def add_command(m: Measurement) -> None:
 
         out: Output = kw.pop("out")
         apply_old(m.old, kw, out)
+        view_options = {o.name: kw.pop(o.name) for o in m.view_options}
         out.start(primary=m.primary, figures=dict(m.figures))  # --fail-below/--fail-above: the one gate spelling
         check_engine(kw["engine"], kw["address"])
         paired: dict[str, Any] = {}
@@ -253,10 +259,16 @@ def add_command(m: Measurement) -> None:
             add_gates(report, paired_gates(rep.results.get("paired"), paired_fail))
         if fail_on is not None and paired_fail is None:
             add_gates(report, outcome_gates(report, fail_on, m.verdicts))
-        out.finish(report, title=f"{m.name} — {inputs[0]}", renderer=_renderer(m))
+        if m.title is not None:
+            from .common import shown_name
+
+            title = m.title({i.name: shown_name(x) for i, x in zip(m.inputs, inputs) if x is not None}, kw)
+        else:
+            title = f"{m.name} — {inputs[0]}"
+        out.finish(report, title=title, renderer=_renderer(m, view_options))
 
     command.__name__ = m.api_name + "_cmd"
-    command.__options__ = m.options  # type: ignore[attr-defined]
+    command.__options__ = (*m.options, *m.view_options)  # type: ignore[attr-defined]
     command.__doc__ = (m.description or m.help) + f"\n\nA plugin measurement ({m.source})." \
         if m.source != "built-in" else (m.description or m.help)
     params = _params(m)

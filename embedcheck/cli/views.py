@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from ..report.readings import number
+
 #: a string longer than this with a space in it is prose (a method, a rule): left to ``--json``
 PROSE = 44
 #: a text cell of a list table longer than this is cropped (the JSON has it in full)
@@ -351,18 +353,7 @@ def _numeric(v: Any) -> bool:
     return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
-            return f"{v:.4g}"
-        return f"{v:.4f}"
-    if isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
-        return ", ".join(_fmt(x) for x in v) if len(v) <= 12 else f"[{len(v)} values]"
-    return str(v)
+_fmt = number  # the terminal's number (report.readings.number: a measurement's own view prints the same)
 
 
 def render_paired(console: Any, paired: dict[str, Any], fmt: Callable[[Any], str] = _fmt) -> None:
