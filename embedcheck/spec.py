@@ -480,7 +480,9 @@ class Measurement:
     version: int = 1
     unit: str = "rows"                            #: what a paired resample draws
     description: str = ""                         #: ``--help``'s paragraph (default: ``help``)
-    body_schema: Mapping[str, Any] = field(default_factory=dict)  #: JSON Schema properties of other keys
+    #: JSON Schema properties of other keys (each required), or a whole object schema whose ``required``
+    #: leaves out the keys some runs lack (``report.schemas.obj(props, optional=("labels",))``)
+    body_schema: Mapping[str, Any] = field(default_factory=dict)
     tolerance: float = 1e-9                       #: local = shard set = ray, relative
     source: str = "built-in"                      #: the distribution that declared it
     #: a run on the project's fixtures (arguments and options, files named as in ``fixtures/``) that

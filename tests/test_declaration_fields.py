@@ -286,3 +286,26 @@ def test_a_view_of_tables_takes_its_view_options_and_title(tmp_path, toy_pairs):
     finally:
         app.registered_commands.remove(next(c for c in app.registered_commands if c.name == "toy-titled"))
         spec._PLUGINS.remove(titled)
+
+
+def test_a_body_schema_may_leave_out_the_keys_some_runs_lack(toy_pairs):
+    import dataclasses
+
+    import jsonschema
+
+    from embedcheck import spec
+    from embedcheck.report.schemas import INT, NUM, json_schema, obj
+
+    whole = spec.register(dataclasses.replace(toy_pairs, name="toy-optional",
+                                              body_schema=obj({"n": INT, "scale": NUM}, optional=("scale",))))
+    plain = spec.register(dataclasses.replace(toy_pairs, name="toy-required", body_schema={"n": INT, "scale": NUM}))
+    try:
+        report = {"schema": "embedcheck.toy-optional/1", "n": 3, "matched": 0.5}
+        jsonschema.validate(report, json_schema("toy-optional"))
+        with pytest.raises(jsonschema.ValidationError, match="'scale' is a required property"):
+            jsonschema.validate({**report, "schema": "embedcheck.toy-required/1"}, json_schema("toy-required"))
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**report, "scale": "x"}, json_schema("toy-optional"))
+    finally:
+        spec._PLUGINS.remove(whole)
+        spec._PLUGINS.remove(plain)
