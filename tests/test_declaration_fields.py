@@ -270,6 +270,7 @@ def test_a_view_of_tables_takes_its_view_options_and_title(tmp_path, toy_pairs):
         assert "wide" not in res.json() and res.json()["matched"] == pytest.approx(1.0, abs=1e-6)
         res = run_cli(["toy-pairs", a, b, "--format", "table", "--no-such"])
         assert res.exit_code == 2
+        assert "[OPTIONS] A B [SCALE]\n" in run_cli(["toy-pairs", "--help"]).stdout  # an optional input, bracketed once
     finally:
         app.registered_commands.remove(next(c for c in app.registered_commands if c.name == "toy-pairs"))
     # the default view (no view of its own) prints the declared title

@@ -30,7 +30,7 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
                 "file": "A file."}[i.kind]
         ann: Any
         if i.optional:
-            ann = Annotated[Optional[str], typer.Argument(metavar=f"[{i.name.upper()}]", help=i.help or what,
+            ann = Annotated[Optional[str], typer.Argument(metavar=i.name.upper(), help=i.help or what,
                                                           show_default=False)]
             params.append(P(i.name, P.POSITIONAL_OR_KEYWORD, annotation=ann, default=None))
         else:
@@ -269,6 +269,7 @@ def add_command(m: Measurement) -> None:
 
     command.__name__ = m.api_name + "_cmd"
     command.__options__ = (*m.options, *m.view_options)  # type: ignore[attr-defined]
+    command.__old_spellings__ = m.old  # type: ignore[attr-defined]  # as a built-in command's (tests/test_options.py)
     command.__doc__ = (m.description or m.help) + f"\n\nA plugin measurement ({m.source})." \
         if m.source != "built-in" else (m.description or m.help)
     params = _params(m)
