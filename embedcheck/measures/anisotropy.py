@@ -256,6 +256,7 @@ MEASUREMENT = Measurement(
     view=view,
     title=lambda shown, options: "anisotropy",
     example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100"),
+    runs={"": ("pairs_a.npy", "pairs_b.npy", "--perms", "2", "--plot", "fig.png")},
 )
 
 __all__ = ["MEASUREMENT", "pair", "run", "view"]
