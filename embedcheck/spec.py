@@ -507,6 +507,9 @@ class Measurement:
     #: the terminal view's title, ``title(shown, options)`` with ``shown`` each given input's name as
     #: the CLI shows it (by input name) — where ``"<name> — <first input>"`` does not say enough
     title: Optional[Callable[[Mapping[str, str], Mapping[str, Any]], str]] = None
+    #: figures that only an option produces, by key prefix → that option's name (threshold's ``check.``
+    #: → ``check``): a gate on one without the option is refused before any work, naming the option
+    gate_needs: Mapping[str, str] = field(default_factory=dict)
     #: its own categorical outcomes (:class:`Verdict`): ``--fail-on VALUE`` takes their values beside
     #: the paired verdicts, and the conformance suite drives each value
     verdicts: tuple[Verdict, ...] = ()
@@ -551,6 +554,9 @@ class Measurement:
             raise ValueError(f"measurement {self.name!r}: a verdict value is declared twice (--fail-on VALUE names one)")
         if self.verdicts and "fail_on" in names:
             raise ValueError(f"measurement {self.name!r}: 'fail_on' is --fail-on of its verdicts; name the option otherwise")
+        for prefix, need in self.gate_needs.items():
+            if need not in {o.name for o in self.options}:
+                raise ValueError(f"measurement {self.name!r}: a gate on {prefix}* needs {need!r}, which is not one of its options")
         for w in self.writes:
             if w.param not in {o.name for o in self.options}:
                 raise ValueError(f"measurement {self.name!r}: it writes {w.param!r}, which is not one of its options")

@@ -310,3 +310,37 @@ def test_a_body_schema_may_leave_out_the_keys_some_runs_lack(toy_pairs):
     finally:
         spec._PLUGINS.remove(whole)
         spec._PLUGINS.remove(plain)
+
+
+def test_a_gate_on_a_figure_only_an_option_produces_needs_the_option(tmp_path, toy_pairs):
+    import dataclasses
+
+    import numpy as np
+    from conftest import assert_one_line_error, run_cli
+
+    from embedcheck import spec
+    from embedcheck.cli import app
+    from embedcheck.cli.generic import add_command
+    from embedcheck.report.result import Figure
+
+    def run(inputs, *, engine, seed, factor, check):
+        return Outcome(body={"n": inputs["a"].n, **({"check": {"score": check * factor}} if check is not None else {})})
+
+    m = spec.register(dataclasses.replace(
+        toy_pairs, name="toy-needs", run=run, view=None, view_options=(), gate_needs={"check.": "check"},
+        options=(*toy_pairs.options, Option("check", float, None, "A value to check.", metavar="T")),
+        figures={"check.score": Figure("higher", always=False)}))
+    X = np.random.default_rng(2).normal(size=(6, 4))
+    a, b = _ids_emb(tmp_path / "a.npy", X, range(6)), _ids_emb(tmp_path / "b.npy", X, range(6))
+    add_command(m)
+    try:
+        res = run_cli(["toy-needs", a, b, "--fail-below", "check.score=1"])
+        assert_one_line_error(res)
+        assert "--fail-below check.score=1 needs --check T" in res.stderr, res.stderr
+        res = run_cli(["toy-needs", a, b, "--check", "0.5", "--factor", "4", "--fail-below", "check.score=1"])
+        assert res.exit_code == 0 and res.json()["gates"][0]["value"] == 2.0, res.stderr
+    finally:
+        app.registered_commands.remove(next(c for c in app.registered_commands if c.name == "toy-needs"))
+        spec._PLUGINS.remove(m)
+    with pytest.raises(ValueError, match="needs 'nope'"):
+        dataclasses.replace(toy_pairs, gate_needs={"x.": "nope"})

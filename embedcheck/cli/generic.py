@@ -238,6 +238,13 @@ def add_command(m: Measurement) -> None:
         apply_old(m.old, kw, out)
         view_options = {o.name: kw.pop(o.name) for o in m.view_options}
         out.start(primary=m.primary, figures=dict(m.figures))  # --fail-below/--fail-above: the one gate spelling
+        for g in out.gates:  # a gate on a figure only an option produces, without that option
+            need = next((n for p, n in m.gate_needs.items() if (g.figure or "").startswith(p) and kw.get(n) is None), None)
+            if need is not None:
+                from ..errors import InputError
+
+                o = next(o for o in m.options if o.name == need)
+                raise InputError(f"{g.text} needs {o.flag} {o.metavar or o.name.upper()}")
         check_engine(kw["engine"], kw["address"])
         paired: dict[str, Any] = {}
         fail_on = kw.pop("fail_on", None)  # a paired verdict (needs --against) or one of the command's own
