@@ -50,8 +50,9 @@ def _open_map_fit(x: Any, ctx: Opening) -> tuple[Any, Any]:
     """``--map-fit TRAIN_A TRAIN_B``: the two training matrices (paths read as matrices)."""
     from ..io.npy import load_matrix
 
-    return tuple(load_matrix(p, what=w) if isinstance(p, (str, Path)) else p
-                 for p, w in zip(x, ("--map-fit TRAIN_A", "--map-fit TRAIN_B")))
+    train_a, train_b = (load_matrix(p, what=w) if isinstance(p, (str, Path)) else p
+                        for p, w in zip(x, ("--map-fit TRAIN_A", "--map-fit TRAIN_B")))
+    return train_a, train_b
 
 
 def _shown(src: Any) -> str:
