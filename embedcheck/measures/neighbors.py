@@ -63,7 +63,7 @@ MEASUREMENT = Measurement(
                "searched among all rows.", min=1, show_default=False),
         Option("resamples", int, 1000, "Bootstrap resamples (over query rows) of the 95% intervals.", min=1),
         Option("block_mb", int, 128, "Work memory of one block of query rows against a 4,096-row column tile, in MB "
-               "(plus one float32 copy of a matrix).", min=1),
+               "(plus one float32 copy of a matrix).", min=1, max=1 << 20),
     ),
     old=(OldGate("min_overlap", "overlap", help="Gate (old spelling of --fail-below overlap=X): exit 1 when the mean "
                  "overlap@k is below this (0 to 1)."),),
