@@ -238,6 +238,9 @@ def test_an_input_of_the_same_rows_is_matched_by_id_and_named_as_given(tmp_path,
     assert rep["scale"] == 5.0  # the opener read --factor
     with pytest.raises(TypeError, match="twice"):
         run_measurement(m, a, b, a=a)
+    short = _ids_emb(tmp_path / "short.npy", X[:5], [f"r{i}" for i in range(5)])
+    with pytest.raises(InputError, match=f"A {a} has 6 rows but B {short} has 5; toy-pairs compares two embeddings"):
+        run_measurement(m, a, short)  # the counts first, before the ids
     z = _ids_emb(tmp_path / "z.npy", X, [f"z{i}" for i in range(6)])
     with pytest.raises(InputError, match=f"A {a} and B {z} hold different rows"):
         run_measurement(m, a, z)

@@ -50,7 +50,7 @@ def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
             opened[spec_in.name] = None
         elif spec_in.kind == "embeddings" and spec_in.matches:  # the first's rows, in its order
             src = source(x, spec_in.name.upper())
-            how = _match(spec_in, rows, x, n, src.n, (m.embedding_inputs[0].name.upper(), spec_in.name.upper()))
+            how = _match(m.name, spec_in, rows, x, n, src.n, (m.embedding_inputs[0].name.upper(), spec_in.name.upper()))
             opened[spec_in.name] = in_order(src, how, spec_in.name.upper())
             if matched is not None:
                 matched[spec_in.name.upper()] = how.by
@@ -71,11 +71,14 @@ def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
     return opened
 
 
-def _match(spec_in: Any, ref: Any, x: Any, n_ref: Any, n: int, roles: tuple[str, str]) -> Any:
+def _match(command: str, spec_in: Any, ref: Any, x: Any, n_ref: Any, n: int, roles: tuple[str, str]) -> Any:
     """How a later embeddings input's rows go with the reference's (:attr:`~embedcheck.spec.Input.matches`)."""
-    from ._common import pair_sides
+    from ._common import pair_sides, role_name
 
     if spec_in.matches == "same":
+        if n_ref != n:  # the counts first, as the commands of the same rows always said it
+            raise InputError(f"{role_name(ref, roles[0])} has {n_ref} rows but {role_name(x, roles[1])} has {n}; "
+                             f"{command} compares two embeddings of the same rows")
         return check_same_rows(ref, x, n_ref, n, roles=roles)
     return pair_sides(ref, x)  # pairs of other counts: the measurement says so, naming what it pairs
 
