@@ -52,10 +52,10 @@ def test_chosen_thresholds_equal_a_brute_force_scan_with_sklearn_metrics():
     assert f1[7] == pytest.approx(f1_score(y, s >= cands[7]))  # the same F1 as scikit-learn
     ok = np.flatnonzero(prec >= 0.9)
     want = cands[ok[np.argmax(rec[ok])]]  # highest recall at precision >= 0.9 (lowest such threshold)
-    assert res["at_precision"]["threshold"] == pytest.approx(want, abs=1e-12)
-    assert res["at_precision"]["precision"] == pytest.approx(prec[ok[np.argmax(rec[ok])]])
-    assert res["best_f1"]["threshold"] == pytest.approx(cands[np.argmax(f1)], abs=1e-12)
-    assert res["best_f1"]["f1"] == pytest.approx(f1.max())
+    assert res.at_precision.threshold == pytest.approx(want, abs=1e-12)
+    assert res.at_precision.precision == pytest.approx(prec[ok[np.argmax(rec[ok])]])
+    assert res.best_f1.threshold == pytest.approx(cands[np.argmax(f1)], abs=1e-12)
+    assert res.best_f1.f1 == pytest.approx(f1.max())
 
 
 def test_floor_percentile_and_moments_equal_brute_force_over_unrelated_pairs():
@@ -65,23 +65,21 @@ def test_floor_percentile_and_moments_equal_brute_force_over_unrelated_pairs():
     V = B / np.linalg.norm(B, axis=1, keepdims=True)
     S = U @ V.T
     off = S[~np.eye(150, dtype=bool)]
-    for pt in (res["at_precision"], res["best_f1"], res["check"]):
-        assert pt["unrelated_flagged"] == int((off >= pt["threshold"]).sum())
-        assert pt["floor_percentile"] == pytest.approx(100 * (off < pt["threshold"]).mean())
-    assert res["floor"]["mean"] == pytest.approx(off.mean(), abs=1e-12)
-    assert res["floor"]["sd"] == pytest.approx(off.std(ddof=1), abs=1e-10)
+    for pt in (res.at_precision, res.best_f1, res.check):
+        assert pt.unrelated_flagged == int((off >= pt.threshold).sum())
+        assert pt.floor_percentile == pytest.approx(100 * (off < pt.threshold).mean())
+    assert res.floor["mean"] == pytest.approx(off.mean(), abs=1e-12)
+    assert res.floor["sd"] == pytest.approx(off.std(ddof=1), abs=1e-10)
     s = _cos(A, B)
-    assert res["check"]["precision"] == pytest.approx(precision_score(y, s >= 0.4))
-    assert res["check"]["recall"] == pytest.approx(recall_score(y, s >= 0.4))
+    assert res.check.precision == pytest.approx(precision_score(y, s >= 0.4))
+    assert res.check.recall == pytest.approx(recall_score(y, s >= 0.4))
 
 
 def test_matched_pairs_mode_treats_unrelated_pairs_as_negatives():
     rng = np.random.default_rng(1)
     A = rng.normal(size=(60, 8))
     B = A + rng.normal(size=(60, 8))
-    res = T.calibrate(A, B, precision=0.9)  # the result behind the report, with its per-pair arrays
-    assert res.to_dict() == {k: v for k, v in embedcheck.threshold(A, B, precision=0.9).to_dict().items()
-                             if k not in ("schema", "inputs")}
+    res = embedcheck.threshold(A, B, precision=0.9)
     U = A / np.linalg.norm(A, axis=1, keepdims=True)
     V = B / np.linalg.norm(B, axis=1, keepdims=True)
     S = U @ V.T
@@ -119,10 +117,10 @@ def test_threshold_intervals_cover_the_point_and_are_seeded():
     r1 = embedcheck.threshold(A, B, y, precision=0.9, resamples=300, seed=4)
     r2 = embedcheck.threshold(A, B, y, precision=0.9, resamples=300, seed=4)
     assert r1.to_dict() == r2.to_dict()
-    for pt in (r1["at_precision"], r1["best_f1"]):
-        lo, hi = pt["threshold_ci95"]
-        assert lo <= pt["threshold"] <= hi and hi > lo
-    assert "percentile bootstrap over pairs, 300 resamples, seed 4" == r1["ci_method"]
+    for pt in (r1.at_precision, r1.best_f1):
+        lo, hi = pt.threshold_ci95
+        assert lo <= pt.threshold <= hi and hi > lo
+    assert "percentile bootstrap over pairs, 300 resamples, seed 4" == r1.ci_method
 
 
 def test_bootstrap_resample_thresholds_precision_and_recall_equal_the_expanded_resample():
@@ -179,11 +177,11 @@ def test_matched_pairs_report_has_intervals_on_threshold_precision_and_recall():
     A, B, _ = _pairs(120, seed=8)
     B = A + np.random.default_rng(2).normal(size=A.shape)
     r = embedcheck.threshold(A, B, precision=0.9, resamples=200, seed=1)
-    for pt in (r["at_precision"], r["best_f1"]):
+    for pt in (r.at_precision, r.best_f1):
         for name in ("threshold", "precision", "recall"):
-            lo, hi = pt[f"{name}_ci95"]
-            assert lo <= pt[name] <= hi, (name, lo, pt[name], hi)
-    assert r["ci_method"].startswith("percentile bootstrap over pairs, 200 resamples, seed 1")
+            lo, hi = getattr(pt, f"{name}_ci95")
+            assert lo <= getattr(pt, name) <= hi, (name, lo, getattr(pt, name), hi)
+    assert r.ci_method.startswith("percentile bootstrap over pairs, 200 resamples, seed 1")
 
 
 def test_bad_inputs_raise_naming_the_parameter():
@@ -198,7 +196,7 @@ def test_bad_inputs_raise_naming_the_parameter():
         embedcheck.threshold(A, B, y * 2)
     with pytest.raises(InputError, match="20 rows but B has 19"):
         embedcheck.threshold(A, B[:19], y)
-    assert embedcheck.threshold(A, B, y * 4.5, match_at=4.0, resamples=0)["positives"] == int(y.sum())
+    assert embedcheck.threshold(A, B, y * 4.5, match_at=4.0, resamples=0).positives == int(y.sum())
 
 
 def test_cli_gate_exit_codes_and_one_line_errors(cli, tmp_path):
@@ -228,5 +226,5 @@ def test_matched_pairs_beyond_the_count_table_say_they_have_no_interval(monkeypa
     A, B, _ = _pairs(60, seed=9)
     monkeypatch.setattr(T, "MATCHED_BOOT_MAX", 50)
     r = embedcheck.threshold(A, A + B, resamples=100)
-    assert r["best_f1"].get("threshold_ci95") is None and r["best_f1"].get("recall_ci95") is None  # none in the report
-    assert r["ci_method"].startswith("none: matched-pairs intervals need an n x n count table")
+    assert r.best_f1.threshold_ci95 is None and r.best_f1.recall_ci95 is None
+    assert r.ci_method.startswith("none: matched-pairs intervals need an n x n count table")

@@ -255,7 +255,7 @@ MEASUREMENT = Measurement(
     }),
     pair=pair,
     view=view,
-    title=lambda shown, options: "anisotropy",
+    title=lambda given: "anisotropy",
     example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100"),
     runs={"": ("pairs_a.npy", "pairs_b.npy", "--perms", "2", "--plot", "fig.png")},
 )

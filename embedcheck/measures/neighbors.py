@@ -36,8 +36,17 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, queries: Opti
     return Outcome(body=res.to_dict(), items=neighbor_items(res, codes))
 
 
-def title(shown: Mapping[str, str], options: Mapping[str, Any]) -> str:
-    return f"neighbors — {shown['a']} vs {shown['b']} (k = {options['k']})"
+def _shown(x: Any) -> str:
+    """An input as a table title names it: a file's name, a store's locator (password masked)."""
+    from pathlib import Path
+
+    from ..io.stores import display_name, is_store
+
+    return display_name(x) if is_store(x) else Path(x).name
+
+
+def title(given: Mapping[str, Any]) -> str:
+    return f"neighbors — {_shown(given['a'])} vs {_shown(given['b'])} (k = {given['k']})"
 
 
 MEASUREMENT = Measurement(

@@ -16,7 +16,7 @@ floor and the corpus pairs; the same report on any engine.
 >>> A = rng.normal(size=(80, 8)); y = np.arange(80) % 2
 >>> B = np.where(y[:, None] == 1, A + 0.5 * rng.normal(size=(80, 8)), rng.normal(size=(80, 8)))
 >>> r = embedcheck.threshold(A, B, y, precision=0.9, resamples=100)
->>> r["mode"], r["at_precision"]["precision"] >= 0.9, len(r["best_f1"]["threshold_ci95"])
+>>> r.mode, r.at_precision.precision >= 0.9, len(r.best_f1.threshold_ci95)
 ('labels', True, 2)
 """
 
@@ -94,7 +94,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, match_at: Optional[fl
             above[k] = c
         res.corpus = {"path": corpus[1], "rows": cnt["rows"], "pairs": cnt["pairs"], "pairs_above": above,
                       "share_above": {k: (c / cnt["pairs"] if cnt["pairs"] else None) for k, c in above.items()}}
-    return Outcome(body=res.to_dict())
+    return Outcome(body=res.to_dict(), result=res)  # the report answers res.at_precision.threshold ... as before
 
 
 def _ci(v: Any, ci: Any) -> str:
@@ -208,7 +208,7 @@ MEASUREMENT = Measurement(
         "curve": {"type": "array", "items": obj({"threshold": NUM, "precision": NUM, "recall": NUM})},
     }),
     view=view,
-    title=lambda shown, options: "threshold",
+    title=lambda given: "threshold",
     example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100"),
 )
 
