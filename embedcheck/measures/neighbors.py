@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from ..errors import InputError
+from ..io import LABEL_FORMATS
 from ..report.result import Figure
 from ..report.schemas import BOOL, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
 from ..spec import Input, Measurement, OldGate, Option, Outcome
@@ -65,7 +66,7 @@ MEASUREMENT = Measurement(
     inputs=(Input("a", help="The rows embedded one way (n x d float .npy): original, model v1 ..."),
             Input("b", help="The same rows embedded another way (n x d' float .npy): projected, fused, model v2 ...",
                   matches="same"),
-            Input("labels", "labels", optional=True)),
+            Input("labels", "labels", optional=True, help=f"Labels, one per row: {LABEL_FORMATS}; ints or strings. Optional.")),
     options=(
         Option("k", int, 10, "Neighbours per row (cosine, self excluded).", min=1),
         Option("queries", int, None, "Sample this many query rows (seeded, without replacement); neighbours are still "
