@@ -22,7 +22,7 @@ resamples). It reads its rows through the engine it is given (:func:`map_rows`),
 declaration runs in this process and on Ray.
 
 >>> [c.name for c in COMMANDS][:4]
-['embed', 'aag', 'probe', 'sts']
+['embed', 'aag', 'probe', 'train-head']
 >>> report_versions()["physscore-score"], "aag" in paired_commands()
 (1, True)
 """
@@ -136,8 +136,10 @@ class Opening:
     n: Optional[int] = None
     label_field: str = "label"
     matched: dict[str, str] = field(default_factory=dict)
-    #: the measurement's options, checked (an opener whose reading depends on one: ``--match-at``)
-    options: Mapping[str, Any] = field(default_factory=dict)
+    #: the measurement's options, checked (an opener that reads a file by an option: sts's ``--score-field``)
+    options: dict[str, Any] = field(default_factory=dict)
+    #: the inputs opened before this one, by name (sts's scores check that A and B pair before they are read)
+    opened: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -255,6 +257,8 @@ class Option:
             if isinstance(value, (str, bytes, os.PathLike)) or (isinstance(value, (list, tuple)) and len(value) != self.nargs):
                 raise InputError(f"{self.name} must be {self.nargs} inputs, got {value!r}")
             return value
+        if self.multiple and isinstance(value, Mapping):  # KEY=X texts given from Python as a mapping ({"auc": 0.55})
+            return dict(value)
         if self.multiple:
             values = [value] if isinstance(value, (str, int, float)) else list(value)
             return [self._check_one(v) for v in values]
@@ -437,6 +441,8 @@ class Verdict:
     values: tuple[str, ...]                       #: every word it can hold
     help: str = ""                                #: one line: what the outcome is
     shown: str = ""                               #: how a gate names it (default: the key)
+    #: values X whose ``--fail-on not-X`` fails unless the outcome is X (drift's ``not-no-drift``)
+    unless: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.values or len(set(self.values)) != len(self.values):
@@ -445,6 +451,13 @@ class Verdict:
             if not _NAME.match(v) or v in PAIRED_VERDICTS:
                 raise ValueError(f"verdict {self.key!r}: value {v!r} must be lower case words joined by hyphens, "
                                  f"not one of --against's {', '.join(PAIRED_VERDICTS)}")
+        if not set(self.unless) <= set(self.values):
+            raise ValueError(f"verdict {self.key!r}: unless names values it does not hold")
+
+    @property
+    def fail_on(self) -> tuple[str, ...]:
+        """What ``--fail-on`` takes of it: each value, then ``not-X`` for each of :attr:`unless`."""
+        return (*self.values, *(f"not-{v}" for v in self.unless))
 
     def gate_name(self, value: str) -> str:
         return f"{self.key.replace('.', '_')}_{value.replace('-', '_')}"
@@ -464,7 +477,8 @@ class Outcome:
     items: dict[str, Any] = field(default_factory=dict)
     files: dict[str, Any] = field(default_factory=dict)
     #: what the measurement's own paired comparison (:attr:`Measurement.pair`) needs of this run and
-    #: the report does not show (the matrices, a classifier's predictions); kept out of the report
+    #: the report does not show (the matrices, a classifier's predictions); kept out of the report's
+    #: JSON, in its ``results`` (drift's permutation null ``mmd_null``, its out-of-fold ``scores``)
     state: dict[str, Any] = field(default_factory=dict)
     #: gates the run evaluated itself, on its own gate options (``compress sweep``'s ``--fail-below
     #: METRIC=P`` on a row's retention, :attr:`Measurement.gates` ``"own"``): added to the report's ``gates``
@@ -496,9 +510,7 @@ class Measurement:
     version: int = 1
     unit: str = "rows"                            #: what a paired resample draws
     description: str = ""                         #: ``--help``'s paragraph (default: ``help``)
-    #: JSON Schema properties of other keys (each required), or a whole object schema whose ``required``
-    #: leaves out the keys some runs lack (``report.schemas.obj(props, optional=("labels",))``)
-    body_schema: Mapping[str, Any] = field(default_factory=dict)
+    body_schema: Mapping[str, Any] = field(default_factory=dict)  #: JSON Schema properties of other keys
     tolerance: float = 1e-9                       #: local = shard set = ray, relative
     source: str = "built-in"                      #: the distribution that declared it
     #: a run on the project's fixtures (arguments and options, files named as in ``fixtures/``) that
@@ -554,6 +566,14 @@ class Measurement:
     #: the title of its terminal table from the run's arguments (inputs and options by name, as given),
     #: where ``<name> — <first input>`` does not name it (``compress — OUT.npy``)
     title: Optional[Callable[[Mapping[str, Any]], str]] = None
+    #: with ``engine=False``: takes ``--seed`` all the same (a run in this process that draws: sts's
+    #: bootstrap over pairs)
+    seeded: bool = False
+    #: the command it follows in ``embedcheck --help`` (the workflow order; default: after the
+    #: built-in commands)
+    after: str = ""
+    #: the keys of :attr:`body_schema` a report may lack (drift's ``clusters`` without attribution)
+    body_optional: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.gates not in GATE_KINDS:
@@ -581,7 +601,7 @@ class Measurement:
         if self.paired and {"against", "margin", "fail_on"} & set(names):
             raise ValueError(f"measurement {self.name!r}: 'against', 'margin' and 'fail_on' belong to --against; "
                              "declare paired=False to use the name")
-        values = [v for d in self.verdicts for v in d.values]
+        values = [v for d in self.verdicts for v in d.fail_on]
         if len(set(values)) != len(values):
             raise ValueError(f"measurement {self.name!r}: a verdict value is declared twice (--fail-on VALUE names one)")
         if self.verdicts and "fail_on" in names:
@@ -627,9 +647,6 @@ COMMANDS: tuple[Command, ...] = (
     Command("probe", "is the attribute in the vectors at all? A linear probe", "probe", {"probe": "probe"},
             {"probe": 1}, primary="accuracy", paired=True, measurement=True, role="measure",
             example=("topics.npy", "topics.labels.jsonl", "topics_test.npy", "topics_test.labels.jsonl", "--resamples", "100")),
-    Command("sts", "what does a change cost general similarity? Spearman with gold scores", "sts", {"sts": "sts"},
-            {"sts": 1}, primary="spearman", paired=True, measurement=True, role="measure",
-            example=("sts_a.npy", "sts_b.npy", "sts_scores.jsonl", "--resamples", "100")),
     Command("train-head", "learn a SISE projection head (or a linear baseline) on cached vectors", "head",
             {"train_head": "heads", "project": "heads"}, {"train-head": 1, "project": 1}, primary="train_aag.after",
             role="repair", writes=(Writes("output", "with-meta"),),
@@ -649,9 +666,6 @@ COMMANDS: tuple[Command, ...] = (
     Command("recall", "does the ANN index serve what exact search would? recall@k on your own vectors", "recall",
             {"recall": "recall"}, {"recall": 1}, primary="recall.mean", paired=True, measurement=True, role="measure",
             example=("recall_hnsw.faiss", "--queries", "recall_queries.npy", "--k", "5", "--resamples", "100")),
-    Command("drift", "has a population of embeddings drifted? MMD² and a cross-fitted classifier, calibrated", "drift",
-            {"drift": "drift"}, {"drift": 1}, primary="classifier.auc", measurement=True, role="measure",
-            example=("topics.npy", "topics_test.npy", "--permutations", "100")),
     Command("shards", "split, merge and verify shard sets of vectors", "shards",
             {"shards_split": "shards", "shards_merge": "shards", "shards_verify": "shards"},
             {"shards-split": 1, "shards-merge": 1, "shards-verify": 1}, role="manage",
@@ -717,7 +731,7 @@ def primary_figure(command: str) -> Optional[str]:
 
 def verdicts_of(command: str) -> tuple[Verdict, ...]:
     """The declared categorical outcomes of a measurement (:attr:`Measurement.verdicts`); none for a
-    built-in :class:`Command` (drift's ``--fail-on drift`` is its own option)."""
+    built-in :class:`Command`."""
     m = measurement(command)
     return tuple(m.verdicts) if m is not None else ()
 
@@ -729,7 +743,7 @@ def fail_on_values(command: str) -> tuple[str, ...]:
     if m is None:  # a built-in command: --against's verdicts where it takes --against (its verbs too)
         c = next((c for c in COMMANDS if command == c.name or command.startswith(c.name + "-")), None)
         return PAIRED_VERDICTS if c is not None and c.paired else ()
-    return (*(PAIRED_VERDICTS if m.paired else ()), *(v for d in m.verdicts for v in d.values))
+    return (*(PAIRED_VERDICTS if m.paired else ()), *(v for d in m.verdicts for v in d.fail_on))
 
 
 def writes_of(command: str) -> tuple[Writes, ...]:

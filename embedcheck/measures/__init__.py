@@ -13,8 +13,8 @@ from ..errors import InputError
 from ..spec import Measurement
 
 #: the modules of the built-in declared measurements, each with a ``MEASUREMENT``
-MODULES = ("hubness", "upgrade", "dedup", "integrity", "audit", "map", "compress_write", "compress_sweep", "neighbors",
-           "anisotropy", "threshold")
+MODULES = ("hubness", "upgrade", "dedup", "integrity", "audit", "map", "compress_write", "compress_sweep", "sts",
+           "drift", "neighbors", "anisotropy", "threshold")
 
 
 def comma_choices(value: str, allowed: tuple[str, ...], what: str) -> list[str]:

@@ -248,11 +248,11 @@ MEASUREMENT = Measurement(
     },
     primary="centred.gap_over_floor_sd",
     version=1,
-    body_schema=obj({
+    body_schema={
         "n": INT, "dim": INT, "means": {"type": "object"}, "anisotropy": obj({"a": NUM, "b": NUM}),
         "raw": SIDE, "centred": SIDE, "partner_first_by_chance": NUM, "reading": STR,
         "warning": {"type": ["string", "null"]}, "note": {"type": ["string", "null"]},
-    }),
+    },
     pair=pair,
     view=view,
     title=lambda given: "anisotropy",

@@ -88,7 +88,7 @@ MEASUREMENT = Measurement(
     primary="overlap",
     version=1,
     unit="query rows",
-    body_schema=obj({
+    body_schema={
         "n": INT, "dim_a": INT, "dim_b": INT, "k": INT, "queries": INT, "sampled": BOOL, "seed": INT,
         "overlap": NUM, "overlap_ci95": INTERVAL, "ci_method": STR, "overlap_histogram": {"type": "array", "items": INT},
         "top1_changed": NUM, "top1_changed_ci95": INTERVAL, "tie_rule": STR,
@@ -96,7 +96,8 @@ MEASUREMENT = Measurement(
         "labels": obj({"same_label_a": NUM, "same_label_b": NUM, "same_label_change": NUM,
                        "entering": INT, "leaving": INT,
                        "entering_same_label": NUM_OR_NULL, "leaving_same_label": NUM_OR_NULL}),
-    }, optional=("labels",)),
+    },
+    body_optional=("labels",),
     title=title,
     example=("pairs_a.npy", "pairs_b.npy", "--k", "5", "--resamples", "100"),
 )

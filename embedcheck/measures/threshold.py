@@ -199,14 +199,14 @@ MEASUREMENT = Measurement(
     primary="average_precision",
     version=1,
     paired=False,
-    body_schema=obj({
+    body_schema={
         "n": INT, "dim": INT, "mode": {"enum": ["labels", "matched pairs"]}, "positives": INT, "negatives": INT,
         "average_precision": NUM,
         "at_precision": obj({"threshold": NUM_OR_NULL, "target_precision": NUM}),
         "best_f1": obj({"threshold": NUM_OR_NULL, "f1": NUM_OR_NULL}),
         "floor": obj({"pairs": INT, "mean": NUM, "sd": NUM}),
         "curve": {"type": "array", "items": obj({"threshold": NUM, "precision": NUM, "recall": NUM})},
-    }),
+    },
     view=view,
     title=lambda given: "threshold",
     example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100"),

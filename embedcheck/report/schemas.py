@@ -222,10 +222,7 @@ def json_schema(command: str) -> dict[str, Any]:
     name = command_name(command)
     load_declarations()
     plugin = measurement(name) if name not in BODIES else None
-    # a declaration's body: its properties (each required), or a whole object schema (obj(..., optional=))
-    whole = plugin is not None and plugin.body_schema.get("type") == "object" and "properties" in plugin.body_schema
-    body = (copy.deepcopy(BODIES[name]) if plugin is None else copy.deepcopy(dict(plugin.body_schema)) if whole
-            else obj(dict(plugin.body_schema)))
+    body = copy.deepcopy(BODIES[name]) if plugin is None else obj(dict(plugin.body_schema), optional=tuple(plugin.body_optional))
     body["properties"] = {"schema": {"const": sid}, **body["properties"],
                           "gates": {"type": "array", "items": GATE}, "comparison": COMPARISON}
     for v in verdicts_of(name):  # a declared verdict holds one of its words, or null (could not tell)
