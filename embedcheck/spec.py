@@ -188,6 +188,9 @@ class Option:
     #: ``run``, which gets what this returns (``opens(value, ctx)``, ctx an :class:`Opening`); the CLI
     #: knows the option names a file from here (an output never lands on it)
     opens: Optional[Callable[[Any, "Opening"], Any]] = None
+    #: a parameter of the API function only, no command-line option: an object no command line
+    #: gives (row ids as a list, a score function); its ``type`` may be ``object`` (taken as given)
+    api_only: bool = False
     #: the CLI refuses a run without it, the API may leave it out (compress's ``-o``: the API keeps
     #: the compressed rows on its result instead); unlike :attr:`required`, None passes the API's check
     cli_required: bool = False
@@ -510,7 +513,9 @@ class Measurement:
     version: int = 1
     unit: str = "rows"                            #: what a paired resample draws
     description: str = ""                         #: ``--help``'s paragraph (default: ``help``)
-    body_schema: Mapping[str, Any] = field(default_factory=dict)  #: JSON Schema properties of other keys
+    #: JSON Schema properties of other keys (each required), or ``schemas.obj({...}, optional=(...))``
+    #: naming the keys a report may leave out
+    body_schema: Mapping[str, Any] = field(default_factory=dict)
     tolerance: float = 1e-9                       #: local = shard set = ray, relative
     source: str = "built-in"                      #: the distribution that declared it
     #: a run on the project's fixtures (arguments and options, files named as in ``fixtures/``) that
@@ -526,8 +531,10 @@ class Measurement:
     #: a run on the fixtures that writes its outputs (``{"": (...)}``, as :attr:`Command.runs`), where
     #: the :attr:`example` names none, for the suites that drive every writer (``tests/test_conformance_outputs.py``)
     runs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    #: the terminal view of a report (``view(report_dict) -> list[str]`` of lines), where the default
-    #: view from the figures (:mod:`embedcheck.cli.views`) does not read well
+    #: the terminal view of a report (``view(report_dict) -> list[str]`` of lines, or of rich
+    #: renderables such as a table, printed as they are), where the default view from the figures
+    #: (:mod:`embedcheck.cli.views`) does not read well; a view that takes a ``title`` keyword is given
+    #: the table's title (:attr:`title`)
     view: Optional[Callable[..., list[Any]]] = None
     #: options of the CLI only that change only the terminal view (threshold's ``--curve``): the
     #: command takes them and hands them to :attr:`view` as keywords; ``run`` and the API never see them
@@ -551,6 +558,10 @@ class Measurement:
     #: old spellings kept working, hidden from ``--help`` (:class:`OldGate` s, and options that are an
     #: old spelling of another, :attr:`Option.old_of`), as a built-in command's :func:`takes` ``old=``
     old: tuple["Option | OldGate", ...] = ()
+    #: the figures of a run with these options, where they depend on them (retrieve's metrics at each
+    #: ``--k`` cut-off): ``figures_for(options) -> {key: Figure}``, what the CLI's gates resolve against;
+    #: :attr:`figures` stays the declaration every other surface reads (schema, compare, HTML)
+    figures_for: Optional[Callable[[Mapping[str, Any]], Mapping[str, Any]]] = None
     #: ``embedcheck.<api>`` when it is not the name's (``compress`` for ``compress-write``)
     api: str = ""
     #: options the API function also takes by position, after its inputs, in this order
@@ -632,8 +643,14 @@ class Measurement:
         unknown = sorted(set(options) - set(known))
         if unknown:
             raise InputError(f"{self.name} takes no option {unknown[0]!r}; its options: {', '.join(known) or 'none'}")
-        return {name: (None if o.cli_required and options.get(name, o.default) is None else
-                       o.check(options.get(name, o.default))) for name, o in known.items()}
+        out = {}
+        for name, o in known.items():
+            value = options.get(name, o.default)
+            try:
+                out[name] = None if o.cli_required and value is None else o.check(value)
+            except InputError as exc:  # the API's parameter, as takes() names it: "k= must be >= 1"
+                raise InputError(name + "= " + str(exc).removeprefix(name + " ")) from None
+        return out
 
 
 # ---- the built-in commands, in --help order --------------------------------------------------------
@@ -660,9 +677,6 @@ COMMANDS: tuple[Command, ...] = (
             example=("score", "physscore_emb.npy", "physscore_phrases.jsonl", "--tables", "1"),
             writes=(Writes("output", "with-meta", verb="phrases"),),
             runs={"phrases": ("phrases", "-o", "ph.jsonl"), "run": ("run", "--tables", "1")}),
-    Command("retrieve", "exact search quality against relevance judgements: nDCG@10, MAP, recall", "retrieve",
-            {"retrieve": "retrieve"}, {"retrieve": 1}, primary="metrics.ndcg_at_10", paired=True, measurement=True, role="measure",
-            example=("retrieve_queries.npy", "retrieve_corpus.npy", "retrieve_qrels.tsv", "--resamples", "100")),
     Command("recall", "does the ANN index serve what exact search would? recall@k on your own vectors", "recall",
             {"recall": "recall"}, {"recall": 1}, primary="recall.mean", paired=True, measurement=True, role="measure",
             example=("recall_hnsw.faiss", "--queries", "recall_queries.npy", "--k", "5", "--resamples", "100")),

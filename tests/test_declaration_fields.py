@@ -453,6 +453,96 @@ def test_the_baseline_is_read_once(cli, tmp_path, monkeypatch):
     res = cli([*args, "--baseline", base, "--json"])
     assert res.exit_code == 0, res
     assert res.json()["comparison"]["baseline"] == str(base) and reads == ["--baseline"]
+def test_api_only_options_reach_run_and_the_api_names_a_bad_value():
+    """An ``api_only`` option reaches ``run`` from Python (an object no command line gives) and is no
+    option of the command; a value outside a bound is named as the API's parameter (``k=``), as
+    takes() names it."""
+    import numpy as np
+
+    from embedcheck.api.measure import api_function
+
+    def run(inputs, *, engine, seed, k, ids):
+        x = inputs["embeddings"]
+        got = list(ids) if ids is not None else []
+        return Outcome(body={"n": x.n, "k": k, "ids": got})
+
+    m = Measurement(name="toy-api-only", help="x", run=run, paired=False,
+                    options=(Option("k", int, 3, min=1), Option("ids", object, None, api_only=True)))
+    f = api_function(m)
+    X = np.arange(6.0).reshape(3, 2)
+    rep = f(X, ids=("a", "b", "c"), k=2)
+    assert rep["ids"] == ["a", "b", "c"] and rep["k"] == 2
+    with pytest.raises(InputError, match="^k= must be >= 1, got 0"):
+        f(X, k=0)
+    import inspect
+
+    assert "k" in [p.name for p in inspect.signature(_command_of(m)).parameters.values()]
+    assert "ids" not in [p.name for p in inspect.signature(_command_of(m)).parameters.values()]
+
+
+def _command_of(m):
+    """The callback the generic command would register for ``m`` (its signature: the CLI's parameters)."""
+    import typer
+
+    from embedcheck.cli import generic
+
+    fresh = typer.Typer(add_completion=False)
+    old = generic.app
+    try:
+        generic.app = fresh  # a fresh app: the real one is untouched
+        generic.add_command(m)
+    finally:
+        generic.app = old
+    return typer.main.get_command(fresh).callback
+
+
+def test_figures_of_the_options_and_a_view_of_rich_renderables_with_its_title(capsys):
+    """``figures_for`` gives the figures a run's gates resolve against; a view may return rich
+    renderables (printed as they are) beside lines, and is given the title made from the inputs."""
+    from rich.table import Table
+
+    from embedcheck.cli.generic import _renderer
+    from embedcheck.report.result import Figure
+
+    def view(report, title=""):
+        t = Table(title=title)
+        t.add_column("k")
+        t.add_row(str(report["k"]))
+        return [t, f"k = {report['k']} [not markup]"]
+
+    m = Measurement(name="toy-view", help="x", run=lambda inputs, **kw: Outcome(body={}), paired=False,
+                    figures={"s_at_1": Figure("higher")}, view=view,
+                    figures_for=lambda o: {f"s_at_{k}": Figure("higher") for k in o["k"]},
+                    title=lambda args: f"toy — {args['q']} over {args['c']}")
+    assert set(m.figures_for({"k": [1, 5]})) == {"s_at_1", "s_at_5"}
+    assert m.title({"q": "q.npy", "c": "c.npy"}) == "toy — q.npy over c.npy"
+    _renderer(m, m.title({"q": "q.npy", "c": "c.npy"}))({"k": 7})
+    out = capsys.readouterr().out
+    assert " ".join(out.split()).startswith("toy — q.npy over c.npy ┏━━━┓")  # the table's title (wrapped to its width)
+    assert "k = 7 [not markup]" in out and "│ 7 │" in out
+
+
+def test_against_b_put_in_a_order_keeps_its_ids(tmp_path):
+    """--against's B, held in another row order, is put in A's order with its ids in that order (a
+    measurement that ranks or judges by id reads them off B as off A)."""
+    import numpy as np
+
+    from embedcheck.io.source import open_source
+
+    X = np.arange(8, dtype=np.float32).reshape(4, 2)
+    np.save(tmp_path / "b.npy", X)
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps({"id": f"r{i}", "text": f"t{i}"}) + "\n" for i in range(4)))
+    b = open_source(tmp_path / "b.npy").reordered([2, 0, 3, 1], what="B")
+    np.testing.assert_array_equal(np.asarray(b[:]), X[[2, 0, 3, 1]])
+    assert b.ids() == ["r2", "r0", "r3", "r1"] and b.texts() == ["t2", "t0", "t3", "t1"]
+
+
+def test_a_body_schema_may_name_the_keys_a_report_leaves_out():
+    """``body_schema`` as properties (each key required) or as ``obj({...}, optional=...)``."""
+    from embedcheck.report.schemas import INT, _declared_body, obj
+
+    assert _declared_body({"n": INT})["required"] == ["n"]
+    assert _declared_body(obj({"n": INT, "model": INT}, optional=("model",)))["required"] == ["n"]
 
 
 def _toy_verb(monkeypatch):
@@ -511,7 +601,7 @@ def test_a_verb_with_its_own_api_name_positional_options_gates_and_no_engine(mon
     assert api("abcd", "int8", "o.npy")["output"] == "o.npy"
     with pytest.raises(InputError, match="positional"):
         api("abcd", "int8", "o.npy", "extra")
-    with pytest.raises(InputError, match="to is required"):
+    with pytest.raises(InputError, match="^to= is required"):
         api("abcd")
     gated = api("abcdef", "int8", fail_below="5").to_dict()["gates"]
     assert [(g["name"], g["passed"]) for g in gated] == [("toy.rows", True)]

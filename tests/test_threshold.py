@@ -186,11 +186,11 @@ def test_matched_pairs_report_has_intervals_on_threshold_precision_and_recall():
 
 def test_bad_inputs_raise_naming_the_parameter():
     A, B, y = _pairs(20)
-    with pytest.raises(InputError, match="precision must be > 0, got 0"):
+    with pytest.raises(InputError, match="precision= must be > 0, got 0"):
         embedcheck.threshold(A, B, y, precision=0)
-    with pytest.raises(InputError, match="precision must be <= 1, got 1.5"):
+    with pytest.raises(InputError, match="precision= must be <= 1, got 1.5"):
         embedcheck.threshold(A, B, y, precision=1.5)
-    with pytest.raises(InputError, match="check must be <= 1, got 1.5"):
+    with pytest.raises(InputError, match="check= must be <= 1, got 1.5"):
         embedcheck.threshold(A, B, y, check=1.5)
     with pytest.raises(InputError, match="must be 0 or 1"):
         embedcheck.threshold(A, B, y * 2)

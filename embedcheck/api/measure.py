@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..report.result import Report
 from ..rows import content_sha256
 from ..spec import Measurement, Opening, Outcome
-from ._common import check_same_rows, in_order, label_of, labels_for, running, source
+from ._common import check_same_rows, label_of, labels_for, running, source
 
 _REPORT_CLASSES: dict[str, type[Report]] = {}
 
@@ -52,7 +52,7 @@ def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
         elif spec_in.kind == "embeddings" and spec_in.matches:  # the first's rows, in its order
             src = source(x, spec_in.name.upper())
             how = _match(m.name, spec_in, rows, x, n, src.n, (m.embedding_inputs[0].name.upper(), spec_in.name.upper()))
-            opened[spec_in.name] = in_order(src, how, spec_in.name.upper())
+            opened[spec_in.name] = src.reordered(how.order, spec_in.name.upper()) if how.order is not None else src
             if matched is not None:
                 matched[spec_in.name.upper()] = how.by
             if orders is not None:
@@ -213,9 +213,15 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
                 else:
                     what, roles = f"--against B of {spec_in.name}", ("A", "B")
                 srcb = source(xb, what)
-                ob = in_order(srcb, check_same_rows(x, xb, opened[spec_in.name].n, srcb.n, roles=roles), what)
-                opened_b[spec_in.name] = in_order(ob, orders[spec_in.name], what) if spec_in.name in orders else ob
-            out_b = _run(m, opened_b, eng, seed, opts)
+                matched_b = check_same_rows(x, xb, opened[spec_in.name].n, srcb.n, roles=roles)
+                # in A's row order, its per-row fields (ids ...) with them
+                ob = srcb.reordered(matched_b.order, what) if matched_b.order is not None else srcb
+                order = orders[spec_in.name].order if spec_in.name in orders else None  # then B's rows in A's order
+                opened_b[spec_in.name] = ob.reordered(order, what) if order is not None else ob
+            try:
+                out_b = _run(m, opened_b, eng, seed, opts)
+            except InputError as exc:  # B's own fault: said to be the against side's
+                raise InputError(f"against ({', '.join('B_' + i.name.upper() for i in emb)}): {exc}") from None
             against_name = " ".join(label_of(b, "array") for b in b_args)  # as the hand-wired commands named them
             if m.pair is not None:  # the measurement's own comparison (not a mean over rows)
                 paired = m.pair(out, out_b, resamples=resamples, seed=seed, margins=margins, against=against_name,

@@ -16,8 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ..report.readings import number
-
 #: a string longer than this with a space in it is prose (a method, a rule): left to ``--json``
 PROSE = 44
 #: a text cell of a list table longer than this is cropped (the JSON has it in full)
@@ -353,7 +351,11 @@ def _numeric(v: Any) -> bool:
     return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
-_fmt = number  # the terminal's number (report.readings.number: a measurement's own view prints the same)
+def _fmt(v: Any) -> str:
+    """The terminal's number format (:func:`embedcheck.report.result.fmt_value`: a measurement's own view uses it too)."""
+    from ..report.result import fmt_value
+
+    return fmt_value(v)
 
 
 def render_paired(console: Any, paired: dict[str, Any], fmt: Callable[[Any], str] = _fmt) -> None:

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import InputError, InputWarning
-from ..report.readings import number
 from ..report.result import Figure
+from ..report.result import fmt_value as number
 from ..report.schemas import COSINE, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
 from ..spec import Input, Measurement, OldGate, Opening, Option, Outcome, Writes
 

@@ -29,8 +29,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..io import LABEL_FORMATS
-from ..report.readings import number
 from ..report.result import Figure
+from ..report.result import fmt_value as number
 from ..report.schemas import COSINE, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, obj
 from ..spec import Input, Measurement, OldGate, Opening, Option, Outcome
 

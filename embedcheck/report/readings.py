@@ -7,26 +7,6 @@ from __future__ import annotations
 from typing import Any, Optional
 
 
-def number(v: Any) -> str:
-    """A figure as the terminal views print it: four decimals, four significant digits in scientific
-    notation below 1e-3 or from 1e5, ``—`` for none, ``yes``/``no``, a short list joined by commas.
-
-    >>> number(0.5), number(2.5e-05), number(None), number([1, 0.25])
-    ('0.5000', '2.5e-05', '—', '1, 0.2500')
-    """
-    if v is None:
-        return "—"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
-            return f"{v:.4g}"
-        return f"{v:.4f}"
-    if isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
-        return ", ".join(number(x) for x in v) if len(v) <= 12 else f"[{len(v)} values]"
-    return str(v)
-
-
 def _gap_words(sec: dict[str, Any]) -> str:
     if sec["gap_over_floor_sd"] is None:
         return f"a plain {sec['gap']:.4f} (the floor has no spread)"
@@ -78,4 +58,4 @@ def fit_note(means: dict[str, dict[str, Any]], fewer_than: int) -> Optional[str]
             "a larger train split from the same domain, model and modality (--fit-a/--fit-b)")
 
 
-__all__ = ["anisotropy_reading", "anisotropy_warning", "fit_note", "number"]
+__all__ = ["anisotropy_reading", "anisotropy_warning", "fit_note"]
