@@ -105,6 +105,8 @@ class Input:
     #: returns): ``open(x, ctx)`` with ``x`` the path (or object) given and ``ctx`` an :class:`Opening`
     #: (the rows of the first embeddings input, to match by id). Raise :class:`InputError` naming the file.
     open: Optional[Callable[[Any, "Opening"], Any]] = None
+    #: the CLI's placeholder for it in ``--help``'s usage line (default: its name in capitals; aag's ``EMB``)
+    metavar: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in INPUT_KINDS:
@@ -470,7 +472,7 @@ class Measurement:
     version: int = 1
     unit: str = "rows"                            #: what a paired resample draws
     description: str = ""                         #: ``--help``'s paragraph (default: ``help``)
-    body_schema: Mapping[str, Any] = field(default_factory=dict)  #: JSON Schema properties of other keys
+    body_schema: Mapping[str, Any] = field(default_factory=dict)  #: JSON Schema properties of other keys, or ``obj(props, optional=...)``
     tolerance: float = 1e-9                       #: local = shard set = ray, relative
     source: str = "built-in"                      #: the distribution that declared it
     #: a run on the project's fixtures (arguments and options, files named as in ``fixtures/``) that
@@ -505,6 +507,13 @@ class Measurement:
     #: old spellings kept working, hidden from ``--help`` (:class:`OldGate` s, and options that are an
     #: old spelling of another, :attr:`Option.old_of`), as a built-in command's :func:`takes` ``old=``
     old: tuple["Option | OldGate", ...] = ()
+    #: the terminal table's title before the first input's file name (``AAG`` gives ``AAG — test.npy``);
+    #: default: the name and the first input as given
+    title: str = ""
+    #: checks of a run before anything is opened or computed (inputs given the wrong way round, an
+    #: option that ``against`` needs): ``preflight(inputs, *, options, against, margins)``, ``inputs``
+    #: as given and ``options`` checked against their declarations; raise :class:`InputError`
+    preflight: Optional[Callable[..., None]] = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

@@ -164,3 +164,64 @@ def test_required_and_sep_declarations_that_cannot_hold_are_refused():
         Option("k", int, None, sep=",", multiple=True)
     with pytest.raises(TypeError, match="k's default"):  # the list's default is declared as the function's
         takes(Option("k", int, (1, 10), sep=","))(lambda x, k=(1, 5): x)
+
+
+TITLED = '''
+from embedcheck.errors import InputError
+from embedcheck.report.schemas import INT, NUM, obj
+from embedcheck.spec import Input, Measurement, Option, Outcome
+
+def run(inputs, *, engine, seed, extra):
+    body = {"n": inputs["vectors"].n, "score": 0.25}
+    if extra:
+        body["more"] = 1.5
+    return Outcome(body=body)
+
+def preflight(inputs, *, options, against, margins):
+    if str(inputs[0]).endswith(".jsonl"):
+        raise InputError(f"VEC {inputs[0]} is a table: give the vectors first")
+
+MEASUREMENT = Measurement(
+    name="toy-titled", help="a toy with a title, a placeholder and a preflight", run=run, paired=False,
+    inputs=(Input("vectors", metavar="VEC"),), options=(Option("extra", bool, False, "Add more."),),
+    figures={}, title="TOY", preflight=preflight, example=("topics.npy",),
+    body_schema=obj({"n": INT, "score": NUM, "more": NUM}, optional=("more",)))
+'''
+
+
+@pytest.fixture(scope="module")
+def titled_site(tmp_path_factory):
+    site = tmp_path_factory.mktemp("titled")
+    meta = site / "toy_titled-0.1.dist-info"
+    meta.mkdir()
+    (site / "toy_titled_mod.py").write_text(TITLED)
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-titled\nVersion: 0.1\n")
+    (meta / "entry_points.txt").write_text("[embedcheck.measurements]\ntoy = toy_titled_mod:MEASUREMENT\n")
+    return site
+
+
+def _titled(site, *args, code=None):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]),
+           "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-c", code] if code else [sys.executable, "-m", "embedcheck", *args],
+                          capture_output=True, text=True, env=env)
+
+
+def test_title_metavar_preflight_and_an_object_body_schema(titled_site, tmp_path):
+    """``Input.metavar`` is the usage line's placeholder, ``Measurement.title`` the table's title
+    before the input's file name, ``preflight`` refuses before anything is opened (the table given
+    first is never read: it does not exist), and a ``body_schema`` given as ``obj(..., optional=)``
+    requires its keys but the optional ones."""
+    p = _titled(titled_site, "toy-titled", "--help")
+    assert p.returncode == 0 and p.stdout.startswith("Usage: embedcheck toy-titled [OPTIONS] VEC\n"), p.stdout
+    p = _titled(titled_site, "toy-titled", str(FIXTURES / "topics.npy"), "--format", "table")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == "TOY — topics.npy", p.stdout
+    p = _titled(titled_site, "toy-titled", str(tmp_path / "missing.jsonl"))
+    assert p.returncode == 2 and p.stderr.strip() == f"error: VEC {tmp_path / 'missing.jsonl'} is a table: give the vectors first"
+    code = ("import json, embedcheck\nfrom embedcheck.report.schemas import json_schema\n"
+            "s = json_schema('toy-titled')\nprint(json.dumps([s['required'], sorted(s['properties'])]))")
+    p = _titled(titled_site, code=code)
+    assert p.returncode == 0, p.stderr
+    required, props = json.loads(p.stdout)
+    assert {"n", "score"} <= set(required) and "more" not in required and "more" in props

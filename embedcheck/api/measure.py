@@ -146,6 +146,8 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
     opts = m.check_options(options)
     resamples = int(opts.get("resamples") or paired_resamples) if "resamples" in opts else paired_resamples
     writes = _check_writes(m, opts, inputs, against)
+    if m.preflight is not None:
+        m.preflight(inputs, options=opts, against=against, margins=margins)
     matched: dict[str, str] = {}
     opened = _open_inputs(m, inputs, label_field, matched)
     opts = _open_options(m, opts, opened, inputs, label_field, matched)

@@ -16,7 +16,7 @@ import typer
 
 from ..spec import PAIRED_VERDICTS, Measurement, Option
 from ._app import app
-from .common import AddressOpt, EngineName, EngineOpt, LabelFieldOpt, SeedOpt, check_engine, finite_float
+from .common import AddressOpt, EngineName, EngineOpt, LabelFieldOpt, SeedOpt, check_engine, finite_float, shown_name
 from .paired_opts import AgainstOpt, FailOn, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
@@ -30,11 +30,11 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
                 "file": "A file."}[i.kind]
         ann: Any
         if i.optional:
-            ann = Annotated[Optional[str], typer.Argument(metavar=f"[{i.name.upper()}]", help=i.help or what,
+            ann = Annotated[Optional[str], typer.Argument(metavar=f"[{i.metavar or i.name.upper()}]", help=i.help or what,
                                                           show_default=False)]
             params.append(P(i.name, P.POSITIONAL_OR_KEYWORD, annotation=ann, default=None))
         else:
-            ann = Annotated[str, typer.Argument(metavar=i.name.upper(), help=i.help or what, show_default=False)]
+            ann = Annotated[str, typer.Argument(metavar=i.metavar or i.name.upper(), help=i.help or what, show_default=False)]
             params.append(P(i.name, P.POSITIONAL_OR_KEYWORD, annotation=ann))
     if any(i.kind == "labels" for i in m.inputs) and not any(o.name == "label_field" for o in m.options):
         params.append(P("label_field", P.POSITIONAL_OR_KEYWORD, annotation=LabelFieldOpt, default="label"))
@@ -253,7 +253,8 @@ def add_command(m: Measurement) -> None:
             add_gates(report, paired_gates(rep.results.get("paired"), paired_fail))
         if fail_on is not None and paired_fail is None:
             add_gates(report, outcome_gates(report, fail_on, m.verdicts))
-        out.finish(report, title=f"{m.name} — {inputs[0]}", renderer=_renderer(m))
+        title = f"{m.title} — {shown_name(inputs[0])}" if m.title else f"{m.name} — {inputs[0]}"
+        out.finish(report, title=title, renderer=_renderer(m))
 
     command.__name__ = m.api_name + "_cmd"
     command.__options__ = m.options  # type: ignore[attr-defined]
