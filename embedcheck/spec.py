@@ -514,6 +514,9 @@ class Measurement:
     #: option that ``against`` needs): ``preflight(inputs, *, options, against, margins)``, ``inputs``
     #: as given and ``options`` checked against their declarations; raise :class:`InputError`
     preflight: Optional[Callable[..., None]] = None
+    #: the command it follows in ``embedcheck --help`` (the workflow order: ``aag`` after ``embed``);
+    #: default: after the built-in commands
+    after: str = ""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -645,11 +648,16 @@ def commands_table() -> str:
     """The Markdown table of every command (``docs/commands.md`` holds it between markers; a test
     keeps it equal to this): name, what it is for, primary figure, ``--against``."""
     rows = ["| command | what it is for | primary figure (bare `--fail-below X`) | `--against` |", "|---|---|---|---|"]
+    names = []
     for c in COMMANDS:
+        names.append(c.name)
         rows.append(f"| `{c.name}` | {c.help} | {f'`{c.primary}`' if c.primary else '—'} | {'yes' if c.paired else '—'} |")
     for m in measurements():  # the built-in declared measurements (embedcheck.measures), not plugins
         if m.source == "built-in":
-            rows.append(f"| `{m.name}` | {m.help} | {f'`{m.primary}`' if m.primary else '—'} | {'yes' if m.paired else '—'} |")
+            row = f"| `{m.name}` | {m.help} | {f'`{m.primary}`' if m.primary else '—'} | {'yes' if m.paired else '—'} |"
+            at = names.index(m.after) + 1 if m.after in names else len(names)  # --help's order (Measurement.after)
+            names.insert(at, m.name)
+            rows.insert(at + 2, row)
     return "\n".join(rows) + "\n"
 
 

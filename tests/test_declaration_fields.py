@@ -168,8 +168,9 @@ def test_required_and_sep_declarations_that_cannot_hold_are_refused():
 
 TITLED = '''
 from embedcheck.errors import InputError
+from embedcheck.report.result import Figure
 from embedcheck.report.schemas import INT, NUM, obj
-from embedcheck.spec import Input, Measurement, Option, Outcome
+from embedcheck.spec import Input, Measurement, OldGate, Option, Outcome
 
 def run(inputs, *, engine, seed, extra):
     body = {"n": inputs["vectors"].n, "score": 0.25}
@@ -184,7 +185,8 @@ def preflight(inputs, *, options, against, margins):
 MEASUREMENT = Measurement(
     name="toy-titled", help="a toy with a title, a placeholder and a preflight", run=run, paired=False,
     inputs=(Input("vectors", metavar="VEC"),), options=(Option("extra", bool, False, "Add more."),),
-    figures={}, title="TOY", preflight=preflight, example=("topics.npy",),
+    figures={"score": Figure("higher")}, title="TOY", preflight=preflight, example=("topics.npy",), after="embed",
+    old=(OldGate("fail_score_below", "score"),),
     body_schema=obj({"n": INT, "score": NUM, "more": NUM}, optional=("more",)))
 '''
 
@@ -225,3 +227,22 @@ def test_title_metavar_preflight_and_an_object_body_schema(titled_site, tmp_path
     assert p.returncode == 0, p.stderr
     required, props = json.loads(p.stdout)
     assert {"n", "score"} <= set(required) and "more" not in required and "more" in props
+
+
+def test_after_places_it_in_the_help_and_old_gates_reach_the_command(titled_site):
+    """``Measurement.after``: ``embedcheck --help`` lists it right after the command it names; its old
+    gate spellings (``Measurement.old``) are read off the command as a built-in's are, and gate."""
+    p = _titled(titled_site, "--help")
+    assert p.returncode == 0, p.stderr
+    import re
+
+    listed = re.findall(r"^. ([a-z-]+) ", p.stdout.split("Commands")[1], re.M)
+    assert listed[listed.index("embed") + 1] == "toy-titled", listed
+    p = _titled(titled_site, "toy-titled", str(FIXTURES / "topics.npy"), "--fail-score-below", "0.5", "--json")
+    assert p.returncode == 1 and "FAIL score = 0.25" in p.stderr, p.stderr
+    assert json.loads(p.stdout)["gates"][0]["threshold"] == 0.5
+    code = ("import json, typer, embedcheck.cli as c\n"
+            "cmd = typer.main.get_command(c.app).commands['toy-titled']\n"
+            "print(json.dumps([g.flag for g in cmd.callback.__old_spellings__]))")
+    p = _titled(titled_site, code=code)
+    assert p.returncode == 0 and json.loads(p.stdout) == ["--fail-score-below"], p.stderr

@@ -162,7 +162,8 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
 
         b_in = (against if isinstance(against, (list, tuple)) else (against,)) if against is not None else ()
         models = store_models(**{i.name: x for i, x in zip(m.embedding_inputs, inputs)},
-                              **{f"against_{i.name}": x for i, x in zip(m.embedding_inputs, b_in)})
+                              **({"against": b_in[0]} if len(m.embedding_inputs) == 1 and b_in else
+                                 {f"against_{i.name}": x for i, x in zip(m.embedding_inputs, b_in)}))
         if models:
             body["models"] = models
         if against is not None:

@@ -258,6 +258,7 @@ def add_command(m: Measurement) -> None:
 
     command.__name__ = m.api_name + "_cmd"
     command.__options__ = m.options  # type: ignore[attr-defined]
+    command.__old_spellings__ = m.old  # type: ignore[attr-defined]  # as a built-in's (tests/test_options.py)
     command.__doc__ = (m.description or m.help) + f"\n\nA plugin measurement ({m.source})." \
         if m.source != "built-in" else (m.description or m.help)
     params = _params(m)
