@@ -22,7 +22,7 @@ resamples). It reads its rows through the engine it is given (:func:`map_rows`),
 declaration runs in this process and on Ray.
 
 >>> [c.name for c in COMMANDS][:4]
-['embed', 'aag', 'probe', 'sts']
+['embed', 'probe', 'sts', 'train-head']
 >>> report_versions()["physscore-score"], "aag" in paired_commands()
 (1, True)
 """
@@ -574,9 +574,6 @@ class Measurement:
 COMMANDS: tuple[Command, ...] = (
     Command("embed", "encode texts into .npy vectors with a sidecar and a meta file", "embed", {"embed": "embed"},
             role="encode", writes=(Writes("output", "vectors"),), runs={"": ("physscore_phrases.jsonl", "-o", "e.npy")}),
-    Command("aag", "does cosine separate your labels? AAG, variance share and label MAP", "aag", {"aag": "aag"},
-            {"aag": 1}, primary="aag", paired=True, measurement=True, role="measure",
-            example=("topics.npy", "topics.labels.jsonl", "--resamples", "100")),
     Command("probe", "is the attribute in the vectors at all? A linear probe", "probe", {"probe": "probe"},
             {"probe": 1}, primary="accuracy", paired=True, measurement=True, role="measure",
             example=("topics.npy", "topics.labels.jsonl", "topics_test.npy", "topics_test.labels.jsonl", "--resamples", "100")),
