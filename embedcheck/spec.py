@@ -178,6 +178,9 @@ class Option:
     #: ``run``, which gets what this returns (``opens(value, ctx)``, ctx an :class:`Opening`); the CLI
     #: knows the option names a file from here (an output never lands on it)
     opens: Optional[Callable[[Any, "Opening"], Any]] = None
+    #: the CLI refuses a run without it, the API may leave it out (compress's ``-o``: the API keeps
+    #: the compressed rows on its result instead); unlike :attr:`required`, None passes the API's check
+    cli_required: bool = False
 
     def __post_init__(self) -> None:
         if self.opens is not None and self.type is not str:
@@ -455,6 +458,19 @@ class Outcome:
     #: what the measurement's own paired comparison (:attr:`Measurement.pair`) needs of this run and
     #: the report does not show (the matrices, a classifier's predictions); kept out of the report
     state: dict[str, Any] = field(default_factory=dict)
+    #: gates the run evaluated itself, on its own gate options (``compress sweep``'s ``--fail-below
+    #: METRIC=P`` on a row's retention, :attr:`Measurement.gates` ``"own"``): added to the report's ``gates``
+    gates: list[dict[str, Any]] = field(default_factory=list)
+    #: a typed result the API's report also answers attribute reads from (``compress``'s ``stored``
+    #: rows, a sweep's ``retention(row, metric)``); never written
+    result: Any = None
+    #: lines for a person beside the report (what a run skipped and why): the CLI prints each on
+    #: stderr as ``note: ...``; they stay in the report where ``body`` holds them
+    notes: list[str] = field(default_factory=list)
+
+
+#: what gates a measurement takes (:attr:`Measurement.gates`)
+GATE_KINDS = ("figures", "own", "none")
 
 
 @dataclass(frozen=True)
@@ -507,9 +523,21 @@ class Measurement:
     #: old spellings kept working, hidden from ``--help`` (:class:`OldGate` s, and options that are an
     #: old spelling of another, :attr:`Option.old_of`), as a built-in command's :func:`takes` ``old=``
     old: tuple["Option | OldGate", ...] = ()
-    #: the terminal table's title before the first input's file name (``AAG`` gives ``AAG — test.npy``);
-    #: default: the name and the first input as given
-    title: str = ""
+    #: ``embedcheck.<api>`` when it is not the name's (``compress`` for ``compress-write``)
+    api: str = ""
+    #: options the API function also takes by position, after its inputs, in this order
+    #: (``embedcheck.compress(X, "int8", "out.npy")``: ``("to", "output")``)
+    api_args: tuple[str, ...] = ()
+    #: takes ``--seed``, ``--engine`` and ``--address`` (False: a measurement that draws nothing and
+    #: runs in this process, as ``compress write``)
+    engine: bool = True
+    #: its gates: ``"figures"`` — ``--fail-below/--fail-above [FIGURE=]X`` on its figures and
+    #: ``--baseline``; ``"own"`` — gate options of its own that ``run`` evaluates (:attr:`Outcome.gates`),
+    #: ``--junit`` kept; ``"none"``
+    gates: str = "figures"
+    #: the title of its terminal table from the run's arguments (inputs and options by name, as given),
+    #: where ``<name> — <first input>`` does not name it (``compress — OUT.npy``)
+    title: Optional[Callable[[Mapping[str, Any]], str]] = None
     #: checks of a run before anything is opened or computed (inputs given the wrong way round, an
     #: option that ``against`` needs): ``preflight(inputs, *, options, against, margins)``, ``inputs``
     #: as given and ``options`` checked against their declarations; raise :class:`InputError`
@@ -519,6 +547,10 @@ class Measurement:
     after: str = ""
 
     def __post_init__(self) -> None:
+        if self.gates not in GATE_KINDS:
+            raise ValueError(f"measurement {self.name!r}: gates must be one of {GATE_KINDS}, got {self.gates!r}")
+        if set(self.api_args) - {o.name for o in self.options}:
+            raise ValueError(f"measurement {self.name!r}: api_args names an option it does not declare")
         if not _NAME.match(self.name):
             raise ValueError(f"measurement name {self.name!r}: lower case letters, digits and single hyphens")
         if self.group and not self.name.startswith(self.group + "-"):
@@ -549,7 +581,7 @@ class Measurement:
 
     @property
     def api_name(self) -> str:
-        return self.name.replace("-", "_")
+        return self.api or self.name.replace("-", "_")
 
     @property
     def verb(self) -> str:
@@ -566,7 +598,8 @@ class Measurement:
         unknown = sorted(set(options) - set(known))
         if unknown:
             raise InputError(f"{self.name} takes no option {unknown[0]!r}; its options: {', '.join(known) or 'none'}")
-        return {name: o.check(options.get(name, o.default)) for name, o in known.items()}
+        return {name: (None if o.cli_required and options.get(name, o.default) is None else
+                       o.check(options.get(name, o.default))) for name, o in known.items()}
 
 
 # ---- the built-in commands, in --help order --------------------------------------------------------
@@ -609,13 +642,6 @@ COMMANDS: tuple[Command, ...] = (
     Command("drift", "has a population of embeddings drifted? MMD² and a cross-fitted classifier, calibrated", "drift",
             {"drift": "drift"}, {"drift": 1}, primary="classifier.auc", measurement=True, role="measure",
             example=("topics.npy", "topics_test.npy", "--permutations", "100")),
-    Command("compress", "quantise or reduce vectors and measure what search keeps", "compress",
-            {"compress": "compress", "compress_sweep": "compress"}, {"compress-write": 1, "compress-sweep": 1},
-            measurement=True, role="measure",
-            example=("sweep", "--retrieval", "retrieve_queries.npy", "retrieve_corpus.npy", "retrieve_qrels.tsv",
-                     "--resamples", "100"),
-            writes=(Writes("output", "compressed", verb="write"),),
-            runs={"write": ("write", "topics.npy", "--to", "int8", "-o", "c.npy")}),
     Command("threshold", "calibrate a cosine threshold for a target precision", "threshold",
             {"threshold": "threshold"}, {"threshold": 1}, primary="average_precision", measurement=True, role="measure",
             example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100")),
@@ -635,7 +661,7 @@ COMMANDS: tuple[Command, ...] = (
 def intro() -> str:
     """``embedcheck --help``'s first paragraph: every command, by what it is for."""
     by = {r: [c.name for c in COMMANDS if c.role == r] for r in ("encode", "measure", "repair", "manage")}
-    by["measure"] += [m.name for m in measurements() if m.source == "built-in"]
+    by["measure"] += list(dict.fromkeys(m.group or m.name for m in measurements() if m.source == "built-in"))
     return ("Does the cosine geometry of an embedding space reflect what you care about? "
             f"Encode texts ({', '.join(by['encode'])}), measure ({', '.join(by['measure'])}), "
             f"repair ({', '.join(by['repair'])}) and keep results ({', '.join(by['manage'])}).")
@@ -650,8 +676,8 @@ def commands_table() -> str:
         names.append(c.name)
         rows.append(f"| `{c.name}` | {c.help} | {f'`{c.primary}`' if c.primary else '—'} | {'yes' if c.paired else '—'} |")
     for m in measurements():  # the built-in declared measurements (embedcheck.measures), not plugins
-        if m.source == "built-in":
-            row = f"| `{m.name}` | {m.help} | {f'`{m.primary}`' if m.primary else '—'} | {'yes' if m.paired else '—'} |"
+        if m.source == "built-in":  # a verb as it is typed (`compress sweep`)
+            row = f"| `{f'{m.group} {m.verb}' if m.group else m.name}` | {m.help} | {f'`{m.primary}`' if m.primary else '—'} | {'yes' if m.paired else '—'} |"
             at = names.index(m.after) + 1 if m.after in names else len(names)  # --help's order (Measurement.after)
             names.insert(at, m.name)
             rows.insert(at + 2, row)
@@ -797,6 +823,21 @@ def _apply(fn: Callable[..., Any], part: Any, args: tuple[Any, ...]) -> Any:
     return fn(part.read(), part.offset, part.offset + part.rows, *args)
 
 
+#: where a running measurement's progress lines go (:func:`set_progress_sink`); None: nowhere
+_PROGRESS: list[Optional[Callable[[str], None]]] = [None]
+
+
+def set_progress_sink(fn: Optional[Callable[[str], None]]) -> None:
+    """Send the progress lines of the measurement that runs next to ``fn`` (the CLI: stderr, when
+    it is a terminal; None: drop them)."""
+    _PROGRESS[0] = fn
+
+
+def progress_sink() -> Optional[Callable[[str], None]]:
+    """Where a ``run`` sends its progress lines (``"pca:96 ..."``), or None: then it says nothing."""
+    return _PROGRESS[0]
+
+
 def map_rows(engine: Any, source: Any, fn: Callable[..., Any], *args: Any) -> list[Any]:
     """``fn(rows, start, stop, *args)`` over consecutive row ranges of ``source`` (its parts,
     :class:`embedcheck.io.source.Part`: a shard per task for a shard set, fixed-size ranges otherwise —
@@ -813,4 +854,4 @@ def load(dotted: str) -> Any:
 
 
 __all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "PAIRED_VERDICTS", "Command", "Input", "Measurement", "OldGate", "Opening", "Option",
-           "Outcome", "Verdict", "Writes", "api_modules", "cli_options_of", "fail_on_values", "map_rows", "old_spellings_of", "options_of", "measurement", "measurements", "paired_commands", "primary_figure", "register", "report_versions", "verdicts_of"]
+           "Outcome", "Verdict", "Writes", "api_modules", "cli_options_of", "fail_on_values", "map_rows", "progress_sink", "set_progress_sink", "old_spellings_of", "options_of", "measurement", "measurements", "paired_commands", "primary_figure", "register", "report_versions", "verdicts_of"]

@@ -123,7 +123,8 @@ def _builtin_cases() -> list[Case]:
     from embedcheck.spec import measurements
 
     return [*(Case(c.name, list(c.example), c.primary, c.paired) for c in COMMANDS if c.example),
-            *(Case(m.name, list(m.example), m.primary, m.paired) for m in measurements() if m.source == "built-in" and m.example)]
+            *(Case(m.group or m.name, [m.verb, *m.example] if m.group else list(m.example), m.primary, m.paired)
+              for m in measurements() if m.source == "built-in" and m.example)]
 
 
 CASES = [*_builtin_cases(), Case(PLUGIN, [BY_KIND["embeddings"], BY_KIND["labels"], "--resamples", "100"],

@@ -68,7 +68,7 @@ def _run_of(path: str) -> tuple[str, ...] | None:
     is of that verb)."""
     c, verb = _command(path)
     if c is None:  # a built-in declared measurement (embedcheck.measures): its runs, else its example
-        m = spec.measurement(path)
+        m = spec.measurement(path.replace(" ", "-"))  # a verb's measurement is named <command>-<verb>
         if m is None or m.source != "built-in":
             return None
         return tuple(m.runs.get(verb) or m.example) or None

@@ -183,9 +183,9 @@ def preflight(inputs, *, options, against, margins):
         raise InputError(f"VEC {inputs[0]} is a table: give the vectors first")
 
 MEASUREMENT = Measurement(
-    name="toy-titled", help="a toy with a title, a placeholder and a preflight", run=run, paired=False,
+    name="toy-titled", help="a toy with a placeholder, a preflight and a place in the help", run=run, paired=False,
     inputs=(Input("vectors", metavar="VEC"),), options=(Option("extra", bool, False, "Add more."),),
-    figures={"score": Figure("higher")}, title="TOY", preflight=preflight, example=("topics.npy",), after="embed",
+    figures={"score": Figure("higher")}, preflight=preflight, example=("topics.npy",), after="embed",
     old=(OldGate("fail_score_below", "score"),),
     body_schema=obj({"n": INT, "score": NUM, "more": NUM}, optional=("more",)))
 '''
@@ -209,16 +209,12 @@ def _titled(site, *args, code=None):
                           capture_output=True, text=True, env=env)
 
 
-def test_title_metavar_preflight_and_an_object_body_schema(titled_site, tmp_path):
-    """``Input.metavar`` is the usage line's placeholder, ``Measurement.title`` the table's title
-    before the input's file name, ``preflight`` refuses before anything is opened (the table given
+def test_metavar_preflight_and_an_object_body_schema(titled_site, tmp_path):
+    """``Input.metavar`` is the usage line's placeholder, ``preflight`` refuses before anything is opened (the table given
     first is never read: it does not exist), and a ``body_schema`` given as ``obj(..., optional=)``
     requires its keys but the optional ones."""
     p = _titled(titled_site, "toy-titled", "--help")
     assert p.returncode == 0 and p.stdout.startswith("Usage: embedcheck toy-titled [OPTIONS] VEC\n"), p.stdout
-    p = _titled(titled_site, "toy-titled", str(FIXTURES / "topics.npy"), "--format", "table")
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.splitlines()[0] == "TOY — topics.npy", p.stdout
     p = _titled(titled_site, "toy-titled", str(tmp_path / "missing.jsonl"))
     assert p.returncode == 2 and p.stderr.strip() == f"error: VEC {tmp_path / 'missing.jsonl'} is a table: give the vectors first"
     code = ("import json, embedcheck\nfrom embedcheck.report.schemas import json_schema\n"
@@ -246,3 +242,88 @@ def test_after_places_it_in_the_help_and_old_gates_reach_the_command(titled_site
             "print(json.dumps([g.flag for g in cmd.callback.__old_spellings__]))")
     p = _titled(titled_site, code=code)
     assert p.returncode == 0 and json.loads(p.stdout) == ["--fail-score-below"], p.stderr
+def _toy_verb(monkeypatch):
+    """A toy verb declared with the fields ``compress`` needs (an API name and positional options of
+    its own, an option the CLI requires and the API may leave out, no ``--engine``, gates of its own,
+    a title, notes, a typed result), registered as a plugin would be, with its CLI command made
+    on a fresh app in this process (so the real app is untouched)."""
+    import typer
+
+    from embedcheck import spec
+    from embedcheck.cli import _app, generic
+
+    class Kept:
+        def half(self):
+            return 0.5
+
+    def run(inputs, *, engine, seed, to, output=None, fail_below=None):
+        rows = inputs["emb"]
+        say = spec.progress_sink()
+        if say is not None:
+            say("half way")
+        gates = [{"name": "toy.rows", "op": ">=", "threshold": float(fail_below), "value": float(rows),
+                  "passed": rows >= float(fail_below)}] if fail_below is not None else []
+        return Outcome(body={"rows": rows, "to": to, "output": output}, gates=gates, result=Kept(),
+                       notes=[f"{rows} rows counted"])
+
+    m = Measurement(name="toyv-write", group="toyv", api="toyv", help="write a toy", run=run, paired=False,
+                    inputs=(Input("emb", "file", open=lambda x, ctx: len(str(x))),),
+                    options=(Option("to", str, None, "Format.", required=True, show_default=False),
+                             Option("output", str, None, "Where.", aliases=("-o",), cli_required=True, show_default=False),
+                             Option("fail_below", str, None, "Own gate.", show_default=False)),
+                    api_args=("to", "output"), engine=False, gates="own", title=lambda a: f"toy — {a['output']}")
+    monkeypatch.setattr(spec, "_PLUGINS", [*spec.measurements(), m])
+    fresh = typer.Typer(add_completion=False)
+    monkeypatch.setattr(_app, "app", fresh)
+    monkeypatch.setattr(generic, "_GROUPS", {})
+    monkeypatch.setitem(generic.GROUP_DEFAULT, "toyv", "write")
+    monkeypatch.setitem(generic.GROUP_HELP, "toyv", "A toy command with verbs.")
+    generic.add_command(m)
+    return m, fresh
+
+
+def test_a_verb_with_its_own_api_name_positional_options_gates_and_no_engine(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from embedcheck.api.measure import api_function
+
+    m, app = _toy_verb(monkeypatch)
+    api = api_function(m)
+    assert api.__name__ == "toyv" and m.api_name == "toyv"
+    rep = api("abcd", "int8")  # to by position; output (cli_required) left out
+    assert rep.to_dict()["rows"] == 4 and rep["to"] == "int8" and rep["output"] is None
+    assert rep.half() == 0.5 and rep.results["notes"] == ["4 rows counted"]  # the kept result answers attributes
+    with pytest.raises(AttributeError):
+        rep.no_such_thing
+    assert api("abcd", "int8", "o.npy")["output"] == "o.npy"
+    with pytest.raises(InputError, match="positional"):
+        api("abcd", "int8", "o.npy", "extra")
+    with pytest.raises(InputError, match="to is required"):
+        api("abcd")
+    gated = api("abcdef", "int8", fail_below="5").to_dict()["gates"]
+    assert [(g["name"], g["passed"]) for g in gated] == [("toy.rows", True)]
+    runner = CliRunner()
+    # the default verb: `toyv ARG` is `toyv write ARG`
+    res = runner.invoke(app, ["toyv", "abc", "--to", "int8", "-o", str(tmp_path / "o"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["rows"] == 3
+    assert "note: 3 rows counted" in res.stderr and "half way" not in res.stderr  # progress: on a terminal only
+    from embedcheck.cli import common
+
+    monkeypatch.setattr(common, "stderr_is_terminal", lambda: True)
+    said = runner.invoke(app, ["toyv", "abc", "--to", "int8", "-o", str(tmp_path / "o"), "--json"])
+    assert said.exit_code == 0 and "write: half way" in said.stderr
+    monkeypatch.undo()  # the app, groups and plugins as they were; made again below
+    m, app = _toy_verb(monkeypatch)
+    assert runner.invoke(app, ["toyv", "write", "abc", "--to", "int8"]).exit_code == 2  # -o: the CLI requires it
+    help_text = runner.invoke(app, ["toyv", "write", "--help"]).stdout
+    assert "--engine" not in help_text and "--seed" not in help_text and "--junit" in help_text
+    assert "--fail-above" not in help_text and "--baseline" not in help_text
+    failed = runner.invoke(app, ["toyv", "abc", "--to", "x", "-o", str(tmp_path / "o"), "--fail-below", "4", "--json"])
+    assert failed.exit_code == 1 and not json.loads(failed.stdout)["gates"][0]["passed"]
+    table = runner.invoke(app, ["toyv", "abc", "--to", "x", "-o", "out.npy", "--format", "table"])
+    assert table.exit_code == 0 and "toy — out.npy" in table.stdout
+    with pytest.raises(ValueError, match="gates must be one of"):
+        Measurement(name="bad-gates", help="x", run=m.run, paired=False, inputs=(), gates="some")
+    with pytest.raises(ValueError, match="api_args"):
+        Measurement(name="bad-args", help="x", run=m.run, paired=False, inputs=(), api_args=("nope",))

@@ -16,10 +16,9 @@ SCHEMA = xmlschema.XMLSchema(str(ROOT / "tests" / "data" / "junit.xsd"))
 
 
 def _gating() -> list[str]:
-    """Every command that gates through the reporting options (``compare`` gates its two stored
-    reports by its own path: not yet covered)."""
-    return sorted(p for p, c in _leaves().items() if any(x.name in ("fail_below", "fail_on") for x in c.params)
-                  and p != "compare")
+    """Every command that gates (``compare`` through its own ``--fail-on significant-drop`` and
+    ``--max-drop``; the others through the reporting options)."""
+    return sorted(p for p, c in _leaves().items() if any(x.name in ("fail_below", "fail_on") for x in c.params))
 
 
 def test_every_command_that_gates_takes_junit() -> None:
@@ -53,7 +52,7 @@ def _argv(path: str, w: Path) -> list[str] | None:
     return [*path.split(" "), *out]
 
 
-@pytest.mark.parametrize("path", [p for p in _gating() if _run_of(p)])
+@pytest.mark.parametrize("path", [p for p in _gating() if _run_of(p) and p != "compare"])
 def test_a_failing_primary_gate_is_a_junit_failure(path: str, tmp_path: Path, cli) -> None:
     """The command's run on the fixtures with a bound its primary figure cannot meet, then one it
     meets: the file validates, holds one test case per gate, and the failure names the bound."""
@@ -128,3 +127,28 @@ def test_junit_is_an_output_checked_before_any_work(tmp_path: Path, cli) -> None
     res = cli(["aag", str(FIXTURES / "topics.npy"), str(lab), "--junit", str(lab)])
     assert res.exit_code == 2 and "--junit" in res.stderr, res
     assert lab.read_bytes() == (FIXTURES / "topics.labels.jsonl").read_bytes()
+
+
+def test_compare_writes_its_drop_gates_as_junit(tmp_path: Path, cli) -> None:
+    """compare's gates (``--max-drop FIGURE=X`` on two stored reports) in the CI's test view: a drop
+    beyond the allowed one is a failure naming the figure."""
+    import json
+
+    base = json.loads((FIXTURES / "reports" / "topics_aag.json").read_text())
+    cur = dict(base, aag=base["aag"] - 0.05)
+    b, c = tmp_path / "b.json", tmp_path / "c.json"
+    b.write_text(json.dumps(base))
+    c.write_text(json.dumps(cur))
+    junit = tmp_path / "compare.xml"
+    res = cli(["compare", str(b), str(c), "--max-drop", "aag=0.01", "--junit", str(junit), "--json"])
+    assert res.exit_code == 1, res
+    SCHEMA.validate(str(junit))
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and suite.get("name") == "embedcheck compare"
+    failed = [case for case in suite.findall("testcase") if case.find("failure") is not None]
+    assert failed and all("aag" in (case.get("name") or "") for case in failed)
+    assert len(suite.findall("testcase")) == len(res.json()["gates"])
+    res = cli(["compare", str(b), str(b), "--max-drop", "aag=0.01", "--junit", str(junit), "--json"])
+    assert res.exit_code == 0, res
+    SCHEMA.validate(str(junit))
+    assert all(case.find("failure") is None for case in ET.parse(junit).getroot().iter("testcase"))

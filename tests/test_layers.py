@@ -184,3 +184,65 @@ def test_the_check_finds_an_import_that_runs_back_up(rows, modules, source, expe
 ])
 def test_the_check_lets_downward_and_same_row_imports_pass(rows, modules, source, module):
     assert violations(source, module, rows, set(modules), is_package=module == "embedcheck") == []
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or through others (the strongly
+    connected components of more than one module, Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on.add(start)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                group = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    group.append(w)
+                    if w == v:
+                        break
+                if len(group) > 1:
+                    out.append(sorted(group))
+    return out
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    known = set(modules)
+    return {m: {t for _, t in imports(p.read_text(encoding="utf-8"), m, is_package=p.name == "__init__.py", known=known)
+                if t != m and t in known} for m, p in modules.items()}
+
+
+def test_no_two_modules_import_each_other(modules):
+    """A circle of imports (``io.rowids`` opening a source, ``io.source`` asking ``rowids`` about repeated
+    ids) works only by the order functions run in; every module's imports form a tree of floors."""
+    circles = import_circles(import_graph(modules))
+    assert not circles, "modules that import each other: " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_circle_check_finds_a_circle_through_a_third_module():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d"}}
+    assert import_circles(graph) == [["a", "b", "c"]]
+    assert import_circles({"a": {"b"}, "b": set()}) == []

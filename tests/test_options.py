@@ -136,9 +136,10 @@ def _example(path: tuple[str, ...], w: Path) -> list[Any] | None:
     command with verbs), its fixture files taken from ``w``; None when it declares none."""
     from embedcheck.spec import COMMANDS, measurements
 
-    for m in measurements():  # the built-in declared measurements: their example, as a Command's
-        if m.source == "built-in" and m.example and path == (m.name,):
-            return [m.name, *[w / a if (FIXTURES / a).is_file() else a for a in m.example]]
+    for m in measurements():  # the built-in declared measurements: their example, as a Command's (a verb's after it)
+        at = (m.group, m.verb) if m.group else (m.name,)
+        if m.source == "built-in" and m.example and path == at:
+            return [*at, *[w / a if (FIXTURES / a).is_file() else a for a in m.example]]
     for c in COMMANDS:
         if not c.example:
             continue

@@ -618,7 +618,7 @@ def test_compress_float16_to_pgvector_writes_halfvec(pg_halfvec_uri, ref, tmp_pa
     read back as the rows of the float16 .npy."""
     import psycopg
 
-    from embedcheck.api.compress import compress
+    from embedcheck import compress
     from embedcheck.io.compressed import open_decoded
     from embedcheck.io.source import open_source
 
@@ -650,7 +650,7 @@ def test_compress_to_a_store_reads_back_as_the_compressed_npy(store, ref, tmp_pa
     """compress -o STORE: read back, the rows equal those of compress -o .npy (decoded the same way);
     the codes are the store's own integer / bit types, the ids and labels are carried over, the
     compression record (with the int8 ranges) is in the store's metadata."""
-    from embedcheck.api.compress import compress
+    from embedcheck import compress
     from embedcheck.io.compressed import open_decoded
     from embedcheck.io.source import open_source
     from embedcheck.io.stores import open_store

@@ -9,6 +9,7 @@ the same rows and add the paired comparison of every figure it returned per-row 
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from typing import Any, Callable, Optional
 
@@ -77,7 +78,8 @@ def _open_options(m: Measurement, opts: dict[str, Any], opened: dict[str, Any], 
     rows = inputs[[i.name for i in m.inputs].index(m.embedding_inputs[0].name)] if m.embedding_inputs else None
     out = dict(opts)
     for o in m.options:
-        if o.opens is not None and opts.get(o.name) not in (None, ""):
+        value = opts.get(o.name)
+        if o.opens is not None and value is not None and not (isinstance(value, str) and value == ""):  # an array too
             ctx = Opening(what=o.flag, rows=rows, source=first, n=first.n if first is not None else None,
                           label_field=label_field, matched=matched)
             out[o.name] = o.opens(opts[o.name], ctx)
@@ -157,7 +159,13 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
         labels = {i.name: opened[i.name] for i in m.inputs if i.kind == "labels" and opened[i.name] is not None}
         if labels or matched:
             body["inputs"] = {**{f"{k}_sha256": content_sha256(v) for k, v in labels.items()}, "rows_matched_by": matched}
+        if out.gates:
+            body["gates"] = [*body.get("gates", []), *out.gates]
         results: dict[str, Any] = {"items": out.items}
+        if out.result is not None:
+            results["result"] = out.result
+        if out.notes:
+            results["notes"] = list(out.notes)
         from ._common import store_models
 
         b_in = (against if isinstance(against, (list, tuple)) else (against,)) if against is not None else ()
@@ -205,15 +213,45 @@ def api_function(m: Measurement) -> Callable[..., Report]:
 
     @functools.wraps(m.run)
     def f(*inputs: Any, **kwargs: Any) -> Report:
+        if m.api_args and len(inputs) > len(m.inputs):  # options it also takes by position (api_args)
+            extra = inputs[len(m.inputs):]
+            if len(extra) > len(m.api_args):
+                raise InputError(f"{m.api_name} takes {len(m.inputs) + len(m.api_args)} positional arguments, "
+                                 f"got {len(inputs)}")
+            for name, value in zip(m.api_args, extra):
+                if name in kwargs:
+                    raise InputError(f"{m.api_name}: {name} given twice")
+                kwargs[name] = value
+            inputs = inputs[:len(m.inputs)]
         return run_measurement(m, *inputs, **kwargs)
 
     f.__name__ = f.__qualname__ = m.api_name
+    f.__signature__ = _signature(m)  # type: ignore[attr-defined]
     inputs = ", ".join(i.name for i in m.inputs)
     opts = "".join(f"\n    {o.name} ({o.type.__name__}, default {o.default!r}): {o.help}" for o in m.options)
     f.__doc__ = (f"{m.help}\n\n{m.api_name}({inputs}, *, label_field='label', seed=0, engine='local', against=None, "
                  f"margins=None, paired_resamples=1000, **options) -> Report\n\nOptions:{opts or ' none'}\n\n"
                  f"Declared by {m.source}.")
     return f
+
+
+def _signature(m: Measurement) -> inspect.Signature:
+    """The API function's signature from the declaration: its inputs (and :attr:`~Measurement.api_args`)
+    by position, its options and the shared ones by keyword, each with its declared default."""
+    P = inspect.Parameter
+    opts = {o.name: o for o in m.options}
+    params = [P(i.name, P.POSITIONAL_OR_KEYWORD, default=None if i.optional else P.empty) for i in m.inputs]
+    params += [P(n, P.POSITIONAL_OR_KEYWORD, default=P.empty if opts[n].required else opts[n].default)
+               for n in m.api_args]
+    params += [P(o.name, P.KEYWORD_ONLY, default=None if o.required else o.default)
+               for o in m.options if o.name not in m.api_args]
+    shared: dict[str, Any] = {"label_field": "label"} if any(i.kind == "labels" for i in m.inputs) else {}
+    if m.engine:
+        shared.update({"seed": 0, "engine": "local", "address": None})
+    if m.paired:
+        shared.update({"against": None, "margins": None, "paired_resamples": 1000})
+    params += [P(k, P.KEYWORD_ONLY, default=v) for k, v in shared.items() if k not in opts]
+    return inspect.Signature(params)
 
 
 __all__ = ["api_function", "report_class", "run_measurement"]

@@ -10,7 +10,7 @@ import typer
 
 from ..api.compare import compare
 from ._app import app
-from .common import FormatOpt, JsonOpt, MaxDropOpt, QuietOpt, ReportOpt, ToleranceOpt, finish, start_command
+from .common import FormatOpt, JsonOpt, JunitOpt, MaxDropOpt, QuietOpt, ReportOpt, ToleranceOpt, finish, start_command
 from .generic import declared
 
 _ReportArg = typer.Argument
@@ -28,6 +28,7 @@ def compare_cmd(
     fmt: FormatOpt = None,
     report_file: ReportOpt = None,
     quiet: QuietOpt = False,
+    junit: JunitOpt = None,
     **options: Any,
 ) -> None:
     """Compare two reports of the same command: baseline, current, difference, beyond noise?
@@ -71,4 +72,4 @@ def compare_cmd(
         render_comparison(r, console)
         print_gates(console, r)
 
-    finish(report, title="compare", as_json=as_json, fmt=fmt, report_file=report_file, renderer=view)
+    finish(report, title="compare", as_json=as_json, fmt=fmt, report_file=report_file, renderer=view, junit=junit)

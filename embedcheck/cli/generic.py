@@ -16,7 +16,7 @@ import typer
 
 from ..spec import PAIRED_VERDICTS, Measurement, Option
 from ._app import app
-from .common import AddressOpt, EngineName, EngineOpt, LabelFieldOpt, SeedOpt, check_engine, finite_float, shown_name
+from .common import AddressOpt, EngineName, EngineOpt, LabelFieldOpt, SeedOpt, check_engine, finite_float
 from .paired_opts import AgainstOpt, FailOn, MarginOpt, check_paired_options, paired_gates, parse_margins
 from .reporting import Output, reporting
 
@@ -39,9 +39,10 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
     if any(i.kind == "labels" for i in m.inputs) and not any(o.name == "label_field" for o in m.options):
         params.append(P("label_field", P.POSITIONAL_OR_KEYWORD, annotation=LabelFieldOpt, default="label"))
     params += [option_param(o) for o in (*m.options, *old_options(m.old))]
-    params += [P("seed", P.POSITIONAL_OR_KEYWORD, annotation=SeedOpt, default=0),
-               P("engine", P.POSITIONAL_OR_KEYWORD, annotation=EngineOpt, default=EngineName.local),
-               P("address", P.POSITIONAL_OR_KEYWORD, annotation=AddressOpt, default=None)]
+    if m.engine:
+        params += [P("seed", P.POSITIONAL_OR_KEYWORD, annotation=SeedOpt, default=0),
+                   P("engine", P.POSITIONAL_OR_KEYWORD, annotation=EngineOpt, default=EngineName.local),
+                   P("address", P.POSITIONAL_OR_KEYWORD, annotation=AddressOpt, default=None)]
     if m.paired:
         params += [P("against", P.POSITIONAL_OR_KEYWORD, annotation=AgainstOpt, default=None),
                    P("margin", P.POSITIONAL_OR_KEYWORD, annotation=MarginOpt, default=None)]
@@ -104,13 +105,14 @@ def option_param(o: Option) -> inspect.Parameter:
         typ = list[typ]  # type: ignore[valid-type]
     elif o.nargs > 1:
         typ = tuple[(typ,) * o.nargs]  # type: ignore[misc]
-    typ = Optional[typ] if (o.default is None or o.multiple) and not o.required else typ
+    required = o.required or o.cli_required
+    typ = Optional[typ] if (o.default is None or o.multiple) and not required else typ
     # a bool on by default is a switch both ways (--map/--no-map); off by default, a plain flag (--ci)
     flags = (f"{o.flag}/--no-{o.flag[2:]}", *o.aliases) if o.type is bool and o.default else o.flags
     default: Any = list(o.default) if o.multiple and o.default is not None else o.default
     if o.sep and o.default is not None:
         default = o.sep.join(map(str, o.default))
-    if o.required:  # typer's mark of a required option (the parameter may follow ones with defaults)
+    if required:  # typer's mark of a required option (the parameter may follow ones with defaults)
         default = ...
     return inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                              annotation=Annotated[typ, typer.Option(*flags, **kw)], default=default)
@@ -232,7 +234,8 @@ def add_command(m: Measurement) -> None:
         out: Output = kw.pop("out")
         apply_old(m.old, kw, out)
         out.start(primary=m.primary, figures=dict(m.figures))  # --fail-below/--fail-above: the one gate spelling
-        check_engine(kw["engine"], kw["address"])
+        if m.engine:
+            check_engine(kw["engine"], kw["address"])
         paired: dict[str, Any] = {}
         fail_on = kw.pop("fail_on", None)  # a paired verdict (needs --against) or one of the command's own
         paired_fail = FailOn(fail_on) if fail_on in PAIRED_VERDICTS else None
@@ -242,18 +245,30 @@ def add_command(m: Measurement) -> None:
             against = check_paired_options(kw.pop("against"), len(emb), margins, paired_fail,
                                            ", ".join(e.upper() for e in emb))
             paired = {"against": against, "margins": margins or None}
+        given = dict(kw)  # the run's arguments as given (a declared title names them)
         inputs = [kw.pop(i.name) for i in m.inputs]
-        engine = kw.pop("engine").value
+        engine = kw.pop("engine").value if m.engine else "local"
         for o in m.options:
             if o.multiple and kw.get(o.name) == []:
                 kw[o.name] = None if o.default is None else list(o.default)
-        rep = run_measurement(m, *inputs, engine=engine, **paired, **kw)
+        from ..spec import set_progress_sink
+        from .common import hint, stderr_is_terminal
+
+        verb = m.verb or m.name
+        set_progress_sink((lambda msg: hint(f"{verb}: {msg}")) if stderr_is_terminal() else None)
+        try:
+            rep = run_measurement(m, *inputs, engine=engine, **paired, **kw)
+        finally:
+            set_progress_sink(None)
+        if rep.results.get("notes"):
+            for note in rep.results["notes"]:
+                hint(f"note: {note}")
         report = rep.to_dict()
         if m.paired:
             add_gates(report, paired_gates(rep.results.get("paired"), paired_fail))
         if fail_on is not None and paired_fail is None:
             add_gates(report, outcome_gates(report, fail_on, m.verdicts))
-        title = f"{m.title} — {shown_name(inputs[0])}" if m.title else f"{m.name} — {inputs[0]}"
+        title = m.title(given) if m.title is not None else f"{m.name} — {inputs[0]}" if inputs else m.name
         out.finish(report, title=title, renderer=_renderer(m))
 
     command.__name__ = m.api_name + "_cmd"
@@ -265,13 +280,36 @@ def add_command(m: Measurement) -> None:
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in params}
     short = m.help[:1].upper() + m.help[1:] + ("" if m.help.endswith(("?", ".")) else ".")
-    group_app(m.group).command(m.verb or m.name, short_help=short)(reporting()(command))
+    gated, junit = {"figures": (True, None), "own": (False, True), "none": (False, None)}[m.gates]
+    group_app(m.group).command(m.verb or m.name, short_help=short)(reporting(gated=gated, junit=junit)(command))
 
 
 _GROUPS: dict[str, Any] = {}
 #: the help of a command with several verbs, by the command's name (a verb's module sets it, e.g.
 #: ``GROUP_HELP["physscore"] = "..."``, before the verbs are registered)
-GROUP_HELP: dict[str, str] = {}
+GROUP_HELP: dict[str, str] = {
+    "compress": "Compressed embeddings: a smaller copy every command reads, and what each format costs. "
+                "`compress EMB --to int8 -o OUT.npy` writes a copy every measuring "
+                "command reads (float16, int8, uint8, binary, ubinary, dims:K, pca:K, or e.g. pca:96,int8); "
+                "`compress sweep` measures what each format costs (retention with paired 95% intervals).",
+}
+#: the verb a command with several runs when its first word is none of them (``compress EMB ...`` is
+#: ``compress write EMB ...``), by the command's name; set beside :data:`GROUP_HELP`
+GROUP_DEFAULT: dict[str, str] = {"compress": "write"}
+
+
+def _default_verb(verb: str) -> Any:
+    from typer.core import TyperGroup
+
+    class DefaultVerb(TyperGroup):
+        """The group's verbs; a first word that is none of them runs ``verb`` on the arguments."""
+
+        def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+            if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+                args = [verb, *args]
+            return super().parse_args(ctx, args)
+
+    return DefaultVerb
 
 
 def group_app(group: str) -> Any:
@@ -282,8 +320,9 @@ def group_app(group: str) -> Any:
     if group not in _GROUPS:
         from ._app import sub_app
 
-        _GROUPS[group] = sub_app(group, GROUP_HELP.get(group, f"{group}: its verbs."))
+        cls = _default_verb(GROUP_DEFAULT[group]) if group in GROUP_DEFAULT else None
+        _GROUPS[group] = sub_app(group, GROUP_HELP.get(group, f"{group}: its verbs."), cls=cls)
     return _GROUPS[group]
 
 
-__all__ = ["GROUP_HELP", "add_command", "declared", "group_app", "option_param"]
+__all__ = ["GROUP_DEFAULT", "GROUP_HELP", "add_command", "declared", "group_app", "option_param"]

@@ -184,7 +184,7 @@ def name_options(msg: str) -> str:
         longs = [o for o in getattr(prm, "opts", ()) if o.startswith("--")]
         if getattr(prm, "param_type_name", "") != "option" or not longs or not prm.name:
             continue
-        if msg.startswith(prm.name + " "):
+        if msg.startswith(prm.name + " ") or msg.startswith(prm.name + ": "):
             return longs[0] + msg[len(prm.name):]
         if msg.startswith("output ") and "--output" in longs:  # the library's output= under another name
             return "--output" + msg[len("output"):]

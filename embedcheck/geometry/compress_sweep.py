@@ -35,14 +35,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from ..errors import InputError
 from ..io.compressed import Spec
 from ..report.result import Result, optional
-from ..report.schemas import INT, STR, obj
 from .compress import CompressedIndex, compress_matrix
 
 #: precision rows of the sweep, in table order
@@ -75,17 +74,8 @@ class SweepRow(Result):
 
 @dataclass(kw_only=True)
 class SweepResult(Result):
-    """The sweep table (``rows``), the float32 figures, the truncation check and how it was drawn."""
-
-    command: ClassVar[str] = "compress-sweep"
-    report_schema = obj({
-        "dim": INT, "inputs": {"type": "array", "items": STR}, "metrics": {"type": "array", "items": STR},
-        "rows": {"type": "array", "items": obj({
-            "format": STR, "precision": STR, "reduce": {"type": ["string", "null"]}, "dim": INT,
-            "bytes_per_vector": INT, "retention": {"type": "object"},
-        })},
-        "truncation": {"type": ["object", "null"]}, "ci_method": STR, "seed": INT,
-    })
+    """The sweep table (``rows``), the float32 figures, the truncation check and how it was drawn
+    (the ``compress sweep`` report is its ``to_dict()``: :mod:`embedcheck.measures.compress_sweep`)."""
 
     dim: int
     inputs: list[str]
@@ -101,12 +91,6 @@ class SweepResult(Result):
     seed: int = 0
     ci_method: str = ""
     notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The report ``embedcheck compress sweep`` prints: ``schema`` first, as every command's report."""
-        from ..report.schemas import schema_id
-
-        return {"schema": schema_id(self.command), **super().to_dict()}
 
     def row(self, fmt: str) -> SweepRow:
         for r in self.rows:

@@ -155,10 +155,12 @@ def row_ids(path: Any) -> Optional[list[Any]]:
     side = Path(path).with_suffix(".jsonl")
     if not side.is_file():
         return None
-    from .source import open_source
+    from .sidecar import read_sidecar
 
-    ids = open_source(path).ids()  # the one sidecar reader: a bad or miscounted sidecar is refused, naming it
-    return None if ids is None or any(v is None for v in ids) else ids
+    # the one sidecar reader: a bad or miscounted sidecar is refused, naming it
+    recs = read_sidecar(side, _npy_rows(Path(path)), of=f"embeddings {path}")
+    ids = [r.get(ID_FIELD) for r in recs]
+    return None if any(v is None for v in ids) else ids
 
 
 def _jsonl_ids(path: Path) -> Optional[list[Any]]:
@@ -263,10 +265,17 @@ def row_lines(src: str | os.PathLike[str]) -> Optional[list[str]]:
     if not side.is_file():
         return None
     from .sidecar import sidecar_lines
-    from .source import open_source
 
-    n = open_source(src).n
-    return sidecar_lines(side, n, of=f"embeddings {src}")  # carried over as they are, after the one reader's checks
+    return sidecar_lines(side, _npy_rows(src), of=f"embeddings {src}")
+
+
+def _npy_rows(path: Path) -> int:
+    """The row count of a ``.npy`` from its header (an array that is not a matrix is refused where it
+    is opened as one; here it counts as its first axis, or one row)."""
+    from .npyfile import npy_header
+
+    shape = npy_header(path)[0]
+    return int(shape[0]) if shape else 1  # carried over as they are, after the one reader's checks
 
 
 def _plain(v: Any) -> Any:

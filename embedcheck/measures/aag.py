@@ -41,14 +41,19 @@ def _say(msg: str) -> None:
     notice(msg)
 
 
-def _shown(src: Any) -> str:
-    """How the plot's title names the embeddings: a file's name, a store's locator, else ``array``."""
+def _shown(x: Any) -> str:
+    """How a title names the embeddings: a file's name, a store's locator (password masked), else ``array``."""
     from ..io.stores import display_name, is_store
 
-    name = str(src.name)
+    name = str(x)
     if is_store(name):
         return display_name(name)
     return "array" if name.startswith("<") else Path(name).name
+
+
+def title(args: dict[str, Any]) -> str:
+    """The terminal table's title: ``AAG — test.npy``."""
+    return f"AAG — {_shown(args['embeddings'])}"
 
 
 def preflight(inputs: tuple[Any, ...], *, options: dict[str, Any], against: Any, margins: Any) -> None:
@@ -106,7 +111,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, label_map: bool, map_
 
         samples = geo.sample_pair_cosines(src, y, pairs=plot_pairs, seed=seed)  # type: ignore[arg-type]
         files["plot"] = plots.aag_png(samples, res.class_counts, res.aag,
-                                      title=f"{_shown(src)}: within- vs between-class cosine "
+                                      title=f"{_shown(src.name)}: within- vs between-class cosine "
                                             f"({plot_pairs:,} sampled pairs each)")
         _say(f"plot: {plot}")
         body["plot"] = str(plot)
@@ -189,11 +194,11 @@ MEASUREMENT = Measurement(
     example=("topics.npy", "topics.labels.jsonl", "--resamples", "100"),
     writes=(Writes("plot", "file"),),
     runs={"": ("topics.npy", "topics.labels.jsonl", "--resamples", "100", "--no-map", "--plot", "p.png")},
-    title="AAG",
+    title=title,
     after="embed",
     preflight=preflight,
     pair=pair,
     tolerance=1e-9,
 )
 
-__all__ = ["MAP_HINT_ROWS", "MEASUREMENT", "pair", "preflight", "run"]
+__all__ = ["MAP_HINT_ROWS", "MEASUREMENT", "pair", "preflight", "run", "title"]

@@ -171,6 +171,14 @@ class Report(Result):
     def __getitem__(self, key: str) -> Any:
         return self.body[key]
 
+    def __getattr__(self, name: str) -> Any:
+        """An attribute of the typed result the run kept (:attr:`embedcheck.spec.Outcome.result`:
+        ``compress``'s ``stored`` rows, a sweep's ``retention(...)``), where it kept one."""
+        result = self.__dict__.get("results", {}).get("result") if not name.startswith("__") else None
+        if result is None or not hasattr(result, name):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(result, name)
+
     def _attach(self, gs: list[dict[str, Any]]) -> None:
         self.body["gates"] = [*self.body.get("gates", []), *gs]
 
