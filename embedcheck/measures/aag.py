@@ -17,6 +17,7 @@ False
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
 
@@ -25,20 +26,13 @@ from ..io import LABEL_FORMATS, STORES_HELP
 from ..report.result import Figure
 from ..report.schemas import BOOL, COSINE, COUNTS, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, obj
 from ..rows import encodes_labels_once
-from ..spec import Input, Measurement, OldGate, Option, Outcome, Writes
+from ..spec import Input, Measurement, OldGate, Option, Outcome, Writes, progress_sink
 
 #: above this many rows, label MAP over every query is said to be O(n²) (sample queries: --queries N)
 MAP_HINT_ROWS = 50_000
 
 #: the figures of --against
 PAIRED_FIGURES = ("aag", "label_map.map")
-
-
-def _say(msg: str) -> None:
-    """A line for the person running it (the CLI prints it on stderr; Python drops it)."""
-    from ..io.rowids import notice
-
-    notice(msg)
 
 
 def _shown(x: Any) -> str:
@@ -51,7 +45,7 @@ def _shown(x: Any) -> str:
     return "array" if name.startswith("<") else Path(name).name
 
 
-def title(args: dict[str, Any]) -> str:
+def title(args: Mapping[str, Any]) -> str:
     """The terminal table's title: ``AAG — test.npy``."""
     return f"AAG — {_shown(args['embeddings'])}"
 
@@ -94,7 +88,9 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, label_map: bool, map_
     aps = None
     if label_map:
         if map_queries is None and src.n > MAP_HINT_ROWS:
-            _say(f"label MAP over all {src.n} queries is O(n²); sampling queries (map_queries, --queries N) bounds it")
+            say = progress_sink()  # before the work it warns of (the CLI: on a terminal's stderr)
+            if say is not None:
+                say(f"label MAP over all {src.n} queries is O(n²); sampling queries (map_queries, --queries N) bounds it")
         body["label_map"], aps = emap.label_map_with_aps(engine, src, y, queries=map_queries, seed=seed, at=map_at,
                                                          resamples=resamples)
     if permutations:
@@ -106,6 +102,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, label_map: bool, map_
         if not ci:
             body["ci_on_request"] = ["variance_share"]
     files: dict[str, Any] = {}
+    notes: list[str] = []
     if plot not in (None, ""):
         from ..geometry import plots
 
@@ -113,10 +110,11 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, label_map: bool, map_
         files["plot"] = plots.aag_png(samples, res.class_counts, res.aag,
                                       title=f"{_shown(src.name)}: within- vs between-class cosine "
                                             f"({plot_pairs:,} sampled pairs each)")
-        _say(f"plot: {plot}")
+        notes.append(f"plot: {plot}")
         body["plot"] = str(plot)
     # what --against compares: this run's rows, labels and per-query APs, on the engine it ran on
-    return Outcome(body=body, files=files, state={"source": src, "labels": y, "ap": aps, "engine": engine})
+    return Outcome(body=body, files=files, notes=notes,
+                   state={"source": src, "labels": y, "ap": aps, "engine": engine})
 
 
 def pair(a: Outcome, b: Outcome, *, resamples: int, seed: int, margins: Optional[dict[str, float]], against: str,
