@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..report.result import Report
-from ..rows import content_sha256
+from ..rows import content_sha256, encodes_labels_once
 from ..spec import Measurement, Opening, Outcome
 from ._common import check_same_rows, in_order, label_of, labels_for, running, source
 
@@ -135,6 +135,7 @@ def _write(m: Measurement, out: Outcome, writes: dict[str, Any]) -> None:
                     f.write(content)
 
 
+@encodes_labels_once  # the labels' check, the run and the report's hash share one encoding
 def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", seed: int = 0, engine: Any = "local",
                     address: Optional[str] = None, against: Any = None, margins: Optional[dict[str, float]] = None,
                     paired_resamples: int = 1000, **options: Any) -> Report:
