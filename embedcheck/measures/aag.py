@@ -25,7 +25,6 @@ from ..errors import InputError
 from ..io import LABEL_FORMATS, STORES_HELP
 from ..report.result import Figure
 from ..report.schemas import BOOL, COSINE, COUNTS, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, obj
-from ..rows import encodes_labels_once
 from ..spec import Input, Measurement, OldGate, Option, Outcome, Writes, progress_sink
 
 #: above this many rows, label MAP over every query is said to be O(n²) (sample queries: --queries N)
@@ -73,7 +72,6 @@ def preflight(inputs: tuple[Any, ...], *, options: dict[str, Any], against: Any,
             raise InputError("against needs resamples >= 2 (the paired bootstrap)")
 
 
-@encodes_labels_once
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, label_map: bool, map_queries: Optional[int],
         permutations: int, resamples: int, ci: bool, bootstrap: int, ci_level: float, plot_pairs: int,
         map_at: Optional[int], plot: Optional[str]) -> Outcome:
