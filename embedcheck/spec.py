@@ -22,7 +22,7 @@ resamples). It reads its rows through the engine it is given (:func:`map_rows`),
 declaration runs in this process and on Ray.
 
 >>> [c.name for c in COMMANDS][:4]
-['embed', 'probe', 'sts', 'train-head']
+['embed', 'probe', 'train-head', 'project']
 >>> report_versions()["physscore-score"], "aag" in paired_commands()
 (1, True)
 """
@@ -130,6 +130,10 @@ class Opening:
     n: Optional[int] = None
     label_field: str = "label"
     matched: dict[str, str] = field(default_factory=dict)
+    #: the measurement's options, checked (an opener that reads a file by an option: sts's ``--score-field``)
+    options: dict[str, Any] = field(default_factory=dict)
+    #: the inputs opened before this one, by name (sts's scores check that A and B pair before they are read)
+    opened: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -247,6 +251,8 @@ class Option:
             if isinstance(value, (str, bytes, os.PathLike)) or (isinstance(value, (list, tuple)) and len(value) != self.nargs):
                 raise InputError(f"{self.name} must be {self.nargs} inputs, got {value!r}")
             return value
+        if self.multiple and isinstance(value, Mapping):  # KEY=X texts given from Python as a mapping ({"auc": 0.55})
+            return dict(value)
         if self.multiple:
             values = [value] if isinstance(value, (str, int, float)) else list(value)
             return [self._check_one(v) for v in values]
@@ -429,6 +435,8 @@ class Verdict:
     values: tuple[str, ...]                       #: every word it can hold
     help: str = ""                                #: one line: what the outcome is
     shown: str = ""                               #: how a gate names it (default: the key)
+    #: values X whose ``--fail-on not-X`` fails unless the outcome is X (drift's ``not-no-drift``)
+    unless: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.values or len(set(self.values)) != len(self.values):
@@ -437,6 +445,13 @@ class Verdict:
             if not _NAME.match(v) or v in PAIRED_VERDICTS:
                 raise ValueError(f"verdict {self.key!r}: value {v!r} must be lower case words joined by hyphens, "
                                  f"not one of --against's {', '.join(PAIRED_VERDICTS)}")
+        if not set(self.unless) <= set(self.values):
+            raise ValueError(f"verdict {self.key!r}: unless names values it does not hold")
+
+    @property
+    def fail_on(self) -> tuple[str, ...]:
+        """What ``--fail-on`` takes of it: each value, then ``not-X`` for each of :attr:`unless`."""
+        return (*self.values, *(f"not-{v}" for v in self.unless))
 
     def gate_name(self, value: str) -> str:
         return f"{self.key.replace('.', '_')}_{value.replace('-', '_')}"
@@ -456,7 +471,8 @@ class Outcome:
     items: dict[str, Any] = field(default_factory=dict)
     files: dict[str, Any] = field(default_factory=dict)
     #: what the measurement's own paired comparison (:attr:`Measurement.pair`) needs of this run and
-    #: the report does not show (the matrices, a classifier's predictions); kept out of the report
+    #: the report does not show (the matrices, a classifier's predictions); kept out of the report's
+    #: JSON, in its ``results`` (drift's permutation null ``mmd_null``, its out-of-fold ``scores``)
     state: dict[str, Any] = field(default_factory=dict)
     #: gates the run evaluated itself, on its own gate options (``compress sweep``'s ``--fail-below
     #: METRIC=P`` on a row's retention, :attr:`Measurement.gates` ``"own"``): added to the report's ``gates``
@@ -538,13 +554,18 @@ class Measurement:
     #: the title of its terminal table from the run's arguments (inputs and options by name, as given),
     #: where ``<name> — <first input>`` does not name it (``compress — OUT.npy``)
     title: Optional[Callable[[Mapping[str, Any]], str]] = None
+    #: with ``engine=False``: takes ``--seed`` all the same (a run in this process that draws: sts's
+    #: bootstrap over pairs)
+    seeded: bool = False
+    #: the command it follows in ``embedcheck --help`` (the workflow order; default: after the
+    #: built-in commands)
+    after: str = ""
+    #: the keys of :attr:`body_schema` a report may lack (drift's ``clusters`` without attribution)
+    body_optional: tuple[str, ...] = ()
     #: checks of a run before anything is opened or computed (inputs given the wrong way round, an
     #: option that ``against`` needs): ``preflight(inputs, *, options, against, margins)``, ``inputs``
     #: as given and ``options`` checked against their declarations; raise :class:`InputError`
     preflight: Optional[Callable[..., None]] = None
-    #: the command it follows in ``embedcheck --help`` (the workflow order: ``aag`` after ``embed``);
-    #: default: after the built-in commands
-    after: str = ""
 
     def __post_init__(self) -> None:
         if self.gates not in GATE_KINDS:
@@ -570,7 +591,7 @@ class Measurement:
         if self.paired and {"against", "margin", "fail_on"} & set(names):
             raise ValueError(f"measurement {self.name!r}: 'against', 'margin' and 'fail_on' belong to --against; "
                              "declare paired=False to use the name")
-        values = [v for d in self.verdicts for v in d.values]
+        values = [v for d in self.verdicts for v in d.fail_on]
         if len(set(values)) != len(values):
             raise ValueError(f"measurement {self.name!r}: a verdict value is declared twice (--fail-on VALUE names one)")
         if self.verdicts and "fail_on" in names:
@@ -610,9 +631,6 @@ COMMANDS: tuple[Command, ...] = (
     Command("probe", "is the attribute in the vectors at all? A linear probe", "probe", {"probe": "probe"},
             {"probe": 1}, primary="accuracy", paired=True, measurement=True, role="measure",
             example=("topics.npy", "topics.labels.jsonl", "topics_test.npy", "topics_test.labels.jsonl", "--resamples", "100")),
-    Command("sts", "what does a change cost general similarity? Spearman with gold scores", "sts", {"sts": "sts"},
-            {"sts": 1}, primary="spearman", paired=True, measurement=True, role="measure",
-            example=("sts_a.npy", "sts_b.npy", "sts_scores.jsonl", "--resamples", "100")),
     Command("train-head", "learn a SISE projection head (or a linear baseline) on cached vectors", "head",
             {"train_head": "heads", "project": "heads"}, {"train-head": 1, "project": 1}, primary="train_aag.after",
             role="repair", writes=(Writes("output", "with-meta"),),
@@ -639,9 +657,6 @@ COMMANDS: tuple[Command, ...] = (
     Command("recall", "does the ANN index serve what exact search would? recall@k on your own vectors", "recall",
             {"recall": "recall"}, {"recall": 1}, primary="recall.mean", paired=True, measurement=True, role="measure",
             example=("recall_hnsw.faiss", "--queries", "recall_queries.npy", "--k", "5", "--resamples", "100")),
-    Command("drift", "has a population of embeddings drifted? MMD² and a cross-fitted classifier, calibrated", "drift",
-            {"drift": "drift"}, {"drift": 1}, primary="classifier.auc", measurement=True, role="measure",
-            example=("topics.npy", "topics_test.npy", "--permutations", "100")),
     Command("threshold", "calibrate a cosine threshold for a target precision", "threshold",
             {"threshold": "threshold"}, {"threshold": 1}, primary="average_precision", measurement=True, role="measure",
             example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100")),
@@ -671,16 +686,11 @@ def commands_table() -> str:
     """The Markdown table of every command (``docs/commands.md`` holds it between markers; a test
     keeps it equal to this): name, what it is for, primary figure, ``--against``."""
     rows = ["| command | what it is for | primary figure (bare `--fail-below X`) | `--against` |", "|---|---|---|---|"]
-    names = []
     for c in COMMANDS:
-        names.append(c.name)
         rows.append(f"| `{c.name}` | {c.help} | {f'`{c.primary}`' if c.primary else '—'} | {'yes' if c.paired else '—'} |")
     for m in measurements():  # the built-in declared measurements (embedcheck.measures), not plugins
         if m.source == "built-in":  # a verb as it is typed (`compress sweep`)
-            row = f"| `{f'{m.group} {m.verb}' if m.group else m.name}` | {m.help} | {f'`{m.primary}`' if m.primary else '—'} | {'yes' if m.paired else '—'} |"
-            at = names.index(m.after) + 1 if m.after in names else len(names)  # --help's order (Measurement.after)
-            names.insert(at, m.name)
-            rows.insert(at + 2, row)
+            rows.append(f"| `{f'{m.group} {m.verb}' if m.group else m.name}` | {m.help} | {f'`{m.primary}`' if m.primary else '—'} | {'yes' if m.paired else '—'} |")
     return "\n".join(rows) + "\n"
 
 
@@ -715,7 +725,7 @@ def primary_figure(command: str) -> Optional[str]:
 
 def verdicts_of(command: str) -> tuple[Verdict, ...]:
     """The declared categorical outcomes of a measurement (:attr:`Measurement.verdicts`); none for a
-    built-in :class:`Command` (drift's ``--fail-on drift`` is its own option)."""
+    built-in :class:`Command`."""
     m = measurement(command)
     return tuple(m.verdicts) if m is not None else ()
 
@@ -727,7 +737,7 @@ def fail_on_values(command: str) -> tuple[str, ...]:
     if m is None:  # a built-in command: --against's verdicts where it takes --against (its verbs too)
         c = next((c for c in COMMANDS if command == c.name or command.startswith(c.name + "-")), None)
         return PAIRED_VERDICTS if c is not None and c.paired else ()
-    return (*(PAIRED_VERDICTS if m.paired else ()), *(v for d in m.verdicts for v in d.values))
+    return (*(PAIRED_VERDICTS if m.paired else ()), *(v for d in m.verdicts for v in d.fail_on))
 
 
 def writes_of(command: str) -> tuple[Writes, ...]:

@@ -169,7 +169,7 @@ def test_required_and_sep_declarations_that_cannot_hold_are_refused():
 TITLED = '''
 from embedcheck.errors import InputError
 from embedcheck.report.result import Figure
-from embedcheck.report.schemas import INT, NUM, obj
+from embedcheck.report.schemas import INT, NUM
 from embedcheck.spec import Input, Measurement, OldGate, Option, Outcome
 
 def run(inputs, *, engine, seed, extra):
@@ -187,7 +187,7 @@ MEASUREMENT = Measurement(
     inputs=(Input("vectors", metavar="VEC"),), options=(Option("extra", bool, False, "Add more."),),
     figures={"score": Figure("higher")}, preflight=preflight, example=("topics.npy",), after="embed",
     old=(OldGate("fail_score_below", "score"),),
-    body_schema=obj({"n": INT, "score": NUM, "more": NUM}, optional=("more",)))
+    body_schema={"n": INT, "score": NUM, "more": NUM}, body_optional=("more",))
 '''
 
 
@@ -209,10 +209,10 @@ def _titled(site, *args, code=None):
                           capture_output=True, text=True, env=env)
 
 
-def test_metavar_preflight_and_an_object_body_schema(titled_site, tmp_path):
-    """``Input.metavar`` is the usage line's placeholder, ``preflight`` refuses before anything is opened (the table given
-    first is never read: it does not exist), and a ``body_schema`` given as ``obj(..., optional=)``
-    requires its keys but the optional ones."""
+def test_metavar_preflight_and_optional_body_keys(titled_site, tmp_path):
+    """``Input.metavar`` is the usage line's placeholder, ``preflight`` refuses before anything is
+    opened (the table given first is never read: it does not exist), and the schema requires the
+    body's keys but its ``body_optional`` ones."""
     p = _titled(titled_site, "toy-titled", "--help")
     assert p.returncode == 0 and p.stdout.startswith("Usage: embedcheck toy-titled [OPTIONS] VEC\n"), p.stdout
     p = _titled(titled_site, "toy-titled", str(tmp_path / "missing.jsonl"))
@@ -242,6 +242,134 @@ def test_after_places_it_in_the_help_and_old_gates_reach_the_command(titled_site
             "print(json.dumps([g.flag for g in cmd.callback.__old_spellings__]))")
     p = _titled(titled_site, code=code)
     assert p.returncode == 0 and json.loads(p.stdout) == ["--fail-score-below"], p.stderr
+def _toy_without_engine():
+    """A measurement with what sts and drift need of the declaration: a file input opened by an
+    option's value (``Opening.options``), no ``--engine``, a title of its own, the run's own ``inputs``
+    kept beside the framework's, and a verdict with ``--fail-on not-X``."""
+    from embedcheck.spec import Verdict
+
+    seen: dict = {}
+
+    def open_scores(x, ctx):
+        seen["field"] = ctx.options["field"]
+        seen["before"] = sorted(ctx.opened)  # the inputs opened before this one
+        ctx.matched["scores"] = "position"
+        return [float(v) for v in x]
+
+    def run(inputs, *, engine, seed, field):
+        seen["engine"] = engine
+        v = "calm" if inputs["scores"][0] < 1 else "storm"
+        return Outcome(body={"n": inputs["embeddings"].n, "weather": v, "score": 0.5,
+                             "inputs": {"scores_sha256": "0" * 64, "rows_matched_by": {"pairs": "id"}}})
+
+    from embedcheck.report.result import Figure
+
+    m = Measurement(name="toy-calm", help="a toy run in this process", run=run, paired=False, engine=False,
+                    seeded=True, inputs=(Input("embeddings"), Input("scores", "file", open=open_scores)),
+                    options=(Option("field", str, "score", "Which field."),), figures={"score": Figure("higher")},
+                    verdicts=(Verdict("weather", ("calm", "storm"), shown="toy weather", unless=("calm",)),),
+                    title=lambda given: f"TOY {given['field']}")
+    return m, seen
+
+
+def test_a_file_input_opened_by_an_option_no_engine_a_title_and_fail_on_not_x(monkeypatch, tmp_path):
+    import numpy as np
+    import typer
+    from typer.testing import CliRunner
+
+    from embedcheck import spec
+    from embedcheck.api.measure import run_measurement
+    from embedcheck.cli import generic
+    from embedcheck.report.gates import failed
+    from embedcheck.spec import Verdict
+
+    m, seen = _toy_without_engine()
+    monkeypatch.setattr(spec, "_PLUGINS", spec.measurements())  # registered for this test only
+    spec.register(m)
+    X = np.random.default_rng(0).normal(size=(5, 3))
+    rep = run_measurement(m, X, [0.5, 2.0], field="grade")
+    assert seen["field"] == "grade" and seen["before"] == ["embeddings"]
+    assert rep["inputs"] == {"scores_sha256": "0" * 64, "rows_matched_by": {"pairs": "id", "scores": "position"}}
+    [g] = rep.gate(fail_on="not-calm")  # passes: the weather is calm
+    assert g["name"] == "weather_not_calm" and g["passed"] and g["words"]["needs"] == "calm"
+    storm = run_measurement(m, X, [3.0])
+    [g] = storm.gate(fail_on="not-calm")
+    assert not g["passed"] and failed(storm.to_dict()) == ["weather_not_calm"]
+    assert storm.gate(fail_on="storm")[0]["passed"] is False
+    with pytest.raises(InputError, match="no such verdict"):
+        storm.gate(fail_on="not-storm")  # only the values named by unless= take not-
+    with pytest.raises(ValueError, match="unless names"):
+        Verdict("weather", ("calm",), unless=("storm",))
+
+    app = typer.Typer()
+    app.command("other")(lambda: None)
+    monkeypatch.setattr(generic, "app", app)
+    generic.add_command(m)
+    np.save(tmp_path / "x.npy", X)
+    run = CliRunner().invoke
+    shown = run(app, ["toy-calm", "--help"]).output
+    assert "--engine" not in shown and "--seed" in shown  # seeded: --seed without --engine
+    # the toy's opener reads each character: "12" is [1.0, 2.0], a storm
+    res = run(app, ["toy-calm", str(tmp_path / "x.npy"), "12", "--field", "f", "--fail-on", "not-calm", "--format", "table"])
+    assert res.exit_code == 1 and seen["field"] == "f" and type(seen["engine"]).__name__ == "LocalEngine", res.output
+    assert "TOY f" in res.output  # the declared title (the default view prints it)
+    assert run(app, ["toy-calm", str(tmp_path / "x.npy"), "0", "--fail-on", "not-calm"]).exit_code == 0
+    assert run(app, ["toy-calm", str(tmp_path / "x.npy"), "0", "--engine", "ray"]).exit_code == 2
+
+
+def test_the_order_in_help_and_the_state_of_a_run_in_its_results():
+    """``Measurement.after`` places a declared measurement in ``embedcheck --help`` right after the
+    command it follows (sts after probe, drift after recall); ``Outcome.state`` is in the report's
+    ``results`` (never in its JSON)."""
+    import numpy as np
+
+    import embedcheck
+    from embedcheck.cli.helpfmt import command_order
+
+    order = command_order()
+    assert order.index("sts") == order.index("probe") + 1 and order.index("drift") == order.index("recall") + 1
+    rng = np.random.default_rng(0)
+    r = embedcheck.drift(rng.normal(size=(40, 4)), rng.normal(size=(40, 4)) + 1, permutations=20, attribution=False)
+    assert r.results["mmd_null"].shape == (20,) and "mmd_null" not in r.to_dict()
+
+
+def test_drifts_two_tests_disagreeing_is_a_note_on_stderr_not_in_the_report(cli, tmp_path):
+    """``Outcome.notes``: drift's two tests disagreeing is a ``note:`` line on stderr, silenced by
+    ``--quiet``, never in the JSON; from Python in ``results["notes"]``."""
+    import numpy as np
+
+    import embedcheck
+
+    # MMD² sees a change of spread that a linear classifier (same means) cannot
+    rng = np.random.default_rng(0)
+    ref, cur = rng.normal(size=(300, 4)), rng.normal(size=(300, 4)) * 2.0
+    np.save(tmp_path / "ref.npy", ref)
+    np.save(tmp_path / "cur.npy", cur)
+    r = embedcheck.drift(ref, cur, permutations=100, attribution=False)
+    v = (r["mmd"]["verdict"], r["classifier"]["verdict"])
+    assert v[0] != v[1] and r.results["notes"] == [f"the two tests disagree: mmd says {v[0]}, classifier says {v[1]}"]
+    args = ["drift", tmp_path / "ref.npy", tmp_path / "cur.npy", "--permutations", "100", "--json"]
+    res = cli(args)
+    assert res.exit_code == 0 and f"note: {r.results['notes'][0]}\n" in res.stderr and "tests disagree" not in res.stdout
+    assert "tests disagree" not in cli([*args, "--quiet"]).stderr
+
+
+def test_the_baseline_is_read_once(cli, tmp_path, monkeypatch):
+    """``--baseline`` is read once, by the check before any work, and the comparison at the end uses
+    what it read (it was read twice)."""
+    from embedcheck.io import jsonio
+
+    base = tmp_path / "b.json"
+    args = ["sts", FIXTURES / "sts_a.npy", FIXTURES / "sts_b.npy", FIXTURES / "sts_scores.jsonl", "--resamples", "20"]
+    assert cli([*args, "--report", base, "-q"]).exit_code == 0
+    reads: list[str] = []
+    real = jsonio.load_report
+    monkeypatch.setattr(jsonio, "load_report", lambda p, what, *a, **k: reads.append(what) or real(p, what, *a, **k))
+    res = cli([*args, "--baseline", base, "--json"])
+    assert res.exit_code == 0, res
+    assert res.json()["comparison"]["baseline"] == str(base) and reads == ["--baseline"]
+
+
 def _toy_verb(monkeypatch):
     """A toy verb declared with the fields ``compress`` needs (an API name and positional options of
     its own, an option the CLI requires and the API may leave out, no ``--engine``, gates of its own,

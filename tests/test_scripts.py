@@ -26,7 +26,7 @@ BENCH = sorted(p.stem for p in (ROOT / "scripts" / "bench").glob("*.py") if p.st
 STUDIES = sorted(p.stem for p in (ROOT / "scripts" / "studies").glob("*.py") if p.stem != "__init__")
 
 #: benchmarks and studies whose smallest run embeds with the model in fresh processes (or starts Ray)
-WITH_MODEL = {"bench": {"embed", "fast", "fresh", "integrity", "physscore", "precision", "scale", "threads"},
+WITH_MODEL = {"bench": {"embed", "fast", "fresh", "integrity", "physscore", "precision", "roofline", "scale", "threads"},
               "studies": {"example_scifact_halves", "integrity_scifact", "integrity_tolerance"}}
 NEVER = {"startup": "adds a git worktree of an old commit to the checkout (python -m scripts.bench startup)"}
 ALL = os.environ.get("EMBEDCHECK_TEST_SCRIPTS") == "all"

@@ -34,7 +34,7 @@ def report_class(m: Measurement) -> type[Report]:
 
 
 def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
-                 matched: Optional[dict[str, str]] = None) -> dict[str, Any]:
+                 matched: Optional[dict[str, str]] = None, options: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     need = sum(not i.optional for i in m.inputs)
     if not need <= len(args) <= len(m.inputs):
         want = ", ".join(i.name + (" (optional)" if i.optional else "") for i in m.inputs)
@@ -57,7 +57,8 @@ def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
                                               key=spec_in.name)
         else:  # a file input: opened once, here, by its declared opener
             ctx = Opening(what=spec_in.name, rows=rows, source=first, n=n, label_field=label_field,
-                          matched=matched if matched is not None else {})
+                          matched=matched if matched is not None else {}, options=dict(options or {}),
+                          opened=dict(opened))
             assert spec_in.open is not None
             opened[spec_in.name] = spec_in.open(x, ctx)
     return opened
@@ -81,7 +82,7 @@ def _open_options(m: Measurement, opts: dict[str, Any], opened: dict[str, Any], 
         value = opts.get(o.name)
         if o.opens is not None and value is not None and not (isinstance(value, str) and value == ""):  # an array too
             ctx = Opening(what=o.flag, rows=rows, source=first, n=first.n if first is not None else None,
-                          label_field=label_field, matched=matched)
+                          label_field=label_field, matched=matched, options=dict(opts))
             out[o.name] = o.opens(opts[o.name], ctx)
     return out
 
@@ -146,23 +147,27 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
         raise InputError(f"{m.name} takes no against: its rows do not pair with another embedding of the same rows")
     if any(o.name == "label_field" for o in m.options):  # declared: the measurement reads labels of its own too
         options = {**options, "label_field": label_field}
+    if not m.paired and any(o.name == "margins" for o in m.options):  # its own margins, not --against's
+        options, margins = ({**options, "margins": margins} if margins is not None else options), None
     opts = m.check_options(options)
     resamples = int(opts.get("resamples") or paired_resamples) if "resamples" in opts else paired_resamples
     writes = _check_writes(m, opts, inputs, against)
     if m.preflight is not None:
         m.preflight(inputs, options=opts, against=against, margins=margins)
     matched: dict[str, str] = {}
-    opened = _open_inputs(m, inputs, label_field, matched)
+    opened = _open_inputs(m, inputs, label_field, matched, opts)
     opts = _open_options(m, opts, opened, inputs, label_field, matched)
     with running(engine, address) as eng:
         out = _run(m, opened, eng, seed, opts)
         body = dict(out.body)
         labels = {i.name: opened[i.name] for i in m.inputs if i.kind == "labels" and opened[i.name] is not None}
-        if labels or matched:
-            body["inputs"] = {**{f"{k}_sha256": content_sha256(v) for k, v in labels.items()}, "rows_matched_by": matched}
+        if labels or matched:  # beside what run recorded itself (a file input's hash, a pairing it made)
+            own = dict(body.get("inputs") or {})
+            body["inputs"] = {**own, **{f"{k}_sha256": content_sha256(v) for k, v in labels.items()},
+                              "rows_matched_by": {**own.get("rows_matched_by", {}), **matched}}
         if out.gates:
             body["gates"] = [*body.get("gates", []), *out.gates]
-        results: dict[str, Any] = {"items": out.items}
+        results: dict[str, Any] = {**out.state, "items": out.items}  # the run's state too, never written
         if out.result is not None:
             results["result"] = out.result
         if out.notes:
@@ -186,7 +191,7 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
                 opened_b[spec_in.name] = in_order(srcb, check_same_rows(x, xb, opened[spec_in.name].n, srcb.n),
                                                   f"--against B of {spec_in.name}")
             out_b = _run(m, opened_b, eng, seed, opts)
-            against_name = ", ".join(label_of(b, "array") for b in b_args)
+            against_name = " ".join(label_of(b, "array") for b in b_args)  # as the hand-wired commands named them
             if m.pair is not None:  # the measurement's own comparison (not a mean over rows)
                 paired = m.pair(out, out_b, resamples=resamples, seed=seed, margins=margins, against=against_name,
                                 options=opts)

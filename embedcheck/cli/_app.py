@@ -131,20 +131,6 @@ class EmbedcheckGroup(TyperGroup):
 
         tidy(self)
 
-    def list_commands(self, ctx: Any) -> list[str]:
-        """The commands in registration order, a declared measurement moved to follow the command its
-        :attr:`~embedcheck.spec.Measurement.after` names (``--help``'s workflow order)."""
-        names = list(super().list_commands(ctx))
-        if ctx is not None and ctx.parent is not None:  # a group of verbs keeps its own order
-            return names
-        from ..spec import measurements
-
-        for m in measurements():
-            if m.after and not m.group and m.name in names and m.after in names:
-                names.remove(m.name)
-                names.insert(names.index(m.after) + 1, m.name)
-        return names
-
     def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,  # type: ignore[override]
              standalone_mode: bool = True, **extra: Any) -> Any:
         code = self._run(args, prog_name, complete_var, **extra)

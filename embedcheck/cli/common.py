@@ -206,6 +206,10 @@ def command_name() -> Optional[str]:
     return "-".join(reversed(parts)) or None
 
 
+#: the ``--baseline`` report read by the check before any work, for the comparison at the end
+_baseline: dict[str, Any] = {}
+
+
 def _check_baseline(base: Optional[Path], max_drop: Optional[list[str]]) -> None:
     """Before any work: --baseline is a readable report of this very command and schema version."""
     from ..io.jsonio import load_report
@@ -215,9 +219,11 @@ def _check_baseline(base: Optional[Path], max_drop: Optional[list[str]]) -> None
     if parse_max_drops(list(max_drop or [])) and base is None:
         raise InputError("--max-drop needs --baseline FILE (the report to compare with)")
     name = command_name()
+    _baseline.clear()
     if base is None or name is None:
         return
-    cmd, version = report_command(load_report(base, "--baseline"), f"--baseline {base}")
+    stored = _baseline[str(base)] = load_report(base, "--baseline")  # read once: finish() compares with it
+    cmd, version = report_command(stored, f"--baseline {base}")
     if cmd != name:
         raise InputError(f"--baseline {base} is a report of '{cmd}', not of '{name}'; the reports come from different commands")
     if version != VERSIONS.get(name):
@@ -405,7 +411,7 @@ def declared_outputs(ctx: Any) -> list[Any]:
 
     labels = {prm.name: _option_label(prm) for prm in ctx.command.params}
     kinds = [(w.param, w.kind) for w in writes_of(command_name() or "")]
-    kinds += [(name, kind) for name, kind in REPORTING.items() if name in labels]
+    kinds += [(name, kind) for name, kind in REPORTING.items() if name in labels and name not in dict(kinds)]
     return [o for name, kind in kinds if name in labels
             for o in planned(kind, labels[name], ctx.params.get(name), ctx.params)]
 
@@ -578,7 +584,7 @@ def finish(report: dict[str, Any], *, title: str, as_json: bool, fmt: Optional[O
         from ..report.comparison import check_figures_exist, check_gate_figures, compare_reports, parse_max_drops
 
         drops = parse_max_drops(list(max_drop or []))
-        stored = load_report(base, "--baseline")
+        stored = _baseline.pop(str(base), None) or load_report(base, "--baseline")
         check_gate_figures(stored, report, (f"--baseline {base}", "this run"))
         cmp = compare_reports(stored, report, tolerance=tolerance, names=(f"--baseline {base}", "this run"))
         check_figures_exist(cmp, list(drops))

@@ -43,6 +43,8 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
         params += [P("seed", P.POSITIONAL_OR_KEYWORD, annotation=SeedOpt, default=0),
                    P("engine", P.POSITIONAL_OR_KEYWORD, annotation=EngineOpt, default=EngineName.local),
                    P("address", P.POSITIONAL_OR_KEYWORD, annotation=AddressOpt, default=None)]
+    elif m.seeded:
+        params.append(P("seed", P.POSITIONAL_OR_KEYWORD, annotation=SeedOpt, default=0))
     if m.paired:
         params += [P("against", P.POSITIONAL_OR_KEYWORD, annotation=AgainstOpt, default=None),
                    P("margin", P.POSITIONAL_OR_KEYWORD, annotation=MarginOpt, default=None)]
@@ -59,6 +61,7 @@ def fail_on_option(m: Measurement) -> Any:
     from ..spec import fail_on_values
 
     own = [f"{' / '.join(d.values)} (exit 1 when the {d.shown or d.key} is that)" for d in m.verdicts]
+    own += [f"not-{v} (exit 1 unless the {d.shown or d.key} is {v})" for d in m.verdicts for v in d.unless]
     paired = ("with --against: worse (a figure's interval below 0) or not-non-inferior (at its --margin)"
               if m.paired else "")
     help = "Gate on a verdict: " + "; ".join([*own, *([paired] if paired else [])]) + "."
@@ -243,7 +246,7 @@ def add_command(m: Measurement) -> None:
             margins = parse_margins(kw.pop("margin"))
             emb = [i.name for i in m.embedding_inputs]
             against = check_paired_options(kw.pop("against"), len(emb), margins, paired_fail,
-                                           ", ".join(e.upper() for e in emb))
+                                           " and ".join(", ".join(e.upper() for e in emb).rsplit(", ", 1)))
             paired = {"against": against, "margins": margins or None}
         given = dict(kw)  # the run's arguments as given (a declared title names them)
         inputs = [kw.pop(i.name) for i in m.inputs]

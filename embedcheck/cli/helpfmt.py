@@ -46,6 +46,20 @@ HIDDEN_ALIASES: frozenset[str] = frozenset(a for olds in CANONICAL.values() for 
 #: the order of the command list in ``embedcheck --help``: the path a new user takes, as the commands
 #: are declared (:data:`embedcheck.spec.COMMANDS`); plugin measurements follow
 COMMAND_ORDER = tuple(c.name for c in COMMANDS)
+
+
+def command_order() -> tuple[str, ...]:
+    """:data:`COMMAND_ORDER` with each declared measurement that says where it goes
+    (:attr:`~embedcheck.spec.Measurement.after`) right after the command it follows."""
+    from ..spec import measurements
+
+    order = list(COMMAND_ORDER)
+    for m in measurements():
+        if m.after in order and not m.group and m.name not in order:
+            order.insert(order.index(m.after) + 1, m.name)
+    return tuple(order)
+
+
 #: each command's line in the command list, as declared
 SHORT_HELP = {c.name: c.help[:1].upper() + c.help[1:] + ("" if c.help.endswith(("?", ".")) else ".") for c in COMMANDS}
 
@@ -253,7 +267,7 @@ def tidy(cmd: Any, *, root: bool = True) -> None:
     commands = getattr(cmd, "commands", None)
     if commands:
         if root:
-            order = {name: i for i, name in enumerate(COMMAND_ORDER)}
+            order = {name: i for i, name in enumerate(command_order())}
             items = sorted(commands.items(), key=lambda kv: order.get(kv[0], len(order)))
             commands.clear()
             commands.update(items)

@@ -13,7 +13,8 @@ from ..errors import InputError
 from ..spec import Measurement
 
 #: the modules of the built-in declared measurements, each with a ``MEASUREMENT``
-MODULES = ("hubness", "upgrade", "dedup", "integrity", "audit", "map", "compress_write", "compress_sweep", "aag")
+MODULES = ("hubness", "upgrade", "dedup", "integrity", "audit", "map", "compress_write", "compress_sweep", "sts",
+           "drift", "aag")
 
 
 def comma_choices(value: str, allowed: tuple[str, ...], what: str) -> list[str]:

@@ -179,14 +179,15 @@ MEASUREMENT = Measurement(
     figures=FIGURES,
     primary="aag",
     version=1,
-    body_schema=obj({
+    body_schema={
         "n": INT, "dim": INT, "classes": INT, "class_counts": COUNTS,
         "aag": NUM, "mean_same": NUM, "mean_diff": NUM, "n_same_pairs": INT, "n_diff_pairs": INT,
         "within": {"type": "object", "additionalProperties": NUM_OR_NULL},
         # null when the rows have no variance at all (identical rows): the share is undefined
         "variance_share": NUM_OR_NULL, "variance_share_dims": INT,
         "label_map": obj({"map": NUM, "chance": NUM, "queries": INT, "sampled": BOOL}),
-    }, optional=("label_map",)),
+    },
+    body_optional=("label_map",),
     example=("topics.npy", "topics.labels.jsonl", "--resamples", "100"),
     writes=(Writes("plot", "file"),),
     runs={"": ("topics.npy", "topics.labels.jsonl", "--resamples", "100", "--no-map", "--plot", "p.png")},

@@ -103,6 +103,14 @@ def outcome_gates(report: Mapping[str, Any], value: str, verdicts: Sequence[Any]
     for d in verdicts:
         if value in d.values:
             return [_outcome_gate(report, d, value, text or f"--fail-on {value}")]
+        if value in getattr(d, "fail_on", ()):  # not-X: fails unless the outcome is X
+            want = value.removeprefix("not-")
+            found, got = dotted(report, d.key)
+            if not found:
+                raise InputError(f"{text or f'--fail-on {value}'}: this report has no {d.key} (the options that "
+                                 "produce it were not given)")
+            return [verdict_gate(d.gate_name(value), "undefined" if got is None else str(got), want, got == want,
+                                 shown=d.shown or d.key)]
     return []
 
 

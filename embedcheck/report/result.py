@@ -81,10 +81,6 @@ class Result:
         if cls.__dict__.get("command") and cls.__dict__.get("report_schema") is not None:
             BODIES[cls.command] = cls.__dict__["report_schema"]
 
-    #: ``--fail-on`` values of the command's own (besides ``--against``'s and a declared measurement's
-    #: verdicts), each gated by :meth:`own_fail_on_gates` (drift's ``drift``, ``not-no-drift``)
-    own_fail_on: ClassVar[tuple[str, ...]] = ()
-
     def to_dict(self) -> dict[str, Any]:
         assert is_dataclass(self)
         out: dict[str, Any] = {}
@@ -98,10 +94,6 @@ class Result:
         if getattr(self, "_gates", None):
             out["gates"] = [*out.get("gates", []), *self._gates]
         return out
-
-    def own_fail_on_gates(self, value: str) -> list[dict[str, Any]]:
-        """The gate of one of :attr:`own_fail_on` (a command with its own verdict words)."""
-        return []
 
     def _paired(self) -> Any:
         results = getattr(self, "results", None)
@@ -120,8 +112,8 @@ class Result:
         ``embedcheck.report.gates.failed(report.to_dict())`` lists failures. ``fail_on``: as
         ``--fail-on`` — on a report made with ``against=``, ``"worse"`` / ``"not-non-inferior"`` (every
         command that takes ``--against``); a value of a declared measurement's own verdicts (upgrade's
-        ``"keep"``, integrity's ``"mixed"``: fails when the report's outcome is that value); a command's
-        own words (drift's ``"drift"``, ``"not-no-drift"``); another value is refused. The same gates,
+        ``"keep"``, integrity's ``"mixed"``, drift's ``"drift"``: fails when the report's outcome is that value;
+        drift's ``"not-no-drift"``: fails unless it is ``no-drift``); another value is refused. The same gates,
         with the same outcome, as the CLI's ``--fail-below/--fail-above/--fail-on``."""
         from .gates import GateSpec, check_fail_on, evaluate, outcome_gates, paired_verdict_gates, resolve_gates
 
@@ -130,7 +122,7 @@ class Result:
         said = f"fail_on={fail_on!r}"
         from ..spec import fail_on_values, verdicts_of
 
-        allowed = (*fail_on_values(self.command), *self.own_fail_on)
+        allowed = fail_on_values(self.command)
         value = check_fail_on(fail_on, allowed, self.command, text=said) if fail_on is not None else None
         gs = evaluate(self.to_dict(), resolve_gates(specs, figures_of(self.command), command=self.command))
         if value is not None:
@@ -141,11 +133,8 @@ class Result:
                 raise InputError(f"{said}: a verdict of against=; this report was made without it")
             if value == "not-non-inferior" and not any(f.margin is not None for f in paired.items.values()):
                 raise InputError(f"{said}: needs margins= (a margin for each figure it gates)")
-            if value in self.own_fail_on:
-                gs += self.own_fail_on_gates(value)
-            else:
-                gs += paired_verdict_gates(paired, value) + outcome_gates(self.to_dict(), value, verdicts_of(self.command),
-                                                                          text=said)
+            gs += paired_verdict_gates(paired, value) + outcome_gates(self.to_dict(), value, verdicts_of(self.command),
+                                                                      text=said)
         if gs:
             self._attach(gs)
         return gs

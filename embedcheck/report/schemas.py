@@ -214,12 +214,6 @@ INPUTS = {"type": "object", "properties": {"rows_matched_by": {"type": "object",
                                                                {"enum": ["id", "position"]}}},
           "additionalProperties": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}
 
-def _is_object(schema: Any) -> bool:
-    """A declared body that is already an object schema (``obj(props, optional=...)``: keys that may be
-    left out), not the properties of one."""
-    return schema.get("type") == "object" and isinstance(schema.get("properties"), dict) and "required" in schema
-
-
 def json_schema(command: str) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of ``command``'s report."""
     from ..spec import measurement, paired_commands, verdicts_of
@@ -228,8 +222,7 @@ def json_schema(command: str) -> dict[str, Any]:
     name = command_name(command)
     load_declarations()
     plugin = measurement(name) if name not in BODIES else None
-    body = copy.deepcopy(BODIES[name]) if plugin is None else (
-        copy.deepcopy(dict(plugin.body_schema)) if _is_object(plugin.body_schema) else obj(dict(plugin.body_schema)))
+    body = copy.deepcopy(BODIES[name]) if plugin is None else obj(dict(plugin.body_schema), optional=tuple(plugin.body_optional))
     body["properties"] = {"schema": {"const": sid}, **body["properties"],
                           "gates": {"type": "array", "items": GATE}, "comparison": COMPARISON}
     for v in verdicts_of(name):  # a declared verdict holds one of its words, or null (could not tell)

@@ -27,7 +27,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 HERE = Path(__file__).resolve().parent
 ORDER = ["fresh", "precision", "aag", "anisotropy", "embed", "head", "physscore", "shards", "fast", "intervals", "neighbors",
-         "scale", "retrieve", "recall", "binary", "threads", "kernels", "startup", "stores", "drift", "neighbourhood", "integrity", "upgrade", "map"]
+         "scale", "retrieve", "recall", "binary", "threads", "kernels", "startup", "stores", "drift", "neighbourhood", "integrity", "upgrade", "map", "roofline"]
 
 
 def load(name: str):
