@@ -107,10 +107,18 @@ class Input:
     open: Optional[Callable[[Any, "Opening"], Any]] = None
     #: the CLI's placeholder for it in ``--help``'s usage line (default: its name in capitals; aag's ``EMB``)
     metavar: str = ""
+    #: how a later ``embeddings`` input's rows go with the first's: ``"same"`` — the same rows (the same
+    #: ids in any order, put in the first's order; refused when the ids differ; no ids: the same row
+    #: count), ``"pairs"`` — row i pairs with row i (by position, or by id when both hold the same ids
+    #: in another order); ``""``: not matched. How they matched is the report's
+    #: ``inputs.rows_matched_by`` under the name upper-cased (``B``), as messages name the inputs
+    matches: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in INPUT_KINDS:
             raise ValueError(f"Input.kind must be one of {INPUT_KINDS}, got {self.kind!r}")
+        if self.matches not in ("", "same", "pairs") or (self.matches and self.kind != "embeddings"):
+            raise ValueError(f"input {self.name!r}: matches is 'same' or 'pairs', of an embeddings input")
         if (self.kind == "file") != (self.open is not None):
             raise ValueError(f"input {self.name!r}: a 'file' input declares how it is opened (open=), no other kind does")
 
@@ -182,6 +190,9 @@ class Option:
     #: ``run``, which gets what this returns (``opens(value, ctx)``, ctx an :class:`Opening`); the CLI
     #: knows the option names a file from here (an output never lands on it)
     opens: Optional[Callable[[Any, "Opening"], Any]] = None
+    #: a parameter of the API function only, no command-line option: an object no command line
+    #: gives (row ids as a list, a score function); its ``type`` may be ``object`` (taken as given)
+    api_only: bool = False
     #: the CLI refuses a run without it, the API may leave it out (compress's ``-o``: the API keeps
     #: the compressed rows on its result instead); unlike :attr:`required`, None passes the API's check
     cli_required: bool = False
@@ -504,7 +515,9 @@ class Measurement:
     version: int = 1
     unit: str = "rows"                            #: what a paired resample draws
     description: str = ""                         #: ``--help``'s paragraph (default: ``help``)
-    body_schema: Mapping[str, Any] = field(default_factory=dict)  #: JSON Schema properties of other keys, or ``obj(props, optional=...)``
+    #: JSON Schema properties of other keys (each required), or ``schemas.obj({...}, optional=(...))``
+    #: naming the keys a report may leave out
+    body_schema: Mapping[str, Any] = field(default_factory=dict)
     tolerance: float = 1e-9                       #: local = shard set = ray, relative
     source: str = "built-in"                      #: the distribution that declared it
     #: a run on the project's fixtures (arguments and options, files named as in ``fixtures/``) that
@@ -520,9 +533,17 @@ class Measurement:
     #: a run on the fixtures that writes its outputs (``{"": (...)}``, as :attr:`Command.runs`), where
     #: the :attr:`example` names none, for the suites that drive every writer (``tests/test_conformance_outputs.py``)
     runs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    #: the terminal view of a report (``view(report_dict) -> list[str]`` of lines), where the default
-    #: view from the figures (:mod:`embedcheck.cli.views`) does not read well
-    view: Optional[Callable[[dict[str, Any]], list[str]]] = None
+    #: the terminal view of a report (``view(report_dict) -> list[str]`` of lines, or of rich
+    #: renderables such as a table, printed as they are), where the default view from the figures
+    #: (:mod:`embedcheck.cli.views`) does not read well; a view that takes a ``title`` keyword is given
+    #: the table's title (:attr:`title`)
+    view: Optional[Callable[..., list[Any]]] = None
+    #: options of the CLI only that change only the terminal view (threshold's ``--curve``): the
+    #: command takes them and hands them to :attr:`view` as keywords; ``run`` and the API never see them
+    view_options: tuple[Option, ...] = ()
+    #: figures that only an option produces, by key prefix → that option's name (threshold's ``check.``
+    #: → ``check``): a gate on one without the option is refused before any work, naming the option
+    gate_needs: Mapping[str, str] = field(default_factory=dict)
     #: its own categorical outcomes (:class:`Verdict`): ``--fail-on VALUE`` takes their values beside
     #: the paired verdicts, and the conformance suite drives each value
     verdicts: tuple[Verdict, ...] = ()
@@ -539,6 +560,10 @@ class Measurement:
     #: old spellings kept working, hidden from ``--help`` (:class:`OldGate` s, and options that are an
     #: old spelling of another, :attr:`Option.old_of`), as a built-in command's :func:`takes` ``old=``
     old: tuple["Option | OldGate", ...] = ()
+    #: the figures of a run with these options, where they depend on them (retrieve's metrics at each
+    #: ``--k`` cut-off): ``figures_for(options) -> {key: Figure}``, what the CLI's gates resolve against;
+    #: :attr:`figures` stays the declaration every other surface reads (schema, compare, HTML)
+    figures_for: Optional[Callable[[Mapping[str, Any]], Mapping[str, Any]]] = None
     #: ``embedcheck.<api>`` when it is not the name's (``compress`` for ``compress-write``)
     api: str = ""
     #: options the API function also takes by position, after its inputs, in this order
@@ -578,6 +603,8 @@ class Measurement:
             raise ValueError(f"measurement {self.name!r}: a verb of {self.group!r} is named '{self.group}-<verb>'")
         if self.primary is not None and self.primary not in self.figures:
             raise ValueError(f"measurement {self.name!r}: primary figure {self.primary!r} is not declared")
+        if any(i.matches for i in self.embedding_inputs[:1]):
+            raise ValueError(f"measurement {self.name!r}: only a later embeddings input matches the first's rows")
         if self.inputs and self.inputs[0].optional:
             raise ValueError(f"measurement {self.name!r}: the first input may not be optional")
         if self.paired and not self.embedding_inputs:
@@ -585,7 +612,7 @@ class Measurement:
         flags = [i.optional for i in self.inputs]
         if flags != sorted(flags):
             raise ValueError(f"measurement {self.name!r}: only the last inputs may be optional")
-        names = [i.name for i in self.inputs] + [o.name for o in self.options]
+        names = [i.name for i in self.inputs] + [o.name for o in self.options] + [o.name for o in self.view_options]
         if len(set(names)) != len(names):
             raise ValueError(f"measurement {self.name!r}: an input or option name is declared twice")
         if self.paired and {"against", "margin", "fail_on"} & set(names):
@@ -596,6 +623,9 @@ class Measurement:
             raise ValueError(f"measurement {self.name!r}: a verdict value is declared twice (--fail-on VALUE names one)")
         if self.verdicts and "fail_on" in names:
             raise ValueError(f"measurement {self.name!r}: 'fail_on' is --fail-on of its verdicts; name the option otherwise")
+        for prefix, need in self.gate_needs.items():
+            if need not in {o.name for o in self.options}:
+                raise ValueError(f"measurement {self.name!r}: a gate on {prefix}* needs {need!r}, which is not one of its options")
         for w in self.writes:
             if w.param not in {o.name for o in self.options}:
                 raise ValueError(f"measurement {self.name!r}: it writes {w.param!r}, which is not one of its options")
@@ -619,8 +649,14 @@ class Measurement:
         unknown = sorted(set(options) - set(known))
         if unknown:
             raise InputError(f"{self.name} takes no option {unknown[0]!r}; its options: {', '.join(known) or 'none'}")
-        return {name: (None if o.cli_required and options.get(name, o.default) is None else
-                       o.check(options.get(name, o.default))) for name, o in known.items()}
+        out = {}
+        for name, o in known.items():
+            value = options.get(name, o.default)
+            try:
+                out[name] = None if o.cli_required and value is None else o.check(value)
+            except InputError as exc:  # the API's parameter, as takes() names it: "k= must be >= 1"
+                raise InputError(name + "= " + str(exc).removeprefix(name + " ")) from None
+        return out
 
 
 # ---- the built-in commands, in --help order --------------------------------------------------------
@@ -637,13 +673,6 @@ COMMANDS: tuple[Command, ...] = (
             runs={"": ("topics.npy", "topics.labels.jsonl", "--kind", "lda", "-o", "h.safetensors")}),
     Command("project", "apply a head or an upgrade adapter to existing vectors, without re-embedding", "head", role="repair",
             writes=(Writes("output", "vectors"),), runs={"": ("topics.npy", "--head", "topics_lda.safetensors", "-o", "p.npy")}),
-    Command("neighbors", "how much do two embeddings' nearest neighbours agree?", "neighbors",
-            {"neighbors": "neighbors"}, {"neighbors": 1}, primary="overlap", paired=True, measurement=True, role="measure",
-            example=("pairs_a.npy", "pairs_b.npy", "--k", "5", "--resamples", "100")),
-    Command("anisotropy", "is a matched cosine above what unrelated pairs already score?", "anisotropy",
-            {"anisotropy": "anisotropy"}, {"anisotropy": 1}, primary="centred.gap_over_floor_sd", paired=True,
-            measurement=True, role="measure",
-            example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100")),
     Command("physscore", "does similarity follow physical quantities? The PhysScore protocol", "physscore",
             {"physscore": "physscore", "physscore_run": "physscore", "physscore_phrases": "physscore"},
             {"physscore-phrases": 1, "physscore-score": 1, "physscore-run": 1}, primary="table1.avg", paired=True,
@@ -651,15 +680,9 @@ COMMANDS: tuple[Command, ...] = (
             example=("score", "physscore_emb.npy", "physscore_phrases.jsonl", "--tables", "1"),
             writes=(Writes("output", "with-meta", verb="phrases"),),
             runs={"phrases": ("phrases", "-o", "ph.jsonl"), "run": ("run", "--tables", "1")}),
-    Command("retrieve", "exact search quality against relevance judgements: nDCG@10, MAP, recall", "retrieve",
-            {"retrieve": "retrieve"}, {"retrieve": 1}, primary="metrics.ndcg_at_10", paired=True, measurement=True, role="measure",
-            example=("retrieve_queries.npy", "retrieve_corpus.npy", "retrieve_qrels.tsv", "--resamples", "100")),
     Command("recall", "does the ANN index serve what exact search would? recall@k on your own vectors", "recall",
             {"recall": "recall"}, {"recall": 1}, primary="recall.mean", paired=True, measurement=True, role="measure",
             example=("recall_hnsw.faiss", "--queries", "recall_queries.npy", "--k", "5", "--resamples", "100")),
-    Command("threshold", "calibrate a cosine threshold for a target precision", "threshold",
-            {"threshold": "threshold"}, {"threshold": 1}, primary="average_precision", measurement=True, role="measure",
-            example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100")),
     Command("shards", "split, merge and verify shard sets of vectors", "shards",
             {"shards_split": "shards", "shards_merge": "shards", "shards_verify": "shards"},
             {"shards-split": 1, "shards-merge": 1, "shards-verify": 1}, role="manage",

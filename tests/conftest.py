@@ -28,14 +28,20 @@ FIXTURES = ROOT / "fixtures"
 
 #: the longest test files (by their summed seconds in one CI-like run, 2 workers), started first: with whole files
 #: per worker (``--dist loadfile --no-loadscope-reorder``) the two workers then finish together
-#: instead of one waiting out the pipelines at the end (longest-processing-time-first scheduling)
+#: instead of one waiting out the pipelines at the end (longest-processing-time-first scheduling).
+#: A file left out is started after these, in collection (alphabetical) order: a heavy one left out
+#: can start last on one worker while the other idles. Placed by their CPU seconds, each file alone with
+#: -n 0 (2026-12-07): test_scripts 80, test_int8 52, test_audit_real 83, test_map 37, test_audit 27
+#: (test_map_audit, 10, stays out); test_upgrade_recipe and test_readonly_cache by their slowest item in
+#: the last whole run (a 54 s setup, a 31 s call).
 LONGEST_FIRST = ("test_pipelines.py", "test_conformance.py", "test_readme_examples.py", "test_integrity_stores.py",
                  "test_trust.py", "test_stores.py", "test_tuning.py", "test_engine_ray.py", "test_integrity.py",
                  "test_embed.py", "test_reports_match_saved.py", "test_fastpath.py", "test_options.py", "test_head.py",
                  "test_conformance_locators.py", "test_physscore_model.py", "test_retrieve_pipeline.py",
-                 "test_conformance_messages.py", "test_engine.py", "test_scripts.py", "test_drift.py", "test_lint.py", "test_shards.py",
-                 "test_physscore.py", "test_ci_check.py", "test_bad_input.py", "test_conformance_engines.py",
-                 "test_tables80.py")
+                 "test_conformance_messages.py", "test_engine.py", "test_audit_real.py", "test_scripts.py",
+                 "test_upgrade_recipe.py", "test_int8.py", "test_drift.py", "test_lint.py", "test_map.py",
+                 "test_shards.py", "test_physscore.py", "test_ci_check.py", "test_readonly_cache.py", "test_bad_input.py",
+                 "test_conformance_engines.py", "test_audit.py", "test_tables80.py")
 
 
 def pytest_collection_modifyitems(items: list) -> None:

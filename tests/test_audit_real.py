@@ -46,10 +46,13 @@ def test_ag_news_sorted_by_label_is_non_iid_and_shuffled_is_not(shared_data, min
     X = _embed(minilm, [r["text"] for r in rows])
     y = np.array([r["label"] for r in rows])
     order = np.argsort(y, kind="stable")
-    sorted_rep = embedcheck.audit(X[order], y[order], permutations=199, clusters=1).to_dict()
+    # the order check reads the rows' neighbour graph only, not the labels: the rows go in without them
+    # (their label checks, the five-fold logistic regression, were most of this test's time and are
+    # asserted by the TREC test above); the labels only sort the rows
+    sorted_rep = embedcheck.audit(X[order], permutations=199, clusters=1).to_dict()
     assert sorted_rep["order_verdict"] == "non-iid" and sorted_rep["order"]["ratio"] < 0.9
     perm = np.random.default_rng(0).permutation(len(y))
-    shuffled = embedcheck.audit(X[perm], y[perm], permutations=199, clusters=1).to_dict()
+    shuffled = embedcheck.audit(X[perm], permutations=199, clusters=1).to_dict()
     assert shuffled["order_verdict"] == "iid-consistent"
 
 

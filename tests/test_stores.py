@@ -760,7 +760,7 @@ def test_retrieve_against_pairs_two_stores_by_id_and_records_their_models(ref, t
     assert got["models"] == {"queries": "model-A", "corpus": "model-A", "against_queries": "model-B",
                              "against_corpus": "model-B"}
     short = _model_store(kind_b, tmp_path, f"cs_{kind_b}", CB[pc][:590], pc[:590], "model-B", pg)
-    with pytest.raises(InputError, match=r"600 ids in A's corpus, 590 in against corpus, 590 shared \(10 only in A's"):
+    with pytest.raises(InputError, match=r"hold different rows: 600 ids in A, 590 in B, 590 shared \(10 only in A"):
         embedcheck.retrieve(qa, ca, ref["qrels"], k=(1, 10), resamples=50, against=(qb, short))
 
 

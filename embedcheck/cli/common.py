@@ -73,7 +73,7 @@ EmbArg = Annotated[str, typer.Argument(metavar="EMB", help=f"Embeddings: a 2-D f
 _LABELS_HELP = f"Labels, one per row: {LABEL_FORMATS}; ints or strings."
 LabelsArg = Annotated[str, typer.Argument(metavar="LABELS", help=_LABELS_HELP, show_default=False)]
 OptLabelsArg = Annotated[Optional[str], typer.Argument(metavar="LABELS", help=f"{_LABELS_HELP} Optional.", show_default=False)]
-#: MTEB's result JSON beside the report (sts, retrieve), declared once; each command gives its task name's default
+#: MTEB's result JSON beside the report (sts; retrieve declares its own), declared once; each command gives its task name's default
 MtebJsonOpt = Annotated[Optional[Path], typer.Option("--mteb-json", help="Also write MTEB's result JSON (TaskResult layout; --task-name) to this file.", dir_okay=False, show_default=False)]
 TaskNameOpt = Annotated[str, typer.Option("--task-name", help="With --mteb-json: the MTEB task name (e.g. STSBenchmark, SciFact).")]
 PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Also draw the figure into this .png file, written atomically "
@@ -272,7 +272,6 @@ OPTION_RANGES: dict[str, tuple[Optional[float], float, bool]] = {
     "--repeats": (None, 1_000_000, False),
     "--shots": (None, 1_000_000, False),
     "--max-iter": (None, 10_000_000, False),
-    "--block-mb": (None, 1 << 20, False),
     "--chunk": (None, 1 << 24, False),
     "--tolerance": (None, 1e12, False),
 }

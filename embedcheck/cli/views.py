@@ -352,17 +352,10 @@ def _numeric(v: Any) -> bool:
 
 
 def _fmt(v: Any) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
-            return f"{v:.4g}"
-        return f"{v:.4f}"
-    if isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
-        return ", ".join(_fmt(x) for x in v) if len(v) <= 12 else f"[{len(v)} values]"
-    return str(v)
+    """The terminal's number format (:func:`embedcheck.report.result.fmt_value`: a measurement's own view uses it too)."""
+    from ..report.result import fmt_value
+
+    return fmt_value(v)
 
 
 def render_paired(console: Any, paired: dict[str, Any], fmt: Callable[[Any], str] = _fmt) -> None:

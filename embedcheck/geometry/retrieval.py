@@ -32,14 +32,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Optional
+from typing import Any, Optional
 
 import numpy as np
 
 from ..errors import InputError
 from ..io.retrieval import id_bytes  # noqa: F401  (read here by the commands that rank)
-from ..report.result import Figure, Result, hidden, optional
-from ..report.schemas import FRACTION, INT, INTERVAL, NUM, STR, obj
+from ..report.result import Figure
+from ..report.schemas import FRACTION
 from ..rows import unit_rows
 from ..stats import paired as P
 from ..stats.items import ItemFigure, items_paired
@@ -330,56 +330,6 @@ def retrieval_figures(k_values: Sequence[int] = K_VALUES) -> dict[str, Figure]:
             for f in FAMILIES for k in k_values}
 
 
-@dataclass
-class RetrievalReport(Result):
-    """The ``retrieve`` report: counts, every metric with its interval, the tie rule; the run and
-    the per-query values stay on the object (``per_query``, ``run``: for pairing later)."""
-
-    command: ClassVar[str] = "retrieve"
-    report_schema = obj({
-        "queries": INT, "queries_without_relevant": INT, "queries_without_qrels": INT, "corpus": INT, "dim": INT,
-        "judgements": INT, "k": {"type": "array", "items": INT, "minItems": 1}, "main_score": STR,
-        "metrics": {"type": "object", "required": ["ndcg_at_10"],
-                    "patternProperties": {r"^(ndcg|map|recall|precision|mrr)_at_\d+$": NUM,
-                                          r"^(ndcg|map|recall|precision|mrr)_at_\d+_ci95$": INTERVAL}},
-        "ci_method": STR, "tie_rule": STR, "score": STR, "model": STR,
-    }, optional=("ci_method", "model"))
-    figures: ClassVar[dict[str, Figure]] = retrieval_figures()
-
-    queries: int  #: queries evaluated (those in the qrels)
-    queries_without_relevant: int  #: evaluated queries with no document of grade ≥ 1 (they score 0)
-    queries_without_qrels: int  #: query rows with no qrels line (not evaluated)
-    corpus: int
-    dim: int
-    judgements: int  #: qrels lines
-    k: list[int]
-    main_score: str
-    metrics: dict[str, Any]  #: ``<family>_at_<k>`` and ``<family>_at_<k>_ci95``
-    ci_method: Optional[str] = optional()
-    tie_rule: str = TIE_RULE
-    score: str = "cosine"
-    model: Optional[str] = optional()
-    seconds: Optional[float] = hidden()  #: wall time (not in the report: same bytes on every engine)
-    per_query: Any = hidden()  #: metric → (queries,) float64, in qrels query order
-    query_ids: Any = hidden()  #: ids of the evaluated queries (bytes)
-    run: Any = hidden()  #: the :class:`TopK` of every query row
-    inputs: Optional[dict[str, str]] = optional()  #: ``qrels_sha256``: the judgements' content hash
-    paired: Any = optional()  #: with ``against``: the :class:`~embedcheck.report.paired_section.Paired` section
-
-    def to_dict(self) -> dict[str, Any]:
-        """The report the CLI prints: ``schema`` first, as every command's report."""
-        from ..report.schemas import schema_id
-
-        return {"schema": schema_id(self.command), **super().to_dict()}
-
-    def metric(self, name: str) -> float:
-        """A metric by ``ndcg@10`` or ``ndcg_at_10``."""
-        key = metric_key(name)
-        if key not in self.metrics:
-            raise InputError(f"no metric {name!r}; known: {', '.join(k for k in self.metrics if not k.endswith('_ci95'))}")
-        return float(self.metrics[key])
-
-
 def metric_key(name: str) -> str:
     """``ndcg@10``, ``P@5``, ``ndcg_at_10`` → the report's key (``ndcg_at_10``, ``precision_at_5``).
 
@@ -391,10 +341,12 @@ def metric_key(name: str) -> str:
     return {"p": "precision", "r": "recall", "ap": "map"}.get(fam, fam) + sep + rest
 
 
-def report_from_run(run: TopK, qrels: Qrels, *, k_values: Sequence[int], n_queries: int, n_docs: int, dim: int,
-                    resamples: int, seed: int, query_ids: np.ndarray, score: str = "cosine",
-                    model: Optional[str] = None) -> RetrievalReport:
-    """Evaluate a run and build the report (intervals over the evaluated queries)."""
+def run_figures(run: TopK, qrels: Qrels, *, k_values: Sequence[int], n_queries: int, n_docs: int, dim: int,
+                resamples: int, seed: int, query_ids: np.ndarray, score: str = "cosine",
+                model: Optional[str] = None) -> tuple[dict[str, Any], dict[str, np.ndarray], np.ndarray]:
+    """Evaluate a run: the ``retrieve`` report's figures (counts, every metric with its interval
+    over the evaluated queries, the tie rule), the per-query values (metric → ``(queries,)``, in
+    qrels query order) and the evaluated queries' ids."""
     per_query = evaluate_run(run, qrels, k_values, n_docs=n_docs)
     means = {n: float(v.mean()) for n, v in per_query.items()}
     cis = bootstrap_intervals(per_query, resamples, seed) if resamples > 0 else {}
@@ -404,13 +356,17 @@ def report_from_run(run: TopK, qrels: Qrels, *, k_values: Sequence[int], n_queri
         if n in cis:
             metrics[f"{n}_ci95"] = cis[n]
     e = len(qrels.query_rows)
-    return RetrievalReport(
-        queries=e, queries_without_relevant=int((qrels.n_relevant == 0).sum()),
-        queries_without_qrels=int(n_queries - e), corpus=int(n_docs), dim=int(dim),
-        judgements=int(len(qrels.doc_rows)), k=[int(k) for k in k_values], main_score=MAIN_SCORE, metrics=metrics,
-        ci_method=intervals.method("queries", resamples, seed) if resamples > 0 else None,
-        score=score, model=model, per_query=per_query,
-        query_ids=query_ids[qrels.query_rows], run=run)
+    body: dict[str, Any] = {
+        "queries": e, "queries_without_relevant": int((qrels.n_relevant == 0).sum()),
+        "queries_without_qrels": int(n_queries - e), "corpus": int(n_docs), "dim": int(dim),
+        "judgements": int(len(qrels.doc_rows)), "k": [int(k) for k in k_values], "main_score": MAIN_SCORE,
+        "metrics": metrics}
+    if resamples > 0:
+        body["ci_method"] = intervals.method("queries", resamples, seed)
+    body.update({"tie_rule": TIE_RULE, "score": score})
+    if model is not None:
+        body["model"] = model
+    return body, per_query, query_ids[qrels.query_rows]
 
 
 def check_k_values(k_values: Any) -> list[int]:
@@ -438,6 +394,6 @@ def retrieval_paired(per_query_a: dict[str, np.ndarray], per_query_b: dict[str, 
 
 
 
-__all__ = ["retrieval_paired", "FAMILIES", "K_VALUES", "MAIN_SCORE", "metric_key", "TIE_RULE", "Qrels", "RetrievalReport", "TopK", "bootstrap_intervals",
+__all__ = ["retrieval_paired", "FAMILIES", "K_VALUES", "MAIN_SCORE", "metric_key", "TIE_RULE", "Qrels", "TopK", "bootstrap_intervals",
            "build_qrels", "check_k_values", "check_unique", "cosine", "dot", "evaluate_run", "id_bytes",
-           "ranking_ties", "report_from_run", "rescore", "select_topk", "tie_ranks"]
+           "ranking_ties", "rescore", "retrieval_figures", "run_figures", "select_topk", "tie_ranks"]

@@ -48,6 +48,11 @@ def check_output(path: Path, inputs: Sequence[Any]) -> None:
             raise InputError(f"--mteb-json {path} would overwrite the input {p}")
 
 
+def task_result_bytes(metrics: dict[str, float], *, main_score: str, task_name: str, **kw: Any) -> bytes:
+    """The bytes of :func:`task_result`'s file (what ``--mteb-json`` writes)."""
+    return (dumps(task_result(metrics, main_score=main_score, task_name=task_name, **kw)) + "\n").encode("utf-8")
+
+
 def write_json(path: str | os.PathLike, metrics: dict[str, float], *, main_score: str, task_name: str,
                **kw: Any) -> dict[str, Any]:
     """Write :func:`task_result` atomically; returns the dict."""
@@ -57,15 +62,4 @@ def write_json(path: str | os.PathLike, metrics: dict[str, float], *, main_score
     return obj
 
 
-def write_task_result(path: str | os.PathLike, report: Any, *, task_name: str, dataset_revision: str = "unknown",
-                      split: str = "test", hf_subset: str = "default",
-                      languages: Sequence[str] = ("eng-Latn",)) -> dict[str, Any]:
-    """Write a ``retrieve`` report (a :class:`~embedcheck.geometry.retrieval.RetrievalReport`) as
-    MTEB's result JSON, atomically; returns the dict."""
-    return write_json(path, report.metrics, main_score=report.main_score, task_name=task_name,
-                      dataset_revision=dataset_revision, split=split, hf_subset=hf_subset, languages=languages,
-                      evaluation_time=report.seconds,
-                      extra={"queries": report.queries, "corpus": report.corpus, "tie_rule": report.tie_rule})
-
-
-__all__ = ["check_output", "task_result", "write_json", "write_task_result"]
+__all__ = ["check_output", "task_result", "task_result_bytes", "write_json"]

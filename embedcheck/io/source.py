@@ -185,6 +185,16 @@ class Source:
         refuse_repeated_ids(ids, f"{what} {self.name}".strip() if what and what != self.name else self.name)
         return ids
 
+    def reordered(self, order: Any, what: str = "embeddings") -> "Source":
+        """This source's rows in ``order`` (read into memory), with their per-row fields (ids, labels,
+        texts) in the same order: another embedding of the same rows put in a first one's order."""
+        out = open_source(np.asarray(self)[np.asarray(order)], what=what)
+        names = self.fields()
+        if names:
+            cols = {f: self.column(f) for f in names}
+            out._records = [{f: c[int(i)] for f, c in cols.items() if c is not None} for i in np.asarray(order)]
+        return out
+
     def texts(self) -> Optional[list[Any]]:
         """Every row's text (:meth:`column` ``"text"``), or None."""
         return self.column("text")

@@ -62,6 +62,26 @@ def plain(v: Any) -> Any:
     return v
 
 
+def fmt_value(v: Any) -> str:
+    """A value as the terminal views print it: floats to four decimals (four significant digits when
+    very large or small), ``—`` for a missing one, ``yes``/``no``, short lists joined.
+
+    >>> fmt_value(0.5), fmt_value(2.5e-05), fmt_value(None), fmt_value([1, 0.25])
+    ('0.5000', '2.5e-05', '—', '1, 0.2500')
+    """
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
+            return f"{v:.4g}"
+        return f"{v:.4f}"
+    if isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
+        return ", ".join(fmt_value(x) for x in v) if len(v) <= 12 else f"[{len(v)} values]"
+    return str(v)
+
+
 class Result:
     """Base of every result dataclass: one :meth:`to_dict`, and the figure declarations."""
 

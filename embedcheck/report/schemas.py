@@ -214,6 +214,15 @@ INPUTS = {"type": "object", "properties": {"rows_matched_by": {"type": "object",
                                                                {"enum": ["id", "position"]}}},
           "additionalProperties": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}
 
+def _declared_body(body_schema: Any, optional: Any = ()) -> dict[str, Any]:
+    """A measurement's ``body_schema``: its keys' properties (every key required but those of
+    ``body_optional``), or an ``obj({...}, optional=(...))`` as a report class declares it (the keys it
+    may leave out named)."""
+    if body_schema.get("type") == "object" and isinstance(body_schema.get("properties"), dict):
+        return copy.deepcopy(dict(body_schema))
+    return obj(dict(body_schema), optional=tuple(optional))
+
+
 def json_schema(command: str) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of ``command``'s report."""
     from ..spec import measurement, paired_commands, verdicts_of
@@ -222,7 +231,7 @@ def json_schema(command: str) -> dict[str, Any]:
     name = command_name(command)
     load_declarations()
     plugin = measurement(name) if name not in BODIES else None
-    body = copy.deepcopy(BODIES[name]) if plugin is None else obj(dict(plugin.body_schema), optional=tuple(plugin.body_optional))
+    body = copy.deepcopy(BODIES[name]) if plugin is None else _declared_body(plugin.body_schema, plugin.body_optional)
     body["properties"] = {"schema": {"const": sid}, **body["properties"],
                           "gates": {"type": "array", "items": GATE}, "comparison": COMPARISON}
     for v in verdicts_of(name):  # a declared verdict holds one of its words, or null (could not tell)

@@ -9,6 +9,8 @@ labels and texts), grown to 100,000 by drawing real rows with replacement
 and adding Gaussian noise of 0.05 x the rows' own per-dimension spread (synthetic-from-real: each
 point near a real sentence, its text that sentence's). Also the trustworthiness of UMAP and PCA on
 the real rows themselves (scikit-learn's, k = 5, on a seeded 2,000-row sample).
+``--tiny`` (the test that keeps every benchmark running): the first 400 real rows grown to 300
+points, every step of the full run on them (the figures then mean nothing).
 
 ``EMBEDCHECK_MAP_UMAP_ROWS`` caps the rows UMAP is timed on (default: all; on a loaded 2-core
 machine 100,000 rows may take several minutes); ``EMBEDCHECK_MAP_SKIP_UMAP=1`` leaves UMAP out (the
@@ -32,6 +34,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from scripts.bench.sizes import pick as size_for
 
 # scripts/coverage.py shadows the coverage package that numba (umap-learn's compiler) imports when
 # scripts/bench.py runs this module with scripts/ first on the path
@@ -85,9 +89,11 @@ def run(quick: bool = False) -> list[dict]:
     if not ROWS.is_file():
         return [{"name": "map at 100,000 x 384", "measure": "skipped", "baseline": None, "ratio": None, "goal": "",
                  "met": None, "notes": f"no cached rows at {ROWS} (embedcheck embed ... -o {ROWS})"}]
-    n = 10_000 if quick else 100_000
-    real = np.load(ROWS)
+    n = size_for(quick, full=100_000, quick=10_000, tiny=300)
+    real = np.load(ROWS, mmap_mode="r")
     recs = [json.loads(line) for line in ROWS.with_suffix(".jsonl").read_text(encoding="utf-8").splitlines()]
+    keep = size_for(quick, full=len(real), quick=len(real), tiny=400)
+    real, recs = np.asarray(real[:keep]), recs[:keep]
     P.project(real[:50], "pca")  # imports (scikit-learn) and first calls out of the timings
     rows = _Rows()
     skip_umap = os.environ.get("EMBEDCHECK_MAP_SKIP_UMAP") == "1"
