@@ -30,7 +30,7 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
                 "file": "A file."}[i.kind]
         ann: Any
         if i.optional:
-            ann = Annotated[Optional[str], typer.Argument(metavar=f"[{i.metavar or i.name.upper()}]", help=i.help or what,
+            ann = Annotated[Optional[str], typer.Argument(metavar=i.metavar or i.name.upper(), help=i.help or what,
                                                           show_default=False)]
             params.append(P(i.name, P.POSITIONAL_OR_KEYWORD, annotation=ann, default=None))
         else:
