@@ -22,7 +22,7 @@ resamples). It reads its rows through the engine it is given (:func:`map_rows`),
 declaration runs in this process and on Ray.
 
 >>> [c.name for c in COMMANDS][:4]
-['embed', 'aag', 'probe', 'train-head']
+['embed', 'probe', 'train-head', 'project']
 >>> report_versions()["physscore-score"], "aag" in paired_commands()
 (1, True)
 """
@@ -105,10 +105,20 @@ class Input:
     #: returns): ``open(x, ctx)`` with ``x`` the path (or object) given and ``ctx`` an :class:`Opening`
     #: (the rows of the first embeddings input, to match by id). Raise :class:`InputError` naming the file.
     open: Optional[Callable[[Any, "Opening"], Any]] = None
+    #: the CLI's placeholder for it in ``--help``'s usage line (default: its name in capitals; aag's ``EMB``)
+    metavar: str = ""
+    #: how a later ``embeddings`` input's rows go with the first's: ``"same"`` — the same rows (the same
+    #: ids in any order, put in the first's order; refused when the ids differ; no ids: the same row
+    #: count), ``"pairs"`` — row i pairs with row i (by position, or by id when both hold the same ids
+    #: in another order); ``""``: not matched. How they matched is the report's
+    #: ``inputs.rows_matched_by`` under the name upper-cased (``B``), as messages name the inputs
+    matches: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in INPUT_KINDS:
             raise ValueError(f"Input.kind must be one of {INPUT_KINDS}, got {self.kind!r}")
+        if self.matches not in ("", "same", "pairs") or (self.matches and self.kind != "embeddings"):
+            raise ValueError(f"input {self.name!r}: matches is 'same' or 'pairs', of an embeddings input")
         if (self.kind == "file") != (self.open is not None):
             raise ValueError(f"input {self.name!r}: a 'file' input declares how it is opened (open=), no other kind does")
 
@@ -528,6 +538,12 @@ class Measurement:
     #: (:mod:`embedcheck.cli.views`) does not read well; a view that takes a ``title`` keyword is given
     #: the table's title (:attr:`title`)
     view: Optional[Callable[..., list[Any]]] = None
+    #: options of the CLI only that change only the terminal view (threshold's ``--curve``): the
+    #: command takes them and hands them to :attr:`view` as keywords; ``run`` and the API never see them
+    view_options: tuple[Option, ...] = ()
+    #: figures that only an option produces, by key prefix → that option's name (threshold's ``check.``
+    #: → ``check``): a gate on one without the option is refused before any work, naming the option
+    gate_needs: Mapping[str, str] = field(default_factory=dict)
     #: its own categorical outcomes (:class:`Verdict`): ``--fail-on VALUE`` takes their values beside
     #: the paired verdicts, and the conformance suite drives each value
     verdicts: tuple[Verdict, ...] = ()
@@ -571,13 +587,17 @@ class Measurement:
     after: str = ""
     #: the keys of :attr:`body_schema` a report may lack (drift's ``clusters`` without attribution)
     body_optional: tuple[str, ...] = ()
-    #: a check of the options before any work (physscore's gates and ``--against`` on a table it does not
-    #: compute): ``preflight(options, *, against, margins, gates)``, raising :class:`InputError`; the API
-    #: calls it with ``gates=()``, the CLI first with the gates asked for (:class:`~embedcheck.report.gates.GateSpec` s)
+    #: checks of a run before anything is opened or computed (inputs given the wrong way round, an
+    #: option that ``against`` needs): ``preflight(inputs, *, options, against, margins)``, ``inputs``
+    #: as given and ``options`` checked against their declarations; raise :class:`InputError`
     preflight: Optional[Callable[..., None]] = None
     #: the options of ``--against``'s second run, from the first's (physscore's B computes Table 1
     #: only: no tokenizer, no plots); None: the same options
     against_options: Optional[Callable[[dict[str, Any]], dict[str, Any]]] = None
+    #: the gates asked for on the CLI (:class:`~embedcheck.report.gates.GateSpec` s), checked before any
+    #: work against the options (physscore's gate on a table ``--tables`` leaves out):
+    #: ``gate_check(options, gates)``, raising :class:`InputError`
+    gate_check: Optional[Callable[[dict[str, Any], list[Any]], None]] = None
     #: the number format of its gate lines and paired table in the terminal view (physscore's plain
     #: ``7.33``); None: the default
     gate_number: Optional[Callable[[Any], str]] = None
@@ -596,6 +616,8 @@ class Measurement:
             raise ValueError(f"measurement {self.name!r}: a verb of {self.group!r} is named '{self.group}-<verb>'")
         if self.primary is not None and self.primary not in self.figures:
             raise ValueError(f"measurement {self.name!r}: primary figure {self.primary!r} is not declared")
+        if any(i.matches for i in self.embedding_inputs[:1]):
+            raise ValueError(f"measurement {self.name!r}: only a later embeddings input matches the first's rows")
         if self.inputs and self.inputs[0].optional:
             raise ValueError(f"measurement {self.name!r}: the first input may not be optional")
         if self.paired and not self.embedding_inputs:
@@ -603,7 +625,7 @@ class Measurement:
         flags = [i.optional for i in self.inputs]
         if flags != sorted(flags):
             raise ValueError(f"measurement {self.name!r}: only the last inputs may be optional")
-        names = [i.name for i in self.inputs] + [o.name for o in self.options]
+        names = [i.name for i in self.inputs] + [o.name for o in self.options] + [o.name for o in self.view_options]
         if len(set(names)) != len(names):
             raise ValueError(f"measurement {self.name!r}: an input or option name is declared twice")
         if self.paired and {"against", "margin", "fail_on"} & set(names):
@@ -614,6 +636,9 @@ class Measurement:
             raise ValueError(f"measurement {self.name!r}: a verdict value is declared twice (--fail-on VALUE names one)")
         if self.verdicts and "fail_on" in names:
             raise ValueError(f"measurement {self.name!r}: 'fail_on' is --fail-on of its verdicts; name the option otherwise")
+        for prefix, need in self.gate_needs.items():
+            if need not in {o.name for o in self.options}:
+                raise ValueError(f"measurement {self.name!r}: a gate on {prefix}* needs {need!r}, which is not one of its options")
         for w in self.writes:
             if w.param not in {o.name for o in self.options}:
                 raise ValueError(f"measurement {self.name!r}: it writes {w.param!r}, which is not one of its options")
@@ -652,9 +677,6 @@ class Measurement:
 COMMANDS: tuple[Command, ...] = (
     Command("embed", "encode texts into .npy vectors with a sidecar and a meta file", "embed", {"embed": "embed"},
             role="encode", writes=(Writes("output", "vectors"),), runs={"": ("physscore_phrases.jsonl", "-o", "e.npy")}),
-    Command("aag", "does cosine separate your labels? AAG, variance share and label MAP", "aag", {"aag": "aag"},
-            {"aag": 1}, primary="aag", paired=True, measurement=True, role="measure",
-            example=("topics.npy", "topics.labels.jsonl", "--resamples", "100")),
     Command("probe", "is the attribute in the vectors at all? A linear probe", "probe", {"probe": "probe"},
             {"probe": 1}, primary="accuracy", paired=True, measurement=True, role="measure",
             example=("topics.npy", "topics.labels.jsonl", "topics_test.npy", "topics_test.labels.jsonl", "--resamples", "100")),
@@ -664,19 +686,9 @@ COMMANDS: tuple[Command, ...] = (
             runs={"": ("topics.npy", "topics.labels.jsonl", "--kind", "lda", "-o", "h.safetensors")}),
     Command("project", "apply a head or an upgrade adapter to existing vectors, without re-embedding", "head", role="repair",
             writes=(Writes("output", "vectors"),), runs={"": ("topics.npy", "--head", "topics_lda.safetensors", "-o", "p.npy")}),
-    Command("neighbors", "how much do two embeddings' nearest neighbours agree?", "neighbors",
-            {"neighbors": "neighbors"}, {"neighbors": 1}, primary="overlap", paired=True, measurement=True, role="measure",
-            example=("pairs_a.npy", "pairs_b.npy", "--k", "5", "--resamples", "100")),
-    Command("anisotropy", "is a matched cosine above what unrelated pairs already score?", "anisotropy",
-            {"anisotropy": "anisotropy"}, {"anisotropy": 1}, primary="centred.gap_over_floor_sd", paired=True,
-            measurement=True, role="measure",
-            example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100")),
     Command("recall", "does the ANN index serve what exact search would? recall@k on your own vectors", "recall",
             {"recall": "recall"}, {"recall": 1}, primary="recall.mean", paired=True, measurement=True, role="measure",
             example=("recall_hnsw.faiss", "--queries", "recall_queries.npy", "--k", "5", "--resamples", "100")),
-    Command("threshold", "calibrate a cosine threshold for a target precision", "threshold",
-            {"threshold": "threshold"}, {"threshold": 1}, primary="average_precision", measurement=True, role="measure",
-            example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100")),
     Command("shards", "split, merge and verify shard sets of vectors", "shards",
             {"shards_split": "shards", "shards_merge": "shards", "shards_verify": "shards"},
             {"shards-split": 1, "shards-merge": 1, "shards-verify": 1}, role="manage",

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..report.result import Report
-from ..rows import content_sha256
+from ..rows import content_sha256, encodes_labels_once
 from ..spec import Measurement, Opening, Outcome
 from ._common import check_same_rows, label_of, labels_for, running, source
 
@@ -34,7 +34,8 @@ def report_class(m: Measurement) -> type[Report]:
 
 
 def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
-                 matched: Optional[dict[str, str]] = None, options: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+                 matched: Optional[dict[str, str]] = None, options: Optional[dict[str, Any]] = None,
+                 orders: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     need = sum(not i.optional for i in m.inputs)
     if not need <= len(args) <= len(m.inputs):
         want = ", ".join(i.name + (" (optional)" if i.optional else "") for i in m.inputs)
@@ -48,6 +49,14 @@ def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
     for spec_in, x in zip(m.inputs, args):
         if x is None and spec_in.optional:
             opened[spec_in.name] = None
+        elif spec_in.kind == "embeddings" and spec_in.matches:  # the first's rows, in its order
+            src = source(x, spec_in.name.upper())
+            how = _match(m.name, spec_in, rows, x, n, src.n, (m.embedding_inputs[0].name.upper(), spec_in.name.upper()))
+            opened[spec_in.name] = src.reordered(how.order, spec_in.name.upper()) if how.order is not None else src
+            if matched is not None:
+                matched[spec_in.name.upper()] = how.by
+            if orders is not None:
+                orders[spec_in.name] = how
         elif spec_in.kind == "embeddings":
             opened[spec_in.name] = first if spec_in is m.embedding_inputs[0] else source(x, spec_in.name)
         elif spec_in.kind == "labels":
@@ -62,6 +71,18 @@ def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
             assert spec_in.open is not None
             opened[spec_in.name] = spec_in.open(x, ctx)
     return opened
+
+
+def _match(command: str, spec_in: Any, ref: Any, x: Any, n_ref: Any, n: int, roles: tuple[str, str]) -> Any:
+    """How a later embeddings input's rows go with the reference's (:attr:`~embedcheck.spec.Input.matches`)."""
+    from ._common import pair_sides, role_name
+
+    if spec_in.matches == "same":
+        if n_ref != n:  # the counts first, as the commands of the same rows always said it
+            raise InputError(f"{role_name(ref, roles[0])} has {n_ref} rows but {role_name(x, roles[1])} has {n}; "
+                             f"{command} compares two embeddings of the same rows")
+        return check_same_rows(ref, x, n_ref, n, roles=roles)
+    return pair_sides(ref, x)  # pairs of other counts: the measurement says so, naming what it pairs
 
 
 def first_embeddings(m: Measurement, args: tuple[Any, ...]) -> Any:
@@ -136,6 +157,7 @@ def _write(m: Measurement, out: Outcome, writes: dict[str, Any]) -> None:
                     f.write(content)
 
 
+@encodes_labels_once  # the labels' check, the run and the report's hash share one encoding
 def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", seed: int = 0, engine: Any = "local",
                     address: Optional[str] = None, against: Any = None, margins: Optional[dict[str, float]] = None,
                     paired_resamples: int = 1000, **options: Any) -> Report:
@@ -144,17 +166,19 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
     ``resamples`` option says, when it declares one."""
     if against is not None and not m.paired:
         raise InputError(f"{m.name} takes no against: its rows do not pair with another embedding of the same rows")
+    inputs = _inputs_by_name(m, inputs, options)
     if any(o.name == "label_field" for o in m.options):  # declared: the measurement reads labels of its own too
         options = {**options, "label_field": label_field}
     if not m.paired and any(o.name == "margins" for o in m.options):  # its own margins, not --against's
         options, margins = ({**options, "margins": margins} if margins is not None else options), None
     opts = m.check_options(options)
-    if m.preflight is not None:  # before any work
-        m.preflight(opts, against=against, margins=margins, gates=())
     resamples = int(opts.get("resamples") or paired_resamples) if "resamples" in opts else paired_resamples
+    if m.preflight is not None:
+        m.preflight(inputs, options=opts, against=against, margins=margins)
     writes = _check_writes(m, opts, inputs, against)
     matched: dict[str, str] = {}
-    opened = _open_inputs(m, inputs, label_field, matched, opts)
+    orders: dict[str, Any] = {}
+    opened = _open_inputs(m, inputs, label_field, matched, opts, orders)
     opts = _open_options(m, opts, opened, inputs, label_field, matched)
     with running(engine, address) as eng:
         out = _run(m, opened, eng, seed, opts)
@@ -175,7 +199,8 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
 
         b_in = (against if isinstance(against, (list, tuple)) else (against,)) if against is not None else ()
         models = store_models(**{i.name: x for i, x in zip(m.embedding_inputs, inputs)},
-                              **{f"against_{i.name}": x for i, x in zip(m.embedding_inputs, b_in)})
+                              **({"against": b_in[0]} if len(m.embedding_inputs) == 1 and b_in else
+                                 {f"against_{i.name}": x for i, x in zip(m.embedding_inputs, b_in)}))
         if models:
             body["models"] = models
         if against is not None:
@@ -184,12 +209,19 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
             if len(b_args) != len(emb):
                 raise InputError(f"against: one B per embeddings input ({', '.join(i.name for i in emb)}), got {len(b_args)}")
             opened_b = dict(opened)
-            for spec_in, xb, x in zip(emb, b_args, inputs):
-                srcb = source(xb, f"--against B of {spec_in.name}")
-                matched_b = check_same_rows(x, xb, opened[spec_in.name].n, srcb.n)
+            given = dict(zip([i.name for i in m.inputs], inputs))
+            for spec_in, xb in zip(emb, b_args):
+                x = given[spec_in.name]
+                if any(i.matches for i in emb):  # inputs of the same rows: B2 named as the input it stands for
+                    what, roles = f"against {spec_in.name.upper()}2", (spec_in.name.upper(), f"against {spec_in.name.upper()}2")
+                else:
+                    what, roles = f"--against B of {spec_in.name}", ("A", "B")
+                srcb = source(xb, what)
+                matched_b = check_same_rows(x, xb, opened[spec_in.name].n, srcb.n, roles=roles)
                 # in A's row order, its per-row fields (ids ...) with them
-                opened_b[spec_in.name] = (srcb.reordered(matched_b.order, f"--against B of {spec_in.name}")
-                                          if matched_b.order is not None else srcb)
+                ob = srcb.reordered(matched_b.order, what) if matched_b.order is not None else srcb
+                order = orders[spec_in.name].order if spec_in.name in orders else None  # then B's rows in A's order
+                opened_b[spec_in.name] = ob.reordered(order, what) if order is not None else ob
             opts_b = m.against_options(dict(opts)) if m.against_options is not None else opts
             try:
                 out_b = _run(m, opened_b, eng, seed, opts_b)
@@ -215,6 +247,21 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
             results["paired"] = paired
     _write(m, out, writes)  # A's files, once every run succeeded (B's, with against, are not written)
     return report_class(m)(body=body, results=results)
+
+
+def _inputs_by_name(m: Measurement, inputs: tuple[Any, ...], options: dict[str, Any]) -> tuple[Any, ...]:
+    """The inputs in their declared order, any given by name (``labels=``) taken out of ``options``."""
+    names = [i.name for i in m.inputs]
+    named = {k: options.pop(k) for k in names if k in options}
+    if not named:
+        return inputs
+    twice = [k for k in named if names.index(k) < len(inputs)]
+    if twice:
+        raise TypeError(f"{m.api_name}() got input {twice[0]!r} twice: by position and by name")
+    out = [*inputs, *(named.get(k) for k in names[len(inputs):])]
+    while len(out) > sum(not i.optional for i in m.inputs) and out[-1] is None:
+        out.pop()
+    return tuple(out)
 
 
 def api_function(m: Measurement) -> Callable[..., Report]:

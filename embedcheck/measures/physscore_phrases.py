@@ -39,7 +39,7 @@ def _sets(sets: Any) -> list[str]:
         raise InputError(f"sets=: {exc}") from None
 
 
-def preflight(options: dict[str, Any], *, against: Any, margins: Any, gates: Any) -> None:
+def preflight(inputs: Any, *, options: dict[str, Any], against: Any, margins: Any) -> None:
     """The output and the sets, checked before anything is opened or written."""
     _output(options["output"])
     _sets(options["sets"])

@@ -19,6 +19,7 @@ from .physscore_score import (
     TABLES,
     assemble,
     compute,
+    gate_check,
     load_tokenizer,
     paper_number,
     plot_folder,
@@ -103,5 +104,5 @@ MEASUREMENT = Measurement(
     figures=FIGURES, primary="table1.avg", version=1, body_schema=BODY, paired=False,
     runs={"run": ("--tables", "1")},  # no example: it embeds with the model first (test_physscore_model.py)
     description=DESCRIPTION, view=view, engine=False, title=lambda given: "PhysScore", after="anisotropy",
-    preflight=preflight, gate_number=paper_number, progress="embedding phrases",
+    preflight=preflight, gate_check=gate_check, gate_number=paper_number, progress="embedding phrases",
 )

@@ -143,15 +143,20 @@ def assemble(model: Optional[str], tables: Sequence[int], body: dict[str, Any], 
     return report
 
 
-def preflight(options: dict[str, Any], *, against: Any, margins: Any, gates: Sequence[Any]) -> None:
-    """Before any work: ``--tables`` read, a gate on a table that is not computed refused
-    (``--fail-below X`` gates the Table 1 AVG), ``--against`` only with Table 1 and its margins
-    on Table 1's figures."""
+def gate_check(options: dict[str, Any], gates: Sequence[Any]) -> None:
+    """A gate on a table that is not computed (``--fail-below X`` gates the Table 1 AVG), refused
+    before anything is computed or written."""
     which = ps_tables.parse_tables(options["tables"])
     for g in gates:
         table = int(g.figure[5]) if g.figure and g.figure.startswith("table") and g.figure[5:6].isdigit() else None
         if table is not None and table not in which:
             raise InputError(f"{g.text} gates {g.figure}; include table {table} in --tables")
+
+
+def preflight(inputs: Any, *, options: dict[str, Any], against: Any, margins: Any) -> None:
+    """Before any work: ``--tables`` read, ``--plot`` not a file, ``--against`` only with Table 1
+    and its margins on Table 1's figures."""
+    which = ps_tables.parse_tables(options["tables"])
     plot_folder(options.get("plots"))
     if against is not None:
         from ..stats.items import check_margins
@@ -270,5 +275,6 @@ MEASUREMENT = Measurement(
     figures=FIGURES, primary="table1.avg", version=1, body_schema=BODY,
     example=("physscore_emb.npy", "physscore_phrases.jsonl", "--tables", "1"),
     description=DESCRIPTION, view=view, pair=pair, engine=False, title=lambda given: "PhysScore",
-    after="anisotropy", preflight=preflight, against_options=against_options, gate_number=paper_number,
+    after="anisotropy", preflight=preflight, gate_check=gate_check, against_options=against_options,
+    gate_number=paper_number,
 )
