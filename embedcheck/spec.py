@@ -105,10 +105,18 @@ class Input:
     #: returns): ``open(x, ctx)`` with ``x`` the path (or object) given and ``ctx`` an :class:`Opening`
     #: (the rows of the first embeddings input, to match by id). Raise :class:`InputError` naming the file.
     open: Optional[Callable[[Any, "Opening"], Any]] = None
+    #: how a later ``embeddings`` input's rows go with the first's: ``"same"`` — the same rows (the same
+    #: ids in any order, put in the first's order; refused when the ids differ; no ids: the same row
+    #: count), ``"pairs"`` — row i pairs with row i (by position, or by id when both hold the same ids
+    #: in another order); ``""``: not matched. How they matched is the report's
+    #: ``inputs.rows_matched_by`` under the name upper-cased (``B``), as messages name the inputs
+    matches: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in INPUT_KINDS:
             raise ValueError(f"Input.kind must be one of {INPUT_KINDS}, got {self.kind!r}")
+        if self.matches not in ("", "same", "pairs") or (self.matches and self.kind != "embeddings"):
+            raise ValueError(f"input {self.name!r}: matches is 'same' or 'pairs', of an embeddings input")
         if (self.kind == "file") != (self.open is not None):
             raise ValueError(f"input {self.name!r}: a 'file' input declares how it is opened (open=), no other kind does")
 
@@ -528,6 +536,12 @@ class Measurement:
     #: (:mod:`embedcheck.cli.views`) does not read well; a view that takes a ``title`` keyword is given
     #: the table's title (:attr:`title`)
     view: Optional[Callable[..., list[Any]]] = None
+    #: options of the CLI only that change only the terminal view (threshold's ``--curve``): the
+    #: command takes them and hands them to :attr:`view` as keywords; ``run`` and the API never see them
+    view_options: tuple[Option, ...] = ()
+    #: figures that only an option produces, by key prefix → that option's name (threshold's ``check.``
+    #: → ``check``): a gate on one without the option is refused before any work, naming the option
+    gate_needs: Mapping[str, str] = field(default_factory=dict)
     #: its own categorical outcomes (:class:`Verdict`): ``--fail-on VALUE`` takes their values beside
     #: the paired verdicts, and the conformance suite drives each value
     verdicts: tuple[Verdict, ...] = ()
@@ -596,6 +610,8 @@ class Measurement:
             raise ValueError(f"measurement {self.name!r}: a verb of {self.group!r} is named '{self.group}-<verb>'")
         if self.primary is not None and self.primary not in self.figures:
             raise ValueError(f"measurement {self.name!r}: primary figure {self.primary!r} is not declared")
+        if any(i.matches for i in self.embedding_inputs[:1]):
+            raise ValueError(f"measurement {self.name!r}: only a later embeddings input matches the first's rows")
         if self.inputs and self.inputs[0].optional:
             raise ValueError(f"measurement {self.name!r}: the first input may not be optional")
         if self.paired and not self.embedding_inputs and not self.against:
@@ -603,7 +619,7 @@ class Measurement:
         flags = [i.optional for i in self.inputs]
         if flags != sorted(flags):
             raise ValueError(f"measurement {self.name!r}: only the last inputs may be optional")
-        names = [i.name for i in self.inputs] + [o.name for o in self.options]
+        names = [i.name for i in self.inputs] + [o.name for o in self.options] + [o.name for o in self.view_options]
         if len(set(names)) != len(names):
             raise ValueError(f"measurement {self.name!r}: an input or option name is declared twice")
         if self.paired and {"against", "margin", "fail_on"} & set(names) - ({"against"} if self.against else set()):
@@ -616,6 +632,9 @@ class Measurement:
             raise ValueError(f"measurement {self.name!r}: a verdict value is declared twice (--fail-on VALUE names one)")
         if self.verdicts and "fail_on" in names:
             raise ValueError(f"measurement {self.name!r}: 'fail_on' is --fail-on of its verdicts; name the option otherwise")
+        for prefix, need in self.gate_needs.items():
+            if need not in {o.name for o in self.options}:
+                raise ValueError(f"measurement {self.name!r}: a gate on {prefix}* needs {need!r}, which is not one of its options")
         for w in self.writes:
             if w.param not in {o.name for o in self.options}:
                 raise ValueError(f"measurement {self.name!r}: it writes {w.param!r}, which is not one of its options")
@@ -666,13 +685,6 @@ COMMANDS: tuple[Command, ...] = (
             runs={"": ("topics.npy", "topics.labels.jsonl", "--kind", "lda", "-o", "h.safetensors")}),
     Command("project", "apply a head or an upgrade adapter to existing vectors, without re-embedding", "head", role="repair",
             writes=(Writes("output", "vectors"),), runs={"": ("topics.npy", "--head", "topics_lda.safetensors", "-o", "p.npy")}),
-    Command("neighbors", "how much do two embeddings' nearest neighbours agree?", "neighbors",
-            {"neighbors": "neighbors"}, {"neighbors": 1}, primary="overlap", paired=True, measurement=True, role="measure",
-            example=("pairs_a.npy", "pairs_b.npy", "--k", "5", "--resamples", "100")),
-    Command("anisotropy", "is a matched cosine above what unrelated pairs already score?", "anisotropy",
-            {"anisotropy": "anisotropy"}, {"anisotropy": 1}, primary="centred.gap_over_floor_sd", paired=True,
-            measurement=True, role="measure",
-            example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100")),
     Command("physscore", "does similarity follow physical quantities? The PhysScore protocol", "physscore",
             {"physscore": "physscore", "physscore_run": "physscore", "physscore_phrases": "physscore"},
             {"physscore-phrases": 1, "physscore-score": 1, "physscore-run": 1}, primary="table1.avg", paired=True,
@@ -680,9 +692,6 @@ COMMANDS: tuple[Command, ...] = (
             example=("score", "physscore_emb.npy", "physscore_phrases.jsonl", "--tables", "1"),
             writes=(Writes("output", "with-meta", verb="phrases"),),
             runs={"phrases": ("phrases", "-o", "ph.jsonl"), "run": ("run", "--tables", "1")}),
-    Command("threshold", "calibrate a cosine threshold for a target precision", "threshold",
-            {"threshold": "threshold"}, {"threshold": 1}, primary="average_precision", measurement=True, role="measure",
-            example=("pairs_a.npy", "pairs_b.npy", "--resamples", "100")),
     Command("shards", "split, merge and verify shard sets of vectors", "shards",
             {"shards_split": "shards", "shards_merge": "shards", "shards_verify": "shards"},
             {"shards-split": 1, "shards-merge": 1, "shards-verify": 1}, role="manage",

@@ -166,6 +166,167 @@ def test_required_and_sep_declarations_that_cannot_hold_are_refused():
         takes(Option("k", int, (1, 10), sep=","))(lambda x, k=(1, 5): x)
 
 
+# ---- inputs of the same rows, inputs by name, openers told the options, a view of tables -----------
+
+
+def _pairs_measurement():
+    """A toy of two embeddings of the same rows (``b`` matched to ``a`` by id), a file input opened
+    with an option's value, a view of rich tables with a CLI-only view option, and its own title."""
+    import numpy as np
+
+    def open_scale(x, ctx):
+        return float(open(x).read()) * ctx.options["factor"]  # noqa: SIM115 - a toy opener
+
+    def run(inputs, *, engine, seed, factor):
+        a, b = np.asarray(inputs["a"][:]), np.asarray(inputs["b"][:])
+        same = (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+        body = {"n": int(a.shape[0]), "first_b": float(b[0, 0]), "matched": float(same.mean()),
+                "scale": inputs["scale"]}
+        return Outcome(body=body, items={"matched": same})
+
+    def view(report, *, wide=False):
+        from rich.table import Table
+
+        t = Table(title="toy table")
+        t.add_column("figure")
+        t.add_column("value")
+        t.add_row("matched", f"{report['matched']:.4f}")
+        return [t, f"wide: {wide}"]
+
+    return Measurement(
+        name="toy-pairs", help="two embeddings of the same rows", run=run,
+        inputs=(Input("a"), Input("b", matches="same"), Input("scale", "file", open=open_scale, optional=True)),
+        options=(Option("factor", float, 1.0, "Scales the scale."),), figures={}, view=view,
+        view_options=(Option("wide", bool, False, "View only."),),
+        title=lambda given: f"toy — {os.path.basename(given['a'])} vs {os.path.basename(given['b'])} "
+                            f"(factor {given['factor']:g})")
+
+
+@pytest.fixture
+def toy_pairs():
+    """The toy registered in this process (its report schema known), forgotten after the test."""
+    from embedcheck import spec
+
+    spec.measurements()
+    m = spec.register(_pairs_measurement())
+    try:
+        yield m
+    finally:
+        spec._PLUGINS.remove(m)
+
+
+def _ids_emb(path, X, ids):
+    import numpy as np
+
+    np.save(path, np.asarray(X, dtype=np.float32))
+    path.with_suffix(".jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
+    return path
+
+
+def test_an_input_of_the_same_rows_is_matched_by_id_and_named_as_given(tmp_path, toy_pairs):
+    import numpy as np
+
+    from embedcheck.api.measure import run_measurement
+
+    m = toy_pairs
+    X = np.random.default_rng(0).normal(size=(6, 4))
+    a = _ids_emb(tmp_path / "a.npy", X, [f"r{i}" for i in range(6)])
+    b = _ids_emb(tmp_path / "b.npy", X[::-1], [f"r{i}" for i in range(5, -1, -1)])  # the same rows reversed
+    (tmp_path / "s.txt").write_text("2.5")
+    rep = run_measurement(m, a, b, factor=2.0, scale=tmp_path / "s.txt").to_dict()
+    assert rep["matched"] == pytest.approx(1.0, abs=1e-6) and rep["first_b"] == pytest.approx(X[0, 0], rel=1e-6)
+    assert rep["inputs"]["rows_matched_by"] == {"B": "id"}
+    assert rep["scale"] == 5.0  # the opener read --factor
+    with pytest.raises(TypeError, match="twice"):
+        run_measurement(m, a, b, a=a)
+    short = _ids_emb(tmp_path / "short.npy", X[:5], [f"r{i}" for i in range(5)])
+    with pytest.raises(InputError, match=f"A {a} has 6 rows but B {short} has 5; toy-pairs compares two embeddings"):
+        run_measurement(m, a, short)  # the counts first, before the ids
+    z = _ids_emb(tmp_path / "z.npy", X, [f"z{i}" for i in range(6)])
+    with pytest.raises(InputError, match=f"A {a} and B {z} hold different rows"):
+        run_measurement(m, a, z)
+    # --against: B2 matched to B, then put in A's order; named as the input it stands for
+    rep = run_measurement(m, a, b, against=(a, b), paired_resamples=50).to_dict()
+    assert rep["paired"]["matched"]["b"] == pytest.approx(1.0, abs=1e-6) and rep["paired"]["against"] == f"{a} {b}"
+    with pytest.raises(InputError, match=f"B {b} and against B2 {z} hold different rows"):
+        run_measurement(m, a, b, against=(a, z))
+    with pytest.raises(ValueError, match="matches"):
+        Input("labels", "labels", matches="same")
+    with pytest.raises(ValueError, match="later embeddings input"):
+        Measurement(name="bad-first", help="x", run=m.run, inputs=(Input("a", matches="same"),))
+
+
+def test_a_view_of_tables_takes_its_view_options_and_title(tmp_path, toy_pairs):
+    import numpy as np
+    from conftest import run_cli
+
+    from embedcheck.cli import app
+    from embedcheck.cli.generic import add_command
+
+    X = np.random.default_rng(1).normal(size=(6, 4))
+    a, b = _ids_emb(tmp_path / "a.npy", X, range(6)), _ids_emb(tmp_path / "b.npy", X, range(6))
+    add_command(toy_pairs)
+    try:
+        res = run_cli(["toy-pairs", a, b, "--format", "table", "--wide", "--factor", "3"])
+        assert res.exit_code == 0, res.stderr
+        assert "toy table" in res.stdout and "wide: True" in res.stdout and "1.0000" in res.stdout
+        res = run_cli(["toy-pairs", a, b, "--json"])
+        assert "wide" not in res.json() and res.json()["matched"] == pytest.approx(1.0, abs=1e-6)
+        res = run_cli(["toy-pairs", a, b, "--format", "table", "--no-such"])
+        assert res.exit_code == 2
+        assert "[OPTIONS] A B [SCALE]\n" in run_cli(["toy-pairs", "--help"]).stdout  # an optional input, bracketed once
+    finally:
+        app.registered_commands.remove(next(c for c in app.registered_commands if c.name == "toy-pairs"))
+    # the default view (no view of its own) prints the declared title
+    import dataclasses
+
+    from embedcheck import spec
+
+    titled = spec.register(dataclasses.replace(toy_pairs, name="toy-titled", view=None, view_options=()))
+    add_command(titled)
+    try:
+        res = run_cli(["toy-titled", a, b, "--format", "table", "--factor", "2"])
+        assert res.exit_code == 0, res.stderr
+        assert "toy — a.npy vs b.npy (factor 2)" in res.stdout, res.stdout
+    finally:
+        app.registered_commands.remove(next(c for c in app.registered_commands if c.name == "toy-titled"))
+        spec._PLUGINS.remove(titled)
+
+
+def test_a_gate_on_a_figure_only_an_option_produces_needs_the_option(tmp_path, toy_pairs):
+    import dataclasses
+
+    import numpy as np
+    from conftest import assert_one_line_error, run_cli
+
+    from embedcheck import spec
+    from embedcheck.cli import app
+    from embedcheck.cli.generic import add_command
+    from embedcheck.report.result import Figure
+
+    def run(inputs, *, engine, seed, factor, check):
+        return Outcome(body={"n": inputs["a"].n, **({"check": {"score": check * factor}} if check is not None else {})})
+
+    m = spec.register(dataclasses.replace(
+        toy_pairs, name="toy-needs", run=run, view=None, view_options=(), gate_needs={"check.": "check"},
+        options=(*toy_pairs.options, Option("check", float, None, "A value to check.", metavar="T")),
+        figures={"check.score": Figure("higher", always=False)}))
+    X = np.random.default_rng(2).normal(size=(6, 4))
+    a, b = _ids_emb(tmp_path / "a.npy", X, range(6)), _ids_emb(tmp_path / "b.npy", X, range(6))
+    add_command(m)
+    try:
+        res = run_cli(["toy-needs", a, b, "--fail-below", "check.score=1"])
+        assert_one_line_error(res)
+        assert "--fail-below check.score=1 needs --check T" in res.stderr, res.stderr
+        res = run_cli(["toy-needs", a, b, "--check", "0.5", "--factor", "4", "--fail-below", "check.score=1"])
+        assert res.exit_code == 0 and res.json()["gates"][0]["value"] == 2.0, res.stderr
+    finally:
+        app.registered_commands.remove(next(c for c in app.registered_commands if c.name == "toy-needs"))
+        spec._PLUGINS.remove(m)
+    with pytest.raises(ValueError, match="needs 'nope'"):
+        dataclasses.replace(toy_pairs, gate_needs={"x.": "nope"})
+
+
 def _toy_without_engine():
     """A measurement with what sts and drift need of the declaration: a file input opened by an
     option's value (``Opening.options``), no ``--engine``, a title of its own, the run's own ``inputs``

@@ -126,7 +126,10 @@ def test_partner_first_flags_sum_to_the_counts_and_match_brute_force():
     B = A + 1.2 * rng.normal(size=A.shape)
     B[7] = B[8]  # a tie: neither row 7 nor 8 has its partner strictly first against the other? checked below
     rep = embedcheck.anisotropy(A, B, perms=3)
-    keep = rep.results["cosines"]
+    from embedcheck.geometry.anisotropy import check_result
+
+    keep: dict = {}  # the per-row cosines and flags behind the report (the measurement's Outcome.state)
+    check_result(A, B, perms=3, keep=keep)
     ua = A / np.linalg.norm(A, axis=1, keepdims=True)
     ub = B / np.linalg.norm(B, axis=1, keepdims=True)
     S = ua @ ub.T

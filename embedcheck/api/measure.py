@@ -34,7 +34,8 @@ def report_class(m: Measurement) -> type[Report]:
 
 
 def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
-                 matched: Optional[dict[str, str]] = None, options: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+                 matched: Optional[dict[str, str]] = None, options: Optional[dict[str, Any]] = None,
+                 orders: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     need = sum(not i.optional for i in m.inputs)
     if not need <= len(args) <= len(m.inputs):
         want = ", ".join(i.name + (" (optional)" if i.optional else "") for i in m.inputs)
@@ -48,6 +49,14 @@ def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
     for spec_in, x in zip(m.inputs, args):
         if x is None and spec_in.optional:
             opened[spec_in.name] = None
+        elif spec_in.kind == "embeddings" and spec_in.matches:  # the first's rows, in its order
+            src = source(x, spec_in.name.upper())
+            how = _match(m.name, spec_in, rows, x, n, src.n, (m.embedding_inputs[0].name.upper(), spec_in.name.upper()))
+            opened[spec_in.name] = src.reordered(how.order, spec_in.name.upper()) if how.order is not None else src
+            if matched is not None:
+                matched[spec_in.name.upper()] = how.by
+            if orders is not None:
+                orders[spec_in.name] = how
         elif spec_in.kind == "embeddings":
             opened[spec_in.name] = first if spec_in is m.embedding_inputs[0] else source(x, spec_in.name)
         elif spec_in.kind == "labels":
@@ -62,6 +71,18 @@ def _open_inputs(m: Measurement, args: tuple[Any, ...], label_field: str,
             assert spec_in.open is not None
             opened[spec_in.name] = spec_in.open(x, ctx)
     return opened
+
+
+def _match(command: str, spec_in: Any, ref: Any, x: Any, n_ref: Any, n: int, roles: tuple[str, str]) -> Any:
+    """How a later embeddings input's rows go with the reference's (:attr:`~embedcheck.spec.Input.matches`)."""
+    from ._common import pair_sides, role_name
+
+    if spec_in.matches == "same":
+        if n_ref != n:  # the counts first, as the commands of the same rows always said it
+            raise InputError(f"{role_name(ref, roles[0])} has {n_ref} rows but {role_name(x, roles[1])} has {n}; "
+                             f"{command} compares two embeddings of the same rows")
+        return check_same_rows(ref, x, n_ref, n, roles=roles)
+    return pair_sides(ref, x)  # pairs of other counts: the measurement says so, naming what it pairs
 
 
 def first_embeddings(m: Measurement, args: tuple[Any, ...]) -> Any:
@@ -144,6 +165,7 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
     ``resamples`` option says, when it declares one."""
     if against is not None and not m.paired:
         raise InputError(f"{m.name} takes no against: its rows do not pair with another embedding of the same rows")
+    inputs = _inputs_by_name(m, inputs, options)
     own_margins = None
     if m.against:  # it compares itself (recall's INDEX2): against is its option, margins its run's
         options, own_margins, against, margins = {**options, "against": against}, margins, None, None
@@ -157,7 +179,8 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
     resamples = int(opts.get("resamples") or paired_resamples) if "resamples" in opts else paired_resamples
     writes = _check_writes(m, opts, inputs, against)
     matched: dict[str, str] = {}
-    opened = _open_inputs(m, inputs, label_field, matched, opts)
+    orders: dict[str, Any] = {}
+    opened = _open_inputs(m, inputs, label_field, matched, opts, orders)
     opts = _open_options(m, opts, opened, inputs, label_field, matched)
     with running(engine, address) as eng:
         out = _run(m, opened, eng, seed, opts)
@@ -187,12 +210,19 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
             if len(b_args) != len(emb):
                 raise InputError(f"against: one B per embeddings input ({', '.join(i.name for i in emb)}), got {len(b_args)}")
             opened_b = dict(opened)
-            for spec_in, xb, x in zip(emb, b_args, inputs):
-                srcb = source(xb, f"--against B of {spec_in.name}")
-                matched_b = check_same_rows(x, xb, opened[spec_in.name].n, srcb.n)
+            given = dict(zip([i.name for i in m.inputs], inputs))
+            for spec_in, xb in zip(emb, b_args):
+                x = given[spec_in.name]
+                if any(i.matches for i in emb):  # inputs of the same rows: B2 named as the input it stands for
+                    what, roles = f"against {spec_in.name.upper()}2", (spec_in.name.upper(), f"against {spec_in.name.upper()}2")
+                else:
+                    what, roles = f"--against B of {spec_in.name}", ("A", "B")
+                srcb = source(xb, what)
+                matched_b = check_same_rows(x, xb, opened[spec_in.name].n, srcb.n, roles=roles)
                 # in A's row order, its per-row fields (ids ...) with them
-                opened_b[spec_in.name] = (srcb.reordered(matched_b.order, f"--against B of {spec_in.name}")
-                                          if matched_b.order is not None else srcb)
+                ob = srcb.reordered(matched_b.order, what) if matched_b.order is not None else srcb
+                order = orders[spec_in.name].order if spec_in.name in orders else None  # then B's rows in A's order
+                opened_b[spec_in.name] = ob.reordered(order, what) if order is not None else ob
             try:
                 out_b = _run(m, opened_b, eng, seed, opts)
             except InputError as exc:  # B's own fault: said to be the against side's
@@ -217,6 +247,21 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
             results["paired"] = paired
     _write(m, out, writes)  # A's files, once every run succeeded (B's, with against, are not written)
     return report_class(m)(body=body, results=results)
+
+
+def _inputs_by_name(m: Measurement, inputs: tuple[Any, ...], options: dict[str, Any]) -> tuple[Any, ...]:
+    """The inputs in their declared order, any given by name (``labels=``) taken out of ``options``."""
+    names = [i.name for i in m.inputs]
+    named = {k: options.pop(k) for k in names if k in options}
+    if not named:
+        return inputs
+    twice = [k for k in named if names.index(k) < len(inputs)]
+    if twice:
+        raise TypeError(f"{m.api_name}() got input {twice[0]!r} twice: by position and by name")
+    out = [*inputs, *(named.get(k) for k in names[len(inputs):])]
+    while len(out) > sum(not i.optional for i in m.inputs) and out[-1] is None:
+        out.pop()
+    return tuple(out)
 
 
 def api_function(m: Measurement) -> Callable[..., Report]:

@@ -277,7 +277,6 @@ OPTION_RANGES: dict[str, tuple[Optional[float], float, bool]] = {
     "--shots": (None, 1_000_000, False),
     "--max-iter": (None, 10_000_000, False),
     "--plot-pairs": (None, 100_000_000, False),
-    "--block-mb": (None, 1 << 20, False),
     "--chunk": (None, 1 << 24, False),
     "--tolerance": (None, 1e12, False),
 }

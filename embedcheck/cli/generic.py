@@ -30,7 +30,7 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
                 "file": "A file."}[i.kind]
         ann: Any
         if i.optional:
-            ann = Annotated[Optional[str], typer.Argument(metavar=f"[{i.name.upper()}]", help=i.help or what,
+            ann = Annotated[Optional[str], typer.Argument(metavar=i.name.upper(), help=i.help or what,
                                                           show_default=False)]
             params.append(P(i.name, P.POSITIONAL_OR_KEYWORD, annotation=ann, default=None))
         else:
@@ -38,7 +38,7 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
             params.append(P(i.name, P.POSITIONAL_OR_KEYWORD, annotation=ann))
     if any(i.kind == "labels" for i in m.inputs) and not any(o.name == "label_field" for o in m.options):
         params.append(P("label_field", P.POSITIONAL_OR_KEYWORD, annotation=LabelFieldOpt, default="label"))
-    params += [option_param(o) for o in (*m.options, *old_options(m.old)) if not o.api_only]
+    params += [option_param(o) for o in (*m.options, *m.view_options, *old_options(m.old)) if not o.api_only]
     if m.engine:
         params += [P("seed", P.POSITIONAL_OR_KEYWORD, annotation=SeedOpt, default=0),
                    P("engine", P.POSITIONAL_OR_KEYWORD, annotation=EngineOpt, default=EngineName.local),
@@ -207,14 +207,17 @@ def _checker(o: Any) -> Any:
     return check
 
 
-def _renderer(m: Measurement, title: str = "") -> Any:
+def _renderer(m: Measurement, title: str = "", view_options: Optional[dict[str, Any]] = None) -> Any:
     """The measurement's own terminal view (:attr:`~embedcheck.spec.Measurement.view`: its lines or
-    rich renderables, then the gates as every view ends), or None for the default view from the figures."""
+    rich renderables, then the gates as every view ends; :attr:`~embedcheck.spec.Measurement.view_options`
+    given as keywords), or None for the default view from the figures."""
     if m.view is None:
         return None
     view = m.view
     if "title" in inspect.signature(view).parameters:
         view = functools.partial(view, title=title)
+    if view_options:
+        view = functools.partial(view, **view_options)
 
     def render(report: dict[str, Any]) -> None:
         from rich.console import Console
@@ -242,8 +245,16 @@ def add_command(m: Measurement) -> None:
 
         out: Output = kw.pop("out")
         apply_old(m.old, kw, out)
+        view_options = {o.name: kw.pop(o.name) for o in m.view_options}
         figures = m.figures_for(kw) if m.figures_for is not None else m.figures  # as the options make them
         out.start(primary=m.primary, figures=dict(figures))  # --fail-below/--fail-above: the one gate spelling
+        for g in out.gates:  # a gate on a figure only an option produces, without that option
+            need = next((n for p, n in m.gate_needs.items() if (g.figure or "").startswith(p) and kw.get(n) is None), None)
+            if need is not None:
+                from ..errors import InputError
+
+                o = next(o for o in m.options if o.name == need)
+                raise InputError(f"{g.text} needs {o.flag} {o.metavar or o.name.upper()}")
         if m.engine:
             check_engine(kw["engine"], kw["address"])
         paired: dict[str, Any] = {}
@@ -294,10 +305,11 @@ def add_command(m: Measurement) -> None:
             title = m.title(given, report=report)
         else:
             title = m.title(given) if m.title is not None else f"{m.name} — {inputs[0]}" if inputs else m.name
-        out.finish(report, title=title, renderer=_renderer(m, title))
+        out.finish(report, title=title, renderer=_renderer(m, title, view_options))
 
     command.__name__ = m.api_name + "_cmd"
-    command.__options__ = tuple(o for o in m.options if not o.api_only)  # type: ignore[attr-defined]
+    command.__options__ = tuple(o for o in (*m.options, *m.view_options) if not o.api_only)  # type: ignore[attr-defined]
+    command.__old_spellings__ = m.old  # type: ignore[attr-defined]  # as a built-in command's (tests/test_options.py)
     command.__doc__ = (m.description or m.help) + f"\n\nA plugin measurement ({m.source})." \
         if m.source != "built-in" else (m.description or m.help)
     params = _params(m)

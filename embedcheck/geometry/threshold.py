@@ -35,13 +35,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from ..errors import InputError
-from ..report.result import Figure, Result, hidden, optional
-from ..report.schemas import COSINE, FRACTION, INT, NUM, NUM_OR_NULL, PERCENT, obj
+from ..report.result import Result, hidden, optional
 from ..rows import unit_rows
 
 #: rows of A per block of the floor count (block x n float64 products)
@@ -332,27 +331,8 @@ class ThresholdPoint(Result):
 
 @dataclass(kw_only=True)
 class ThresholdResult(Result):
-    """The ``threshold`` report."""
-
-    command: ClassVar[str] = "threshold"
-    report_schema = obj({
-        "n": INT, "dim": INT, "mode": {"enum": ["labels", "matched pairs"]}, "positives": INT, "negatives": INT,
-        "average_precision": NUM,
-        "at_precision": obj({"threshold": NUM_OR_NULL, "target_precision": NUM}),
-        "best_f1": obj({"threshold": NUM_OR_NULL, "f1": NUM_OR_NULL}),
-        "floor": obj({"pairs": INT, "mean": NUM, "sd": NUM}),
-        "curve": {"type": "array", "items": obj({"threshold": NUM, "precision": NUM, "recall": NUM})},
-    })
-    figures: ClassVar[dict[str, Figure]] = {
-        "average_precision": Figure("higher", help="area under the precision-recall curve of the pair cosines", unit=FRACTION, range=(0, 1)),
-        "best_f1.f1": Figure("higher", help="the best F1 of any threshold", unit=FRACTION, range=(0, 1)),
-        "at_precision.recall": Figure("higher", interval="at_precision.recall_ci95", help="share of matches found at the threshold that reaches the target precision", unit=FRACTION, range=(0, 1)),
-        "at_precision.threshold": Figure("higher", headline=False, interval="at_precision.threshold_ci95", help="the cosine at or above which a pair is called a match, for the target precision", unit=COSINE, range=(-1, 1)),
-        "best_f1.threshold": Figure("higher", headline=False, interval="best_f1.threshold_ci95", help="the cosine threshold of the best F1", unit=COSINE, range=(-1, 1)),
-        "check.floor_percentile": Figure("higher", headline=False, always=False, unit=PERCENT, range=(0, 100)),
-        "check.precision": Figure("higher", headline=False, always=False, unit=FRACTION, range=(0, 1)),
-        "check.recall": Figure("higher", headline=False, always=False, unit=FRACTION, range=(0, 1)),
-    }
+    """The ``threshold`` report's body (its figures and schema are declared by
+    :mod:`embedcheck.measures.threshold`)."""
 
     n: int
     dim: int
@@ -373,12 +353,6 @@ class ThresholdResult(Result):
     recall_curve: Optional[np.ndarray] = hidden()
     thresholds: Optional[np.ndarray] = hidden()
     scores: Optional[np.ndarray] = hidden()  #: per-pair cosines (for a paired comparison)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The report, ``schema`` first: the JSON ``embedcheck threshold`` prints."""
-        from ..report.schemas import schema_id
-
-        return {"schema": schema_id(self.command), **super().to_dict()}
 
 
 def binary_labels(labels: Any, n: int, *, match_at: Optional[float] = None, what: str = "labels") -> np.ndarray:
