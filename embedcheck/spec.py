@@ -22,7 +22,7 @@ resamples). It reads its rows through the engine it is given (:func:`map_rows`),
 declaration runs in this process and on Ray.
 
 >>> [c.name for c in COMMANDS][:4]
-['embed', 'aag', 'probe', 'train-head']
+['embed', 'probe', 'train-head', 'project']
 >>> report_versions()["physscore-score"], "aag" in paired_commands()
 (1, True)
 """
@@ -105,6 +105,8 @@ class Input:
     #: returns): ``open(x, ctx)`` with ``x`` the path (or object) given and ``ctx`` an :class:`Opening`
     #: (the rows of the first embeddings input, to match by id). Raise :class:`InputError` naming the file.
     open: Optional[Callable[[Any, "Opening"], Any]] = None
+    #: the CLI's placeholder for it in ``--help``'s usage line (default: its name in capitals; aag's ``EMB``)
+    metavar: str = ""
     #: how a later ``embeddings`` input's rows go with the first's: ``"same"`` — the same rows (the same
     #: ids in any order, put in the first's order; refused when the ids differ; no ids: the same row
     #: count), ``"pairs"`` — row i pairs with row i (by position, or by id when both hold the same ids
@@ -598,6 +600,10 @@ class Measurement:
     #: lines the CLI prints on stderr after the run, from the report (recall's headline
     #: ``recall@10 = ...``, its warnings, the plot written); None: none
     says: Optional[Callable[[Mapping[str, Any]], list[str]]] = None
+    #: checks of a run before anything is opened or computed (inputs given the wrong way round, an
+    #: option that ``against`` needs): ``preflight(inputs, *, options, against, margins)``, ``inputs``
+    #: as given and ``options`` checked against their declarations; raise :class:`InputError`
+    preflight: Optional[Callable[..., None]] = None
 
     def __post_init__(self) -> None:
         if self.gates not in GATE_KINDS:
@@ -673,9 +679,6 @@ class Measurement:
 COMMANDS: tuple[Command, ...] = (
     Command("embed", "encode texts into .npy vectors with a sidecar and a meta file", "embed", {"embed": "embed"},
             role="encode", writes=(Writes("output", "vectors"),), runs={"": ("physscore_phrases.jsonl", "-o", "e.npy")}),
-    Command("aag", "does cosine separate your labels? AAG, variance share and label MAP", "aag", {"aag": "aag"},
-            {"aag": 1}, primary="aag", paired=True, measurement=True, role="measure",
-            example=("topics.npy", "topics.labels.jsonl", "--resamples", "100")),
     Command("probe", "is the attribute in the vectors at all? A linear probe", "probe", {"probe": "probe"},
             {"probe": 1}, primary="accuracy", paired=True, measurement=True, role="measure",
             example=("topics.npy", "topics.labels.jsonl", "topics_test.npy", "topics_test.labels.jsonl", "--resamples", "100")),

@@ -166,6 +166,82 @@ def test_required_and_sep_declarations_that_cannot_hold_are_refused():
         takes(Option("k", int, (1, 10), sep=","))(lambda x, k=(1, 5): x)
 
 
+TITLED = '''
+from embedcheck.errors import InputError
+from embedcheck.report.result import Figure
+from embedcheck.report.schemas import INT, NUM
+from embedcheck.spec import Input, Measurement, OldGate, Option, Outcome
+
+def run(inputs, *, engine, seed, extra):
+    body = {"n": inputs["vectors"].n, "score": 0.25}
+    if extra:
+        body["more"] = 1.5
+    return Outcome(body=body)
+
+def preflight(inputs, *, options, against, margins):
+    if str(inputs[0]).endswith(".jsonl"):
+        raise InputError(f"VEC {inputs[0]} is a table: give the vectors first")
+
+MEASUREMENT = Measurement(
+    name="toy-titled", help="a toy with a placeholder, a preflight and a place in the help", run=run, paired=False,
+    inputs=(Input("vectors", metavar="VEC"),), options=(Option("extra", bool, False, "Add more."),),
+    figures={"score": Figure("higher")}, preflight=preflight, example=("topics.npy",), after="embed",
+    old=(OldGate("fail_score_below", "score"),),
+    body_schema={"n": INT, "score": NUM, "more": NUM}, body_optional=("more",))
+'''
+
+
+@pytest.fixture(scope="module")
+def titled_site(tmp_path_factory):
+    site = tmp_path_factory.mktemp("titled")
+    meta = site / "toy_titled-0.1.dist-info"
+    meta.mkdir()
+    (site / "toy_titled_mod.py").write_text(TITLED)
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-titled\nVersion: 0.1\n")
+    (meta / "entry_points.txt").write_text("[embedcheck.measurements]\ntoy = toy_titled_mod:MEASUREMENT\n")
+    return site
+
+
+def _titled(site, *args, code=None):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]),
+           "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-c", code] if code else [sys.executable, "-m", "embedcheck", *args],
+                          capture_output=True, text=True, env=env)
+
+
+def test_metavar_preflight_and_optional_body_keys(titled_site, tmp_path):
+    """``Input.metavar`` is the usage line's placeholder, ``preflight`` refuses before anything is
+    opened (the table given first is never read: it does not exist), and the schema requires the
+    body's keys but its ``body_optional`` ones."""
+    p = _titled(titled_site, "toy-titled", "--help")
+    assert p.returncode == 0 and p.stdout.startswith("Usage: embedcheck toy-titled [OPTIONS] VEC\n"), p.stdout
+    p = _titled(titled_site, "toy-titled", str(tmp_path / "missing.jsonl"))
+    assert p.returncode == 2 and p.stderr.strip() == f"error: VEC {tmp_path / 'missing.jsonl'} is a table: give the vectors first"
+    code = ("import json, embedcheck\nfrom embedcheck.report.schemas import json_schema\n"
+            "s = json_schema('toy-titled')\nprint(json.dumps([s['required'], sorted(s['properties'])]))")
+    p = _titled(titled_site, code=code)
+    assert p.returncode == 0, p.stderr
+    required, props = json.loads(p.stdout)
+    assert {"n", "score"} <= set(required) and "more" not in required and "more" in props
+
+
+def test_after_places_it_in_the_help_and_old_gates_reach_the_command(titled_site):
+    """``Measurement.after``: ``embedcheck --help`` lists it right after the command it names; its old
+    gate spellings (``Measurement.old``) are read off the command as a built-in's are, and gate."""
+    p = _titled(titled_site, "--help")
+    assert p.returncode == 0, p.stderr
+    import re
+
+    listed = re.findall(r"^. ([a-z-]+) ", p.stdout.split("Commands")[1], re.M)
+    assert listed[listed.index("embed") + 1] == "toy-titled", listed
+    p = _titled(titled_site, "toy-titled", str(FIXTURES / "topics.npy"), "--fail-score-below", "0.5", "--json")
+    assert p.returncode == 1 and "FAIL score = 0.25" in p.stderr, p.stderr
+    assert json.loads(p.stdout)["gates"][0]["threshold"] == 0.5
+    code = ("import json, typer, embedcheck.cli as c\n"
+            "cmd = typer.main.get_command(c.app).commands['toy-titled']\n"
+            "print(json.dumps([g.flag for g in cmd.callback.__old_spellings__]))")
+    p = _titled(titled_site, code=code)
+    assert p.returncode == 0 and json.loads(p.stdout) == ["--fail-score-below"], p.stderr
 # ---- inputs of the same rows, inputs by name, openers told the options, a view of tables -----------
 
 

@@ -164,7 +164,7 @@ def test_no_module_imports_above_its_floor(rows, modules):
     # a registry loaded by name from floor 2 (what schemas.py once did)
     ('DECLARING_PACKAGE = "embedcheck.api"\n', "embedcheck.report.schemas", "imports embedcheck.api (floor 7)"),
     # a function-level import from floor 5 into the API
-    ("def f():\n    from ..api import aag\n", "embedcheck.report.comparison", "imports embedcheck.api.aag (floor 7)"),
+    ("def f():\n    from ..api import embed\n", "embedcheck.report.comparison", "imports embedcheck.api.embed (floor 7)"),
     # the package top from io (floor 3 importing floor 8)
     ("from .. import open_source\n", "embedcheck.io.mteb", "imports embedcheck (floor 8)"),
     ("import embedcheck.cli.common\n", "embedcheck.geometry.aag", "imports embedcheck.cli.common (floor 9)"),
@@ -179,7 +179,7 @@ def test_the_check_finds_an_import_that_runs_back_up(rows, modules, source, expe
     ('"""Reads ``embedcheck.api`` lazily."""\nfrom ..errors import InputError\n', "embedcheck.report.schemas"),  # a docstring names it
     ("from ..io.source import read_range\nfrom ..stats import paired\n", "embedcheck.geometry.aag"),
     ("from .api import load_all\n", "embedcheck"),
-    ("def f():\n    from ..api.aag import aag\n", "embedcheck.cli.aag"),
+    ("def f():\n    from ..api.embed import embed\n", "embedcheck.cli.embed"),
     ("from .npyfile import read_header\n", "embedcheck.io.npy"),  # its own row
 ])
 def test_the_check_lets_downward_and_same_row_imports_pass(rows, modules, source, module):

@@ -7,8 +7,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ..errors import InputError
-from ..io.labels import labels_for  # noqa: F401  (read by every command that takes labels)
+from ..io.labels import check_not_swapped, labels_for  # noqa: F401  (read by every command that takes labels)
 from ..io.source import Source, open_source
 
 #: where hints go (the CLI routes them to its stderr, silenced by --quiet); None: nowhere
@@ -26,33 +25,6 @@ def running(engine: Any = "local", address: Optional[str] = None) -> Any:
 def source(x: Any, what: str = "embeddings") -> Source:
     """An opened input: an array, a memmap, a ``.npy`` path, a shard set or a Source."""
     return open_source(x, what=what)
-
-
-#: suffixes of a labels or text table (never an embeddings matrix)
-TABLE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".tsv", ".txt", ".parquet")
-
-
-def check_not_swapped(embeddings: Any, labels: Any, emb_name: str = "EMB", labels_name: str = "LABELS") -> None:
-    """Refuse, before anything is read, embeddings and labels given the wrong way round: a labels
-    table where the embeddings go and a ``.npy`` (or a 2-D float ``.npy``) where the labels go."""
-    if not isinstance(embeddings, (str, Path)) or not isinstance(labels, (str, Path)):
-        return
-    e, lab = Path(embeddings), Path(labels)
-    why = None
-    if e.suffix.lower() in TABLE_SUFFIXES and (lab.suffix.lower() == ".npy" or lab.is_dir()):
-        why = f"{emb_name} {e} is a table and {labels_name} {lab} a .npy"
-    elif e.suffix.lower() == ".npy" and lab.suffix.lower() == ".npy" and e.is_file() and lab.is_file():
-        from ..io.npyfile import npy_header
-
-        try:
-            se, sl = npy_header(e)[0], npy_header(lab)
-        except InputError:
-            return
-        if len(se) == 1 and len(sl[0]) == 2 and sl[2].kind == "f":
-            why = f"{emb_name} {e} is 1-D and {labels_name} {lab} a 2-D float matrix"
-    if why:
-        raise InputError(f"{why}: looks like the embeddings and labels are swapped; give the embeddings first "
-                         f"({emb_name} {labels_name})")
 
 
 def name_of(x: Any) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..report.result import Report
-from ..rows import content_sha256
+from ..rows import content_sha256, encodes_labels_once
 from ..spec import Measurement, Opening, Outcome
 from ._common import check_same_rows, label_of, labels_for, running, source
 
@@ -157,6 +157,7 @@ def _write(m: Measurement, out: Outcome, writes: dict[str, Any]) -> None:
                     f.write(content)
 
 
+@encodes_labels_once  # the labels' check, the run and the report's hash share one encoding
 def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", seed: int = 0, engine: Any = "local",
                     address: Optional[str] = None, against: Any = None, margins: Optional[dict[str, float]] = None,
                     paired_resamples: int = 1000, **options: Any) -> Report:
@@ -178,6 +179,8 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
         opts["margins"] = own_margins
     resamples = int(opts.get("resamples") or paired_resamples) if "resamples" in opts else paired_resamples
     writes = _check_writes(m, opts, inputs, against)
+    if m.preflight is not None:
+        m.preflight(inputs, options=opts, against=against, margins=margins)
     matched: dict[str, str] = {}
     orders: dict[str, Any] = {}
     opened = _open_inputs(m, inputs, label_field, matched, opts, orders)
@@ -201,7 +204,8 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
 
         b_in = (against if isinstance(against, (list, tuple)) else (against,)) if against is not None else ()
         models = store_models(**{i.name: x for i, x in zip(m.embedding_inputs, inputs)},
-                              **{f"against_{i.name}": x for i, x in zip(m.embedding_inputs, b_in)})
+                              **({"against": b_in[0]} if len(m.embedding_inputs) == 1 and b_in else
+                                 {f"against_{i.name}": x for i, x in zip(m.embedding_inputs, b_in)}))
         if models:
             body["models"] = models
         if against is not None:

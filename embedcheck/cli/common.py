@@ -15,7 +15,7 @@ from typing import Annotated, Any, Callable, Iterator, Optional
 import typer
 
 from ..errors import InputError
-from ..io import LABEL_FORMATS  # the label formats every command reads, said once (re-exported)
+from ..io import LABEL_FORMATS, STORES_HELP  # label formats, matrix sources: said once (re-exported)
 from ..spec import Option
 from . import output as _report
 
@@ -69,9 +69,6 @@ FailAboveOpt = Annotated[Optional[list[str]], typer.Option("--fail-above", metav
 # ---- inputs and randomness ------------------------------------------------------------------
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for every random choice (same seed, same output); 0 to 2^32-1.")]
 LabelFieldOpt = Annotated[str, typer.Option("--label-field", help="Field (column) holding the label in a .jsonl, .csv, .tsv or .parquet labels file.")]
-#: what every embedding argument accepts besides a .npy (docs/stores.md)
-STORES_HELP = ("a shard set, PATH.parquet (or a folder of them), PATH.arrow, lancedb://DBDIR/TABLE, a .lance folder, "
-               "postgresql://...?table=T&column=C or PATH.faiss (?column=NAME, ?id=NAME after a path; see docs/stores.md)")
 EmbArg = Annotated[str, typer.Argument(metavar="EMB", help=f"Embeddings: a 2-D float .npy (rows x dims), {STORES_HELP}.", show_default=False)]
 _LABELS_HELP = f"Labels, one per row: {LABEL_FORMATS}; ints or strings."
 LabelsArg = Annotated[str, typer.Argument(metavar="LABELS", help=_LABELS_HELP, show_default=False)]
@@ -271,12 +268,10 @@ OPTION_RANGES: dict[str, tuple[Optional[float], float, bool]] = {
     "--gpus-per-worker": (None, 1024, False),
     "--max-seq-length": (None, 1 << 20, False),
     "--permutations": (None, 1_000_000, False),
-    "--bootstrap": (None, 1_000_000, False),
     "--resamples": (None, 1_000_000, False),
     "--repeats": (None, 1_000_000, False),
     "--shots": (None, 1_000_000, False),
     "--max-iter": (None, 10_000_000, False),
-    "--plot-pairs": (None, 100_000_000, False),
     "--chunk": (None, 1 << 24, False),
     "--tolerance": (None, 1e12, False),
 }

@@ -30,11 +30,11 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
                 "file": "A file."}[i.kind]
         ann: Any
         if i.optional:
-            ann = Annotated[Optional[str], typer.Argument(metavar=i.name.upper(), help=i.help or what,
+            ann = Annotated[Optional[str], typer.Argument(metavar=i.metavar or i.name.upper(), help=i.help or what,
                                                           show_default=False)]
             params.append(P(i.name, P.POSITIONAL_OR_KEYWORD, annotation=ann, default=None))
         else:
-            ann = Annotated[str, typer.Argument(metavar=i.name.upper(), help=i.help or what, show_default=False)]
+            ann = Annotated[str, typer.Argument(metavar=i.metavar or i.name.upper(), help=i.help or what, show_default=False)]
             params.append(P(i.name, P.POSITIONAL_OR_KEYWORD, annotation=ann))
     if any(i.kind == "labels" for i in m.inputs) and not any(o.name == "label_field" for o in m.options):
         params.append(P("label_field", P.POSITIONAL_OR_KEYWORD, annotation=LabelFieldOpt, default="label"))

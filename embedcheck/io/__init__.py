@@ -8,3 +8,6 @@ writes (:mod:`.atomic`) and provenance sidecars (:mod:`.provenance`). Readers ra
 #: the declared options')
 LABEL_FORMATS = ("a 1-D .npy, .txt (one per line), or a table (.jsonl, .csv, .tsv, .parquet, or the store holding "
                  "the vectors) read by --label-field")
+#: what every embedding argument accepts besides a .npy (docs/stores.md), said once for every help text
+STORES_HELP = ("a shard set, PATH.parquet (or a folder of them), PATH.arrow, lancedb://DBDIR/TABLE, a .lance folder, "
+               "postgresql://...?table=T&column=C or PATH.faiss (?column=NAME, ?id=NAME after a path; see docs/stores.md)")

@@ -268,6 +268,33 @@ def load_scores(path: str | os.PathLike, n_rows: int | None = None, *, field: st
     return scores
 
 
+#: suffixes of a labels or text table (what a labels input may be; never an embeddings matrix)
+LABEL_TABLE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".tsv", ".txt", ".parquet")
+
+
+def check_not_swapped(embeddings: Any, labels: Any, emb_name: str = "EMB", labels_name: str = "LABELS") -> None:
+    """Refuse, before anything is read, embeddings and labels given the wrong way round: a labels
+    table where the embeddings go and a ``.npy`` (or a 2-D float ``.npy``) where the labels go."""
+    if not isinstance(embeddings, (str, Path)) or not isinstance(labels, (str, Path)):
+        return
+    e, lab = Path(embeddings), Path(labels)
+    why = None
+    if e.suffix.lower() in LABEL_TABLE_SUFFIXES and (lab.suffix.lower() == ".npy" or lab.is_dir()):
+        why = f"{emb_name} {e} is a table and {labels_name} {lab} a .npy"
+    elif e.suffix.lower() == ".npy" and lab.suffix.lower() == ".npy" and e.is_file() and lab.is_file():
+        from .npyfile import npy_header
+
+        try:
+            se, sl = npy_header(e)[0], npy_header(lab)
+        except InputError:
+            return
+        if len(se) == 1 and len(sl[0]) == 2 and sl[2].kind == "f":
+            why = f"{emb_name} {e} is 1-D and {labels_name} {lab} a 2-D float matrix"
+    if why:
+        raise InputError(f"{why}: looks like the embeddings and labels are swapped; give the embeddings first "
+                         f"({emb_name} {labels_name})")
+
+
 def labels_for(labels: Any, n: int, field: str = "label", what: str = "labels", *, rows: Any = None,
                matched: Optional[dict[str, str]] = None, key: str = "labels", loader: Any = None) -> np.ndarray:
     """Labels given as an array/list (``n`` of them) or as a labels file / shard set, in the row

@@ -14,7 +14,7 @@ from ..spec import Measurement
 
 #: the modules of the built-in declared measurements, each with a ``MEASUREMENT``
 MODULES = ("hubness", "upgrade", "dedup", "integrity", "audit", "map", "compress_write", "compress_sweep", "sts", "recall",
-           "drift", "retrieve", "neighbors", "anisotropy", "threshold")
+           "drift", "retrieve", "neighbors", "anisotropy", "threshold", "aag")
 
 
 def comma_choices(value: str, allowed: tuple[str, ...], what: str) -> list[str]:
