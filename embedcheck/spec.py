@@ -577,8 +577,9 @@ class Measurement:
     #: ``--junit`` kept; ``"none"``
     gates: str = "figures"
     #: the title of its terminal table from the run's arguments (inputs and options by name, as given),
-    #: where ``<name> — <first input>`` does not name it (``compress — OUT.npy``)
-    title: Optional[Callable[[Mapping[str, Any]], str]] = None
+    #: where ``<name> — <first input>`` does not name it (``compress — OUT.npy``); a title that takes a
+    #: ``report`` keyword is also given the report (recall names the index's kind and metric)
+    title: Optional[Callable[..., str]] = None
     #: with ``engine=False``: takes ``--seed`` all the same (a run in this process that draws: sts's
     #: bootstrap over pairs)
     seeded: bool = False
@@ -587,6 +588,18 @@ class Measurement:
     after: str = ""
     #: the keys of :attr:`body_schema` a report may lack (drift's ``clusters`` without attribution)
     body_optional: tuple[str, ...] = ()
+    #: what ``--against`` names when it is not B's embeddings of the same rows (recall's ``"INDEX2"``: a
+    #: second index): the measurement declares its own ``against`` option (and the options that go with
+    #: it, ``against_*``), gets ``against`` and ``margins`` in ``run`` and compares itself — the paired
+    #: section in its body's ``paired``, the :class:`~embedcheck.report.paired_section.Paired` in its
+    #: ``state["paired"]`` (what ``--fail-on worse`` and ``Report.gate(fail_on=)`` read)
+    against: str = ""
+    #: takes ``--baseline`` (default: when :attr:`gates` is ``"figures"``); recall gates with its own
+    #: ``--fail-below recall@K=X`` and keeps ``--baseline``
+    baseline: Optional[bool] = None
+    #: lines the CLI prints on stderr after the run, from the report (recall's headline
+    #: ``recall@10 = ...``, its warnings, the plot written); None: none
+    says: Optional[Callable[[Mapping[str, Any]], list[str]]] = None
     #: checks of a run before anything is opened or computed (inputs given the wrong way round, an
     #: option that ``against`` needs): ``preflight(inputs, *, options, against, margins)``, ``inputs``
     #: as given and ``options`` checked against their declarations; raise :class:`InputError`
@@ -620,7 +633,7 @@ class Measurement:
             raise ValueError(f"measurement {self.name!r}: only a later embeddings input matches the first's rows")
         if self.inputs and self.inputs[0].optional:
             raise ValueError(f"measurement {self.name!r}: the first input may not be optional")
-        if self.paired and not self.embedding_inputs:
+        if self.paired and not self.embedding_inputs and not self.against:
             raise ValueError(f"measurement {self.name!r}: --against pairs embeddings, and it takes none; declare paired=False")
         flags = [i.optional for i in self.inputs]
         if flags != sorted(flags):
@@ -628,9 +641,11 @@ class Measurement:
         names = [i.name for i in self.inputs] + [o.name for o in self.options] + [o.name for o in self.view_options]
         if len(set(names)) != len(names):
             raise ValueError(f"measurement {self.name!r}: an input or option name is declared twice")
-        if self.paired and {"against", "margin", "fail_on"} & set(names):
+        if self.paired and {"against", "margin", "fail_on"} & set(names) - ({"against"} if self.against else set()):
             raise ValueError(f"measurement {self.name!r}: 'against', 'margin' and 'fail_on' belong to --against; "
                              "declare paired=False to use the name")
+        if self.against and "against" not in names:
+            raise ValueError(f"measurement {self.name!r}: against= says it compares itself; declare its 'against' option")
         values = [v for d in self.verdicts for v in d.fail_on]
         if len(set(values)) != len(values):
             raise ValueError(f"measurement {self.name!r}: a verdict value is declared twice (--fail-on VALUE names one)")
@@ -686,9 +701,6 @@ COMMANDS: tuple[Command, ...] = (
             runs={"": ("topics.npy", "topics.labels.jsonl", "--kind", "lda", "-o", "h.safetensors")}),
     Command("project", "apply a head or an upgrade adapter to existing vectors, without re-embedding", "head", role="repair",
             writes=(Writes("output", "vectors"),), runs={"": ("topics.npy", "--head", "topics_lda.safetensors", "-o", "p.npy")}),
-    Command("recall", "does the ANN index serve what exact search would? recall@k on your own vectors", "recall",
-            {"recall": "recall"}, {"recall": 1}, primary="recall.mean", paired=True, measurement=True, role="measure",
-            example=("recall_hnsw.faiss", "--queries", "recall_queries.npy", "--k", "5", "--resamples", "100")),
     Command("shards", "split, merge and verify shard sets of vectors", "shards",
             {"shards_split": "shards", "shards_merge": "shards", "shards_verify": "shards"},
             {"shards-split": 1, "shards-merge": 1, "shards-verify": 1}, role="manage",

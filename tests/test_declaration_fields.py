@@ -708,6 +708,73 @@ def test_a_verb_with_its_own_api_name_positional_options_gates_and_no_engine(mon
         Measurement(name="bad-args", help="x", run=m.run, paired=False, inputs=(), api_args=("nope",))
 
 
+def test_a_measurement_that_compares_itself_with_its_own_against_gates_of_its_own_and_the_baseline(monkeypatch):
+    """``Measurement.against``: ``--against`` names what the measurement opens itself (recall's INDEX2,
+    not B's embeddings), ``run`` gets it and the margins and returns the paired section, which
+    ``--fail-on`` and ``Report.gate(fail_on=)`` read; ``baseline=True`` keeps ``--baseline`` beside
+    gates of its own; ``says`` prints lines on stderr; a title given the report names what only the
+    run found."""
+    import numpy as np
+    import typer
+    from typer.testing import CliRunner
+
+    from embedcheck import spec
+    from embedcheck.api.measure import api_function
+    from embedcheck.cli import generic
+    from embedcheck.report.gates import failed
+    from embedcheck.report.result import Figure
+    from embedcheck.stats.items import ItemFigure, items_paired
+
+    seen: dict = {}
+
+    def codes(x, ctx):  # a word: its letters' codes, one per row
+        return np.array([float(ord(c)) for c in str(x)])
+
+    def run(inputs, *, engine, seed, against, against_settings, margins):
+        a = inputs["word"]
+        seen["margins"] = margins
+        body = {"n": len(a), "mean": float(a.mean())}
+        state = {}
+        if against is not None:
+            paired = items_paired({"mean": ItemFigure(a, against)}, unit="letters", resamples=50, permutations=50,
+                                  seed=seed, margins=margins, against="B")
+            body["paired"], state["paired"] = paired.to_dict(), paired
+        return Outcome(body=body, state=state)
+
+    m = Measurement(name="toy-word", help="a toy word", run=run, inputs=(Input("word", "file", open=codes),),
+                    options=(Option("against", str, None, "Another word.", metavar="WORD2", opens=codes),
+                             Option("against_settings", str, None, "With --against.", multiple=True,
+                                    spelled="against-set", show_default=False)),
+                    figures={"mean": Figure("higher")}, primary="mean", gates="own", baseline=True,
+                    against="WORD2", says=lambda r: [f"toy says {r['n']}"],
+                    title=lambda given, *, report: f"TOY {given['word']} of {report['n']} letters")
+    monkeypatch.setattr(spec, "_PLUGINS", [*spec.measurements(), m])
+    api = api_function(m)
+    rep = api("zzzz", against="aaaa", margins={"mean": 1.0})
+    assert seen["margins"] == {"mean": 1.0} and rep.to_dict()["paired"]["mean"]["a"] == ord("z")
+    [g] = rep.gate(fail_on="worse")  # B's letters are lower: worse, as --fail-on worse says
+    assert not g["passed"] and failed(rep.to_dict()) == [g["name"]]
+    assert "paired" not in api("zzzz").to_dict()
+    with pytest.raises(ValueError, match="declare its 'against' option"):
+        Measurement(name="toy-bad", help="x", run=run, inputs=(Input("word", "file", open=codes),), against="W")
+
+    app = typer.Typer()
+    app.command("other")(lambda: None)
+    monkeypatch.setattr(generic, "app", app)
+    generic.add_command(m)
+    invoke = CliRunner().invoke
+    shown = invoke(app, ["toy-word", "--help"]).output
+    assert shown.count("--against ") == 1 and "WORD2" in shown and "--baseline" in shown and "--junit" in shown
+    assert "--fail-above" not in shown
+    res = invoke(app, ["toy-word", "zzzz", "--against-set", "x=1"])  # embedcheck's app: one error line, exit 2
+    assert isinstance(res.exception, InputError)
+    assert str(res.exception) == "--margin, --fail-on and --against-set need --against WORD2"
+    res = invoke(app, ["toy-word", "zzzz", "--against", "aaaa", "--fail-on", "worse", "--format", "table"])
+    assert res.exit_code == 1, res.output
+    assert "toy says 4" in res.stderr and "TOY zzzz of 4 letters" in res.stdout
+    assert invoke(app, ["toy-word", "zzzz", "--against", "zzzz", "--fail-on", "worse"]).exit_code == 0
+
+
 def test_gate_check_against_options_gate_number_and_the_run_sinks(monkeypatch, tmp_path, capsys):
     """``gate_check`` refuses the CLI's gates asked for before any work (beside ``preflight``, the
     API's and the CLI's check of the options); ``against_options`` are B's run's options; ``gate_number`` formats the view's gate lines;

@@ -352,7 +352,7 @@ def test_every_declared_api_function_refuses_a_value_outside_its_declaration():
     from embedcheck.spec import measurements, options_of
 
     fns = _api_functions()
-    assert {"embedcheck.aag", "embedcheck.drift", "embedcheck.api.recall.recall",
+    assert {"embedcheck.aag", "embedcheck.drift", "embedcheck.recall",
             "embedcheck.api.heads.train_head", "embedcheck.api.heads.project",
             "embedcheck.threshold", "embedcheck.hubness"} <= dict(fns).keys()
     by_name = {m.api_name: m for m in measurements()}

@@ -167,11 +167,16 @@ def run_measurement(m: Measurement, *inputs: Any, label_field: str = "label", se
     if against is not None and not m.paired:
         raise InputError(f"{m.name} takes no against: its rows do not pair with another embedding of the same rows")
     inputs = _inputs_by_name(m, inputs, options)
+    own_margins = None
+    if m.against:  # it compares itself (recall's INDEX2): against is its option, margins its run's
+        options, own_margins, against, margins = {**options, "against": against}, margins, None, None
     if any(o.name == "label_field" for o in m.options):  # declared: the measurement reads labels of its own too
         options = {**options, "label_field": label_field}
     if not m.paired and any(o.name == "margins" for o in m.options):  # its own margins, not --against's
         options, margins = ({**options, "margins": margins} if margins is not None else options), None
     opts = m.check_options(options)
+    if m.against:
+        opts["margins"] = own_margins
     resamples = int(opts.get("resamples") or paired_resamples) if "resamples" in opts else paired_resamples
     if m.preflight is not None:
         m.preflight(inputs, options=opts, against=against, margins=margins)

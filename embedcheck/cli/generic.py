@@ -47,8 +47,9 @@ def _params(m: Measurement) -> list[inspect.Parameter]:
     elif m.seeded:
         params.append(P("seed", P.POSITIONAL_OR_KEYWORD, annotation=SeedOpt, default=0))
     if m.paired:
-        params += [P("against", P.POSITIONAL_OR_KEYWORD, annotation=AgainstOpt, default=None),
-                   P("margin", P.POSITIONAL_OR_KEYWORD, annotation=MarginOpt, default=None)]
+        if not m.against:  # else --against is its own declared option
+            params.append(P("against", P.POSITIONAL_OR_KEYWORD, annotation=AgainstOpt, default=None))
+        params.append(P("margin", P.POSITIONAL_OR_KEYWORD, annotation=MarginOpt, default=None))
     if m.paired or m.verdicts:
         params.append(P("fail_on", P.POSITIONAL_OR_KEYWORD, annotation=fail_on_option(m), default=None))
     params.append(P("out", P.KEYWORD_ONLY, annotation=Output))
@@ -260,7 +261,16 @@ def add_command(m: Measurement) -> None:
         paired: dict[str, Any] = {}
         fail_on = kw.pop("fail_on", None)  # a paired verdict (needs --against) or one of the command's own
         paired_fail = FailOn(fail_on) if fail_on in PAIRED_VERDICTS else None
-        if m.paired:
+        if m.paired and m.against:  # it compares itself: --against is its own option (recall's INDEX2)
+            from ..errors import InputError
+
+            margins = parse_margins(kw.pop("margin"))
+            with_it = [o for o in m.options if o.name.startswith("against_") and not o.api_only]
+            if not kw["against"] and (margins or paired_fail is not None or any(kw.get(o.name) for o in with_it)):
+                flags = ["--margin", "--fail-on", *(o.flag for o in with_it)]
+                raise InputError(f"{', '.join(flags[:-1])} and {flags[-1]} need --against {m.against}")
+            paired = {"margins": margins or None}
+        elif m.paired:
             margins = parse_margins(kw.pop("margin"))
             emb = [i.name for i in m.embedding_inputs]
             against = check_paired_options(kw.pop("against"), len(emb), margins, paired_fail,
@@ -298,7 +308,13 @@ def add_command(m: Measurement) -> None:
             add_gates(report, paired_gates(rep.results.get("paired"), paired_fail))
         if fail_on is not None and paired_fail is None:
             add_gates(report, outcome_gates(report, fail_on, m.verdicts))
-        title = m.title(given) if m.title is not None else f"{m.name} — {inputs[0]}" if inputs else m.name
+        if m.says is not None:
+            for line in m.says(report):
+                hint(line)
+        if m.title is not None and "report" in inspect.signature(m.title).parameters:
+            title = m.title(given, report=report)
+        else:
+            title = m.title(given) if m.title is not None else f"{m.name} — {inputs[0]}" if inputs else m.name
         out.finish(report, title=title, renderer=_renderer(m, title, view_options))
 
     command.__name__ = m.api_name + "_cmd"
@@ -311,7 +327,9 @@ def add_command(m: Measurement) -> None:
     command.__annotations__ = {p.name: p.annotation for p in params}
     short = m.help[:1].upper() + m.help[1:] + ("" if m.help.endswith(("?", ".")) else ".")
     gated, junit = {"figures": (True, None), "own": (False, True), "none": (False, None)}[m.gates]
-    group_app(m.group).command(m.verb or m.name, short_help=short)(reporting(gated=gated, junit=junit)(command))
+    baseline = gated if m.baseline is None else m.baseline  # --baseline beside gates of its own (recall)
+    group_app(m.group).command(m.verb or m.name, short_help=short)(
+        reporting(gated=baseline, gates=gated, junit=junit)(command))
 
 
 _GROUPS: dict[str, Any] = {}

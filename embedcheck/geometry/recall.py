@@ -1,7 +1,7 @@
 """Recall of an approximate-nearest-neighbour index against exact search: the maths.
 
 Arrays in, arrays and plain results out (the index itself is opened and queried in
-:mod:`embedcheck.io.stores`; the report is assembled in :mod:`embedcheck.api.recall`), and the
+:mod:`embedcheck.io.stores`; the report is assembled in :mod:`embedcheck.measures.recall`), and the
 driver: :class:`Truth` (the exact side over one set of vectors) and :func:`run_index` (the index
 searched and scored against it) — what ``recall`` and ``upgrade --index`` both run.
 

@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..spec import Measurement
 
 #: the modules of the built-in declared measurements, each with a ``MEASUREMENT``
-MODULES = ("hubness", "upgrade", "dedup", "integrity", "audit", "map", "compress_write", "compress_sweep", "sts",
+MODULES = ("hubness", "upgrade", "dedup", "integrity", "audit", "map", "compress_write", "compress_sweep", "sts", "recall",
            "drift", "retrieve", "neighbors", "anisotropy", "threshold", "aag", "physscore_phrases", "physscore_score", "physscore_run")
 
 

@@ -87,5 +87,5 @@ MEASUREMENT = Measurement(
     body_schema=obj({"output": STR, "rows": INT, "unique_texts": INT, "sets": COUNTS}),
     writes=(Writes("output", "with-meta"),), runs={"phrases": ("-o", "ph.jsonl")},
     description=DESCRIPTION, engine=False, gates="none", title=lambda given: "PhysScore phrases",
-    after="anisotropy", preflight=preflight,
+    preflight=preflight,
 )

@@ -103,6 +103,6 @@ MEASUREMENT = Measurement(
                     "only after their fidelity check on this machine).", choices=("fp32", "bf16", "int8", "auto"))),
     figures=FIGURES, primary="table1.avg", version=1, body_schema=BODY, paired=False,
     runs={"run": ("--tables", "1")},  # no example: it embeds with the model first (test_physscore_model.py)
-    description=DESCRIPTION, view=view, engine=False, title=lambda given: "PhysScore", after="anisotropy",
+    description=DESCRIPTION, view=view, engine=False, title=lambda given: "PhysScore",
     preflight=preflight, gate_check=gate_check, gate_number=paper_number, progress="embedding phrases",
 )

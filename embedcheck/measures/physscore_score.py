@@ -275,6 +275,6 @@ MEASUREMENT = Measurement(
     figures=FIGURES, primary="table1.avg", version=1, body_schema=BODY,
     example=("physscore_emb.npy", "physscore_phrases.jsonl", "--tables", "1"),
     description=DESCRIPTION, view=view, pair=pair, engine=False, title=lambda given: "PhysScore",
-    after="anisotropy", preflight=preflight, gate_check=gate_check, against_options=against_options,
+    preflight=preflight, gate_check=gate_check, against_options=against_options,
     gate_number=paper_number,
 )

@@ -1,6 +1,6 @@
 """``recall``'s gate language: ``recall@K=X``, ``knn-recall@K=X`` and ``recall@K.lower=X`` — the one
 reading of a recall target or gate (:func:`parse_spec`) and the gates it puts on a ``recall``
-report (:func:`recall_gates`); the report itself is :mod:`embedcheck.api.recall`'s."""
+report (:func:`recall_gates`); the report itself is :mod:`embedcheck.measures.recall`'s."""
 
 from __future__ import annotations
 
@@ -89,6 +89,16 @@ def recall_gates(report: Any, items: list[str], gate_on: str = "mean") -> list[d
     """Gates ``recall@K=X`` on the report: the mean (``recall@K.mean=X``, or ``gate_on="mean"``)
     or the lower end of its 95 % interval (``recall@K.lower=X``, or ``gate_on="lower"``) must be
     ≥ X. Attached to the report and returned."""
+    gates, said = gates_of(report.body, items, gate_on)
+    if gates:
+        report.body["gate_on"] = said
+        report.body["gates"] = [*report.body.get("gates", []), *gates]
+    return gates
+
+
+def gates_of(report: Any, items: list[str], gate_on: str = "mean") -> tuple[list[dict[str, Any]], str]:
+    """The gates of :func:`recall_gates` on a report's body (``k``, ``recall``, ``knn_recall``), and
+    what they gate, as the report's ``gate_on`` says it."""
     if gate_on not in GATE_ON:
         raise InputError(f"gate_on must be mean or lower, got {gate_on!r}")
     gates = []
@@ -104,11 +114,8 @@ def recall_gates(report: Any, items: list[str], gate_on: str = "mean") -> list[d
             if ci is None:
                 raise InputError("gating the interval's lower end needs resamples >= 1")
             gates.append(min_gate(f"{fig}.mean_ci95_low", ci[0], x))
-    if gates:
-        report.body["gate_on"] = " and ".join("mean" if on == "mean" else "lower end of the 95% interval"
-                                              for on in sorted(ons, reverse=True))
-        report.body["gates"] = [*report.body.get("gates", []), *gates]
-    return gates
+    return gates, " and ".join("mean" if on == "mean" else "lower end of the 95% interval"
+                               for on in sorted(ons, reverse=True))
 
 
-__all__ = ["GATE_ON", "parse_gate", "parse_spec", "recall_gates"]
+__all__ = ["GATE_ON", "gates_of", "parse_gate", "parse_spec", "recall_gates"]

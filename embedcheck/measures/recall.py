@@ -20,17 +20,17 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import numpy as np
 
 from ..errors import InputError
 from ..geometry.recall import Truth, run_index
-from ..report.recall_gates import GATE_ON, parse_gate, parse_spec, recall_gates  # noqa: F401  (the recall API's gates)
-from ..report.result import Figure, Report
+from ..report.recall_gates import GATE_ON, gates_of, parse_gate, parse_spec, recall_gates  # noqa: F401  (its gates)
+from ..report.result import Figure
 from ..report.schemas import BOOL, FRACTION, INT, INTERVAL, NUM, STR, obj
-from ..spec import Option, takes
-from ._common import Hint
+from ..spec import Input, Measurement, Opening, Option, Outcome, Writes
+from .compress_sweep import _check_plot
 
 #: queries sampled from the index's rows when none are given
 N_QUERIES = 1000
@@ -48,42 +48,38 @@ _RECALL_SUMMARY = obj({"mean": NUM, "mean_ci95": INTERVAL, "p5": NUM, "worst": N
 _LATENCY = obj({"median_ms": NUM, "p95_ms": NUM})
 
 
-class RecallReport(Report):
-    """The ``recall`` report; ``results`` holds the per-query values (``per_query``: ``recall`` and
-    ``knn_recall`` arrays in query order) and the runs (``returned``, ``exact``: row positions)."""
+BODY_SCHEMA = obj({
+    "index": STR, "kind": STR, "library": STR, "metric": {"enum": ["cosine", "ip", "l2"]}, "distance": STR,
+    "n": INT, "dim": INT, "k": INT, "queries": INT, "query_source": STR, "in_corpus": BOOL, "ground_truth": STR,
+    "settings": {"type": "object", "additionalProperties": {"type": ["integer", "null"]}},
+    "recall": _RECALL_SUMMARY, "knn_recall": _RECALL_SUMMARY, "below": NUM, "knn_epsilon": NUM,
+    "latency": obj({"index": _LATENCY, "exact": _LATENCY}),
+    "diagnostics": obj({"norms": obj({"min": NUM, "median": NUM, "max": NUM}), "duplicates": obj({"rows": INT, "groups": INT}),
+                        "ties_at_k": INT}),
+    "sweep": obj({"settings": {"type": "array", "items": STR}, "frontier": {"type": "array", "items": INT},
+                  "rows": {"type": "array", "items": obj({"settings": {"type": "object"}, "recall": NUM,
+                                                          "knn_recall": NUM, "latency_median_ms": NUM,
+                                                          "latency_p95_ms": NUM, "pareto": BOOL})}}),
+    "warnings": {"type": "array", "items": STR}, "notes": {"type": "array", "items": STR},
+    "ci_method": STR, "seed": INT, "gate_on": STR,
+}, optional=("sweep", "warnings", "ci_method", "gate_on"))
 
-    command = "recall"
-    report_schema = obj({
-        "index": STR, "kind": STR, "library": STR, "metric": {"enum": ["cosine", "ip", "l2"]}, "distance": STR,
-        "n": INT, "dim": INT, "k": INT, "queries": INT, "query_source": STR, "in_corpus": BOOL, "ground_truth": STR,
-        "settings": {"type": "object", "additionalProperties": {"type": ["integer", "null"]}},
-        "recall": _RECALL_SUMMARY, "knn_recall": _RECALL_SUMMARY, "below": NUM, "knn_epsilon": NUM,
-        "latency": obj({"index": _LATENCY, "exact": _LATENCY}),
-        "diagnostics": obj({"norms": obj({"min": NUM, "median": NUM, "max": NUM}), "duplicates": obj({"rows": INT, "groups": INT}),
-                            "ties_at_k": INT}),
-        "sweep": obj({"settings": {"type": "array", "items": STR}, "frontier": {"type": "array", "items": INT},
-                      "rows": {"type": "array", "items": obj({"settings": {"type": "object"}, "recall": NUM,
-                                                              "knn_recall": NUM, "latency_median_ms": NUM,
-                                                              "latency_p95_ms": NUM, "pareto": BOOL})}}),
-        "warnings": {"type": "array", "items": STR}, "notes": {"type": "array", "items": STR},
-        "ci_method": STR, "seed": INT, "gate_on": STR,
-    }, optional=("sweep", "warnings", "ci_method", "gate_on"))
-    figures = {
-        "recall.mean": Figure("higher", interval="recall.mean_ci95", unit=FRACTION, range=(0, 1)),
-        "knn_recall.mean": Figure("higher", interval="knn_recall.mean_ci95", unit=FRACTION, range=(0, 1)),
-        # context, compared by embedcheck compare: misses, ties, losses and latencies (lower is better)
-        "recall.share_below": Figure("lower", headline=False, unit=FRACTION, range=(0, 1)),
-        "knn_recall.share_below": Figure("lower", headline=False, unit=FRACTION, range=(0, 1)),
-        "diagnostics.ties_at_k": Figure("lower", headline=False),
-        "diagnostics.quantisation.quantisation_loss": Figure("lower", headline=False, always=False),
-        "diagnostics.quantisation.search_loss": Figure("lower", headline=False, always=False),
-        **{f"latency.{side}.{key}": Figure("lower", headline=False, unit="in milliseconds")
-           for side in ("index", "exact") for key in ("median_ms", "p95_ms")},
-        "latency.exact.batched_ms_per_query": Figure("lower", headline=False, unit="in milliseconds"),
-        # every row of a --sweep (``[]``: any item of the list)
-        "sweep.rows[].latency_median_ms": Figure("lower", headline=False, always=False, unit="in milliseconds"),
-        "sweep.rows[].latency_p95_ms": Figure("lower", headline=False, always=False, unit="in milliseconds"),
-    }
+FIGURES = {
+    "recall.mean": Figure("higher", interval="recall.mean_ci95", unit=FRACTION, range=(0, 1)),
+    "knn_recall.mean": Figure("higher", interval="knn_recall.mean_ci95", unit=FRACTION, range=(0, 1)),
+    # context, compared by embedcheck compare: misses, ties, losses and latencies (lower is better)
+    "recall.share_below": Figure("lower", headline=False, unit=FRACTION, range=(0, 1)),
+    "knn_recall.share_below": Figure("lower", headline=False, unit=FRACTION, range=(0, 1)),
+    "diagnostics.ties_at_k": Figure("lower", headline=False),
+    "diagnostics.quantisation.quantisation_loss": Figure("lower", headline=False, always=False),
+    "diagnostics.quantisation.search_loss": Figure("lower", headline=False, always=False),
+    **{f"latency.{side}.{key}": Figure("lower", headline=False, unit="in milliseconds")
+       for side in ("index", "exact") for key in ("median_ms", "p95_ms")},
+    "latency.exact.batched_ms_per_query": Figure("lower", headline=False, unit="in milliseconds"),
+    # every row of a --sweep (``[]``: any item of the list)
+    "sweep.rows[].latency_median_ms": Figure("lower", headline=False, always=False, unit="in milliseconds"),
+    "sweep.rows[].latency_p95_ms": Figure("lower", headline=False, always=False, unit="in milliseconds"),
+}
 
 
 def _matrix(x: Any, what: str) -> np.ndarray:
@@ -111,14 +107,14 @@ def _vectors_of(idx: Any, vectors: Any) -> tuple[np.ndarray, np.ndarray, str]:
     if vectors is None:
         ids, X = index_vectors(idx)
         return ids, np.ascontiguousarray(X, dtype=np.float32), "the index's own vectors"
-    X = _matrix(vectors, "vectors")
+    X, label = vectors  # opened (open_vectors)
     if X.shape != (idx.n, idx.dim):
         raise InputError(f"vectors has shape {X.shape} but index {idx.locator} holds {idx.n} x {idx.dim}")
     if hasattr(idx, "row_ids"):
         ids = idx.row_ids()
     else:
         ids, _ = index_vectors(idx)
-    return ids, X, f"vectors {vectors}" if isinstance(vectors, (str, Path)) else "vectors (array)"
+    return ids, X, label
 
 
 def settings_arg(value: Any, name: str, *, values: bool = False) -> Optional[dict[str, Any]]:
@@ -164,111 +160,90 @@ def _sweep_grid(sweep: Optional[dict[str, Any]], idx: Any) -> list[dict[str, int
     return [dict(zip(names, combo)) for combo in itertools.product(*values)]
 
 
-@takes(
-    Option("k", int, 10, "Neighbours per query (recall@k).", min=1),
-    Option("queries", str, None, "Real query vectors (.npy or shard set). Without it: --n-queries rows of the index, "
-           "each query's own row removed from both sides (in-corpus queries over-state recall).", metavar="SOURCE",
-           show_default=False),
-    Option("n_queries", int, N_QUERIES, "Without --queries: rows of the index drawn as queries (seeded; all rows when "
-           "fewer).", min=1),
-    Option("target", str, None, "With --sweep: the cheapest setting meeting recall@K=X (or knn-recall@K=X); "
-           "recall@K.lower=X: its interval's lower end.", metavar="FIGURE@K=X", show_default=False),
-    Option("below", float, 0.9, "Report the share of queries whose recall is below this.", min=0, max=1, min_open=True),
-    Option("vectors", str, None, "The original vectors (.npy, index row order) when the index stores only quantised "
-           "codes (FAISS PQ/SQ).", metavar="SOURCE", show_default=False),
-    Option("space", str, None, "hnswlib index: its space (else PATH.json).", choices=("cosine", "ip", "l2"),
-           show_default=False),
-    Option("dim", int, None, "hnswlib index: its dimension (else PATH.json).", min=1, show_default=False),
-    Option("resamples", int, 1000, "Bootstrap resamples over queries of the 95% intervals; 0: none.", min=0),
-    Option("settings", str, None, "A search setting of the index (efSearch, nprobe, ef, hnsw.ef_search, ivfflat.probes, "
-           "nprobes, refine_factor). Repeatable.", multiple=True, spelled="set", metavar="NAME=V", show_default=False),
-    Option("sweep", str, None, "One row per setting value with recall (interval) and latency, the Pareto frontier. "
-           "Repeatable (all combinations).", multiple=True, metavar="NAME=V1,V2,...", show_default=False),
-    Option("against", str, None, "Paired comparison: a second index over the same rows (or the same index with "
-           "--against-set), on the same queries; the report gains 'paired'.", metavar="INDEX2", show_default=False),
-    Option("against_settings", str, None, "With --against: a search setting of INDEX2. Repeatable.", multiple=True,
-           spelled="against-set", metavar="NAME=V", show_default=False),
-    Option("plot", str, None, "With --sweep: draw recall against latency into this .png (atomically).", metavar="FILE",
-           show_default=False),
-    Option("gate_on", str, "mean", "Old spelling: what --fail-below and --target gate when the figure does not say "
-           "(recall@K.lower=X: the lower end of its 95% interval).", choices=("mean", "lower"), hidden=True),
-    cli=(Option("fail_below", str, None, "Gate: exit 1 when recall@K (or knn-recall@K) is below X; recall@K.lower=X: "
-                "the lower end of its 95% interval; a bare X (or recall.mean=X, the report's name) gates recall@K. "
-                "Repeatable.", multiple=True, metavar="FIGURE@K=X", show_default=False),),
-)
-def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: int = 10,
-           settings: Optional[dict[str, Any]] = None, sweep: Optional[dict[str, Any]] = None,
-           target: Optional[str] = None, gate_on: str = "mean", vectors: Any = None, space: Optional[str] = None,
-           dim: Optional[int] = None, resamples: int = 1000, seed: int = 0, below: float = 0.9,
-           plot: Union[str, Path, None] = None, against: Any = None, against_settings: Optional[dict[str, Any]] = None,
-           against_vectors: Any = None, margins: Optional[dict[str, float]] = None, engine: Any = "local",
-           address: Optional[str] = None, hint: Hint = None) -> RecallReport:
-    """Recall@k of an ANN ``index`` (a locator or an opened :class:`~embedcheck.io.stores.AnnIndex`)
-    against exact search over its own vectors, under its metric.
+def _settings(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's ``NAME=V`` settings read (each refused naming its option before any work)."""
+    return {"settings": settings_arg(options.get("settings"), "settings"),
+            "sweep": settings_arg(options.get("sweep"), "sweep", values=True) or None,
+            "against_settings": settings_arg(options.get("against_settings"), "against_settings")}
 
-    ``queries``: real query vectors (``.npy``, shard set or array); without them, ``n_queries``
-    rows of the index drawn with ``seed`` (each query's own row removed from both sides).
-    ``settings``: search settings (``{"efSearch": 64}``, ``{"hnsw.ef_search": 100}`` ..., or
-    ``["efSearch=64"]`` as the command line gives them); ``sweep``: setting → values (or
-    ``["efSearch=16,64"]``), one row per combination with recall (interval) and latency, the
-    Pareto frontier and, with ``target`` (``"recall@10=0.95"``), the cheapest row meeting it (its
-    mean, or with ``gate_on="lower"`` its interval's lower end). ``vectors``: the original vectors
-    when the index stores only quantised codes (FAISS PQ / SQ). ``space``/``dim``: an hnswlib
-    index's. ``against``: a second index over the same rows (``against_settings``), compared on the
-    same queries (``paired``: difference, interval, p-value, verdict at ``margins``).
-    ``engine``: where the exact searches run (the ground truth, exact search over a quantised
-    index's decoded vectors, and ``against``'s over its own vectors) — ``"local"``, ``"ray"``
-    (``address``) or an engine already made; one engine for the call, the same figures on any.
-    The index itself is queried in this process, through its library (its latency is measured).
-    """
-    from ..geometry import recall as geo
+
+def open_index_input(x: Any, ctx: Opening) -> Any:
+    """INDEX, opened through its library (an hnswlib file with ``--space``/``--dim``), once the run's
+    options that need no index are checked: its settings' spelling, ``--plot`` (a ``.png`` in an
+    existing folder, not an input; with ``--sweep``) and its own gates' spelling (``recall@K=X`` at
+    the run's K) — so a bad one is refused before any work."""
     from ..io.stores import open_index
-    from ._common import running
 
-    plot = None if plot is None else Path(plot)
-    settings, against_settings = settings_arg(settings, "settings"), settings_arg(against_settings, "against_settings")
-    sweep = settings_arg(sweep, "sweep", values=True) or None
-    if k < 1:
-        raise InputError(f"k must be >= 1, got {k}")
-    if n_queries < 1:
-        raise InputError(f"n_queries must be >= 1, got {n_queries}")
-    if resamples < 0:
-        raise InputError(f"resamples must be >= 0, got {resamples}")
-    if not 0.0 < below <= 1.0:
-        raise InputError(f"below must be in (0, 1], got {below}")
-    if gate_on not in GATE_ON:
-        raise InputError(f"gate_on must be mean or lower, got {gate_on!r}")
-    tgt = None
-    if target is not None:
-        fig, kk, x, on = parse_spec(target, what="target")
-        gate_on = on or gate_on
-        tgt = (fig, kk or k, x)  # recall.lower=X: at the run's k
-    if tgt is not None and tgt[1] != k:
-        raise InputError(f"target {target!r}: this run measures k = {k}")
-    if tgt is not None and not sweep:
-        raise InputError("target needs a sweep (the settings to choose from)")
-    import contextlib
+    opts = ctx.options
+    read = _settings(opts)
+    plot = opts.get("plot")
+    if plot is not None:
+        _check_plot(Path(plot), [p for p in (x, opts.get("queries"), opts.get("vectors"))
+                                 if isinstance(p, (str, Path)) and "://" not in str(p)])
+        if not read["sweep"]:
+            raise InputError("plot needs --sweep (recall against latency over the settings)")
+    for item in opts.get("fail_below") or []:
+        parse_gate(item, opts["k"], what="fail_below")
+    return open_index(x, space=opts.get("space"), dim=opts.get("dim"))
 
-    idx = open_index(index, space=space, dim=dim)
-    idx_b = None
-    stack = contextlib.ExitStack()  # one engine for every exact search of the call
+
+def open_against(x: Any, ctx: Opening) -> Any:
+    """``--against INDEX2``: the second index, opened as INDEX is."""
+    from ..io.stores import open_index
+
+    return open_index(x, space=ctx.options.get("space"), dim=ctx.options.get("dim"))
+
+
+def open_queries(x: Any, ctx: Opening) -> tuple[np.ndarray, Any, str]:
+    """``--queries``: the query matrix, the queries' own ids (they name the worst query; else their
+    positions) and how the report names where they came from."""
+    from ..io.source import open_source
+
+    qsrc = None if isinstance(x, np.ndarray) else open_source(x, what="queries")
+    Q = _matrix(x if qsrc is None else qsrc, "queries")
+    qids: Any = np.arange(Q.shape[0])
+    side = qsrc.ids() if qsrc is not None else None  # the queries' own ids (sidecar, shard set, store)
+    if side is not None and len(side) == Q.shape[0] and all(v is not None for v in side):
+        qids = np.array([str(v) for v in side], dtype=object)
+    return Q, qids, str(x) if isinstance(x, (str, Path)) else "array"
+
+
+def open_vectors(x: Any, ctx: Opening) -> tuple[np.ndarray, str]:
+    """``--vectors``: the original vectors of a quantised index (its row order), and how the report
+    names them."""
+    return _matrix(x, "vectors"), (f"vectors {x}" if isinstance(x, (str, Path)) else "vectors (array)")
+
+
+def run(inputs: dict[str, Any], *, engine: Any, seed: int, k: int, queries: Any, n_queries: int,
+        target: Optional[str], below: float, vectors: Any, space: Optional[str], dim: Optional[int], resamples: int,
+        settings: Any, sweep: Any, against: Any, against_settings: Any, plot: Optional[str], gate_on: str,
+        fail_below: Optional[list[str]], against_vectors: Any, margins: Optional[dict[str, float]]) -> Outcome:
+    """Recall@k of the ANN index against exact search over its own vectors, under its metric (see
+    the module docstring); the index itself is queried in this process, through its library (its
+    latency is measured), the exact searches run on ``engine``."""
+    from ..geometry import recall as geo
+
+    idx, idx_b = inputs["index"], against
     try:
+        read = _settings({"settings": settings, "sweep": sweep, "against_settings": against_settings})
+        settings, sweep, against_settings = read["settings"], read["sweep"], read["against_settings"]
+        tgt = None
+        if target is not None:
+            fig, kk, x, on = parse_spec(target, what="target")
+            gate_on = on or gate_on
+            tgt = (fig, kk or k, x)  # recall.lower=X: at the run's k
+        if tgt is not None and tgt[1] != k:
+            raise InputError(f"target {target!r}: this run measures k = {k}")
+        if tgt is not None and not sweep:
+            raise InputError("target needs a sweep (the settings to choose from)")
         use = idx.resolve(settings)
         grid = _sweep_grid(sweep, idx)
         ids, X, vec_from = _vectors_of(idx, vectors)
         if queries is not None:
-            from ..io.source import open_source
-
-            qsrc = None if isinstance(queries, np.ndarray) else open_source(queries, what="queries")
-            Q = _matrix(queries if qsrc is None else qsrc, "queries")
+            Q, qids, query_source = queries
             if Q.shape[1] != idx.dim:
                 raise InputError(f"queries have dimension {Q.shape[1]} but index {idx.locator} has {idx.dim}")
             self_rows = None
-            qids: Any = np.arange(Q.shape[0])
-            side = qsrc.ids() if qsrc is not None else None  # the queries' own ids (sidecar, shard set, store)
-            if side is not None and len(side) == Q.shape[0] and all(x is not None for x in side):
-                qids = np.array([str(x) for x in side], dtype=object)  # they name the worst query
-            query_source = str(queries) if isinstance(queries, (str, Path)) else "array"
         else:
             if idx.n < 2:
                 raise InputError(f"index {idx.locator} has {idx.n} row; in-corpus queries need at least 2")
@@ -282,8 +257,7 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
             raise InputError(f"k = {k} is larger than the corpus ({avail} rows"
                              + (" other than the query's own" if self_rows is not None else "") + ")")
         ask = k + (1 if self_rows is not None else 0)
-        eng = stack.enter_context(running(engine, address))
-        truth = Truth(Q, X, k, idx.metric, self_rows, eng)
+        truth = Truth(Q, X, k, idx.metric, self_rows, engine)
         main, secs = run_index(idx, truth, ids, use, ask)
         body: dict[str, Any] = {
             "index": idx.locator, "kind": idx.kind, "library": idx.library, "metric": idx.metric,
@@ -298,7 +272,7 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
         body["knn_epsilon"] = geo.KNN_EPSILON
         lat_exact = _exact_latency(Q, X, truth, k, idx.metric)
         body["latency"] = {"index": geo.latency(secs), "exact": lat_exact}
-        warnings, diag = _diagnostics(idx, X, truth, k, self_rows, ids, ask, use, main, eng)
+        warnings, diag = _diagnostics(idx, X, truth, k, self_rows, ids, ask, use, main, engine)
         body["diagnostics"] = diag
         if resamples > 0:
             from ..geometry import intervals
@@ -309,30 +283,30 @@ def recall(index: Any, *, queries: Any = None, n_queries: int = N_QUERIES, k: in
             notes.append(IN_CORPUS_NOTE)
         results: dict[str, Any] = {"per_query": {f: main[f] for f in ("recall", "knn_recall")},
                                    "returned": main["rows"], "exact": truth.rows[:, :k], "query_ids": qid_list}
+        files: dict[str, Any] = {}
         if grid:
             body["sweep"] = _sweep(idx, truth, ids, grid, ask, resamples, seed, tgt, gate_on, results)
             if plot is not None:
-                _plot(plot, body, hint)
+                files["plot"] = _plot(body)
+                body["sweep"]["plot"] = str(plot)
         elif plot is not None:
-            raise InputError("plot needs a sweep (recall against latency over the settings)")
-        if against is not None:
-            idx_b = open_index(against, space=space, dim=dim)
+            raise InputError("plot needs --sweep (recall against latency over the settings)")
+        if idx_b is not None:
             results["paired"] = _paired(idx, idx_b, X, ids, truth, main, against_settings, against_vectors,
-                                        resamples, seed, margins, ask, engine=eng, results=results)
+                                        resamples, seed, margins, ask, engine=engine, results=results)
             body["paired"] = results["paired"].to_dict()
         if warnings:
             body["warnings"] = warnings
-            if hint is not None:
-                for w in warnings:
-                    hint(f"warning: {w}")
         body["notes"] = notes
         body["seed"] = seed
-        return RecallReport(body=body, results=results)
+        gates, said = gates_of(body, list(fail_below or []), gate_on)
+        if gates:
+            body["gate_on"] = said
+        return Outcome(body=body, files=files, state=results, gates=gates)
     finally:
         idx.close()
         if idx_b is not None:
             idx_b.close()
-        stack.close()
 
 
 def _exact_latency(Q: np.ndarray, X: np.ndarray, truth: Truth, k: int, metric: str) -> dict[str, float]:
@@ -446,9 +420,9 @@ def _sweep(idx: Any, truth: Truth, ids: np.ndarray, grid: list[dict[str, int]], 
     return out
 
 
-def _plot(plot: Path, body: dict[str, Any], hint: Hint) -> None:
+def _plot(body: dict[str, Any]) -> bytes:
+    """``--plot``: recall against latency over the sweep's settings, its Pareto frontier and target, as PNG bytes."""
     from ..geometry.plots import png_bytes, require_matplotlib
-    from ..io.atomic import atomic_writer
 
     plt = require_matplotlib("plot")
     rows = body["sweep"]["rows"]
@@ -471,11 +445,7 @@ def _plot(plot: Path, body: dict[str, Any], hint: Hint) -> None:
     ax.set_ylabel(f"recall@{body['k']} (id overlap)")
     ax.set_title(f"{body['kind']}: recall against latency ({body['queries']} queries)", fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
-    with atomic_writer(plot, "wb") as f:
-        f.write(png_bytes(fig))
-    body["sweep"]["plot"] = str(plot)
-    if hint is not None:
-        hint(f"plot: {plot}")
+    return png_bytes(fig)
 
 
 def _paired(idx: Any, idx_b: Any, X: np.ndarray, ids: np.ndarray, truth: Truth, main: dict[str, np.ndarray],
@@ -515,4 +485,97 @@ def _paired(idx: Any, idx_b: Any, X: np.ndarray, ids: np.ndarray, truth: Truth, 
     return Paired(against=label, ci_method=method_text("queries", resamples, resamples, seed), items=items)
 
 
-__all__ = ["RecallReport", "parse_gate", "recall", "recall_gates"]
+def says(report: Mapping[str, Any]) -> list[str]:
+    """What the CLI prints on stderr after a run: the plot written, the warnings, and the headline
+    (``recall@10 = 0.9620 [0.95, 0.97], knn-recall@10 = ... over 1000 queries``)."""
+    plot = (report.get("sweep") or {}).get("plot")
+    lines = [f"plot: {plot}"] if plot else []
+    lines += [f"warning: {w}" for w in report.get("warnings", [])]
+    r, kk = report["recall"], report["k"]
+    ci = r.get("mean_ci95")
+    lines.append(f"recall@{kk} = {r['mean']:.4f}" + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
+                 + f", knn-recall@{kk} = {report['knn_recall']['mean']:.4f} over {report['queries']} "
+                 + (f"in-corpus queries ({IN_CORPUS_LOWER})" if report.get("in_corpus") else "queries"))
+    return lines
+
+
+def title(args: Mapping[str, Any], *, report: Mapping[str, Any]) -> str:
+    """The table's title: the index, its kind and metric (and, over in-corpus queries, that they are)."""
+    t = f"recall — {report['index']} ({report['kind']}, {report['metric']})"
+    return t + (f", in-corpus queries: {IN_CORPUS_LOWER}" if report.get("in_corpus") else "")
+
+
+MEASUREMENT = Measurement(
+    name="recall",
+    help="does the ANN index serve what exact search would? recall@k on your own vectors",
+    description=(
+        "Recall@k of an approximate-nearest-neighbour index against exact search over its own vectors.\n\n"
+        "The index is queried through its own library (one query per call, as a service queries it); "
+        "the ground truth is exact top-k under the index's metric (cosine, inner product or L2). "
+        "Both recall definitions per query: id overlap, and ann-benchmarks' k-nn recall (a returned "
+        "row counts when its exact distance is within 1e-3 of the k-th); then the mean with its 95% "
+        "interval, the 5th percentile, the worst query and the share below --below; latency of both "
+        "sides; diagnostics (unnormalised vectors under inner product, duplicates, ties at the k-th "
+        "place, the quantisation loss of PQ/SQ indexes).\n\n"
+        "Example: embedcheck recall h.faiss --sweep efSearch=16,64 --target recall@10=0.95"),
+    run=run,
+    inputs=(Input("index", "file", open=open_index_input,
+                  help="The index: PATH.faiss / PATH.index (FAISS), an hnswlib file (--space/--dim or PATH.json), "
+                       "postgresql://USER@HOST/DB?table=T&column=C[&id=I] (pgvector HNSW or IVFFlat) or "
+                       "lancedb://DBDIR/TABLE (IVF_PQ, IVF_HNSW_SQ)."),),
+    options=(
+        Option("k", int, 10, "Neighbours per query (recall@k).", min=1),
+        Option("queries", str, None, "Real query vectors (.npy or shard set). Without it: --n-queries rows of the "
+               "index, each query's own row removed from both sides (in-corpus queries over-state recall).",
+               metavar="SOURCE", show_default=False, opens=open_queries),
+        Option("n_queries", int, N_QUERIES, "Without --queries: rows of the index drawn as queries (seeded; all rows "
+               "when fewer).", min=1),
+        Option("target", str, None, "With --sweep: the cheapest setting meeting recall@K=X (or knn-recall@K=X); "
+               "recall@K.lower=X: its interval's lower end.", metavar="FIGURE@K=X", show_default=False),
+        Option("below", float, 0.9, "Report the share of queries whose recall is below this.", min=0, max=1,
+               min_open=True),
+        Option("vectors", str, None, "The original vectors (.npy, index row order) when the index stores only "
+               "quantised codes (FAISS PQ/SQ).", metavar="SOURCE", show_default=False, opens=open_vectors),
+        Option("space", str, None, "hnswlib index: its space (else PATH.json).", choices=("cosine", "ip", "l2"),
+               show_default=False),
+        Option("dim", int, None, "hnswlib index: its dimension (else PATH.json).", min=1, show_default=False),
+        Option("resamples", int, 1000, "Bootstrap resamples over queries of the 95% intervals; 0: none.", min=0),
+        Option("settings", str, None, "A search setting of the index (efSearch, nprobe, ef, hnsw.ef_search, "
+               "ivfflat.probes, nprobes, refine_factor). Repeatable.", multiple=True, spelled="set", metavar="NAME=V",
+               show_default=False),
+        Option("sweep", str, None, "One row per setting value with recall (interval) and latency, the Pareto "
+               "frontier. Repeatable (all combinations).", multiple=True, metavar="NAME=V1,V2,...",
+               show_default=False),
+        Option("against", str, None, "Paired comparison: a second index over the same rows (or the same index with "
+               "--against-set), on the same queries; the report gains 'paired'.", metavar="INDEX2",
+               show_default=False, opens=open_against),
+        Option("against_settings", str, None, "With --against: a search setting of INDEX2. Repeatable.",
+               multiple=True, spelled="against-set", metavar="NAME=V", show_default=False),
+        Option("plot", str, None, "With --sweep: draw recall against latency into this .png (atomically).",
+               metavar="FILE", show_default=False),
+        Option("gate_on", str, "mean", "Old spelling: what --fail-below and --target gate when the figure does not "
+               "say (recall@K.lower=X: the lower end of its 95% interval).", choices=("mean", "lower"), hidden=True),
+        Option("fail_below", str, None, "Gate: exit 1 when recall@K (or knn-recall@K) is below X; recall@K.lower=X: "
+               "the lower end of its 95% interval; a bare X (or recall.mean=X, the report's name) gates recall@K. "
+               "Repeatable.", multiple=True, metavar="FIGURE@K=X", show_default=False),
+        Option("against_vectors", str, None, "With against=: INDEX2's original vectors (a quantised index).",
+               api_only=True, opens=open_vectors),
+    ),
+    figures=FIGURES,
+    primary="recall.mean",
+    version=1,
+    unit="queries",
+    body_schema=BODY_SCHEMA,
+    example=("recall_hnsw.faiss", "--queries", "recall_queries.npy", "--k", "5", "--resamples", "100"),
+    writes=(Writes("plot", "file"),),
+    runs={"": ("recall_hnsw.faiss", "--queries", "recall_queries.npy", "--k", "5", "--resamples", "20",
+               "--sweep", "efSearch=8,32", "--plot", "r.png")},
+    gates="own",
+    baseline=True,
+    against="INDEX2",
+    says=says,
+    title=title,
+    after="project",  # where physscore stood in the built-in commands (its verbs are declared now)
+)
+
+__all__ = ["MEASUREMENT", "open_index_input", "parse_gate", "recall_gates", "run", "settings_arg"]
