@@ -268,10 +268,11 @@ def _example_runs(suffix: str) -> list[tuple[str, list[str], int]]:
     """(id, the example's argv, the position of its first ``suffix`` file) of every command in
     ``spec.COMMANDS`` and every built-in declared measurement whose example reads one."""
     runs = []
-    declared = [(m.name, m.example) for m in measurements() if m.source == "built-in" and m.example]
+    # a declared measurement (embedcheck.measures): its example, as a command's; a verb's as typed
+    declared = [SimpleNamespace(name=m.group or m.name,
+                                example=((m.verb,) if m.group and m.example[:1] != (m.verb,) else ()) + tuple(m.example))
+                for m in measurements() if m.source == "built-in" and m.example]
     for c in [*COMMANDS, *declared]:
-        if isinstance(c, tuple):  # a declared measurement (embedcheck.measures): its example, as a command's
-            c = SimpleNamespace(name=c[0], example=c[1])
         if not c.example:
             continue
         args = [c.name, *c.example]
