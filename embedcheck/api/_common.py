@@ -27,13 +27,6 @@ def source(x: Any, what: str = "embeddings") -> Source:
     return open_source(x, what=what)
 
 
-def name_of(x: Any) -> str:
-    from ..io.stores import display_name, is_store
-
-    if isinstance(x, (str, Path)) and is_store(x):
-        return display_name(x)
-    return Path(x).name if isinstance(x, (str, Path)) else getattr(x, "name", "array")
-
 
 def matrix(x: Any, what: str = "embeddings", *, need_direction: bool = True) -> Any:
     """A validated in-process matrix (2-D float, finite rows; non-zero rows with ``need_direction``):
@@ -80,12 +73,6 @@ def check_same_rows(a: Any, b: Any, n_a: int, n_b: int, roles: tuple[str, str] =
     same(None, None, n_a, n_b, names=names)  # the counts, also when by position
     return m
 
-
-def paired_rows(a: Any, b: Any, n_a: int, b_rows: Any, roles: tuple[str, str] = ("A", "B")) -> Any:
-    """B's rows (``b_rows``, opened from ``b``) in A's row order: :func:`check_same_rows` (the one
-    rule, for files, shard sets and stores alike: the same ids in any order, read into memory in A's
-    order when the order differs; another set refused with the counts; no ids: the same row count)."""
-    return in_order(b_rows, check_same_rows(a, b, n_a, int(b_rows.shape[0]), roles), f"{roles[1]} {label_of(b, 'B')}")
 
 
 def in_order(x: Any, matched: Any, what: str) -> Any:

@@ -73,12 +73,6 @@ EmbArg = Annotated[str, typer.Argument(metavar="EMB", help=f"Embeddings: a 2-D f
 _LABELS_HELP = f"Labels, one per row: {LABEL_FORMATS}; ints or strings."
 LabelsArg = Annotated[str, typer.Argument(metavar="LABELS", help=_LABELS_HELP, show_default=False)]
 OptLabelsArg = Annotated[Optional[str], typer.Argument(metavar="LABELS", help=f"{_LABELS_HELP} Optional.", show_default=False)]
-#: MTEB's result JSON beside the report (sts; retrieve declares its own), declared once; each command gives its task name's default
-MtebJsonOpt = Annotated[Optional[Path], typer.Option("--mteb-json", help="Also write MTEB's result JSON (TaskResult layout; --task-name) to this file.", dir_okay=False, show_default=False)]
-TaskNameOpt = Annotated[str, typer.Option("--task-name", help="With --mteb-json: the MTEB task name (e.g. STSBenchmark, SciFact).")]
-PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Also draw the figure into this .png file, written atomically "
-                                                 "(needs matplotlib: pip install 'embedcheck\\[plots]').",
-                                                 dir_okay=False, show_default=False)]
 
 # ---- where the work runs (embed, project, aag, anisotropy) ---------------------------------
 
@@ -97,28 +91,6 @@ def _check_address(value: Optional[str]) -> Optional[str]:
         raise typer.BadParameter("is empty; give HOST:PORT of a running Ray cluster, or leave --address out")
     return value
 
-
-def force_threads(threads: Optional[int]) -> None:
-    """``--threads N``: every thread choice of this command (torch, onnxruntime, BLAS through
-    :func:`embedcheck.engine.threads.choose_threads`) uses N — in this process and in Ray workers, which
-    inherit ``EMBEDCHECK_*`` variables; restored when the command ends."""
-    import os
-
-    from ..engine.threads import THREADS_ENV
-
-    ctx = _current_context()
-    if threads is None or ctx is None:
-        return
-    old = os.environ.get(THREADS_ENV)
-    os.environ[THREADS_ENV] = str(int(threads))
-
-    def restore() -> None:
-        if old is None:
-            os.environ.pop(THREADS_ENV, None)
-        else:
-            os.environ[THREADS_ENV] = old
-
-    ctx.call_on_close(restore)
 
 
 AddressOpt = Annotated[Optional[str], typer.Option("--address", callback=_check_address, help="With --engine ray: HOST:PORT of a running Ray cluster ('ray start --head --port=PORT'; token auth: RAY_AUTH_MODE=token).")]
@@ -326,19 +298,6 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
 
-@contextlib.contextmanager
-def option_errors(options: dict[str, str]) -> Iterator[None]:
-    """Translate a computation-layer :class:`InputError` that names a value (``lr must be ...``)
-    into one that names the option (``--lr must be ...``)."""
-    try:
-        yield
-    except InputError as exc:
-        msg = str(exc)
-        for name, opt in options.items():
-            if msg.startswith(name + " "):
-                raise InputError(opt + msg[len(name):]) from None
-        raise
-
 
 def as_options(msg: str, spelling: Optional[dict[str, str]] = None) -> str:
     """A library message in the running command's option names: each exact token of ``spelling``
@@ -473,40 +432,6 @@ def preflight() -> None:
     if not folder.is_dir():
         raise InputError(f"--report {report}: output folder {folder} does not exist")
 
-
-def check_plot(plot: Optional[Path], inputs: list[Any]) -> None:
-    """Before any work: ``--plot`` is a ``.png`` in an existing folder, not an input, and
-    matplotlib is installed."""
-    if plot is None:
-        return
-    from ..geometry.plots import require_matplotlib
-
-    if plot.suffix.lower() != ".png":
-        raise InputError(f"--plot {plot} must be a .png file")
-    folder = plot.parent if str(plot.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"--plot {plot}: output folder {folder} does not exist")
-    for p in inputs:
-        if p is not None and Path(p).resolve() == plot.resolve():
-            raise InputError(f"--plot {plot} would overwrite the input {p}")
-    require_matplotlib()
-
-
-def write_plot(plot: Path, png: bytes) -> str:
-    """Write the PNG bytes to ``--plot`` atomically; returns the path for the report."""
-    from ..io.atomic import atomic_writer
-
-    with atomic_writer(plot, "wb") as f:
-        f.write(png)
-    hint(f"plot: {plot}")
-    return str(plot)
-
-
-def shown_name(x: Any) -> str:
-    """How an input is named in a table title: a file's name, a store's locator (password masked)."""
-    from ..io.stores import display_name, is_store
-
-    return display_name(x) if is_store(x) else Path(x).name
 
 
 #: the notices of how rows were matched (:mod:`embedcheck.io.rowids`), held until the next line on

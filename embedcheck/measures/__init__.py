@@ -8,6 +8,9 @@ Adding one = its module here (the maths in ``geometry/``) + its name in :data:`M
 from __future__ import annotations
 
 import importlib
+import os
+from pathlib import Path
+from typing import Any, Sequence
 
 from ..errors import InputError
 from ..spec import Measurement
@@ -26,8 +29,26 @@ def comma_choices(value: str, allowed: tuple[str, ...], what: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def check_plot(plot: Any, inputs: Sequence[Any] = ()) -> None:
+    """Before any work: a ``--plot`` is a ``.png`` in an existing folder, not one of ``inputs``, and
+    matplotlib is installed — the one check of every measurement that draws (aag, anisotropy, recall,
+    compress sweep)."""
+    from ..geometry.plots import require_matplotlib
+
+    plot = Path(plot)
+    if plot.suffix.lower() != ".png":
+        raise InputError(f"plot {plot} must be a .png file")
+    folder = plot.parent if str(plot.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"plot {plot}: output folder {folder} does not exist")
+    for p in inputs:
+        if isinstance(p, (str, os.PathLike)) and Path(p).resolve() == plot.resolve():
+            raise InputError(f"plot {plot} would overwrite the input {p}")
+    require_matplotlib()
+
+
 def builtin() -> list[Measurement]:
     return [importlib.import_module(f"{__name__}.{name}").MEASUREMENT for name in MODULES]
 
 
-__all__ = ["MODULES", "builtin", "comma_choices"]
+__all__ = ["MODULES", "builtin", "check_plot", "comma_choices"]

@@ -27,6 +27,7 @@ from ..report.result import Figure
 from ..report.result import fmt_value as number
 from ..report.schemas import COSINE, FRACTION, INT, INTERVAL, NUM, NUM_OR_NULL, STR, obj
 from ..spec import Input, Measurement, OldGate, Opening, Option, Outcome, Writes
+from . import check_plot
 
 SDS = "in standard deviations of the floor"
 RATIO = "as a ratio (floor / matched)"
@@ -65,26 +66,13 @@ def _shown(src: Any) -> str:
     return display_name(name) if is_store(name) else Path(name).name
 
 
-def _check_plot(plot: str) -> None:
-    """Before any work: ``plot`` is a ``.png`` in an existing folder and matplotlib is installed."""
-    from ..geometry.plots import require_matplotlib
-
-    p = Path(plot)
-    if p.suffix.lower() != ".png":
-        raise InputError(f"plot {plot} must be a .png file")
-    folder = p.parent if str(p.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"plot {plot}: output folder {folder} does not exist")
-    require_matplotlib()
-
-
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, fit_a: Optional[tuple[Any, str]],
         fit_b: Optional[tuple[Any, str]], shared: bool, perms: int, block: int, resamples: int,
         map_fit: Optional[tuple[Any, Any]], plot: Optional[str]) -> Outcome:
     from ..geometry import anisotropy as geo
 
     if plot is not None:
-        _check_plot(plot)
+        check_plot(plot)
     A, B = inputs["a"], inputs["b"]
     names = {"fit_a": fit_a[1] if fit_a is not None else "", "fit_b": fit_b[1] if fit_b is not None else ""}
     keep: dict[str, Any] = {}

@@ -15,6 +15,7 @@ from ..errors import InputError
 from ..io import LABEL_FORMATS
 from ..report.schemas import INT, STR, obj
 from ..spec import Measurement, Opening, Option, Outcome, Writes
+from . import check_plot
 from .compress_write import Matrix, matrix
 
 #: the figures a sweep measures, by input
@@ -176,22 +177,6 @@ def retention_gates(result: Any, below: dict[str, float], ship: str) -> list[dic
         raise
 
 
-def _check_plot(plot: Path, inputs: list[Any]) -> None:
-    """Before any work: ``plot`` is a ``.png`` in an existing folder, not an input, and matplotlib is
-    installed."""
-    from ..geometry.plots import require_matplotlib
-
-    if plot.suffix.lower() != ".png":
-        raise InputError(f"plot {plot} must be a .png file")
-    folder = plot.parent if str(plot.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"plot {plot}: output folder {folder} does not exist")
-    for p in inputs:
-        if isinstance(p, (str, os.PathLike)) and Path(p).resolve() == plot.resolve():
-            raise InputError(f"plot {plot} would overwrite the input {p}")
-    require_matplotlib()
-
-
 def run(inputs: dict[str, Any], *, engine: Any, seed: int, retrieval: Any = None, labels: Any = None, sts: Any = None,
         calibration: Optional[Matrix] = None, rescore_multiplier: int = 4, resamples: int = 1000,
         map_queries: Optional[int] = None, id_field: str = "id", label_field: str = "label", score_field: str = "score",
@@ -213,7 +198,7 @@ def run(inputs: dict[str, Any], *, engine: Any, seed: int, retrieval: Any = None
     check_gate_targets(below, ship, inputs=given, precisions=precs)
     if plot is not None:
         raw = [p for v in (retrieval, sts) if isinstance(v, (list, tuple)) for p in v]
-        _check_plot(Path(plot), [*raw, calibration.raw if calibration is not None else None])
+        check_plot(Path(plot), [*raw, calibration.raw if calibration is not None else None])
     ret = _retrieval_inputs(retrieval, id_field) if retrieval is not None else None
     lab = labels if labels is None or isinstance(labels, LabelInput) else LabelInput(labels[0], labels[1], map_queries)
     st = _sts_inputs(sts, score_field) if sts is not None else None

@@ -30,7 +30,7 @@ from ..report.recall_gates import GATE_ON, gates_of, parse_gate, parse_spec, rec
 from ..report.result import Figure
 from ..report.schemas import BOOL, FRACTION, INT, INTERVAL, NUM, STR, obj
 from ..spec import Input, Measurement, Opening, Option, Outcome, Writes
-from .compress_sweep import _check_plot
+from . import check_plot
 
 #: queries sampled from the index's rows when none are given
 N_QUERIES = 1000
@@ -178,7 +178,7 @@ def open_index_input(x: Any, ctx: Opening) -> Any:
     read = _settings(opts)
     plot = opts.get("plot")
     if plot is not None:
-        _check_plot(Path(plot), [p for p in (x, opts.get("queries"), opts.get("vectors"))
+        check_plot(Path(plot), [p for p in (x, opts.get("queries"), opts.get("vectors"))
                                  if isinstance(p, (str, Path)) and "://" not in str(p)])
         if not read["sweep"]:
             raise InputError("plot needs --sweep (recall against latency over the settings)")
