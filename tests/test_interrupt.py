@@ -23,8 +23,10 @@ _RUN = ("import sys; from embedcheck.cli import main; sys.stderr.write('ready\\n
 
 def _interrupt(argv: list[str], *, after: float, until: Path | None = None, timeout: float = 300) -> tuple[int, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    # Ctrl-C as a terminal delivers it: a child inherits an ignored SIGINT from its parent (a test worker
+    # may run with SIGINT ignored, and Python then never installs its KeyboardInterrupt handler)
     p = subprocess.Popen([sys.executable, "-c", _RUN, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         env=env, text=True)
+                         env=env, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert p.stderr is not None
     assert p.stderr.readline() == "ready\n"
     deadline = time.monotonic() + timeout
