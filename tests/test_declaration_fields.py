@@ -34,15 +34,21 @@ MEASUREMENT = Measurement(
 '''
 
 
+def plugin_site(tmp_path_factory, name: str, source: str):
+    """A site folder holding one installed plugin distribution ``name`` (its module and its entry point)."""
+    site = tmp_path_factory.mktemp(name)
+    mod = name.replace("-", "_")
+    meta = site / f"{mod}-0.1.dist-info"
+    meta.mkdir()
+    (site / f"{mod}_mod.py").write_text(source)
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (meta / "entry_points.txt").write_text(f"[embedcheck.measurements]\ntoy = {mod}_mod:MEASUREMENT\n")
+    return site
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    site = tmp_path_factory.mktemp("site")
-    meta = site / "toy_fields-0.1.dist-info"
-    meta.mkdir()
-    (site / "toy_fields_mod.py").write_text(PLUGIN)
-    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-fields\nVersion: 0.1\n")
-    (meta / "entry_points.txt").write_text("[embedcheck.measurements]\ntoy = toy_fields_mod:MEASUREMENT\n")
-    return site
+    return plugin_site(tmp_path_factory, "toy-fields", PLUGIN)
 
 
 def _run(site, *args, cwd=None):
@@ -193,13 +199,7 @@ MEASUREMENT = Measurement(
 
 @pytest.fixture(scope="module")
 def titled_site(tmp_path_factory):
-    site = tmp_path_factory.mktemp("titled")
-    meta = site / "toy_titled-0.1.dist-info"
-    meta.mkdir()
-    (site / "toy_titled_mod.py").write_text(TITLED)
-    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-titled\nVersion: 0.1\n")
-    (meta / "entry_points.txt").write_text("[embedcheck.measurements]\ntoy = toy_titled_mod:MEASUREMENT\n")
-    return site
+    return plugin_site(tmp_path_factory, "toy-titled", TITLED)
 
 
 def _titled(site, *args, code=None):
